@@ -1,0 +1,84 @@
+"""Prometheus metrics: one registry per daemon instance (tests run several in one process).
+
+Every frame the daemon accepted ends in exactly one of: `published` or `dropped{reason}`;
+`beltsight_frames_total` counts what came in, so the two sides can be reconciled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+DROP_REASONS = (
+    "superseded",  # a newer frame of the same camera replaced it before it was batched
+    "stale",  # older than engine.max_age_ms when its batch would start
+    "no_model",  # its resolution routes to a size with no configured model
+    "engine_error",  # inference failed for its batch
+    "buffer_full",  # the sink buffer (and spool) was full: the oldest entry was dropped
+    "shutdown",  # still unpublished when the shutdown grace period ended
+)
+
+
+@dataclass
+class Metrics:
+    registry: CollectorRegistry = field(default_factory=lambda: CollectorRegistry(auto_describe=True))
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.frames_decoded = Counter(
+            "beltsight_frames_decoded_total", "Frames decoded per camera", ["camera"], registry=r
+        )
+        self.frames_dropped = Counter(
+            "beltsight_frames_dropped_total",
+            "Frames accepted and then dropped, by camera and reason",
+            ["camera", "reason"],
+            registry=r,
+        )
+        self.frames_inferred = Counter(
+            "beltsight_frames_inferred_total", "Frames run through a model", ["camera", "model"], registry=r
+        )
+        self.entries_published = Counter(
+            "beltsight_entries_published_total", "Stream entries written to Redis", ["camera"], registry=r
+        )
+        self.corrupt_packets = Counter(
+            "beltsight_corrupt_packets_total", "Packets or frames that failed to decode", ["camera"], registry=r
+        )
+        self.camera_up = Gauge("beltsight_camera_up", "1 while the camera delivers frames", ["camera"], registry=r)
+        self.camera_reconnects = Counter(
+            "beltsight_camera_reconnects_total", "Connection attempts after a failure", ["camera"], registry=r
+        )
+        self.batch_size = Histogram(
+            "beltsight_batch_size",
+            "Frames per inference batch",
+            ["model"],
+            buckets=(1, 2, 3, 4, 6, 8, 12, 16, 32, 64),
+            registry=r,
+        )
+        self.inference_seconds = Histogram(
+            "beltsight_inference_seconds",
+            "session.run wall time per batch",
+            ["model"],
+            buckets=(0.002, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28),
+            registry=r,
+        )
+        self.latency_seconds = Histogram(
+            "beltsight_latency_seconds",
+            "Capture to XADD per entry",
+            ["camera"],
+            buckets=(0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12),
+            registry=r,
+        )
+        self.sink_buffered = Gauge(
+            "beltsight_sink_buffered_entries", "Entries accepted and not yet in Redis", registry=r
+        )
+        self.redis_up = Gauge("beltsight_redis_up", "1 while Redis accepts writes", registry=r)
+        self.breaker_open = Gauge(
+            "beltsight_breaker_open", "1 while the primary engine's breaker is open", ["model"], registry=r
+        )
+        self.session_builds = Counter(
+            "beltsight_session_builds_total", "Inference sessions built", ["model", "reason"], registry=r
+        )
+
+    def dropped(self, camera_id: str, reason: str, n: int = 1) -> None:
+        self.frames_dropped.labels(camera=camera_id, reason=reason).inc(n)

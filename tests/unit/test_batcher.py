@@ -1,0 +1,174 @@
+"""The batching rules with a fake clock: full batch, deadline, fairness, staleness, replays."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import numpy as np
+import pytest
+
+from daemon.batcher import Batcher, BatchPolicy, decide
+from daemon.frames import Frame, Letterbox
+from daemon.hub import FrameHub, Pending
+from daemon.metrics import Metrics
+
+
+class FakeClock:
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, dt: float) -> None:
+        self.t += dt
+
+
+def make_frame(camera: str, seq: int, captured: float, size: int = 640) -> Frame:
+    lb = Letterbox.fit(640, 480, size)
+    image = np.zeros((lb.new_h, lb.new_w, 3), np.uint8)
+    return Frame(camera, seq, int(captured * 1000), captured, lb, image)
+
+
+def dropped(metrics: Metrics, camera: str, reason: str) -> float:
+    value = metrics.registry.get_sample_value(
+        "beltsight_frames_dropped_total", {"camera": camera, "reason": reason}
+    )
+    return value or 0.0
+
+
+POLICY = BatchPolicy(max_batch=4, max_wait_s=0.015, max_age_s=0.5)
+
+
+def test_decide_runs_when_batch_is_full() -> None:
+    assert decide(Pending(count=4, oldest_since=10.0, cameras=6), now=10.001, policy=POLICY).run
+
+
+def test_decide_waits_for_deadline_of_oldest_frame() -> None:
+    d = decide(Pending(count=2, oldest_since=10.0, cameras=6), now=10.005, policy=POLICY)
+    assert not d.run
+    assert d.wake_at == pytest.approx(10.015)
+    assert decide(Pending(count=2, oldest_since=10.0, cameras=6), now=10.015, policy=POLICY).run
+
+
+def test_decide_runs_when_every_camera_of_the_model_is_waiting() -> None:
+    # Three cameras on this model, all with a frame: no fourth frame can join, so run now.
+    assert decide(Pending(count=3, oldest_since=10.0, cameras=3), now=10.0, policy=POLICY).run
+    assert not decide(Pending(count=2, oldest_since=10.0, cameras=3), now=10.0, policy=POLICY).run
+
+
+def test_decide_idles_without_frames() -> None:
+    d = decide(Pending(count=0, oldest_since=None, cameras=3), now=10.0, policy=POLICY)
+    assert not d.run and d.wake_at is None
+
+
+def test_latest_frame_wins_and_superseded_frames_are_counted() -> None:
+    clock, metrics = FakeClock(), Metrics()
+    hub = FrameHub(metrics, clock)
+    for seq in range(5):
+        hub.put(make_frame("a", seq, clock()))
+    frames = hub.take(640, 4, POLICY.max_age_s)
+    assert [f.seq for f in frames] == [4]
+    assert dropped(metrics, "a", "superseded") == 4
+
+
+def test_deadline_counts_from_first_waiting_frame_even_when_superseded() -> None:
+    clock = FakeClock()
+    hub = FrameHub(Metrics(), clock)
+    hub.put(make_frame("a", 0, clock()))
+    hub.put(make_frame("b", 0, clock()))
+    hub.put(make_frame("c", 0, clock()))
+    hub.take(640, 1, 1.0)  # one camera is served; two stay waiting
+    start = clock()
+    clock.advance(0.010)
+    hub.put(make_frame("a", 1, clock()))
+    pending = hub.pending(640)
+    assert pending.oldest_since == start  # b and c have waited since `start`
+
+
+def test_fairness_oldest_waiting_camera_first_no_starvation() -> None:
+    """Six cameras, batches of two, every camera producing all the time: all get served equally."""
+    clock, metrics = FakeClock(), Metrics()
+    hub = FrameHub(metrics, clock)
+    cameras = [f"cam{i}" for i in range(6)]
+    served = dict.fromkeys(cameras, 0)
+    for step in range(60):
+        for cam in cameras:
+            hub.put(make_frame(cam, step, clock()))
+            clock.advance(0.0001)
+        for frame in hub.take(640, 2, POLICY.max_age_s):
+            served[frame.camera_id] += 1
+        clock.advance(0.010)
+    assert set(served.values()) == {20}
+
+
+def test_stale_live_frames_are_dropped_and_counted_not_inferred() -> None:
+    clock, metrics = FakeClock(), Metrics()
+    hub = FrameHub(metrics, clock)
+    hub.put(make_frame("old", 0, clock() - 0.6))
+    hub.put(make_frame("fresh", 0, clock()))
+    frames = hub.take(640, 4, POLICY.max_age_s)
+    assert [f.camera_id for f in frames] == ["fresh"]
+    assert dropped(metrics, "old", "stale") == 1
+
+
+def test_replay_frames_wait_for_the_consumer_and_are_never_stale() -> None:
+    clock, metrics = FakeClock(), Metrics()
+    hub = FrameHub(metrics, clock)
+    stop = threading.Event()
+    assert hub.put(make_frame("file", 0, clock() - 5.0), wait=True, stop=stop)
+    second_done = threading.Event()
+
+    def producer() -> None:
+        hub.put(make_frame("file", 1, clock() - 5.0), wait=True, stop=stop)
+        second_done.set()
+
+    thread = threading.Thread(target=producer)
+    thread.start()
+    assert not second_done.wait(0.3)  # blocked: frame 0 not yet taken
+    assert [f.seq for f in hub.take(640, 4, POLICY.max_age_s)] == [0]
+    assert second_done.wait(2.0)
+    assert [f.seq for f in hub.take(640, 4, POLICY.max_age_s)] == [1]
+    thread.join()
+    assert dropped(metrics, "file", "stale") == 0
+    assert dropped(metrics, "file", "superseded") == 0
+
+
+def test_replay_put_returns_false_when_stopped() -> None:
+    clock = FakeClock()
+    hub = FrameHub(Metrics(), clock)
+    stop = threading.Event()
+    hub.put(make_frame("file", 0, clock()), wait=True, stop=stop)
+    stop.set()
+    assert not hub.put(make_frame("file", 1, clock()), wait=True, stop=stop)
+
+
+def test_frames_of_other_model_sizes_are_not_taken() -> None:
+    clock = FakeClock()
+    hub = FrameHub(Metrics(), clock)
+    hub.put(make_frame("a", 0, clock(), size=640))
+    hub.put(make_frame("b", 0, clock(), size=800))
+    assert [f.camera_id for f in hub.take(640, 4, 1.0)] == ["a"]
+    assert [f.camera_id for f in hub.take(800, 4, 1.0)] == ["b"]
+
+
+def test_batcher_waits_for_deadline_then_returns_partial_batch() -> None:
+    async def scenario() -> tuple[list[str], float]:
+        loop = asyncio.get_running_loop()
+        hub = FrameHub(Metrics())
+        policy = BatchPolicy(max_batch=4, max_wait_s=0.05, max_age_s=5.0)
+        batcher = Batcher(640, hub, policy, loop, loop.time)
+        # Three cameras are known to this model; only two have a frame waiting.
+        for cam in ("a", "b", "c"):
+            hub.put(make_frame(cam, 0, loop.time()))
+        hub.take(640, 4, 5.0)
+        hub.put(make_frame("a", 1, loop.time()))
+        hub.put(make_frame("b", 1, loop.time()))
+        started = loop.time()
+        frames = await asyncio.wait_for(batcher.next_batch(), 2.0)
+        return sorted(f.camera_id for f in frames), loop.time() - started
+
+    cameras, waited = asyncio.run(scenario())
+    assert cameras == ["a", "b"]
+    assert waited >= 0.04  # it did wait for the deadline instead of running at once
