@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Set up BeltSight on a fresh Debian 12 / Ubuntu 22.04+ machine: system packages, a
+# virtualenv in .venv, and the package itself (editable).
+#
+#   tools/bootstrap.sh          runtime + demo (redis-server, GStreamer RTSP server)
+#   tools/bootstrap.sh --dev    also the test and lint tools
+#   tools/bootstrap.sh --train  also PyTorch (CPU) for tools/train_demo_model.py
+#
+# Safe to run again: it installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras=()
+for arg in "$@"; do
+  case "$arg" in
+    --dev) extras+=(dev) ;;
+    --train) extras+=(train) ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    *) echo "unknown option: $arg" >&2; exit 2 ;;
+  esac
+done
+
+# redis-server: the demo's and the tests' local Redis. GStreamer's RTSP server (driven by
+# Debian's python3 + gi; a virtualenv cannot import gi): the demo's and the tests' cameras.
+apt_packages=(
+  python3 python3-venv python3-gi
+  redis-server
+  gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+  gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly
+)
+missing=()
+for pkg in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "==> apt-get install ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "==> creating .venv with $($python --version)"
+  "$python" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+spec="."
+if [ "${#extras[@]}" -gt 0 ]; then
+  spec=".[$(IFS=,; echo "${extras[*]}")]"
+fi
+echo "==> pip install -e $spec"
+.venv/bin/python -m pip install -q -e "$spec"
+echo "==> ready: $(.venv/bin/beltsight --help | head -n 1)"
