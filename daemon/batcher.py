@@ -15,6 +15,7 @@ in the slots, so the next batch is always built from the freshest frames.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -86,7 +87,5 @@ class Batcher:
                     return frames
                 continue
             timeout = None if decision.wake_at is None else max(0.0, decision.wake_at - self._clock())
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), timeout)
-            except TimeoutError:
-                pass

@@ -120,10 +120,11 @@ class CudaOptions(Section):
 
 
 Provider = Literal["cuda", "cpu"]
+_DEFAULT_PROVIDERS: tuple[Provider, ...] = ("cuda", "cpu")
 
 
 class EngineConfig(Section):
-    providers: list[Provider] = Field(default_factory=lambda: ["cuda", "cpu"], min_length=1)
+    providers: list[Provider] = Field(default_factory=lambda: list(_DEFAULT_PROVIDERS), min_length=1)
     """Execution providers in order; the first one is required unless `allow_fallback`."""
     allow_fallback: bool = False
     max_batch: int = Field(8, ge=1, le=64)
@@ -161,7 +162,7 @@ class HealthConfig(Section):
     def _check_listen(cls, v: str | None) -> str | None:
         if not v:
             return None
-        host, sep, port = v.rpartition(":")
+        _host, sep, port = v.rpartition(":")
         if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
             raise ValueError("must be host:port, e.g. 127.0.0.1:9108")
         return v
