@@ -1,0 +1,480 @@
+"""The Redis Streams sink: buffering, XADD with trimming, recovery through outages."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+import redis.asyncio as aioredis
+import structlog
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import (
+    AuthenticationError,
+    AuthorizationError,
+    BusyLoadingError,
+    NoPermissionError,
+    ResponseError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from daemon.backoff import Backoff
+from daemon.config import RedisConfig
+from daemon.frames import FrameResult, StatusEvent
+from daemon.metrics import Metrics
+from daemon.redaction import SECRETS, redact_url
+from daemon.schema import EntryId, encode_entry, encode_event, next_entry_id, same_frame
+
+log = structlog.get_logger("beltsight.sink")
+
+T = TypeVar("T")
+EVENTS_BUFFER_MAX = 1000
+DROP_LOG_INTERVAL_S = 5.0
+_ID_TOO_SMALL = "equal or smaller than the target stream top item"
+_AUTH_CODES = ("NOAUTH", "WRONGPASS", "NOPERM")
+
+
+class Clock(Protocol):
+    def time_ms(self) -> int: ...
+
+    def monotonic(self) -> float: ...
+
+
+class SystemClock:
+    def time_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+@dataclass(slots=True)
+class Slot(Generic[T]):
+    """A buffered item; `entry_id` sticks once assigned so a retry re-sends the same ID."""
+
+    ticket: int
+    item: T
+    entry_id: EntryId | None = None
+    duplicate: bool = False
+
+
+class Buffer(Generic[T]):
+    """Bounded FIFO of items not yet in Redis (the seam where a disk spool will slot in).
+
+    Policy when full: drop the oldest item that is not being written right now (if every
+    item is in flight, the incoming one) and hand it back to the caller to count.
+    `peek(n)` marks the first n items in flight; `settle(done)` ends the flight and removes
+    the written ones. Items that were not written stay at the front, in order.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._slots: deque[Slot[T]] = deque()
+        self._in_flight = 0
+        self._next_ticket = 0
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def push(self, item: T) -> T | None:
+        slot = Slot(self._next_ticket, item)
+        self._next_ticket += 1
+        if len(self._slots) < self.capacity:
+            self._slots.append(slot)
+            return None
+        if self._in_flight >= len(self._slots):
+            return item
+        dropped = self._slots[self._in_flight]
+        del self._slots[self._in_flight]
+        self._slots.append(slot)
+        return dropped.item
+
+    def peek(self, n: int) -> list[Slot[T]]:
+        batch = [self._slots[i] for i in range(min(n, len(self._slots)))]
+        self._in_flight = len(batch)
+        return batch
+
+    def settle(self, done_tickets: set[int]) -> None:
+        keep = [self._slots.popleft() for _ in range(self._in_flight)]
+        self._slots.extendleft(reversed([s for s in keep if s.ticket not in done_tickets]))
+        self._in_flight = 0
+
+    def drain_all(self) -> list[T]:
+        items = [s.item for s in self._slots]
+        self._slots.clear()
+        self._in_flight = 0
+        return items
+
+
+class SinkError(Exception):
+    """Redis refused writes in a way retrying may fix once an operator acts."""
+
+
+def is_auth_error(exc: BaseException) -> bool:
+    """Wrong password, missing password or missing ACL permission (also as a SinkError's cause)."""
+    if isinstance(exc, SinkError) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    if isinstance(exc, AuthenticationError | AuthorizationError | NoPermissionError):
+        return True
+    return isinstance(exc, ResponseError) and str(exc).lstrip("'\"(").startswith(_AUTH_CODES)
+
+
+def _auth_hint(exc: BaseException) -> str:
+    if isinstance(exc, SinkError) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = str(exc)
+    if isinstance(exc, NoPermissionError) or "NOPERM" in text:
+        return "the Redis user lacks a permission: it needs XADD, XINFO and XRANGE on the stream keys"
+    if "NOAUTH" in text:
+        return "Redis requires a password and none is configured (redis.url or redis.password_file)"
+    return "wrong user name or password for Redis (redis.url or redis.password_file)"
+
+
+RETRYABLE = (RedisConnectionError, RedisTimeoutError, BusyLoadingError, OSError, TimeoutError, SinkError)
+
+
+@dataclass
+class _Outage:
+    reported: str | None = None  # "down" / "auth" while an outage has been logged
+    drops_unlogged: dict[str, int] = field(default_factory=dict)
+    drop_logged_at: float = float("-inf")
+
+
+class RedisSink:
+    """Publishes every FrameResult as one schema-v1 entry in its camera's stream.
+
+    Policies:
+    - Buffer: `accept()` never blocks; up to `buffer_max` entries wait in memory. When full,
+      the oldest entry not being written is dropped, counted `dropped{camera, buffer_full}`
+      and logged (at most every 5 s). Events have their own buffer of 1000, same policy.
+    - Writes: pipelines (no MULTI) of up to `publish_batch` XADDs with `MAXLEN ~ maxlen`.
+      IDs are explicit, `<captured_ms>-<n>`, strictly increasing per stream (same ms or the
+      clock going back: previous ID + 1). An ID, once given to an entry, sticks to it.
+    - Exactly once: before writing to a stream whose top is unknown (first write, after a
+      reconnect, after an ID conflict), the sink reads its last-generated-id (XINFO STREAM).
+      An entry whose ID is not above it may already be there (a retry whose reply was lost,
+      a replay): if the entry at that ID is the same camera + seq + captured_ms it counts as
+      published; otherwise it is renumbered above the top. Order per camera holds as long
+      as this sink is the stream's only writer.
+    - Outages (connection refused/reset, timeouts, LOADING): keep the buffer, `redis_up` 0,
+      log `redis_down` once, retry with capped exponential backoff and full jitter
+      (`backoff_min_s` .. `backoff_max_s`), then log `redis_up` and publish the backlog in
+      order. Authentication/ACL failures are logged as `redis_auth_failed` (ERROR) and
+      retried the same way; the connection is rebuilt each time, so a fixed password file is
+      picked up. Any other refusal (e.g. WRONGTYPE) is logged `redis_write_failed` and retried.
+    - Redis user needs: XADD, XINFO, XRANGE on the detection and event streams.
+    - `close()` counts whatever is still buffered as `dropped{camera, shutdown}`.
+    """
+
+    def __init__(
+        self,
+        cfg: RedisConfig,
+        metrics: Metrics,
+        *,
+        client_factory: Callable[[], aioredis.Redis] | None = None,
+        clock: Clock | None = None,
+        backoff_min_s: float = 0.2,
+        backoff_max_s: float = 5.0,
+    ) -> None:
+        self.cfg = cfg
+        self.metrics = metrics
+        self._client_factory = client_factory or self._default_client
+        self._clock: Clock = clock or SystemClock()
+        self._backoff = Backoff(backoff_min_s, backoff_max_s, healthy_reset_s=30.0)
+        self._frames: Buffer[FrameResult] = Buffer(cfg.buffer_max)
+        self._events: Buffer[StatusEvent] = Buffer(EVENTS_BUFFER_MAX)
+        self._client: aioredis.Redis | None = None
+        self._top: dict[str, EntryId] = {}  # last-generated-id per stream, as known
+        self._last: dict[str, EntryId] = {}  # highest ID this sink gave an entry per stream
+        self._wake = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._outage = _Outage()
+        self.connected = False
+        metrics.redis_up.set(0)
+
+    # -- intake (event loop, never blocks) ----------------------------------------------
+
+    def accept(self, result: FrameResult) -> None:
+        dropped = self._frames.push(result)
+        if dropped is not None:
+            self.metrics.dropped(dropped.camera_id, "buffer_full")
+            self._log_drop(dropped.camera_id)
+        self.metrics.sink_buffered.set(len(self._frames))
+        self._wake.set()
+
+    def accept_event(self, event: StatusEvent) -> None:
+        dropped = self._events.push(event)
+        if dropped is not None:
+            log.warning("sink_event_dropped", kind=dropped.kind, camera=dropped.camera_id)
+        self._wake.set()
+
+    @property
+    def buffered(self) -> int:
+        return len(self._frames)
+
+    # -- publishing ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Publish until cancelled: wait for work, write a batch, back off while Redis fails."""
+        try:
+            while True:
+                if not self._frames and not self._events:
+                    self._wake.clear()
+                    await self._wake.wait()
+                delay_s = await self._attempt()
+                if delay_s is not None:
+                    await asyncio.sleep(delay_s)
+        finally:
+            await self._drop_client()
+
+    async def drain(self, timeout_s: float) -> int:
+        """Flush the buffers within `timeout_s`; return how many frame entries are left."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        try:
+            async with asyncio.timeout_at(deadline):
+                while self._frames or self._events:
+                    delay_s = await self._attempt()
+                    if delay_s is not None:
+                        await asyncio.sleep(min(delay_s, max(0.0, deadline - loop.time())))
+        except TimeoutError:
+            pass
+        return len(self._frames)
+
+    async def close(self) -> None:
+        """Close the connection; entries still buffered are counted as dropped (`shutdown`)."""
+        for result in self._frames.drain_all():
+            self.metrics.dropped(result.camera_id, "shutdown")
+        self._events.drain_all()
+        self.metrics.sink_buffered.set(0)
+        await self._drop_client()
+
+    async def _attempt(self) -> float | None:
+        """One batch; when Redis failed, the seconds to back off."""
+        async with self._lock:
+            try:
+                if self._client is None:
+                    self._client = self._client_factory()
+                await self._publish_batch(self._client)
+            except asyncio.CancelledError:
+                # cut off mid-pipeline: the socket may hold unread replies and writes may have landed
+                self._top.clear()
+                await self._drop_client()
+                raise
+            except RETRYABLE as exc:
+                return await self._on_failure(exc)
+            except ValueError as exc:  # unreadable password file, bad URL
+                return await self._on_failure(SinkError(SECRETS.scrub(str(exc))))
+            self._on_success()
+            return None
+
+    async def _publish_batch(self, client: aioredis.Redis) -> None:
+        frames = self._frames.peek(self.cfg.publish_batch)
+        events = self._events.peek(self.cfg.publish_batch)
+        done_frames: set[int] = set()
+        done_events: set[int] = set()
+        try:
+            await self._resolve_ids(client, frames)
+            for slot in frames:
+                if slot.duplicate:  # written by an attempt whose reply was lost: count it now
+                    done_frames.add(slot.ticket)
+                    self.metrics.entries_published.labels(camera=slot.item.camera_id).inc()
+            to_send = [s for s in frames if not s.duplicate]
+            replies = await self._send(client, to_send, events)
+            refusal = self._settle_frames(to_send, replies[: len(to_send)], done_frames)
+            for ev, reply in zip(events, replies[len(to_send) :], strict=True):
+                if isinstance(reply, Exception):
+                    refusal = refusal or reply
+                else:
+                    done_events.add(ev.ticket)
+        finally:
+            self._frames.settle(done_frames)
+            self._events.settle(done_events)
+            self.metrics.sink_buffered.set(len(self._frames))
+        if refusal is not None:
+            raise SinkError(str(refusal)) from refusal
+
+    async def _send(
+        self, client: aioredis.Redis, frames: list[Slot[FrameResult]], events: list[Slot[StatusEvent]]
+    ) -> list[Any]:
+        if not frames and not events:
+            return []
+        published_ms = self._clock.time_ms()
+        async with client.pipeline(transaction=False) as pipe:
+            for slot in frames:
+                pipe.xadd(
+                    self.cfg.stream_for(slot.item.camera_id),
+                    encode_entry(slot.item, published_ms),  # type: ignore[arg-type]
+                    id=str(slot.entry_id),
+                    maxlen=self.cfg.maxlen,
+                    approximate=True,
+                )
+            for ev in events:
+                pipe.xadd(
+                    self.cfg.events_stream,
+                    encode_event(ev.item, published_ms),  # type: ignore[arg-type]
+                    maxlen=self.cfg.events_maxlen,
+                    approximate=True,
+                )
+            return await pipe.execute(raise_on_error=False)
+
+    def _settle_frames(self, sent: list[Slot[FrameResult]], replies: list[Any], done: set[int]) -> Exception | None:
+        refusal: Exception | None = None
+        now = self._clock.monotonic()
+        for slot, reply in zip(sent, replies, strict=True):
+            stream = self.cfg.stream_for(slot.item.camera_id)
+            if isinstance(reply, Exception):
+                if _ID_TOO_SMALL in str(reply):
+                    self._top.pop(stream, None)  # someone else wrote: re-read the top, re-check
+                else:
+                    refusal = refusal or reply
+                continue
+            entry_id = EntryId.parse(reply)
+            self._top[stream] = max(self._top.get(stream, entry_id), entry_id)
+            done.add(slot.ticket)
+            camera = slot.item.camera_id
+            self.metrics.entries_published.labels(camera=camera).inc()
+            latency_s = max(0.0, now - slot.item.captured_mono)
+            self.metrics.latency_seconds.labels(camera=camera).observe(latency_s)
+        return refusal
+
+    async def _resolve_ids(self, client: aioredis.Redis, frames: list[Slot[FrameResult]]) -> None:
+        """Give every slot an ID above the stream's top, or mark it a duplicate of a stored entry."""
+        streams = {self.cfg.stream_for(s.item.camera_id) for s in frames}
+        await self._load_tops(client, [s for s in streams if s not in self._top])
+        tentative: list[EntryId] = []
+        chain: dict[str, EntryId | None] = {s: self._last.get(s) for s in streams}
+        for slot in frames:
+            stream = self.cfg.stream_for(slot.item.camera_id)
+            entry_id = slot.entry_id or next_entry_id(chain[stream], slot.item.captured_ms)
+            prev = chain[stream]
+            chain[stream] = entry_id if prev is None else max(prev, entry_id)
+            tentative.append(entry_id)
+        suspects = [
+            (slot, eid)
+            for slot, eid in zip(frames, tentative, strict=True)
+            if eid <= self._top[self.cfg.stream_for(slot.item.camera_id)]
+        ]
+        stored = await self._lookup(client, suspects)
+        floor = {s: self._top[s] for s in streams}  # what the next new entry must exceed
+        for slot, eid in zip(frames, tentative, strict=True):
+            stream = self.cfg.stream_for(slot.item.camera_id)
+            found = stored.get(slot.ticket)
+            slot.duplicate = found is not None and same_frame(found, slot.item)
+            if slot.duplicate:
+                slot.entry_id = eid
+            else:
+                new_id = eid if eid > floor[stream] else next_entry_id(floor[stream], slot.item.captured_ms)
+                slot.entry_id = floor[stream] = new_id
+            last = self._last.get(stream)
+            # the chain continues from the last entry handled, so a replay keeps matching
+            self._last[stream] = slot.entry_id if last is None else max(last, slot.entry_id)
+
+    async def _load_tops(self, client: aioredis.Redis, streams: list[str]) -> None:
+        if not streams:
+            return
+        async with client.pipeline(transaction=False) as pipe:
+            for stream in streams:
+                pipe.xinfo_stream(stream)
+            replies = await pipe.execute(raise_on_error=False)
+        for stream, reply in zip(streams, replies, strict=True):
+            if isinstance(reply, ResponseError) and "no such key" in str(reply):
+                self._top[stream] = EntryId(0, 0)
+            elif isinstance(reply, Exception):
+                raise SinkError(str(reply)) from reply
+            else:
+                self._top[stream] = EntryId.parse(reply["last-generated-id"])
+
+    async def _lookup(
+        self, client: aioredis.Redis, suspects: list[tuple[Slot[FrameResult], EntryId]]
+    ) -> dict[int, dict[str, str]]:
+        if not suspects:
+            return {}
+        async with client.pipeline(transaction=False) as pipe:
+            for slot, eid in suspects:
+                pipe.xrange(self.cfg.stream_for(slot.item.camera_id), min=str(eid), max=str(eid))
+            replies = await pipe.execute(raise_on_error=False)
+        found: dict[int, dict[str, str]] = {}
+        for (slot, _), reply in zip(suspects, replies, strict=True):
+            if isinstance(reply, Exception):
+                raise SinkError(str(reply)) from reply
+            if reply:
+                found[slot.ticket] = _as_text(reply[0][1])
+        return found
+
+    # -- health, backoff, logging ---------------------------------------------------------
+
+    def _on_success(self) -> None:
+        if not self.connected:
+            log.info("redis_up", url=self._safe_url(), after_failures=self._backoff.failures)
+        self.connected = True
+        self._backoff.succeeded()
+        self._outage.reported = None
+        self.metrics.redis_up.set(1)
+
+    async def _on_failure(self, exc: BaseException) -> float:
+        """Log the failure once per outage and kind; return the backoff delay."""
+        self.connected = False
+        self.metrics.redis_up.set(0)
+        delay_s = self._backoff.failed()
+        self._top.clear()  # a write may have landed without its reply: re-read the tops
+        await self._drop_client()
+        reason = SECRETS.scrub(f"{type(exc).__name__}: {exc}")
+        kind = "auth" if is_auth_error(exc) else "down"
+        if self._outage.reported == kind:
+            return delay_s
+        self._outage.reported = kind
+        fields = {"url": self._safe_url(), "reason": reason, "buffered": len(self._frames)}
+        if kind == "auth":
+            log.error("redis_auth_failed", hint=_auth_hint(exc), **fields)
+        elif isinstance(exc, SinkError):
+            log.error("redis_write_failed", **fields)
+        else:
+            log.warning("redis_down", **fields)
+        return delay_s
+
+    def _log_drop(self, camera_id: str) -> None:
+        out = self._outage
+        out.drops_unlogged[camera_id] = out.drops_unlogged.get(camera_id, 0) + 1
+        now = self._clock.monotonic()
+        if now - out.drop_logged_at >= DROP_LOG_INTERVAL_S:
+            log.warning("sink_buffer_full", dropped=dict(out.drops_unlogged), capacity=self.cfg.buffer_max)
+            out.drops_unlogged.clear()
+            out.drop_logged_at = now
+
+    def _safe_url(self) -> str:
+        return redact_url(self.cfg.url.get_secret_value())
+
+    def _default_client(self) -> aioredis.Redis:
+        return make_client(self.cfg)
+
+    async def _drop_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+
+def make_client(cfg: RedisConfig) -> aioredis.Redis:
+    """An asyncio client without redis-py's own retries (callers own the retry policy)."""
+    return aioredis.Redis.from_url(
+        cfg.effective_url(),
+        decode_responses=True,
+        socket_connect_timeout=cfg.connect_timeout_s,
+        socket_timeout=cfg.socket_timeout_s,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
+def _as_text(fields: dict[Any, Any]) -> dict[str, str]:
+    return {
+        (k.decode() if isinstance(k, bytes) else str(k)): (v.decode() if isinstance(v, bytes) else str(v))
+        for k, v in fields.items()
+    }
+
+
+__all__ = ["Buffer", "Clock", "RedisSink", "SystemClock", "is_auth_error", "make_client"]
