@@ -1,0 +1,384 @@
+"""ONNX Runtime sessions: providers verified, warm-up, IO binding; and `doctor_report`.
+
+Model files are checked by `daemon.model_file` (`load_model_info`, re-exported here) and
+providers mapped and verified by `daemon.providers`: a session whose first configured
+provider is missing raises `ProviderError`, or with `engine.allow_fallback` logs an ERROR
+event `provider_fallback` and serves anyway.
+
+An `Engine` is one session for one model size, self-contained and cheap to build twice, so
+a breaker can keep a CPU engine beside the GPU one and a rebuild can happen beside the
+serving engine before a swap (`EngineFactory.build`). Errors from `session.run` are raised
+as `InferenceError`, the one exception a breaker counts.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+import structlog
+
+from daemon.config import EngineConfig, Provider
+from daemon.metrics import Metrics
+from daemon.model_file import ModelError, ModelInfo, load_model_info
+from daemon.providers import (
+    ORT_PROVIDERS,
+    EngineError,
+    Placement,
+    ProviderError,
+    placement_providers,
+    provider_specs,
+    session_options,
+    verify_providers,
+)
+from daemon.xp import GpuUnavailableError, cupy_status, get_xp, is_device_array, to_host
+
+__all__ = [
+    "ORT_PROVIDERS",
+    "DoctorReport",
+    "Engine",
+    "EngineError",
+    "EngineFactory",
+    "InferenceError",
+    "ModelCheck",
+    "ModelError",
+    "ModelInfo",
+    "Placement",
+    "ProviderError",
+    "doctor_report",
+    "load_model_info",
+]
+
+log = structlog.get_logger("beltsight.engine")
+
+HostArray = npt.NDArray[np.float32]
+
+
+class InferenceError(EngineError):
+    """`session.run` failed (what a circuit breaker counts)."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _cuda_stream(cfg: EngineConfig, names: Sequence[Provider]) -> Any | None:
+    """A CuPy stream for ORT to share when CuPy can use the configured device, else None."""
+    if "cuda" not in names:
+        return None
+    try:
+        cupy = get_xp("cuda", cfg.cuda.device_id)
+    except GpuUnavailableError:
+        return None
+    with cupy.cuda.Device(cfg.cuda.device_id):
+        return cupy.cuda.Stream(non_blocking=True)
+
+
+class Engine:
+    """One ONNX Runtime session for one model size, verified and warmed up.
+
+    `run` takes a float32 batch [n, 3, S, S] (n <= `max_batch`) as a NumPy array, or on
+    CUDA also a CuPy array (bound by device pointer, no host copy), and returns the host
+    output [n, 4 + C, A]. `run_device` returns the output as a CuPy array for NMS on the
+    GPU. Produce CuPy inputs on `cuda_stream` (ORT runs on it too); otherwise the current
+    stream is synchronised first. Call from one worker thread; `close` may come from another.
+    """
+
+    def __init__(
+        self,
+        session: ort.InferenceSession,
+        info: ModelInfo,
+        *,
+        max_batch: int,
+        device_id: int = 0,
+        cuda_stream: Any | None = None,
+    ) -> None:
+        self.info = info
+        self.max_batch = max_batch
+        self.device_id = device_id
+        self.cuda_stream = cuda_stream
+        self.warmup_s: float | None = None
+        self._session: ort.InferenceSession | None = session
+        self._providers = tuple(session.get_providers())
+        self._lock = threading.Lock()
+
+    @classmethod
+    def create(
+        cls,
+        info: ModelInfo,
+        cfg: EngineConfig,
+        *,
+        placement: Placement = "configured",
+        cuda_stream: Any | None = None,
+        verify: bool = True,
+    ) -> Engine:
+        """Build the session, verify its providers (unless `verify` is False) and warm it up."""
+        names, allow_fallback = placement_providers(cfg, placement)
+        stream = cuda_stream if cuda_stream is not None else _cuda_stream(cfg, names)
+        stream_ptr = int(stream.ptr) if stream is not None else None
+        try:
+            session = ort.InferenceSession(
+                str(info.path),
+                sess_options=session_options(cfg),
+                providers=provider_specs(names, cfg.cuda, stream_ptr),
+            )
+        except Exception as exc:
+            raise EngineError(f"model {info.path}: could not create a session on {names}: {exc}") from exc
+        if verify:
+            verify_providers(info.name, names, session.get_providers(), allow_fallback=allow_fallback)
+        max_batch = min(cfg.max_batch, info.batch) if info.batch is not None else cfg.max_batch
+        on_cuda = ORT_PROVIDERS["cuda"] in session.get_providers()
+        engine = cls(
+            session,
+            info,
+            max_batch=max_batch,
+            device_id=cfg.cuda.device_id,
+            cuda_stream=stream if on_cuda else None,
+        )
+        engine.warm_up()
+        return engine
+
+    @property
+    def providers(self) -> tuple[str, ...]:
+        """The providers the session actually got, in ORT's priority order."""
+        return self._providers
+
+    @property
+    def on_cuda(self) -> bool:
+        return ORT_PROVIDERS["cuda"] in self._providers
+
+    def warm_up(self) -> float:
+        """One `max_batch` zero batch (allocates arenas, picks kernels); returns seconds taken."""
+        size = self.info.size
+        zeros = np.zeros((self.max_batch, 3, size, size), dtype=np.float32)
+        start = time.perf_counter()
+        out = self.run(zeros)
+        self.warmup_s = time.perf_counter() - start
+        expected = (self.max_batch, 4 + self.info.num_classes, self.info.anchors)
+        if out.shape != expected:
+            raise ModelError(
+                self.info.path, f"output has shape {list(out.shape)} at run time, expected {list(expected)}"
+            )
+        return self.warmup_s
+
+    def _check_batch(self, batch: Any) -> None:
+        size = self.info.size
+        shape = tuple(batch.shape)
+        if len(shape) != 4 or shape[1:] != (3, size, size) or str(batch.dtype) != "float32":
+            raise ValueError(f"batch must be float32 [n, 3, {size}, {size}], got {batch.dtype} {list(shape)}")
+        if not 1 <= shape[0] <= self.max_batch:
+            raise ValueError(f"batch of {shape[0]} images; this engine takes 1..{self.max_batch}")
+
+    def run(self, batch: HostArray | Any) -> HostArray:
+        """Inference on one batch; returns the host output [n, 4 + C, A]."""
+        if is_device_array(batch):
+            return to_host(self.run_device(batch))
+        self._check_batch(batch)
+        with self._lock:
+            session = self._live_session()
+            try:
+                out: HostArray = session.run([self.info.output_name], {self.info.input_name: batch})[0]
+            except Exception as exc:
+                raise InferenceError(f"model {self.info.name} on {self._providers[0]}: {_first_line(exc)}") from exc
+        return out
+
+    def run_device(self, batch: HostArray | Any) -> Any:
+        """Inference with IO binding on CUDA: input and output stay on the device (CuPy output)."""
+        if not self.on_cuda:
+            raise ValueError(f"run_device needs a CUDA session; this one has {list(self._providers)}")
+        self._check_batch(batch)
+        cupy = get_xp("cuda", self.device_id)
+        with cupy.cuda.Device(self.device_id), self._lock:
+            session = self._live_session()
+            current = cupy.cuda.get_current_stream()
+            if self.cuda_stream is None or current.ptr != self.cuda_stream.ptr:
+                current.synchronize()  # the input may still be being written on another stream
+            stream = self.cuda_stream if self.cuda_stream is not None else current
+            with stream:
+                images = cupy.ascontiguousarray(cupy.asarray(batch, dtype=cupy.float32))
+                out = cupy.empty((images.shape[0], 4 + self.info.num_classes, self.info.anchors), cupy.float32)
+                if self.cuda_stream is not None:
+                    stream.synchronize()  # ORT binds raw pointers: the upload must be complete
+            try:
+                binding = session.io_binding()
+                binding.bind_input(
+                    self.info.input_name, "cuda", self.device_id, np.float32, list(images.shape), images.data.ptr
+                )
+                binding.bind_output(
+                    self.info.output_name, "cuda", self.device_id, np.float32, list(out.shape), out.data.ptr
+                )
+                session.run_with_iobinding(binding)  # synchronises its outputs before returning
+            except Exception as exc:
+                raise InferenceError(f"model {self.info.name} on {self._providers[0]}: {_first_line(exc)}") from exc
+        return out
+
+    def _live_session(self) -> ort.InferenceSession:
+        if self._session is None:
+            raise InferenceError(f"model {self.info.name}: engine is closed")
+        return self._session
+
+    def close(self) -> None:
+        """Release the session (waits for a run in progress); later runs raise InferenceError."""
+        with self._lock:
+            self._session = None
+
+
+class EngineFactory:
+    """Builds engines from one engine config; counts builds by reason (startup, rebuild, ...)."""
+
+    def __init__(self, cfg: EngineConfig, metrics: Metrics | None = None) -> None:
+        self.cfg = cfg
+        self.metrics = metrics
+
+    def build(
+        self,
+        info: ModelInfo,
+        placement: Placement = "configured",
+        reason: str = "startup",
+        *,
+        cuda_stream: Any | None = None,
+    ) -> Engine:
+        engine = Engine.create(info, self.cfg, placement=placement, cuda_stream=cuda_stream)
+        if self.metrics is not None:
+            self.metrics.session_builds.labels(model=str(info.size), reason=reason).inc()
+        log.info(
+            "session_built",
+            model=info.name,
+            size=info.size,
+            reason=reason,
+            placement=placement,
+            providers=list(engine.providers),
+            warmup_ms=round((engine.warmup_s or 0.0) * 1000, 1),
+        )
+        return engine
+
+    def load_and_build(self, path: Path, size: int, reason: str = "startup") -> Engine:
+        return self.build(load_model_info(path, size), reason=reason)
+
+
+# --- `beltsight doctor`: where inference will really run -------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCheck:
+    """One configured model as `doctor` found it."""
+
+    size: int
+    path: str
+    ok: bool
+    problem: str | None = None
+    name: str | None = None
+    providers: tuple[str, ...] = ()
+    warmup_ms: float | None = None
+    device_mem_before_mb: float | None = None
+    device_mem_after_mb: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorReport:
+    """`ok` is False when a model fails to load or the first configured provider would not be used."""
+
+    ok: bool
+    ort_version: str
+    ort_build_device: str
+    available_providers: tuple[str, ...]
+    configured_providers: tuple[str, ...]
+    cupy_ok: bool
+    cupy_detail: str
+    nvml_detail: str
+    models: tuple[ModelCheck, ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        out = [
+            f"onnxruntime {self.ort_version} (build: {self.ort_build_device})",
+            f"available providers: {', '.join(self.available_providers)} (listed is not usable: see below)",
+            f"configured providers: {', '.join(self.configured_providers)}",
+            f"cupy: {'ok' if self.cupy_ok else 'unavailable'}: {self.cupy_detail}",
+            f"nvml: {self.nvml_detail}",
+        ]
+        for m in self.models:
+            head = f"model {m.size} ({m.path}): {'ok' if m.ok else 'NOT OK'}"
+            if m.name:
+                mem = f", device memory {m.device_mem_before_mb} -> {m.device_mem_after_mb} MiB"
+                head += f" {m.name}, session got {list(m.providers)}, warm-up {m.warmup_ms} ms"
+                head += mem if m.device_mem_after_mb is not None else ""
+            out.append(head + (f": {m.problem}" if m.problem else ""))
+        out.append("result: " + ("ok" if self.ok else "NOT OK: inference would not run where configured"))
+        return out
+
+
+def gpu_memory_used_mb(device_id: int) -> tuple[float | None, str]:
+    """Device memory in use (all processes) via NVML, or (None, why not) where NVML is absent."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the deprecated `pynvml` wrapper warns on import
+            import pynvml  # noqa: PLC0415 - optional, only doctor needs it
+    except ImportError:
+        return None, "pynvml (nvidia-ml-py) not installed"
+    try:
+        pynvml.nvmlInit()
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(device_id)
+            used = float(pynvml.nvmlDeviceGetMemoryInfo(handle).used) / 2**20
+        finally:
+            pynvml.nvmlShutdown()
+    except pynvml.NVMLError as exc:  # NVMLError_LibraryNotFound without a driver; Jetson has no NVML
+        return None, f"unavailable ({exc})"
+    return round(used, 1), "ok"
+
+
+def _doctor_model(cfg: EngineConfig, size: int, path: Path) -> ModelCheck:
+    try:
+        info = load_model_info(path, size)
+    except ModelError as exc:
+        return ModelCheck(size, str(path), ok=False, problem=exc.what)
+    before, _ = gpu_memory_used_mb(cfg.cuda.device_id)
+    try:
+        engine = Engine.create(info, cfg, verify=False)
+    except EngineError as exc:
+        return ModelCheck(size, str(path), ok=False, problem=str(exc), name=info.name)
+    after, _ = gpu_memory_used_mb(cfg.cuda.device_id)
+    first = ORT_PROVIDERS[cfg.providers[0]]
+    used = first in engine.providers
+    engine.close()
+    return ModelCheck(
+        size,
+        str(path),
+        ok=used,
+        problem=None if used else f"configured {first} but the session got {list(engine.providers)}",
+        name=info.name,
+        providers=engine.providers,
+        warmup_ms=round((engine.warmup_s or 0.0) * 1000, 1),
+        device_mem_before_mb=before,
+        device_mem_after_mb=after,
+    )
+
+
+def doctor_report(cfg: EngineConfig, models: Mapping[int, Path]) -> DoctorReport:
+    """Build every configured model's session as the daemon would and report what it got."""
+    cupy_ok, cupy_detail = cupy_status(cfg.cuda.device_id)
+    _, nvml_detail = gpu_memory_used_mb(cfg.cuda.device_id)
+    checks = tuple(_doctor_model(cfg, size, Path(path)) for size, path in sorted(models.items()))
+    return DoctorReport(
+        ok=bool(checks) and all(c.ok for c in checks),
+        ort_version=ort.__version__,
+        ort_build_device=ort.get_device(),
+        available_providers=tuple(ort.get_available_providers()),
+        configured_providers=tuple(ORT_PROVIDERS[p] for p in cfg.providers),
+        cupy_ok=cupy_ok,
+        cupy_detail=cupy_detail,
+        nvml_detail=nvml_detail,
+        models=checks,
+    )

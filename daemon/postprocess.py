@@ -1,0 +1,223 @@
+"""YOLOv8-layout decode and class-aware NMS, written once against an array module (`xp`).
+
+`decode_batch` runs on NumPy or CuPy (the same code: `xp` is chosen once in `app.py`) and
+returns one (N, 6) float32 host array per image: x1, y1, x2, y2, score, class, in model-input
+pixels, best score first. `to_detections` maps those rows to camera pixels through the frame's
+letterbox and applies the camera's own confidence threshold and class filter.
+
+Policy: a score must be >= its threshold; NaN scores and non-finite or empty boxes are
+dropped, never published. At most `max_candidates` boxes per image and class enter NMS (the
+best ones), and at most `max_det` per image leave it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from daemon.frames import Detection, Letterbox
+from daemon.xp import ArrayModule, to_host
+
+Rows = npt.NDArray[np.float32]
+"""(N, 6) float32: x1, y1, x2, y2, score, class (model-input pixels)."""
+
+ROW_WIDTH = 6
+DEFAULT_MAX_CANDIDATES = 1024
+_NMS_BUDGET = 4 * 1024 * 1024
+"""Most (image, box, box) IoU entries held at once: 16 MiB per float32 temporary."""
+
+
+def _empty_rows() -> Rows:
+    return np.zeros((0, ROW_WIDTH), dtype=np.float32)
+
+
+def _thresholds(xp: ArrayModule, conf_threshold: float | Any, batch: int) -> Any:
+    """Per-image thresholds as a (B, 1) array (a scalar is broadcast)."""
+    thr = xp.asarray(conf_threshold, dtype=xp.float32).reshape(-1, 1)
+    if thr.shape[0] not in (1, batch):
+        raise ValueError(f"conf_threshold has {thr.shape[0]} values for a batch of {batch}")
+    return thr
+
+
+def _best_class(xp: ArrayModule, output: Any, class_mask: Any | None) -> tuple[Any, Any]:
+    """(B, A) best score and its class per anchor; classes masked out never win."""
+    scores = output[:, 4:, :]
+    if class_mask is not None:
+        mask = xp.asarray(class_mask, dtype=bool)
+        mask = mask.reshape(1, -1, 1) if mask.ndim == 1 else mask[:, :, None]
+        scores = xp.where(mask, scores, xp.zeros((), dtype=scores.dtype))
+    cls = scores.argmax(axis=1)
+    best = xp.take_along_axis(scores, cls[:, None, :], axis=1)[:, 0, :]
+    return best, cls
+
+
+def _candidates(xp: ArrayModule, output: Any, best: Any, cls: Any, thr: Any) -> tuple[Any, ...]:
+    """Flat candidates over the batch: image index, xyxy boxes, scores, classes (finite only)."""
+    img, anchor = xp.nonzero(best >= thr)
+    cxcywh = output[img, :4, anchor].astype(xp.float32, copy=False)  # (N, 4)
+    half_w = cxcywh[:, 2] * 0.5
+    half_h = cxcywh[:, 3] * 0.5
+    boxes = xp.stack(
+        (cxcywh[:, 0] - half_w, cxcywh[:, 1] - half_h, cxcywh[:, 0] + half_w, cxcywh[:, 1] + half_h), axis=1
+    )
+    ok = xp.isfinite(boxes).all(axis=1) & (cxcywh[:, 2] > 0) & (cxcywh[:, 3] > 0)
+    return img[ok], boxes[ok], best[img, anchor][ok].astype(xp.float32, copy=False), cls[img, anchor][ok]
+
+
+def _suppression(xp: ArrayModule, boxes: Any, iou_threshold: float) -> Any:
+    """(g, K, K) float32: 1 where box i outranks box j of its group (i < j) with IoU > threshold."""
+    x1, y1, x2, y2 = boxes[..., 0], boxes[..., 1], boxes[..., 2], boxes[..., 3]
+    area = (x2 - x1) * (y2 - y1)
+    iw = xp.minimum(x2[:, :, None], x2[:, None, :]) - xp.maximum(x1[:, :, None], x1[:, None, :])
+    ih = xp.minimum(y2[:, :, None], y2[:, None, :]) - xp.maximum(y1[:, :, None], y1[:, None, :])
+    xp.maximum(iw, 0, out=iw)
+    xp.maximum(ih, 0, out=ih)
+    inter = xp.multiply(iw, ih, out=iw)
+    limit = xp.add(area[:, :, None], area[:, None, :], out=ih)
+    limit -= inter
+    limit *= iou_threshold  # IoU > t  <=>  inter > t * union (union > 0)
+    k = int(boxes.shape[1])
+    return ((inter > limit) & xp.triu(xp.ones((k, k), dtype=bool), 1)).astype(xp.float32)
+
+
+def nms_keep(xp: ArrayModule, boxes: Any, valid: Any, iou_threshold: float) -> Any:
+    """Greedy NMS for g groups at once; returns (g, K) bool, True where kept.
+
+    `boxes` (g, K, 4) xyxy, best first within each group; `valid` (g, K) marks real boxes
+    (the rest is padding). Greedy NMS keeps box j iff no *kept* box i < j overlaps it by more
+    than the threshold. That rule has exactly one solution (fix it box by box in score order),
+    so iterating `keep = valid & ~any_i(keep_i & S_ij)` from "all kept" until nothing changes
+    gives exactly the greedy result. It settles after a few iterations (the depth of
+    suppression chains), each one a batched mat-vec over all boxes of all groups: no per-box
+    Python loop, and one GPU sync per iteration rather than per kept box.
+    """
+    suppress = _suppression(xp, boxes, iou_threshold)
+    keep = valid
+    for _ in range(int(boxes.shape[1]) + 1):
+        hit = xp.matmul(keep.astype(xp.float32)[:, None, :], suppress)[:, 0, :] > 0
+        new_keep = valid & ~hit
+        if bool((new_keep == keep).all()):
+            break
+        keep = new_keep
+    return keep
+
+
+def _rank_within(xp: ArrayModule, sorted_keys: Any) -> Any:
+    """Position of each element within its run of equal keys (keys sorted)."""
+    return xp.arange(sorted_keys.shape[0]) - xp.searchsorted(sorted_keys, sorted_keys, side="left")
+
+
+def _group_best_first(xp: ArrayModule, groups: Any, scores: Any) -> Any:
+    """Indices ordered by group, then by descending score (stable)."""
+    order = xp.argsort(-scores, kind="stable")
+    return order[xp.argsort(groups[order], kind="stable")]
+
+
+def grouped_nms(xp: ArrayModule, boxes: Any, scores: Any, groups: Any, *, iou_threshold: float, cap: int) -> Any:
+    """Greedy NMS where boxes only suppress boxes of their own group (image x class).
+
+    The per-class offset trick, done exactly: every group is padded into its own row of a
+    (G, K) layout instead of shifting coordinates by group x max_wh (which costs float32
+    precision and makes every pair of boxes a candidate). At most `cap` best boxes per group
+    enter; memory is bounded by running the groups in chunks. Returns kept indices, ordered
+    by group then best first.
+    """
+    order = _group_best_first(xp, groups, scores)
+    rank = _rank_within(xp, groups[order])
+    order, rank = order[rank < cap], rank[rank < cap]
+    _, dense = xp.unique(groups[order], return_inverse=True)
+    dense = dense.reshape(-1)
+    n_groups, width = int(dense.max()) + 1, int(rank.max()) + 1
+    padded = xp.zeros((n_groups, width, 4), dtype=xp.float32)
+    padded[dense, rank] = boxes[order]
+    valid = xp.zeros((n_groups, width), dtype=bool)
+    valid[dense, rank] = True
+    keep = xp.zeros((n_groups, width), dtype=bool)
+    chunk = max(1, _NMS_BUDGET // (width * width))
+    for lo in range(0, n_groups, chunk):
+        keep[lo : lo + chunk] = nms_keep(xp, padded[lo : lo + chunk], valid[lo : lo + chunk], iou_threshold)
+    return order[keep[dense, rank]]
+
+
+def greedy_nms(xp: ArrayModule, boxes: Any, groups: Any, iou_threshold: float) -> Any:
+    """NMS of (N, 4) boxes already sorted best first, per group; kept indices, ascending."""
+    n = int(boxes.shape[0])
+    if n == 0:
+        return xp.zeros((0,), dtype=xp.int64)
+    rank_score = -xp.arange(n, dtype=xp.float32)
+    kept = grouped_nms(xp, boxes, rank_score, xp.asarray(groups), iou_threshold=iou_threshold, cap=n)
+    return xp.sort(kept)
+
+
+def decode_batch(
+    xp: ArrayModule,
+    output: Any,
+    *,
+    conf_threshold: float | Any,
+    iou_threshold: float,
+    max_det: int,
+    class_mask: Any | None = None,
+    max_candidates: int = DEFAULT_MAX_CANDIDATES,
+) -> list[Rows]:
+    """Decode a YOLOv8 output [B, 4 + C, A] (cx, cy, w, h, class scores) into per-image rows.
+
+    `conf_threshold`: one float, or one per image (e.g. the lowest threshold of that image's
+    camera). `class_mask`: optional bool (C,) or (B, C); False classes can never be reported
+    (they do not win the argmax either). At most `max_candidates` per image and class enter
+    NMS. Returns B host arrays (N <= max_det, 6) float32, best first.
+    """
+    if output.ndim != 3 or output.shape[1] < 5:
+        raise ValueError(f"expected output [B, 4 + C, A], got shape {tuple(output.shape)}")
+    batch, num_classes = int(output.shape[0]), int(output.shape[1]) - 4
+    thr = _thresholds(xp, conf_threshold, batch)
+    best, cls = _best_class(xp, output, class_mask)
+    img, boxes, scores, cls = _candidates(xp, output, best, cls, thr)
+    if int(img.shape[0]) == 0:
+        return [_empty_rows() for _ in range(batch)]
+    groups = img * num_classes + cls
+    kept = grouped_nms(xp, boxes, scores, groups, iou_threshold=iou_threshold, cap=max_candidates)
+    kept = kept[_group_best_first(xp, img[kept], scores[kept])]  # image-major, best first
+    kept = kept[_rank_within(xp, img[kept]) < max_det]
+    rows = xp.empty((int(kept.shape[0]), ROW_WIDTH), dtype=xp.float32)
+    rows[:, :4] = boxes[kept]
+    rows[:, 4] = scores[kept]
+    rows[:, 5] = cls[kept]
+    host_rows: Rows = to_host(rows)
+    bounds = np.searchsorted(to_host(img[kept]), np.arange(batch + 1), side="left")
+    return [host_rows[bounds[b] : bounds[b + 1]] for b in range(batch)]
+
+
+def to_detections(
+    rows: Rows,
+    letterbox: Letterbox,
+    names: list[str] | tuple[str, ...],
+    *,
+    conf_threshold: float,
+    classes: frozenset[int] | None = None,
+) -> tuple[Detection, ...]:
+    """Rows of one image (model-input pixels) -> detections in camera pixels, clipped.
+
+    Keeps rows with score >= `conf_threshold` and (when `classes` is given) a class in it;
+    drops rows with NaN values and boxes that are empty once clipped to the frame
+    (e.g. a box entirely in the letterbox padding).
+    """
+    if rows.shape[0] == 0:
+        return ()
+    keep = np.isfinite(rows).all(axis=1) & (rows[:, 4] >= conf_threshold)
+    if classes is not None:
+        keep &= np.isin(rows[:, 5].astype(np.int64), np.fromiter(classes, dtype=np.int64, count=len(classes)))
+    if not keep.any():
+        return ()
+    kept = rows[keep]
+    boxes = letterbox.to_source(np.ascontiguousarray(kept[:, :4], dtype=np.float32))
+    visible = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
+    out: list[Detection] = []
+    for box, score, cls_f in zip(
+        boxes[visible].tolist(), kept[visible, 4].tolist(), kept[visible, 5].tolist(), strict=True
+    ):
+        cls = int(cls_f)
+        label = names[cls] if 0 <= cls < len(names) else str(cls)
+        out.append(Detection(cls=cls, label=label, score=float(score), box=(box[0], box[1], box[2], box[3])))
+    return tuple(out)

@@ -1,0 +1,98 @@
+"""Execution providers: config names to ONNX Runtime's, and checking what a session really got.
+
+ONNX Runtime quietly gives a session the CPU when the CUDA provider cannot load (and
+`get_available_providers()` lists CUDA regardless), so the providers are read back from
+every session: a missing first provider is a `ProviderError`, or, with
+`engine.allow_fallback`, an ERROR event `provider_fallback`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import onnxruntime as ort
+import structlog
+
+from daemon.config import CudaOptions, EngineConfig, Provider
+
+log = structlog.get_logger("beltsight.engine")
+
+ORT_PROVIDERS: dict[Provider, str] = {"cuda": "CUDAExecutionProvider", "cpu": "CPUExecutionProvider"}
+
+Placement = Literal["configured", "cuda", "cpu"]
+"""configured: `engine.providers` with `engine.allow_fallback`; cuda: CUDA required (a breaker's
+primary); cpu: CPU only (a breaker's fallback)."""
+
+ProviderSpec = str | tuple[str, dict[str, str]]
+
+
+class EngineError(Exception):
+    """Base of the errors raised while building or running an inference session."""
+
+
+class ProviderError(EngineError):
+    """The session did not get the execution provider it was configured to require."""
+
+
+def cuda_provider_options(cuda: CudaOptions, stream_ptr: int | None = None) -> dict[str, str]:
+    """CUDA provider options from the config; `stream_ptr` shares a CuPy stream with ORT."""
+    opts = {
+        "device_id": str(cuda.device_id),
+        "arena_extend_strategy": cuda.arena_extend_strategy,
+        "cudnn_conv_algo_search": cuda.cudnn_conv_algo_search,
+        "do_copy_in_default_stream": "1" if cuda.do_copy_in_default_stream else "0",
+    }
+    if cuda.gpu_mem_limit_mb is not None:
+        opts["gpu_mem_limit"] = str(cuda.gpu_mem_limit_mb * 1024 * 1024)
+    if stream_ptr is not None:
+        opts["has_user_compute_stream"] = "1"
+        opts["user_compute_stream"] = str(stream_ptr)
+    return opts
+
+
+def provider_specs(names: Sequence[Provider], cuda: CudaOptions, stream_ptr: int | None = None) -> list[ProviderSpec]:
+    """Config provider names -> the `providers` argument of `ort.InferenceSession`."""
+    return [
+        (ORT_PROVIDERS[n], cuda_provider_options(cuda, stream_ptr)) if n == "cuda" else ORT_PROVIDERS[n] for n in names
+    ]
+
+
+def session_options(cfg: EngineConfig) -> ort.SessionOptions:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = cfg.intra_op_threads
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.log_severity_level = 3
+    return opts
+
+
+def placement_providers(cfg: EngineConfig, placement: Placement) -> tuple[list[Provider], bool]:
+    """(providers to ask for, whether losing the first one is allowed)."""
+    if placement == "configured":
+        return list(cfg.providers), cfg.allow_fallback
+    if placement == "cuda":
+        return ["cuda", "cpu"], False
+    return ["cpu"], False
+
+
+def _fix_hint(first: Provider) -> str:
+    if first == "cuda":
+        return (
+            f"onnxruntime-gpu {ort.__version__} needs CUDA 13 and cuDNN 9 on the library path "
+            "(NVIDIA's wheel on Jetson); install them and run `beltsight doctor`, "
+            'or set engine.providers = ["cpu"] to run on the CPU on purpose'
+        )
+    return f"check the ONNX Runtime installation ({ort.__version__})"
+
+
+def verify_providers(model: str, asked: Sequence[Provider], got: Sequence[str], *, allow_fallback: bool) -> None:
+    """Raise ProviderError (or log `provider_fallback`) when the first asked provider is missing."""
+    if ORT_PROVIDERS[asked[0]] in got:
+        return
+    asked_ort = [ORT_PROVIDERS[p] for p in asked]
+    if not allow_fallback:
+        raise ProviderError(
+            f"model {model}: asked ONNX Runtime for {asked_ort} but the session got {list(got)}; "
+            f"{_fix_hint(asked[0])} (or set engine.allow_fallback = true to accept this)"
+        )
+    log.error("provider_fallback", model=model, asked=asked_ort, got=list(got), hint=_fix_hint(asked[0]))
