@@ -345,5 +345,5 @@ def load_settings(path: Path) -> Settings:
 
 
 def _resolve_relative_paths(settings: Settings, base: Path) -> Settings:
-    models = {size: (p if p.is_absolute() else (base / p)) for size, p in settings.models.items()}
+    models = {size: (p if p.is_absolute() else (base / p).resolve()) for size, p in settings.models.items()}
     return settings.model_copy(update={"models": models})

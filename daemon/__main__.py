@@ -1,0 +1,145 @@
+"""`beltsight` / `python -m daemon`: parse arguments, load settings, configure logging, run.
+
+Exit codes: 0 done; 78 (EX_CONFIG) invalid configuration or model file; 69 (EX_UNAVAILABLE)
+the configured execution provider is not available (systemd may retry: a driver can come up
+late at boot); 1 unexpected error; 130 forced exit on a second signal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import structlog
+
+from daemon.config import EX_CONFIG, ConfigError, Settings, load_settings, resolve_config_path
+from daemon.logs import configure_logging
+from daemon.redaction import SECRETS
+
+EX_UNAVAILABLE = 69
+EX_FORCED = 130
+
+if TYPE_CHECKING:
+    from daemon.app import Daemon
+
+log = structlog.get_logger("beltsight.cli")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="beltsight", description=__doc__.splitlines()[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument(
+            "-c", "--config", help="TOML config (default: $BELTSIGHT_CONFIG or /etc/beltsight/beltsight.toml)"
+        )
+        return p
+
+    add("run", "run the daemon in the foreground (systemd Type=notify)")
+    add("check-config", "validate and print the effective config, secrets redacted")
+    doctor = add("doctor", "prove where inference will run (providers, memory, CuPy, temperature sensor)")
+    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    tail = add("tail", "read detections from Redis as a consumer (reference consumer for PLC integrators)")
+    tail.add_argument("--camera", action="append", help="camera id (repeatable; default: all configured)")
+    tail.add_argument("--group", help="consumer group (entries are acknowledged); default: plain XREAD")
+    tail.add_argument("--consumer", default=f"tail-{os.getpid()}", help="consumer name within the group")
+    tail.add_argument("--count", type=int, help="stop after this many entries")
+    tail.add_argument("--from-start", action="store_true", help="start at the beginning of the streams")
+    return parser
+
+
+def _load(path_arg: str | None) -> Settings:
+    return load_settings(resolve_config_path(path_arg))
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    settings = _load(args.config)
+    print(json.dumps(settings.redacted(), indent=2, sort_keys=True))
+    print(f"config OK: {len(settings.enabled_cameras())} cameras, models {sorted(settings.models)}", file=sys.stderr)
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from daemon.doctor import run_doctor  # noqa: PLC0415 - heavy imports only for this command
+
+    return run_doctor(_load(args.config), as_json=args.json)
+
+
+def cmd_tail(args: argparse.Namespace) -> int:
+    from daemon.tail import tail  # noqa: PLC0415
+
+    settings = _load(args.config)
+    cameras = args.camera or [c.id for c in settings.cameras]
+    try:
+        return asyncio.run(
+            tail(
+                settings.redis,
+                cameras,
+                group=args.group,
+                consumer=args.consumer,
+                count=args.count,
+                from_start=args.from_start,
+            )
+        )
+    except KeyboardInterrupt:
+        return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from daemon.app import Daemon  # noqa: PLC0415
+    from daemon.engine import ModelError, ProviderError  # noqa: PLC0415
+
+    settings = _load(args.config)
+    configure_logging(settings.logging.format, settings.logging.level)
+    daemon = Daemon(settings)
+    try:
+        asyncio.run(_serve(daemon))
+    except ModelError as exc:
+        log.error("model_invalid", error=str(exc))
+        return EX_CONFIG
+    except ProviderError as exc:
+        log.error("provider_unavailable", error=str(exc))
+        return EX_UNAVAILABLE
+    return 0
+
+
+async def _serve(daemon: Daemon) -> None:
+    loop = asyncio.get_running_loop()
+    signals_seen = 0
+
+    def on_signal(signum: int) -> None:
+        nonlocal signals_seen
+        signals_seen += 1
+        if signals_seen > 1:
+            log.warning("forced_exit", signal=signal.Signals(signum).name)
+            os._exit(EX_FORCED)
+        log.info("stop_requested", signal=signal.Signals(signum).name)
+        daemon.request_stop()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+    await daemon.run()
+
+
+COMMANDS = {"run": cmd_run, "check-config": cmd_check_config, "doctor": cmd_doctor, "tail": cmd_tail}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging("auto", "info", sys.stderr if args.command != "run" else None)
+    try:
+        return COMMANDS[args.command](args)
+    except ConfigError as exc:
+        print(SECRETS.scrub(str(exc)), file=sys.stderr)
+        return EX_CONFIG
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,285 @@
+"""The composition root: builds every stage from settings, supervises them, drains on stop.
+
+Lifecycle: `run()` = startup (validate models, prove the provider, start sink, sources,
+health; READY) -> main loop (one TaskGroup owns every long-lived task) -> shutdown (stop
+intake, finish in-flight batches, flush the sink within `shutdown_grace_s`).
+An unexpected exception in any task ends `run()` with it (systemd restarts the process);
+expected faults (camera gone, Redis down) are retried inside the stages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from daemon.batcher import Batcher, BatchPolicy
+from daemon.config import Settings
+from daemon.engine import Engine, EngineFactory, InferenceError, ModelInfo, load_model_info
+from daemon.frames import FrameResult, StatusEvent
+from daemon.health import HealthServer, SystemdNotifier
+from daemon.hub import FrameHub
+from daemon.inference import CameraRules, InferenceStage, PostprocessConfig
+from daemon.metrics import Metrics
+from daemon.router import ModelRouter
+from daemon.sinks import RedisSink
+from daemon.sources import CameraSource
+
+log = structlog.get_logger("beltsight.app")
+
+
+@dataclass
+class Lane:
+    """Everything serving one model size; `busy_since` is set while a batch is in the engine."""
+
+    size: int
+    task: asyncio.Task[None] | None = None
+    stage: InferenceStage | None = None
+    batcher: Batcher | None = None
+    executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "beltsight-infer"))
+    busy_since: float | None = None
+    batches: int = 0
+
+
+def validate_models(settings: Settings) -> dict[int, ModelInfo]:
+    """Read and check every configured model file (raises ModelError naming file and problem)."""
+    return {size: load_model_info(path, expected_size=size) for size, path in sorted(settings.models.items())}
+
+
+class Daemon:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        metrics: Metrics | None = None,
+        notifier: SystemdNotifier | None = None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics or Metrics()
+        self.notifier = notifier or SystemdNotifier()
+        self.hub = FrameHub(self.metrics)
+        self.sink = RedisSink(settings.redis, self.metrics)
+        self.lanes: dict[int, Lane] = {}
+        self.sources: list[CameraSource] = []
+        self.health: HealthServer | None = None
+        self.state = "starting"
+        self._stop = asyncio.Event()
+        self._infos: dict[int, ModelInfo] = {}
+        self._prebuilt: dict[int, Engine] = {}
+        self._factory = EngineFactory(settings.engine, self.metrics)
+        self._tg: asyncio.TaskGroup | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- public ----------------------------------------------------------------------------
+    def request_stop(self) -> None:
+        """Begin a graceful shutdown (safe to call from a signal handler on the loop)."""
+        self._stop.set()
+
+    async def run(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        await self._prepare_models()
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                tg.create_task(self.sink.run(), name="sink")
+                await self._start_sources()
+                await self._start_health()
+                for size in list(self._prebuilt):
+                    self._ensure_lane(size)
+                self.state = "running"
+                self.notifier.ready(f"{len(self.sources)} cameras, models {sorted(self._infos)}")
+                log.info("daemon_ready", cameras=len(self.sources), models=sorted(self._infos))
+                if self.notifier.watchdog_interval_s:
+                    tg.create_task(self._watchdog(self.notifier.watchdog_interval_s), name="watchdog")
+                await self._stop.wait()
+                await self._shutdown()
+        finally:
+            await self._close()
+
+    def health_report(self) -> dict[str, Any]:
+        cameras = {
+            s.camera_id: {"state": s.state, "frames": s.frames, "fps": round(s.fps, 1), "size": s.size_text}
+            for s in self.sources
+        }
+        degraded = not self.sink.connected or any(c["state"] != "up" for c in cameras.values())
+        status = self.state if self.state != "running" else ("degraded" if degraded else "ok")
+        return {
+            "ok": self.state == "running",
+            "status": status,
+            "cameras": cameras,
+            "redis": {"connected": self.sink.connected, "buffered": self.sink.buffered},
+            "models": {
+                str(size): {"batches": lane.batches, "busy_s": self._busy_s(lane)}
+                for size, lane in sorted(self.lanes.items())
+            },
+        }
+
+    # -- startup ---------------------------------------------------------------------------
+    async def _prepare_models(self) -> None:
+        """Validate every model file, and prove the configured provider before READY.
+
+        Sessions that camera overrides ask for are built (and warmed up) now; sizes chosen by
+        resolution are built on first use. With no override, the smallest model's session is
+        built once to prove the provider and closed again: sizes no camera uses stay unloaded.
+        """
+        loop = asyncio.get_running_loop()
+        self._infos = await loop.run_in_executor(None, validate_models, self.settings)
+        overrides = {c.model for c in self.settings.enabled_cameras() if c.model is not None}
+        for size in sorted(overrides):
+            self._prebuilt[size] = await loop.run_in_executor(None, self._build_engine, size, "startup")
+        if not overrides:
+            probe = await loop.run_in_executor(None, self._build_engine, min(self._infos), "provider_check")
+            probe.close()
+
+    def _build_engine(self, size: int, reason: str) -> Engine:
+        return self._factory.build(self._infos[size], reason=reason)
+
+    async def _start_sources(self) -> None:
+        cameras = self.settings.enabled_cameras()
+        router = ModelRouter(self._infos, {c.id: c.model for c in cameras if c.model is not None})
+        loop = asyncio.get_running_loop()
+
+        def lane_needed(size: int) -> None:
+            loop.call_soon_threadsafe(self._ensure_lane, size)
+
+        self.hub.on_new_size(lane_needed)
+        for camera in cameras:
+            source = CameraSource(
+                camera, consumer=self.hub, route=router, on_status=self._on_status, metrics=self.metrics
+            )
+            self.sources.append(source)
+            source.start()
+
+    async def _start_health(self) -> None:
+        listen = self.settings.health.listen
+        if not listen:
+            return
+        host, _, port = listen.rpartition(":")
+        self.health = HealthServer(host, int(port), self.metrics.registry, self.health_report)
+        await self.health.start()
+
+    def _on_status(self, event: StatusEvent) -> None:
+        """Called from camera threads: hand the event to the loop (sink + log)."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self.sink.accept_event, event)
+
+    # -- lanes -----------------------------------------------------------------------------
+    def _ensure_lane(self, size: int) -> None:
+        if size in self.lanes or self._tg is None or self._stop.is_set():
+            return
+        lane = Lane(size)
+        self.lanes[size] = lane
+        lane.task = self._tg.create_task(self._run_lane(lane), name=f"lane-{size}")
+
+    def _make_stage(self, size: int, engine: Engine) -> InferenceStage:
+        info = self._infos[size]
+        ecfg = self.settings.engine
+        label_ids = {label: i for i, label in enumerate(info.names)}
+        rules: dict[str, CameraRules] = {}
+        for cam in self.settings.enabled_cameras():
+            classes = None
+            if cam.classes is not None:
+                classes = frozenset(label_ids[c] for c in cam.classes if c in label_ids)
+            rules[cam.id] = CameraRules(cam.conf_threshold or ecfg.conf_threshold, classes)
+        post = PostprocessConfig(ecfg.conf_threshold, ecfg.iou_threshold, ecfg.max_det)
+        return InferenceStage(
+            info, engine, max_batch=engine.max_batch, post=post, rules=rules, metrics=self.metrics
+        )
+
+    async def _run_lane(self, lane: Lane) -> None:
+        loop = asyncio.get_running_loop()
+        engine = self._prebuilt.pop(lane.size, None)
+        if engine is None:
+            engine = await loop.run_in_executor(lane.executor, self._build_engine, lane.size, "first_use")
+        lane.stage = self._make_stage(lane.size, engine)
+        ecfg = self.settings.engine
+        policy = BatchPolicy(engine.max_batch, ecfg.max_wait_ms / 1000, ecfg.max_age_ms / 1000)
+        lane.batcher = Batcher(lane.size, self.hub, policy, loop, time.monotonic)
+        lane.batcher.notify()
+        log.info("lane_started", model=lane.size, providers=engine.providers)
+        while not self._stop.is_set():
+            frames = await lane.batcher.next_batch()
+            lane.busy_since = time.monotonic()
+            try:
+                results = await loop.run_in_executor(lane.executor, lane.stage.infer, frames)
+            except InferenceError as exc:
+                log.error("inference_failed", model=lane.size, frames=len(frames), error=str(exc))
+                for frame in frames:
+                    self.metrics.dropped(frame.camera_id, "engine_error")
+                continue
+            finally:
+                lane.busy_since = None
+            lane.batches += 1
+            self._publish(results)
+
+    def _publish(self, results: list[FrameResult]) -> None:
+        for result in results:
+            self.sink.accept(result)
+
+    def _busy_s(self, lane: Lane) -> float:
+        return 0.0 if lane.busy_since is None else round(time.monotonic() - lane.busy_since, 3)
+
+    async def _watchdog(self, interval_s: float) -> None:
+        """Ping systemd while the loop runs and no engine has been stuck on one batch for long."""
+        stuck_after_s = max(30.0, 4 * interval_s)
+        while True:
+            if all(self._busy_s(lane) < stuck_after_s for lane in self.lanes.values()):
+                self.notifier.watchdog()
+            else:
+                log.error("engine_stuck", lanes={s: self._busy_s(la) for s, la in self.lanes.items()})
+            await asyncio.sleep(interval_s)
+
+    # -- shutdown --------------------------------------------------------------------------
+    async def _shutdown(self) -> None:
+        """Stop intake, let in-flight batches finish, flush the sink; bounded by the grace period."""
+        self.state = "stopping"
+        self.notifier.stopping()
+        grace = self.settings.shutdown_grace_s
+        deadline = time.monotonic() + grace
+        log.info("shutdown_started", grace_s=grace)
+        loop = asyncio.get_running_loop()
+        for source in self.sources:
+            source.stop()
+        await loop.run_in_executor(None, self._join_sources, grace / 2)
+        await self._stop_lanes(deadline)
+        for camera_id, reason in self.hub.drain():
+            self.metrics.dropped(camera_id, reason)
+        unflushed = await self.sink.drain(max(0.1, deadline - time.monotonic()))
+        log.info("shutdown_complete", unflushed=unflushed)
+        if self._tg is not None:
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task() and task.get_name() in {"sink", "watchdog"}:
+                    task.cancel()
+
+    def _join_sources(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        for source in self.sources:
+            source.join(max(0.0, deadline - time.monotonic()))
+
+    async def _stop_lanes(self, deadline: float) -> None:
+        for lane in self.lanes.values():
+            if lane.task is None:
+                continue
+            if lane.busy_since is None:
+                lane.task.cancel()  # waiting for frames: nothing in flight
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(asyncio.shield(lane.task), max(0.0, deadline - time.monotonic()))
+            lane.task.cancel()
+
+    async def _close(self) -> None:
+        if self.health is not None:
+            await self.health.close()
+        for source in self.sources:
+            source.stop()
+        await self.sink.close()
+        for lane in self.lanes.values():
+            if lane.stage is not None:
+                lane.stage.engine.close()
+            lane.executor.shutdown(wait=False, cancel_futures=True)
+        for engine in self._prebuilt.values():
+            engine.close()

@@ -1,0 +1,45 @@
+"""`beltsight doctor`: where inference will really run on this machine, and what is missing.
+
+Exit 0 when every configured model loads and its session gets the first configured
+provider; 1 otherwise (also with `allow_fallback`: doctor reports what would be used).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+from typing import TextIO
+
+from daemon.config import Settings
+from daemon.engine import doctor_report
+from daemon.thermal import detect_sensors
+
+
+def _rss_mb() -> float:
+    # ru_maxrss is in KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_doctor(settings: Settings, *, out: TextIO = sys.stdout, as_json: bool = False) -> int:
+    rss_before = _rss_mb()
+    report = doctor_report(settings.engine, settings.models)
+    sensors, missing = detect_sensors()
+    temperatures = {s.name: [(r.sensor, r.celsius) for r in s.read()] for s in sensors}
+    if as_json:
+        data = report.as_dict() | {"temperature": temperatures, "temperature_missing": missing}
+        print(json.dumps(data, default=str, indent=2), file=out)
+        return 0 if report.ok else 1
+    for line in report.lines()[:-1]:
+        print(line, file=out)
+    print(f"host memory (peak RSS): {rss_before:.0f} MiB before sessions, {_rss_mb():.0f} MiB after", file=out)
+    print(f"cpu cores: {os.cpu_count()}", file=out)
+    if temperatures:
+        for name, readings in temperatures.items():
+            shown = ", ".join(f"{sensor} {celsius:.0f} C" for sensor, celsius in readings)
+            print(f"temperature ({name}): {shown or 'no readings'}", file=out)
+    else:
+        print("temperature: no sensor (" + "; ".join(f"{k}: {v}" for k, v in missing.items()) + ")", file=out)
+    print(report.lines()[-1], file=out)
+    return 0 if report.ok else 1
