@@ -119,6 +119,28 @@ class CudaOptions(Section):
     do_copy_in_default_stream: bool = True
 
 
+class BreakerConfig(Section):
+    """Circuit breaker around the primary (first-provider) engine, with a CPU fallback session."""
+
+    enabled: bool = True
+    """Only takes effect when the primary provider is not the CPU."""
+    fail_max: int = Field(3, ge=1)
+    """Consecutive failed batches that open the breaker."""
+    reset_timeout_s: Seconds = 30.0
+    """Open this long, then one batch probes a freshly built primary; success closes it."""
+
+
+class RebuildConfig(Section):
+    """Periodic session rebuilds (built and warmed up beside the serving one, then swapped in)."""
+
+    every_frames: int = Field(0, ge=0)
+    """Rebuild after this many frames (0: never)."""
+    every_s: float = Field(0.0, ge=0)
+    """Rebuild after this many seconds (0: never)."""
+    max_growth_mb: float = Field(0.0, ge=0)
+    """Rebuild when RSS or device memory grew by more than this since the last build (0: off)."""
+
+
 Provider = Literal["cuda", "cpu"]
 _DEFAULT_PROVIDERS: tuple[Provider, ...] = ("cuda", "cpu")
 
@@ -138,6 +160,8 @@ class EngineConfig(Section):
     iou_threshold: float = Field(0.5, gt=0, le=1)
     max_det: int = Field(300, gt=0)
     cuda: CudaOptions = CudaOptions()
+    breaker: BreakerConfig = BreakerConfig()
+    rebuild: RebuildConfig = RebuildConfig()
 
     @field_validator("providers")
     @classmethod

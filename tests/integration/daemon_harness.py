@@ -85,7 +85,9 @@ class InProcessDaemon:
         return self.metrics.registry.get_sample_value(name, labels) or 0.0
 
 
-def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str, daemon: InProcessDaemon | None = None) -> None:
+def wait_until(
+    predicate: Callable[[], bool], timeout_s: float, what: str, daemon: InProcessDaemon | None = None
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if daemon is not None and daemon.error is not None:
@@ -104,6 +106,7 @@ def run_cli(*args: str, timeout_s: float = 60, env: dict[str, str] | None = None
         text=True,
         timeout=timeout_s,
         env={**os.environ, **(env or {})},
+        check=False,
     )
 
 
