@@ -19,7 +19,7 @@ from typing import Any
 import structlog
 
 from daemon.batcher import Batcher, BatchPolicy
-from daemon.config import Settings
+from daemon.config import ConfigError, Settings
 from daemon.engine import Engine, EngineFactory, InferenceError, ModelInfo, load_model_info
 from daemon.frames import FrameResult, StatusEvent
 from daemon.health import HealthServer, SystemdNotifier
@@ -47,8 +47,18 @@ class Lane:
 
 
 def validate_models(settings: Settings) -> dict[int, ModelInfo]:
-    """Read and check every configured model file (raises ModelError naming file and problem)."""
-    return {size: load_model_info(path, expected_size=size) for size, path in sorted(settings.models.items())}
+    """Read and check every configured model file (raises ModelError naming file and problem),
+    and that every camera's class filter names labels the models know (else ConfigError)."""
+    infos = {size: load_model_info(path, expected_size=size) for size, path in sorted(settings.models.items())}
+    errors = []
+    for i, cam in enumerate(settings.cameras):
+        for size, info in infos.items():
+            unknown = sorted(set(cam.classes or ()) - set(info.names))
+            if unknown:
+                errors.append(f"cameras.{i}.classes: {unknown} not in model {size}'s labels {list(info.names)}")
+    if errors:
+        raise ConfigError("model labels", errors)
+    return infos
 
 
 class Daemon:
@@ -184,7 +194,7 @@ class Daemon:
         for cam in self.settings.enabled_cameras():
             classes = None
             if cam.classes is not None:
-                classes = frozenset(label_ids[c] for c in cam.classes if c in label_ids)
+                classes = frozenset(label_ids[c] for c in cam.classes)
             rules[cam.id] = CameraRules(cam.conf_threshold or ecfg.conf_threshold, classes)
         post = PostprocessConfig(ecfg.conf_threshold, ecfg.iou_threshold, ecfg.max_det)
         return InferenceStage(

@@ -213,3 +213,14 @@ def test_sigterm_drains_and_exits_0(
     assert proc.returncode == 0, out
     events = [json.loads(line)["event"] for line in out.splitlines() if line.startswith("{")]
     assert "shutdown_complete" in events
+
+
+def test_class_filter_with_unknown_label_exits_78(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "c.toml",
+        redis_url="redis://127.0.0.1:1/0",
+        cameras=[{"id": "a", "url": "rtsp://127.0.0.1:1/x", "classes": ["bolt", "gear"]}],
+    )
+    result = run_cli("run", "-c", str(config))
+    assert result.returncode == 78
+    assert "cameras.0.classes" in result.stderr and "gear" in result.stderr
