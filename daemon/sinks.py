@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections import deque
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from daemon.frames import FrameResult, StatusEvent
 from daemon.metrics import Metrics
 from daemon.redaction import SECRETS, redact_url
 from daemon.schema import EntryId, encode_entry, encode_event, next_entry_id, same_frame
+from daemon.spool import Spool, SpoolRecord
 
 log = structlog.get_logger("beltsight.sink")
 
@@ -105,10 +107,194 @@ class Buffer(Generic[T]):
         self._in_flight = 0
 
     def drain_all(self) -> list[T]:
-        items = [s.item for s in self._slots]
+        return [s.item for s in self.take_all()]
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def add(self, item: T) -> None:
+        """Append even beyond `capacity` (the caller enforces its own bound)."""
+        self._slots.append(Slot(self._next_ticket, item))
+        self._next_ticket += 1
+
+    def take_oldest(self, n: int) -> list[Slot[T]]:
+        """Remove and return the first n slots; only between writes (nothing in flight)."""
+        assert self._in_flight == 0, "take_oldest() during a write"
+        return [self._slots.popleft() for _ in range(min(n, len(self._slots)))]
+
+    def drop_oldest_idle(self) -> T | None:
+        """Remove the oldest item that is not being written, if any."""
+        if self._in_flight >= len(self._slots):
+            return None
+        dropped = self._slots[self._in_flight]
+        del self._slots[self._in_flight]
+        return dropped.item
+
+    def restore(self, slots: list[Slot[T]]) -> None:
+        """Put slots taken by `take_oldest` back at the front, in order."""
+        self._slots.extendleft(reversed(slots))
+
+    def take_all(self) -> list[Slot[T]]:
+        slots = list(self._slots)
         self._slots.clear()
         self._in_flight = 0
-        return items
+        return slots
+
+
+Drops = dict[str, int]
+"""Entries dropped, per camera."""
+
+
+class Backlog:
+    """Frame entries not yet in Redis: an optional disk spool (oldest) ahead of memory (newest).
+
+    Without a spool it is the memory `Buffer` and its drop-oldest policy. With one:
+    - Spill: when memory holds more than `capacity` entries, the oldest ones (a chunk of
+      about capacity/4, at most 256, so one fsync covers many) get their stream IDs now
+      (`assign_id`) and go to the spool. Entries being written are never spilled (that could
+      reorder them): memory is written only while the spool is empty, and during such a write
+      (bounded by the socket timeout) memory may grow to 2 x capacity; beyond that the oldest
+      entry not in flight is dropped. If the spool cannot be written, memory keeps `capacity`
+      entries and drops the oldest, as without a spool.
+    - Order: batches come from the spool while it holds anything, then from memory;
+      everything in the spool is older than everything in memory, so each camera keeps order.
+    - Cap: between writes, while the spool is over `spool_max_mb`, its oldest records are
+      dropped. `push` and `settle` return drops per camera for the caller to count.
+    - A stream whose writes Redis refuses (ACL, WRONGTYPE) holds the spool back behind its
+      oldest entry, like the memory buffer does: at most 4 batches are read ahead of it, the
+      ones written meanwhile are remembered and committed once it goes through.
+    """
+
+    def __init__(self, capacity: int, spool: Spool | None, assign_id: Callable[[Slot[FrameResult]], None]) -> None:
+        self.capacity = capacity
+        self.memory: Buffer[FrameResult] = Buffer(capacity)
+        self.spool = spool
+        self._assign_id = assign_id
+        # read from the spool, not committed; kept between batches only when some were written
+        # after one that failed, or renumbered (what was learnt exists only here)
+        self._head: deque[Slot[FrameResult]] = deque()
+        self._head_ids: dict[int, EntryId] = {}  # ticket -> the ID it was spooled with
+        self._head_done: set[int] = set()
+        self._tickets = itertools.count(-1, -1)  # spool slots: negative, never a memory ticket
+        self._from_spool = False  # the batch in flight came from the spool
+        self._spill_chunk = max(1, min(capacity // 4, 256))
+        self._spool_error_logged_at = float("-inf")
+
+    def __len__(self) -> int:
+        return len(self.memory) + self.spooled
+
+    @property
+    def spooled(self) -> int:
+        return len(self.spool) if self.spool is not None else 0
+
+    def push(self, item: FrameResult) -> Drops:
+        if self.spool is None:
+            dropped = self.memory.push(item)
+            return {} if dropped is None else {dropped.camera_id: 1}
+        self.memory.add(item)
+        return self._enforce(self.spool)
+
+    def peek(self, n: int) -> list[Slot[FrameResult]]:
+        spool = self.spool
+        if spool is None or not (self._head or spool.unread):
+            self._from_spool = False
+            return self.memory.peek(n)
+        pending = [s for s in self._head if s.ticket not in self._head_done]
+        room = n - len(pending) if len(self._head) < 4 * n else 0
+        for record in spool.read(max(0, room)):
+            slot = Slot(next(self._tickets), record.result, record.entry_id)
+            self._head.append(slot)
+            self._head_ids[slot.ticket] = record.entry_id
+            pending.append(slot)
+        self._from_spool = True
+        return pending[:n]
+
+    def settle(self, done_tickets: set[int]) -> Drops:
+        if self.spool is None:
+            self.memory.settle(done_tickets)
+            return {}
+        if not self._from_spool:
+            self.memory.settle(done_tickets)
+            return self._enforce(self.spool)
+        self._from_spool = False
+        self._head_done |= done_tickets
+        published = 0
+        while self._head and self._head[0].ticket in self._head_done:
+            ticket = self._head.popleft().ticket
+            self._head_done.discard(ticket)
+            del self._head_ids[ticket]
+            published += 1
+        self.spool.commit(published)
+        if not self._head_done and all(s.entry_id == self._head_ids[s.ticket] for s in self._head):
+            self._forget_head()  # nothing learnt about them: read them again next time
+        return self._enforce(self.spool)
+
+    def _forget_head(self) -> None:
+        self._head.clear()
+        self._head_ids.clear()
+        self._head_done.clear()
+        if self.spool is not None:
+            self.spool.rewind()
+
+    def _enforce(self, spool: Spool) -> Drops:
+        drops: Drops = {}
+        if self.memory.in_flight == 0 and len(self.memory) > self.capacity:
+            self._spill(spool, len(self.memory) - self.capacity + self._spill_chunk - 1, drops)
+        while len(self.memory) > 2 * self.capacity and self._drop_one(drops):
+            pass
+        if self._head and not self._from_spool and spool.size_bytes > spool.max_bytes:
+            self._forget_head()  # an entry stuck at the head must not block the cap
+        if not self._head and not self._from_spool:
+            for camera, n in spool.trim().items():
+                drops[camera] = drops.get(camera, 0) + n
+        return drops
+
+    def _spill(self, spool: Spool, n: int, drops: Drops) -> None:
+        slots = self.memory.take_oldest(n)
+        for slot in slots:
+            self._assign_id(slot)
+        try:
+            spool.append([_spool_record(s) for s in slots])
+        except OSError as exc:
+            self.memory.restore(slots)
+            now = time.monotonic()
+            if now - self._spool_error_logged_at >= DROP_LOG_INTERVAL_S:
+                log.error("spool_write_failed", directory=str(spool.directory), reason=str(exc))
+                self._spool_error_logged_at = now
+            while len(self.memory) > self.capacity and self._drop_one(drops):
+                pass
+
+    def _drop_one(self, drops: Drops) -> bool:
+        dropped = self.memory.drop_oldest_idle()
+        if dropped is None:  # everything is in flight: settle() enforces the bound again
+            return False
+        drops[dropped.camera_id] = drops.get(dropped.camera_id, 0) + 1
+        return True
+
+    def shut(self) -> tuple[int, Drops, list[FrameResult]]:
+        """Spill memory to the spool and close it: (spilled, dropped over the cap, not spooled)."""
+        slots = self.memory.take_all()
+        spool, self.spool = self.spool, None
+        if spool is None:
+            return 0, {}, [s.item for s in slots]
+        try:
+            self._forget_head()
+            for slot in slots:
+                self._assign_id(slot)
+            spool.append([_spool_record(s) for s in slots])
+            return len(slots), spool.trim(), []
+        except OSError as exc:
+            log.error("spool_write_failed", directory=str(spool.directory), reason=str(exc))
+            return 0, {}, [s.item for s in slots]
+        finally:
+            spool.close()
+
+
+def _spool_record(slot: Slot[FrameResult]) -> SpoolRecord:
+    if slot.entry_id is None:
+        raise ValueError("an entry must have its stream ID before it is spooled")
+    return SpoolRecord(slot.item, slot.entry_id)
 
 
 class SinkError(Exception):
@@ -149,9 +335,15 @@ class RedisSink:
     """Publishes every FrameResult as one schema-v1 entry in its camera's stream.
 
     Policies:
-    - Buffer: `accept()` never blocks; up to `buffer_max` entries wait in memory. When full,
-      the oldest entry not being written is dropped, counted `dropped{camera, buffer_full}`
-      and logged (at most every 5 s). Events have their own buffer of 1000, same policy.
+    - Buffer: `accept()` never blocks on Redis; up to `buffer_max` entries wait in memory.
+      Without `spool_dir`, when full, the oldest entry not being written is dropped, counted
+      `dropped{camera, buffer_full}` and logged (at most every 5 s). With `spool_dir`, the
+      oldest entries are spilled to the disk spool instead (one write + fsync per chunk of up
+      to 256, on the event loop: about 20 ms on the 2-core test box), published first once
+      Redis is back, and found again by the next run;
+      only when the spool passes `spool_max_mb` are its oldest entries dropped (counted and
+      logged the same way). See `Backlog` and `daemon.spool`. Events have their own memory
+      buffer of 1000, drop-oldest, never spooled.
     - Writes: pipelines (no MULTI) of up to `publish_batch` XADDs with `MAXLEN ~ maxlen`.
       IDs are explicit, `<captured_ms>-<n>`, strictly increasing per stream (same ms or the
       clock going back: previous ID + 1). An ID, once given to an entry, sticks to it.
@@ -168,7 +360,8 @@ class RedisSink:
       retried the same way; the connection is rebuilt each time, so a fixed password file is
       picked up. Any other refusal (e.g. WRONGTYPE) is logged `redis_write_failed` and retried.
     - Redis user needs: XADD, XINFO, XRANGE on the detection and event streams.
-    - `close()` counts whatever is still buffered as `dropped{camera, shutdown}`.
+    - `close()` spills what is still in memory to the spool (the next run publishes it); without
+      a spool it counts it as `dropped{camera, shutdown}`. Call it after `run()` has stopped.
     """
 
     def __init__(
@@ -186,7 +379,10 @@ class RedisSink:
         self._client_factory = client_factory or self._default_client
         self._clock: Clock = clock or SystemClock()
         self._backoff = Backoff(backoff_min_s, backoff_max_s, healthy_reset_s=30.0)
-        self._frames: Buffer[FrameResult] = Buffer(cfg.buffer_max)
+        spool = None
+        if cfg.spool_dir is not None:
+            spool = Spool.open(cfg.spool_dir, cfg.spool_max_mb * 1024 * 1024)
+        self._frames = Backlog(cfg.buffer_max, spool, self._assign_spill_id)
         self._events: Buffer[StatusEvent] = Buffer(EVENTS_BUFFER_MAX)
         self._client: aioredis.Redis | None = None
         self._top: dict[str, EntryId] = {}  # last-generated-id per stream, as known
@@ -200,10 +396,7 @@ class RedisSink:
     # -- intake (event loop, never blocks) ----------------------------------------------
 
     def accept(self, result: FrameResult) -> None:
-        dropped = self._frames.push(result)
-        if dropped is not None:
-            self.metrics.dropped(dropped.camera_id, "buffer_full")
-            self._log_drop(dropped.camera_id)
+        self._count_drops(self._frames.push(result))
         self.metrics.sink_buffered.set(len(self._frames))
         self._wake.set()
 
@@ -215,7 +408,13 @@ class RedisSink:
 
     @property
     def buffered(self) -> int:
+        """Frame entries not yet in Redis, in memory and in the spool."""
         return len(self._frames)
+
+    @property
+    def spooled(self) -> int:
+        """Frame entries waiting in the disk spool (0 without one)."""
+        return self._frames.spooled
 
     # -- publishing ----------------------------------------------------------------------
 
@@ -247,9 +446,14 @@ class RedisSink:
         return len(self._frames)
 
     async def close(self) -> None:
-        """Close the connection; entries still buffered are counted as dropped (`shutdown`)."""
-        for result in self._frames.drain_all():
+        """Close the connection; entries still in memory go to the spool for the next run,
+        or without one (or when it cannot be written) are counted as dropped (`shutdown`)."""
+        spilled, drops, lost = self._frames.shut()
+        self._count_drops(drops)
+        for result in lost:
             self.metrics.dropped(result.camera_id, "shutdown")
+        if spilled or drops:
+            log.info("sink_spooled_at_shutdown", spilled=spilled, dropped=sum(drops.values()))
         self._events.drain_all()
         self.metrics.sink_buffered.set(0)
         await self._drop_client()
@@ -293,7 +497,7 @@ class RedisSink:
                 else:
                     done_events.add(ev.ticket)
         finally:
-            self._frames.settle(done_frames)
+            self._count_drops(self._frames.settle(done_frames))
             self._events.settle(done_events)
             self.metrics.sink_buffered.set(len(self._frames))
         if refusal is not None:
@@ -438,12 +642,30 @@ class RedisSink:
             log.warning("redis_down", **fields)
         return delay_s
 
-    def _log_drop(self, camera_id: str) -> None:
+    def _assign_spill_id(self, slot: Slot[FrameResult]) -> None:
+        """Give an entry about to be spooled its ID now, so every replay writes the same one."""
+        stream = self.cfg.stream_for(slot.item.camera_id)
+        last = self._last.get(stream)
+        if slot.entry_id is None:
+            slot.entry_id = next_entry_id(last, slot.item.captured_ms)
+        self._last[stream] = slot.entry_id if last is None else max(last, slot.entry_id)
+
+    def _count_drops(self, drops: Drops) -> None:
+        for camera_id, n in drops.items():
+            self.metrics.dropped(camera_id, "buffer_full", n)
+            self._log_drop(camera_id, n)
+
+    def _log_drop(self, camera_id: str, n: int = 1) -> None:
         out = self._outage
-        out.drops_unlogged[camera_id] = out.drops_unlogged.get(camera_id, 0) + 1
+        out.drops_unlogged[camera_id] = out.drops_unlogged.get(camera_id, 0) + n
         now = self._clock.monotonic()
         if now - out.drop_logged_at >= DROP_LOG_INTERVAL_S:
-            log.warning("sink_buffer_full", dropped=dict(out.drops_unlogged), capacity=self.cfg.buffer_max)
+            log.warning(
+                "sink_buffer_full",
+                dropped=dict(out.drops_unlogged),
+                capacity=self.cfg.buffer_max,
+                spool_max_mb=self.cfg.spool_max_mb if self.cfg.spool_dir is not None else None,
+            )
             out.drops_unlogged.clear()
             out.drop_logged_at = now
 
@@ -477,4 +699,4 @@ def _as_text(fields: dict[Any, Any]) -> dict[str, str]:
     }
 
 
-__all__ = ["Buffer", "Clock", "RedisSink", "SystemClock", "is_auth_error", "make_client"]
+__all__ = ["Backlog", "Buffer", "Clock", "RedisSink", "SystemClock", "is_auth_error", "make_client"]
