@@ -10,7 +10,7 @@ import structlog
 
 from daemon.frames import Detection, FrameResult
 from daemon.schema import EntryId
-from daemon.sinks import Backlog, Slot
+from daemon.backlog import Backlog, Slot
 from daemon.spool import HEADER, Spool, SpoolRecord, encode_record
 
 BASE_MS = 1_700_000_000_000
