@@ -26,6 +26,7 @@ from daemon.health import HealthServer, SystemdNotifier
 from daemon.hub import FrameHub
 from daemon.inference import CameraRules, InferenceStage, PostprocessConfig
 from daemon.metrics import Metrics
+from daemon.resilience import InferenceEngine, ResilientEngine
 from daemon.router import ModelRouter
 from daemon.sinks import RedisSink
 from daemon.sources import CameraSource
@@ -186,7 +187,12 @@ class Daemon:
         self.lanes[size] = lane
         lane.task = self._tg.create_task(self._run_lane(lane), name=f"lane-{size}")
 
-    def _make_stage(self, size: int, engine: Engine) -> InferenceStage:
+    def _resilient(self, size: int, primary: Engine) -> ResilientEngine:
+        """Breaker with a CPU fallback and periodic rebuilds around the lane's primary engine."""
+        info, cfg = self._infos[size], self.settings.engine
+        return ResilientEngine(self._factory, info, cfg, primary, metrics=self.metrics, on_status=self._on_status)
+
+    def _make_stage(self, size: int, engine: InferenceEngine) -> InferenceStage:
         info = self._infos[size]
         ecfg = self.settings.engine
         label_ids = {label: i for i, label in enumerate(info.names)}
@@ -203,9 +209,10 @@ class Daemon:
 
     async def _run_lane(self, lane: Lane) -> None:
         loop = asyncio.get_running_loop()
-        engine = self._prebuilt.pop(lane.size, None)
-        if engine is None:
-            engine = await loop.run_in_executor(lane.executor, self._build_engine, lane.size, "first_use")
+        primary = self._prebuilt.pop(lane.size, None)
+        if primary is None:
+            primary = await loop.run_in_executor(lane.executor, self._build_engine, lane.size, "first_use")
+        engine = self._resilient(lane.size, primary)
         lane.stage = self._make_stage(lane.size, engine)
         ecfg = self.settings.engine
         policy = BatchPolicy(engine.max_batch, ecfg.max_wait_ms / 1000, ecfg.max_age_ms / 1000)

@@ -15,10 +15,11 @@ from types import ModuleType
 import numpy as np
 import numpy.typing as npt
 
-from daemon.engine import Engine, ModelInfo
+from daemon.engine import ModelInfo
 from daemon.frames import LETTERBOX_PAD_VALUE, Frame, FrameResult, Letterbox
 from daemon.metrics import Metrics
 from daemon.postprocess import decode_batch, to_detections
+from daemon.resilience import InferenceEngine
 
 _INV_255 = np.float32(1.0 / 255.0)
 _PAD = np.float32(LETTERBOX_PAD_VALUE / 255.0)
@@ -66,7 +67,7 @@ class InferenceStage:
     def __init__(
         self,
         info: ModelInfo,
-        engine: Engine,
+        engine: InferenceEngine,
         *,
         max_batch: int,
         post: PostprocessConfig,
@@ -83,7 +84,7 @@ class InferenceStage:
         self._xp = xp
         self._model_label = str(info.size)
 
-    def swap_engine(self, engine: Engine) -> Engine:
+    def swap_engine(self, engine: InferenceEngine) -> InferenceEngine:
         """Put a new engine in service between batches; returns the old one (caller closes it)."""
         old, self.engine = self.engine, engine
         return old

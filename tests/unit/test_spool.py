@@ -8,9 +8,9 @@ from pathlib import Path
 
 import structlog
 
+from daemon.backlog import Backlog, Slot
 from daemon.frames import Detection, FrameResult
 from daemon.schema import EntryId
-from daemon.backlog import Backlog, Slot
 from daemon.spool import HEADER, Spool, SpoolRecord, encode_record
 
 BASE_MS = 1_700_000_000_000

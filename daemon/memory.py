@@ -1,0 +1,39 @@
+"""Process and device memory samples, for rebuilding sessions whose memory keeps growing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from daemon.engine import gpu_memory_used_mb
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySample:
+    """Process RSS and device memory in MiB; None where it cannot be read."""
+
+    rss_mb: float | None
+    device_mb: float | None = None
+
+    def growth_mb(self, since: MemorySample) -> float | None:
+        """The larger growth of the two since `since` (None when nothing is comparable)."""
+        pairs = ((self.rss_mb, since.rss_mb), (self.device_mb, since.device_mb))
+        growths = [now - then for now, then in pairs if now is not None and then is not None]
+        return max(growths) if growths else None
+
+
+def read_rss_mb(status_path: str = "/proc/self/status") -> float | None:
+    """VmRSS of this process in MiB (None where /proc is absent)."""
+    try:
+        with open(status_path, encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def process_memory(device_id: int | None) -> MemorySample:
+    """RSS, plus device memory via NVML when `device_id` is given and NVML reports it."""
+    device_mb = gpu_memory_used_mb(device_id)[0] if device_id is not None else None
+    return MemorySample(read_rss_mb(), device_mb)

@@ -1,0 +1,463 @@
+"""ResilientEngine's breaker and rebuild policies with fake engines, a fake clock and a fake memory probe.
+
+Every engine a test sees is a `FakeEngine` whose output is filled with its own id, so an output
+says which session served the batch. Builds happen in the engine's real builder thread;
+`wait_builds()` makes the tests deterministic.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from daemon.config import BreakerConfig, EngineConfig, RebuildConfig
+from daemon.engine import EngineError, InferenceError, ModelInfo, Placement
+from daemon.frames import StatusEvent
+from daemon.memory import MemorySample, read_rss_mb
+from daemon.metrics import Metrics
+from daemon.resilience import ResilientEngine
+
+HostArray = npt.NDArray[np.float32]
+
+INFO = ModelInfo(
+    path=Path("fake.onnx"),
+    name="fake@1",
+    size=416,
+    names=("bolt",),
+    strides=(8, 16, 32),
+    layout="yolov8",
+    input_name="images",
+    output_name="output0",
+    num_classes=1,
+    anchors=3549,
+    batch=None,
+)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return 1.7e9 + self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class FakeEngine:
+    def __init__(self, ident: int, *, failing: bool = False, providers: tuple[str, ...] = ("CUDAExecutionProvider",)):
+        self.ident = ident
+        self.failing = failing
+        self.runs = 0
+        self.closed = False
+        self._providers = providers
+
+    @property
+    def max_batch(self) -> int:
+        return 4
+
+    @property
+    def providers(self) -> tuple[str, ...]:
+        return self._providers
+
+    def run(self, batch: HostArray) -> HostArray:
+        assert not self.closed, f"engine {self.ident} used after close"
+        self.runs += 1
+        if self.failing:
+            raise InferenceError(f"engine {self.ident}: CUDA failure")
+        return np.full((batch.shape[0], 1, 1), float(self.ident), dtype=np.float32)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def is_closed(engine: FakeEngine) -> bool:
+    return engine.closed  # a call, so mypy does not carry an earlier narrowing of `closed` over
+
+
+@dataclass
+class FakeFactory:
+    next_id: int = 100
+    primaries_fail: bool = False
+    fail_builds: bool = False
+    gate: threading.Event = field(default_factory=threading.Event)
+    entered: threading.Event = field(default_factory=threading.Event)
+    built: list[tuple[Placement, str, FakeEngine]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.gate.set()
+
+    def build(self, info: ModelInfo, placement: Placement = "configured", reason: str = "startup") -> FakeEngine:
+        self.entered.set()
+        assert self.gate.wait(10)
+        if self.fail_builds:
+            raise EngineError("injected build failure")
+        cpu = placement == "cpu"
+        engine = FakeEngine(
+            self.next_id,
+            failing=self.primaries_fail and not cpu,
+            providers=("CPUExecutionProvider",) if cpu else ("CUDAExecutionProvider", "CPUExecutionProvider"),
+        )
+        self.next_id += 1
+        self.built.append((placement, reason, engine))
+        return engine
+
+    def last(self, reason: str) -> FakeEngine:
+        return [e for _, r, e in self.built if r == reason][-1]
+
+
+@dataclass
+class Rig:
+    engine: ResilientEngine
+    primary: FakeEngine
+    factory: FakeFactory
+    clock: FakeClock
+    metrics: Metrics
+    events: list[StatusEvent]
+    memory: list[MemorySample]
+
+    def run(self, n: int = 2) -> float:
+        """Run one batch; return the id of the engine that served it."""
+        out = self.engine.run(np.zeros((n, 3, 4, 4), dtype=np.float32))
+        assert out.shape == (n, 1, 1) and np.all(out == out.flat[0])
+        return float(out.flat[0])
+
+    def kinds(self) -> list[str]:
+        return [e.kind for e in self.events]
+
+    def gauge(self) -> float | None:
+        return self.metrics.registry.get_sample_value("beltsight_breaker_open", {"model": "416"})
+
+
+def make_rig(
+    providers: list[str] | None = None,
+    breaker: BreakerConfig | None = None,
+    rebuild: RebuildConfig | None = None,
+    *,
+    retry_s: float = 30.0,
+    primary: FakeEngine | None = None,
+) -> Rig:
+    cfg = EngineConfig.model_validate(
+        {
+            "providers": providers or ["cuda", "cpu"],
+            "breaker": breaker or BreakerConfig(fail_max=3, reset_timeout_s=30),
+            "rebuild": rebuild or RebuildConfig(),
+        }
+    )
+    primary = primary or FakeEngine(1)
+    factory, clock, metrics = FakeFactory(), FakeClock(), Metrics()
+    events: list[StatusEvent] = []
+    memory = [MemorySample(500.0, 1000.0)]
+    engine = ResilientEngine(
+        factory,
+        INFO,
+        cfg,
+        primary,
+        metrics=metrics,
+        on_status=events.append,
+        clock=clock,
+        memory_probe=lambda: memory[-1],
+        memory_check_s=5.0,
+        rebuild_retry_s=retry_s,
+    )
+    engine.wait_builds(10)
+    return Rig(engine, primary, factory, clock, metrics, events, memory)
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    r = make_rig()
+    yield r
+    r.engine.close()
+
+
+# -- breaker ------------------------------------------------------------------------------------
+
+
+def test_fallback_is_built_in_the_background_at_startup(rig: Rig) -> None:
+    assert [(p, r) for p, r, _ in rig.factory.built] == [("cpu", "breaker_fallback")]
+    assert rig.engine.breaker_state == "closed"
+    assert rig.gauge() == 0
+    assert rig.run() == 1
+
+
+def test_opens_after_fail_max_and_every_failed_batch_is_served_by_the_fallback(rig: Rig) -> None:
+    fallback = rig.factory.last("breaker_fallback").ident
+    rig.primary.failing = True
+    assert [rig.run() for _ in range(2)] == [fallback, fallback]
+    assert rig.engine.breaker_state == "closed"
+    assert rig.kinds() == []
+    assert rig.run() == fallback  # the batch that trips the breaker
+    assert rig.engine.breaker_state == "open"
+    assert rig.kinds() == ["breaker_open"]
+    assert "3 consecutive batches failed" in rig.events[0].detail
+    assert rig.gauge() == 1
+    assert rig.run() == fallback
+    assert rig.primary.runs == 3  # the open breaker no longer calls the failed primary
+    rig.engine.wait_builds(10)
+    assert rig.primary.closed  # a failed GPU session is not reused
+    assert rig.engine.providers == ("CPUExecutionProvider",)
+
+
+def trip(rig: Rig) -> None:
+    rig.primary.failing = True
+    for _ in range(3):
+        rig.run()
+    assert rig.engine.breaker_state == "open"
+
+
+def test_probe_after_reset_timeout_uses_a_freshly_built_primary(rig: Rig) -> None:
+    trip(rig)
+    fallback = rig.factory.last("breaker_fallback").ident
+    rig.clock.advance(29.9)
+    rig.run()
+    rig.engine.wait_builds(10)
+    assert "breaker_probe" not in [r for _, r, _ in rig.factory.built]
+    rig.clock.advance(0.1)
+    assert rig.run() == fallback  # starts the probe build; this batch is still on the CPU
+    rig.engine.wait_builds(10)
+    placement, reason, fresh = rig.factory.built[-1]
+    assert (placement, reason) == ("configured", "breaker_probe")
+    assert rig.run() == fresh.ident  # the probe batch
+    assert rig.engine.breaker_state == "closed"
+    assert rig.kinds() == ["breaker_open", "breaker_closed"]
+    assert rig.gauge() == 0
+    assert rig.run() == fresh.ident
+    assert rig.primary.runs == 3
+
+
+def test_a_failed_probe_reopens_for_another_reset_timeout(rig: Rig) -> None:
+    trip(rig)
+    rig.factory.primaries_fail = True  # the GPU is still broken
+    rig.clock.advance(30)
+    rig.run()
+    rig.engine.wait_builds(10)
+    fallback = rig.factory.last("breaker_fallback").ident
+    assert rig.run() == fallback  # the probe fails; its batch is retried on the fallback
+    assert rig.engine.breaker_state == "open"
+    assert rig.kinds() == ["breaker_open", "breaker_open"]
+    assert "probe batch failed" in rig.events[1].detail
+    rig.engine.wait_builds(10)
+    assert rig.factory.last("breaker_probe").closed
+    rig.clock.advance(29)
+    rig.run()
+    rig.engine.wait_builds(10)
+    assert [r for _, r, _ in rig.factory.built].count("breaker_probe") == 1
+    rig.factory.primaries_fail = False
+    rig.clock.advance(1)
+    rig.run()
+    rig.engine.wait_builds(10)
+    assert rig.run() == rig.factory.last("breaker_probe").ident
+    assert rig.kinds() == ["breaker_open", "breaker_open", "breaker_closed"]
+
+
+def test_a_failed_probe_build_rearms_the_timer(rig: Rig) -> None:
+    trip(rig)
+    rig.factory.fail_builds = True
+    rig.clock.advance(30)
+    rig.run()
+    rig.engine.wait_builds(10)
+    fallback = rig.factory.last("breaker_fallback").ident
+    assert rig.run() == fallback  # picks up the failed build, re-arms the timer
+    assert rig.engine.breaker_state == "open"
+    assert rig.kinds() == ["breaker_open"]
+    rig.factory.fail_builds = False
+    rig.clock.advance(20)
+    rig.run()
+    rig.engine.wait_builds(10)
+    assert "breaker_probe" not in [r for _, r, _ in rig.factory.built]
+    rig.clock.advance(10)
+    rig.run()
+    rig.engine.wait_builds(10)
+    assert rig.run() == rig.factory.last("breaker_probe").ident
+    assert rig.engine.breaker_state == "closed"
+
+
+@pytest.mark.parametrize(
+    ("providers", "breaker", "session_providers"),
+    [
+        (["cpu"], BreakerConfig(), ("CPUExecutionProvider",)),
+        (["cuda", "cpu"], BreakerConfig(enabled=False), ("CUDAExecutionProvider",)),
+        (["cuda", "cpu"], BreakerConfig(), ("CPUExecutionProvider",)),  # allow_fallback gave it the CPU
+    ],
+)
+def test_no_breaker_on_a_cpu_primary_or_when_disabled(
+    providers: list[str], breaker: BreakerConfig, session_providers: tuple[str, ...]
+) -> None:
+    rig = make_rig(providers, breaker, primary=FakeEngine(1, providers=session_providers))
+    try:
+        assert rig.engine.breaker_state is None
+        assert rig.factory.built == []  # no fallback session
+        rig.primary.failing = True
+        for _ in range(5):
+            with pytest.raises(InferenceError):
+                rig.run()
+        assert rig.kinds() == []
+        assert rig.gauge() is None
+    finally:
+        rig.engine.close()
+
+
+# -- rebuilds -----------------------------------------------------------------------------------
+
+
+def test_rebuild_every_n_frames_swaps_between_batches_and_closes_the_old_session() -> None:
+    rig = make_rig(["cpu"], rebuild=RebuildConfig(every_frames=4))
+    try:
+        assert rig.run(2) == 1
+        assert rig.run(2) == 1  # 4 frames: a rebuild starts after this batch
+        rig.engine.wait_builds(10)
+        placement, reason, fresh = rig.factory.built[-1]
+        assert (placement, reason) == ("configured", "rebuild_frames")
+        assert not rig.primary.closed
+        assert rig.run(1) == fresh.ident  # swapped in before this batch
+        rig.engine.wait_builds(10)
+        assert is_closed(rig.primary)  # after the swap, in the builder thread
+        assert rig.kinds() == ["session_rebuilt"]
+        assert "rebuild_frames" in rig.events[0].detail
+        rig.run(3)  # 4 frames on the new session
+        rig.engine.wait_builds(10)
+        assert rig.run(1) == rig.factory.built[-1][2].ident != fresh.ident
+    finally:
+        rig.engine.close()
+
+
+def test_rebuild_every_n_seconds() -> None:
+    rig = make_rig(["cpu"], rebuild=RebuildConfig(every_s=60))
+    try:
+        rig.clock.advance(59)
+        rig.run()
+        rig.engine.wait_builds(10)
+        assert rig.factory.built == []
+        rig.clock.advance(1)
+        rig.run()
+        rig.engine.wait_builds(10)
+        assert rig.run() == rig.factory.last("rebuild_interval").ident
+    finally:
+        rig.engine.close()
+
+
+@pytest.mark.parametrize("grown", [MemorySample(651.0, 1000.0), MemorySample(500.0, 1151.0)])
+def test_rebuild_when_rss_or_device_memory_grows(grown: MemorySample) -> None:
+    rig = make_rig(["cpu"], rebuild=RebuildConfig(max_growth_mb=150))
+    try:
+        rig.memory.append(MemorySample(640.0, 1140.0))  # below the limit
+        rig.clock.advance(5)
+        rig.run()
+        rig.engine.wait_builds(10)
+        assert rig.factory.built == []
+        rig.memory.append(grown)
+        rig.run()  # checked at most every 5 s
+        rig.engine.wait_builds(10)
+        assert rig.factory.built == []
+        rig.clock.advance(5)
+        rig.run()
+        rig.engine.wait_builds(10)
+        assert rig.run() == rig.factory.last("rebuild_memory").ident
+        assert rig.kinds() == ["session_rebuilt"]
+    finally:
+        rig.engine.close()
+
+
+def test_batches_keep_running_on_the_old_session_while_a_rebuild_is_in_flight() -> None:
+    rig = make_rig(["cpu"], rebuild=RebuildConfig(every_frames=2))
+    try:
+        rig.factory.gate.clear()  # builds block until the gate opens
+        assert rig.run(2) == 1  # starts the rebuild
+        for _ in range(20):
+            assert rig.run(2) == 1  # none of these waits for the build
+        rig.factory.gate.set()
+        rig.engine.wait_builds(10)
+        assert rig.run(2) == rig.factory.last("rebuild_frames").ident
+    finally:
+        rig.factory.gate.set()
+        rig.engine.close()
+
+
+def test_a_failed_rebuild_keeps_serving_and_is_retried_later() -> None:
+    rig = make_rig(["cpu"], rebuild=RebuildConfig(every_frames=2), retry_s=30)
+    try:
+        rig.factory.fail_builds = True
+        rig.run(2)
+        rig.engine.wait_builds(10)
+        assert rig.run(2) == 1  # picks up the failure, keeps the serving session
+        rig.factory.fail_builds = False
+        rig.clock.advance(29)
+        rig.run(2)
+        rig.engine.wait_builds(10)
+        assert rig.factory.built == []
+        rig.clock.advance(1)
+        rig.run(2)
+        rig.engine.wait_builds(10)
+        assert rig.run(2) == rig.factory.last("rebuild_frames").ident
+        rig.engine.wait_builds(10)
+        assert rig.primary.closed
+        assert rig.kinds() == ["session_rebuilt"]
+    finally:
+        rig.engine.close()
+
+
+def test_close_closes_every_session_and_a_build_still_in_flight() -> None:
+    rig = make_rig(rebuild=RebuildConfig(every_frames=2))
+    rig.factory.gate.clear()
+    rig.factory.entered.clear()
+    rig.run(2)
+    assert rig.factory.entered.wait(10)  # a rebuild is now blocked in the builder thread
+    rig.engine.close()
+    assert rig.primary.closed and rig.factory.last("breaker_fallback").closed
+    rig.factory.gate.set()
+    deadline = time.monotonic() + 10
+    late = [e for _, r, e in rig.factory.built if r == "rebuild_frames"]
+    while not (late and late[0].closed) and time.monotonic() < deadline:
+        time.sleep(0.01)
+        late = [e for _, r, e in rig.factory.built if r == "rebuild_frames"]
+    assert late and late[0].closed  # finished after close(), closed by the done-callback
+    with pytest.raises(InferenceError):
+        rig.run()
+
+
+def test_a_failing_status_listener_does_not_stop_the_lane(rig: Rig) -> None:
+    def broken(event: StatusEvent) -> None:
+        raise RuntimeError("redis gone")
+
+    rig.engine._on_status = broken
+    trip(rig)
+    assert rig.run() == rig.factory.last("breaker_fallback").ident
+
+
+def test_memory_samples_read_rss_and_compare_what_both_have(tmp_path: Path) -> None:
+    rss = read_rss_mb()
+    assert rss is not None and rss > 10  # this process, from /proc/self/status
+    status = tmp_path / "status"
+    status.write_text("Name:\tpython\nVmRSS:\t  204800 kB\n", encoding="ascii")
+    assert read_rss_mb(str(status)) == 200.0
+    assert read_rss_mb(str(tmp_path / "missing")) is None
+    assert MemorySample(300.0, None).growth_mb(MemorySample(200.0, 50.0)) == 100.0
+    assert MemorySample(210.0, 400.0).growth_mb(MemorySample(200.0, 100.0)) == 300.0
+    assert MemorySample(None).growth_mb(MemorySample(200.0)) is None
+
+
+def test_while_the_breaker_is_open_the_fallback_is_the_session_that_gets_rebuilt() -> None:
+    rig = make_rig(rebuild=RebuildConfig(every_frames=4))
+    try:
+        trip(rig)  # 3 failed batches of 2 frames, each served by the fallback
+        rig.engine.wait_builds(10)
+        assert ("cpu", "rebuild_frames") in [(p, r) for p, r, _ in rig.factory.built]
+        old_fallback = rig.factory.last("breaker_fallback")
+        assert rig.run() == rig.factory.last("rebuild_frames").ident
+        rig.engine.wait_builds(10)
+        assert old_fallback.closed
+        assert rig.kinds() == ["breaker_open", "session_rebuilt"]
+    finally:
+        rig.engine.close()
