@@ -124,11 +124,16 @@ class Daemon:
             "status": status,
             "cameras": cameras,
             "redis": {"connected": self.sink.connected, "buffered": self.sink.buffered},
-            "models": {
-                str(size): {"batches": lane.batches, "busy_s": self._busy_s(lane)}
-                for size, lane in sorted(self.lanes.items())
-            },
+            "models": {str(size): self._lane_health(lane) for size, lane in sorted(self.lanes.items())},
         }
+
+    def _lane_health(self, lane: Lane) -> dict[str, Any]:
+        report: dict[str, Any] = {"batches": lane.batches, "busy_s": self._busy_s(lane)}
+        engine = lane.stage.engine if lane.stage is not None else None
+        if isinstance(engine, ResilientEngine):
+            report["breaker"] = engine.breaker_state
+            report["providers"] = list(engine.providers)
+        return report
 
     # -- startup ---------------------------------------------------------------------------
     async def _prepare_models(self) -> None:
