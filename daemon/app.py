@@ -20,12 +20,13 @@ import structlog
 
 from daemon.batcher import Batcher, BatchPolicy
 from daemon.config import ConfigError, Settings
-from daemon.engine import Engine, EngineFactory, InferenceError, ModelInfo, load_model_info
+from daemon.engine import EngineFactory, InferenceError, ModelInfo, load_model_info
 from daemon.frames import FrameResult, StatusEvent
 from daemon.health import HealthServer, SystemdNotifier
 from daemon.hub import FrameHub
 from daemon.inference import CameraRules, InferenceStage, PostprocessConfig
 from daemon.metrics import Metrics
+from daemon.rebuild import EngineBuilder
 from daemon.resilience import InferenceEngine, ResilientEngine
 from daemon.router import ModelRouter
 from daemon.sinks import RedisSink
@@ -69,7 +70,9 @@ class Daemon:
         *,
         metrics: Metrics | None = None,
         notifier: SystemdNotifier | None = None,
+        engine_factory: EngineBuilder | None = None,
     ) -> None:
+        """`engine_factory` replaces the ONNX Runtime factory (fault-injection tests and tools)."""
         self.settings = settings
         self.metrics = metrics or Metrics()
         self.notifier = notifier or SystemdNotifier()
@@ -81,8 +84,8 @@ class Daemon:
         self.state = "starting"
         self._stop = asyncio.Event()
         self._infos: dict[int, ModelInfo] = {}
-        self._prebuilt: dict[int, Engine] = {}
-        self._factory = EngineFactory(settings.engine, self.metrics)
+        self._prebuilt: dict[int, InferenceEngine] = {}
+        self._factory: EngineBuilder = engine_factory or EngineFactory(settings.engine, self.metrics)
         self._tg: asyncio.TaskGroup | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -152,7 +155,7 @@ class Daemon:
             probe = await loop.run_in_executor(None, self._build_engine, min(self._infos), "provider_check")
             probe.close()
 
-    def _build_engine(self, size: int, reason: str) -> Engine:
+    def _build_engine(self, size: int, reason: str) -> InferenceEngine:
         return self._factory.build(self._infos[size], reason=reason)
 
     async def _start_sources(self) -> None:
@@ -192,7 +195,7 @@ class Daemon:
         self.lanes[size] = lane
         lane.task = self._tg.create_task(self._run_lane(lane), name=f"lane-{size}")
 
-    def _resilient(self, size: int, primary: Engine) -> ResilientEngine:
+    def _resilient(self, size: int, primary: InferenceEngine) -> ResilientEngine:
         """Breaker with a CPU fallback and periodic rebuilds around the lane's primary engine."""
         info, cfg = self._infos[size], self.settings.engine
         return ResilientEngine(self._factory, info, cfg, primary, metrics=self.metrics, on_status=self._on_status)
