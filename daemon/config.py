@@ -156,6 +156,9 @@ class EngineConfig(Section):
     """Frames older than this when their batch would start are dropped (reason `stale`)."""
     intra_op_threads: int = Field(0, ge=0)
     """ONNX Runtime intra-op threads per session (0: ORT's default, one per core)."""
+    allow_spinning: bool = False
+    """Let ORT's worker threads spin-wait between operators. Off: they would steal the cores the
+    camera decode threads need; on a box with cores to spare, on can shave latency."""
     conf_threshold: float = Field(0.25, ge=0, le=1)
     iou_threshold: float = Field(0.5, gt=0, le=1)
     max_det: int = Field(300, gt=0)
