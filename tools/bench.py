@@ -1,0 +1,529 @@
+"""Throughput and latency of the real daemon, against the bare model and the naive pipeline.
+
+    .venv/bin/python tools/bench.py [--cameras 4] [--fps 15] [--size 640x480] [--seconds 60] [--model 640]
+        [--max-batch N] [--max-wait-ms M] [--sweep 1,2,4,6] [--naive-seconds S] [--out DIR]
+
+1. renders K synthetic clips (cached in runs/bench-cache), starts redis-server and tools/rtsp_server.py;
+2. runs the real daemon in-process (CPU provider, `model` forced per camera) for T seconds, sampling
+   stream lengths, CPU and RSS every second; reads every entry back (latency = published_ms - captured_ms);
+3. baseline 1: bare `session.run` at the batch sizes the daemon used (same session options);
+4. baseline 2: the naive one-loop pipeline (tools/bench_naive.py), latency vs the expected capture time;
+5. prints a table and the acceptance checks; writes report.json and bench.png into --out.
+`--sweep` runs the daemon phase once per camera count (T each); the table and checks use --cameras
+(or the last count of the sweep when --cameras is not in it). Every process started is stopped on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import av  # noqa: E402
+import numpy as np  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+import redis  # noqa: E402
+from prometheus_client import Histogram  # noqa: E402
+
+from daemon.app import Daemon  # noqa: E402
+from daemon.config import EngineConfig, load_settings  # noqa: E402
+from daemon.logs import configure_logging  # noqa: E402
+from daemon.metrics import Metrics  # noqa: E402
+from daemon.model_file import load_model_info  # noqa: E402
+from daemon.providers import session_options  # noqa: E402
+from daemon.schema import decode_entry  # noqa: E402
+from tests.fixtures_redis import free_port  # noqa: E402
+from tests.integration.daemon_harness import MODELS, write_config  # noqa: E402
+from tools.bench_naive import NaiveCamera, run_naive  # noqa: E402
+
+CACHE = REPO / "runs" / "bench-cache"
+CLIP_SECONDS = 10
+TICK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+# -- processes and /proc ------------------------------------------------------------------------
+def proc_cpu_s(pid: int | str = "self") -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+
+
+def thread_cpu_s() -> dict[str, float]:
+    """CPU seconds per thread group of this process; threads Python did not start are ORT's or FFmpeg's."""
+    names = {t.native_id: re.sub(r"(_\d+|cam\d+)$", "*", t.name) for t in threading.enumerate()}
+    out: dict[str, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            group = names.get(int(tid), "native (ORT pool, FFmpeg)")
+            out[group] = out.get(group, 0.0) + proc_cpu_s(f"self/task/{tid}")
+        except (OSError, IndexError):
+            continue  # the thread ended meanwhile
+    return out
+
+
+def machine_busy_s() -> float:
+    """CPU seconds all processes used (all cores), from /proc/stat: to see who else ran meanwhile."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(values[:8]) - values[3] - values[4]) / TICK  # minus idle and iowait
+
+
+def cpu_clocks(srv: Servers) -> tuple[float, float, float, float]:
+    """(wall s, this process, the servers, the whole machine) CPU seconds."""
+    return time.time(), proc_cpu_s(), sum(proc_cpu_s(p.pid) for p in srv.procs), machine_busy_s()
+
+
+def proc_rss_mb(pid: int | str = "self") -> float:
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE / 2**20
+
+
+class Servers:
+    """redis-server and the RTSP server; `close()` stops both (also after a failed start)."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[str]] = []
+        self.redis_port = 0
+        self.urls: list[str] = []
+
+    def start(self, clips: list[Path], out: Path) -> None:
+        self.redis_port = free_port()
+        self.procs.append(subprocess.Popen(
+            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+             "no", "--logfile", str(out / "redis.log")], stdout=subprocess.DEVNULL, text=True))
+        client = redis.Redis(port=self.redis_port)
+        for _ in range(200):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.025)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+        cmd = ["/usr/bin/python3", str(REPO / "tools" / "rtsp_server.py"), "--port", "0"]
+        cmd += [a for i, clip in enumerate(clips) for a in ("--stream", f"cam{i}={clip}")]
+        rtsp = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=(out / "rtsp.log").open("w"), text=True, env=env)
+        self.procs.append(rtsp)
+        assert rtsp.stdout is not None
+        for line in rtsp.stdout:
+            if line.startswith("STREAM "):
+                self.urls.append(line.split()[2])
+            if line.startswith("READY "):
+                return
+        raise RuntimeError(f"rtsp_server did not start: see {out / 'rtsp.log'}")
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def render_clips(k: int, width: int, height: int, fps: int) -> list[Path]:
+    from tools.synth import render_video  # noqa: PLC0415
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    clips = []
+    for i in range(k):
+        clip = CACHE / f"cam{i}-{width}x{height}-{fps}fps-seed{1000 + i}.mp4"
+        if not clip.exists():
+            print(f"bench: rendering {clip.name}", flush=True)
+            tmp = clip.with_suffix(".tmp.mp4")
+            render_video(tmp, clip.with_suffix(".json"), width, height, fps, CLIP_SECONDS, 1000 + i)
+            tmp.rename(clip)
+        clips.append(clip)
+    return clips
+
+
+# -- the daemon phase ---------------------------------------------------------------------------
+class BenchMetrics(Metrics):
+    """The daemon's metrics, with one batch-size bucket per size (the stock buckets merge 5 and 6)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.registry.unregister(self.batch_size)
+        self.batch_size = Histogram("beltsight_batch_size", "Frames per inference batch", ["model"],
+                                    buckets=tuple(range(1, 65)), registry=self.registry)
+
+
+def snapshot(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for m in metrics.registry.collect() for s in m.samples}
+
+
+def sample(snap: dict[Any, float], name: str, **labels: str) -> float:
+    return sum(v for (n, lab), v in snap.items() if n == name and all(dict(lab).get(k) == x for k, x in labels.items()))
+
+
+def batch_counts(s0: dict[Any, float], s1: dict[Any, float]) -> dict[int, int]:
+    cum = {int(float(dict(lab)["le"])): v - s0.get((n, lab), 0.0) for (n, lab), v in s1.items()
+           if n == "beltsight_batch_size_bucket" and dict(lab)["le"] != "+Inf"}
+    sizes = sorted(cum)
+    return {b: int(cum[b] - (cum[sizes[i - 1]] if i else 0)) for i, b in enumerate(sizes)
+            if cum[b] - (cum[sizes[i - 1]] if i else 0) > 0}
+
+
+def run_daemon(config: Path, metrics: Metrics) -> tuple[Daemon, threading.Thread, list[Any]]:
+    daemon = Daemon(load_settings(config), metrics=metrics)
+    box: list[Any] = [None, None]  # loop, error
+
+    def main() -> None:
+        async def go() -> None:
+            box[0] = asyncio.get_running_loop()
+            await daemon.run()
+
+        try:
+            asyncio.run(go())
+        except BaseException as exc:
+            box[1] = exc
+
+    thread = threading.Thread(target=main, name="bench-daemon", daemon=True)
+    thread.start()
+    return daemon, thread, box
+
+
+def stop_daemon(daemon: Daemon, thread: threading.Thread, box: list[Any]) -> None:
+    if box[0] is not None and thread.is_alive():
+        box[0].call_soon_threadsafe(daemon.request_stop)
+    thread.join(30)
+
+
+def pct(a: np.ndarray, q: float) -> float:
+    return round(float(np.percentile(a, q)), 1) if len(a) else float("nan")
+
+
+def split_window(t: np.ndarray, lat: np.ndarray, t0: float, t1: float) -> tuple[np.ndarray, np.ndarray]:
+    span = 60.0 if t1 - t0 >= 120 else (t1 - t0) / 3
+    return lat[t < t0 + span], lat[t >= t1 - span]
+
+
+def daemon_phase(k: int, args: argparse.Namespace, srv: Servers, out: Path) -> dict[str, Any]:
+    cams = [{"id": f"cam{i}", "url": srv.urls[i], "model": args.model} for i in range(k)]
+    engine = {k2: v for k2, v in (("max_batch", args.max_batch), ("max_wait_ms", args.max_wait_ms)) if v is not None}
+    engine.setdefault("max_batch", EngineConfig().max_batch)
+    engine.setdefault("max_wait_ms", EngineConfig().max_wait_ms)
+    engine["intra_op_threads"] = args.intra_op_threads  # the bare and naive sessions use the same
+    config = write_config(out / f"daemon-k{k}.toml", redis_url=f"redis://127.0.0.1:{srv.redis_port}/{k}",
+                          cameras=cams, **engine)
+    metrics = BenchMetrics()
+    daemon, thread, box = run_daemon(config, metrics)
+    client = redis.Redis(port=srv.redis_port, db=k, decode_responses=True)
+    streams = {c["id"]: daemon.settings.redis.stream_for(c["id"]) for c in cams}
+    samples: list[dict[str, Any]] = []
+    try:
+        deadline = time.time() + 90
+        while not all(client.xlen(s) for s in streams.values()):
+            if time.time() > deadline or box[1] is not None or not thread.is_alive():
+                raise RuntimeError(f"daemon produced no entries for every camera: {box[1]!r}")
+            time.sleep(0.2)
+        t0, s0, threads0 = time.time(), snapshot(metrics), thread_cpu_s()
+        prev = cpu_clocks(srv)
+        while (now := time.time()) < t0 + args.seconds:
+            time.sleep(min(1.0, t0 + args.seconds - now))
+            cur = cpu_clocks(srv)
+            wall, own, servers, machine = (c - p for c, p in zip(cur, prev, strict=True))
+            samples.append({"t": round(cur[0] - t0, 2), "xlen": {c: client.xlen(s) for c, s in streams.items()},
+                            "cpu_pct": round(100 * own / wall, 1), "servers_cpu_pct": round(100 * servers / wall, 1),
+                            "others_cpu_pct": round(100 * (machine - own - servers) / wall, 1),
+                            "rss_mb": round(proc_rss_mb(), 1)})
+            prev = cur
+        t1, s1, threads1 = time.time(), snapshot(metrics), thread_cpu_s()
+    finally:
+        stop_daemon(daemon, thread, box)
+    if box[1] is not None:
+        raise RuntimeError("daemon failed") from box[1]
+    s2 = snapshot(metrics)
+    phase = summarize_phase(k, args, client, streams, samples, (t0, t1), (s0, s1, s2), engine)
+    phase["thread_cpu_pct"] = {g: round(100 * (v - threads0.get(g, 0.0)) / (t1 - t0), 1)
+                               for g, v in sorted(threads1.items()) if v - threads0.get(g, 0.0) > 0.005 * (t1 - t0)}
+    return phase
+
+
+def summarize_phase(k: int, args: argparse.Namespace, client: redis.Redis, streams: dict[str, str],
+                    samples: list[dict[str, Any]], window: tuple[float, float], snaps: tuple[dict[Any, float], ...],
+                    engine: dict[str, Any]) -> dict[str, Any]:
+    t0, t1 = window
+    s0, s1, s2 = snaps
+    per_cam: dict[str, Any] = {}
+    series: dict[str, Any] = {}
+    all_t, all_lat, all_exp = [], [], []
+    for cam, stream in streams.items():
+        entries = [decode_entry(f) for _id, f in client.xrange(stream)]  # also checks the schema
+        rows = np.array([(e["published_ms"], e["captured_ms"], e["seq"]) for e in entries], dtype=np.float64)
+        anchor = (rows[:, 1] - rows[:, 2] * 1000 / args.fps).min()  # stream start, as in the naive loop
+        rows = rows[(rows[:, 0] >= t0 * 1000) & (rows[:, 0] <= t1 * 1000)]
+        t, lat = rows[:, 0] / 1000, rows[:, 0] - rows[:, 1]
+        exp = rows[:, 0] - (anchor + rows[:, 2] * 1000 / args.fps)
+        all_t.append(t)
+        all_lat.append(lat)
+        all_exp.append(exp)
+        series[cam] = {"t": (t - t0).round(3).tolist(), "latency_ms": lat.tolist()}
+        per_cam[cam] = {
+            "fps": round(len(rows) / (t1 - t0), 2), "entries": len(rows),
+            "latency_ms": {"p50": pct(lat, 50), "p95": pct(lat, 95), "p99": pct(lat, 99)},
+            "dropped_window": {r: sample(s1, "beltsight_frames_dropped_total", camera=cam, reason=r)
+                               - sample(s0, "beltsight_frames_dropped_total", camera=cam, reason=r)
+                               for r in ("superseded", "stale", "no_model", "engine_error", "buffer_full")},
+            "decoded_total": sample(s2, "beltsight_frames_decoded_total", camera=cam),
+            "published_total": sample(s2, "beltsight_entries_published_total", camera=cam),
+            "xlen_total": client.xlen(stream),
+            "dropped_total": {dict(lab)["reason"]: v for (n, lab), v in s2.items()
+                              if n == "beltsight_frames_dropped_total" and dict(lab)["camera"] == cam},
+        }
+    t, lat, exp = np.concatenate(all_t), np.concatenate(all_lat), np.concatenate(all_exp)
+    first, last = split_window(t, lat, t0, t1)
+    model = str(args.model)
+    n_inf = sample(s1, "beltsight_inference_seconds_count", model=model) - sample(
+        s0, "beltsight_inference_seconds_count", model=model)
+    sum_inf = sample(s1, "beltsight_inference_seconds_sum", model=model) - sample(
+        s0, "beltsight_inference_seconds_sum", model=model)
+    rss = [s["rss_mb"] for s in samples]
+    rss_start = next((s["rss_mb"] for s in samples if s["t"] >= 10), rss[0] if rss else float("nan"))
+    return {
+        "cameras": k, "seconds": round(t1 - t0, 2), "engine": engine,
+        "fps_total": round(len(t) / (t1 - t0), 2), "per_camera": per_cam,
+        "latency_ms": {"p50": pct(lat, 50), "p95": pct(lat, 95), "p99": pct(lat, 99), "max": pct(lat, 100),
+                       "first_p50": pct(first, 50), "first_p99": pct(first, 99),
+                       "last_p50": pct(last, 50), "last_p99": pct(last, 99)},
+        "latency_vs_expected_capture_ms": {"p50": pct(exp, 50), "p95": pct(exp, 95), "p99": pct(exp, 99)},
+        "batch_sizes": batch_counts(s0, s1),
+        "inference_ms_mean": round(1000 * sum_inf / n_inf, 2) if n_inf else float("nan"),
+        "session_run_busy_pct": round(100 * sum_inf / (t1 - t0), 1), "fps_offered": k * args.fps,
+        "cpu_pct_mean": round(float(np.mean([s["cpu_pct"] for s in samples])), 1),
+        "servers_cpu_pct_mean": round(float(np.mean([s["servers_cpu_pct"] for s in samples])), 1),
+        "others_cpu_pct_mean": round(float(np.mean([s["others_cpu_pct"] for s in samples])), 1),
+        "rss_mb_start": rss_start, "rss_mb_end": rss[-1] if rss else float("nan"),
+        "samples": samples, "series": series,
+    }
+
+
+# -- baselines ----------------------------------------------------------------------------------
+def bare_rates(session: ort.InferenceSession, size: int, sizes: list[int], seconds: float) -> dict[int, float]:
+    """Images/s of `session.run` alone on ready-made random batches, per batch size."""
+    name = session.get_inputs()[0].name
+    rates = {}
+    for b in sizes:
+        feed = {name: np.random.default_rng(b).random((b, 3, size, size), dtype=np.float32)}
+        for _ in range(2):
+            session.run(None, feed)
+        n, start, own0, all0 = 0, time.perf_counter(), proc_cpu_s(), machine_busy_s()
+        while (elapsed := time.perf_counter() - start) < seconds:
+            session.run(None, feed)
+            n += b
+        rates[b] = round(n / elapsed, 2)
+        others = 100 * (machine_busy_s() - all0 - proc_cpu_s() + own0) / elapsed
+        print(f"bench: bare model, batch {b}: {rates[b]} img/s (other processes meanwhile: {others:.0f}% CPU)",
+              flush=True)
+    return rates
+
+
+def used_sizes(counts: dict[int, int], share: float = 0.05) -> list[int]:
+    images = sum(b * n for b, n in counts.items()) or 1
+    return sorted(b for b, n in counts.items() if b * n / images >= share)[-3:]
+
+
+def bare_at(rates: dict[int, float], counts: dict[int, int]) -> float:
+    """Images/s had the daemon's batches (this size mix) run bare: total images / total bare time."""
+    if not counts:
+        return float("nan")
+    nearest = {b: rates[min(rates, key=lambda r: abs(r - b))] for b in counts}
+    return round(sum(b * n for b, n in counts.items()) / sum(b * n / nearest[b] for b, n in counts.items()), 2)
+
+
+def naive_phase(k: int, seconds: float, args: argparse.Namespace, srv: Servers,
+                session: ort.InferenceSession) -> dict[str, Any]:
+    info = load_model_info(MODELS[args.model], args.model)
+    cams = [NaiveCamera(f"cam{i}", srv.urls[i], args.fps) for i in range(k)]
+    cpu0, all0 = proc_cpu_s(), machine_busy_s()
+    start, elapsed = run_naive(cams, session, info, redis.Redis(port=srv.redis_port), seconds)
+    cpu_pct = round(100 * (proc_cpu_s() - cpu0) / elapsed, 1)
+    machine_pct = round(100 * (machine_busy_s() - all0) / elapsed, 1)
+    per_cam, series, all_t, all_exp, all_dec = {}, {}, [], [], []
+    for cam in cams:
+        t, exp, dec = cam.latencies()
+        per_cam[cam.camera_id] = {"fps": round(len(t) / elapsed, 2), "frames": len(t)}
+        series[cam.camera_id] = {"t": (t - start).round(3).tolist(), "latency_ms": exp.round(1).tolist()}
+        all_t.append(t)
+        all_exp.append(exp)
+        all_dec.append(dec)
+    t, exp, dec = np.concatenate(all_t), np.concatenate(all_exp), np.concatenate(all_dec)
+    first, last = split_window(t, exp, start, start + elapsed)
+    return {
+        "cameras": k, "seconds": round(elapsed, 2), "fps_total": round(len(t) / elapsed, 2), "per_camera": per_cam,
+        "latency_vs_expected_capture_ms": {"p50": pct(exp, 50), "p95": pct(exp, 95), "p99": pct(exp, 99),
+                                           "first_p50": pct(first, 50), "last_p50": pct(last, 50)},
+        "latency_vs_decode_ms": {"p50": pct(dec, 50), "p99": pct(dec, 99)},
+        "cpu_pct_mean": cpu_pct, "machine_cpu_pct_mean": machine_pct, "series": series,
+    }
+
+
+# -- report -------------------------------------------------------------------------------------
+def acceptance(main: dict[str, Any], bare: float, naive: dict[str, Any]) -> list[tuple[str, bool, str]]:
+    lat, wait_ms = main["latency_ms"], main["engine"]["max_wait_ms"]
+    budget = 2 * (main["inference_ms_mean"] + wait_ms)
+    fps = [c["fps"] for c in main["per_camera"].values()]
+    books = {cam: (c["decoded_total"], c["published_total"] + sum(c["dropped_total"].values()), c["xlen_total"])
+             for cam, c in main["per_camera"].items()}
+    served_all = main["fps_total"] >= 0.95 * main["fps_offered"]  # not saturated: fps is the offered load
+    note = f" (or >= 0.95 x offered {main['fps_offered']} fps: {served_all})"
+    return [
+        ("a", main["fps_total"] >= 0.8 * bare or served_all,
+         f"daemon {main['fps_total']} fps >= 0.8 x bare {bare} img/s at its batch sizes = {0.8 * bare:.1f}" + note),
+        ("b", main["fps_total"] >= 1.3 * naive["fps_total"] or served_all,
+         f"daemon {main['fps_total']} fps >= 1.3 x naive {naive['fps_total']} fps = {1.3 * naive['fps_total']:.1f}"
+         + note),
+        ("c", lat["p99"] <= budget,
+         f"latency p99 {lat['p99']} ms <= 2 x (inference {main['inference_ms_mean']} + max_wait {wait_ms}) "
+         f"= {budget:.1f} ms"),
+        ("d", lat["last_p99"] <= 1.2 * lat["first_p99"],
+         f"p99 last {lat['last_p99']} ms <= 1.2 x first {lat['first_p99']} ms = {1.2 * lat['first_p99']:.1f}"),
+        ("e", main["rss_mb_end"] <= 1.05 * main["rss_mb_start"],
+         f"RSS end {main['rss_mb_end']} MB <= 1.05 x RSS at 10 s {main['rss_mb_start']} MB"),
+        ("f", min(fps) >= 0.8 * max(fps), f"per-camera fps {fps}: min >= 0.8 x max"),
+        ("g", all(d == acc and x >= p for (d, acc, x), p in
+                  zip(books.values(), [c["published_total"] for c in main["per_camera"].values()], strict=True)),
+         "decoded == published + dropped per camera: "
+         + ", ".join(f"{cam} {d:.0f}=={acc:.0f}" for cam, (d, acc, _x) in books.items())),
+    ]
+
+
+def print_table(main: dict[str, Any], naive: dict[str, Any], bare: dict[int, float], bare_main: float,
+                checks: list[tuple[str, bool, str]]) -> None:
+    lat, span = main["latency_ms"], "minute" if main["seconds"] >= 120 else "third"
+    print(f"\n== daemon: {main['cameras']} cameras, {main['seconds']} s, engine {main['engine']} ==")
+    print(f"{'camera':8} {'fps':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}  dropped in window")
+    for cam, c in main["per_camera"].items():
+        drops = ", ".join(f"{r}={v:.0f}" for r, v in c["dropped_window"].items() if v) or "none"
+        lc = c["latency_ms"]
+        print(f"{cam:8} {c['fps']:7.2f} {lc['p50']:8.1f} {lc['p95']:8.1f} {lc['p99']:8.1f}  {drops}")
+    print(f"{'total':8} {main['fps_total']:7.2f} {lat['p50']:8.1f} {lat['p95']:8.1f} {lat['p99']:8.1f}  "
+          f"(max {lat['max']} ms)")
+    print(f"latency p50/p99 first {span}: {lat['first_p50']}/{lat['first_p99']} ms, last {span}: "
+          f"{lat['last_p50']}/{lat['last_p99']} ms; vs expected capture time: {main['latency_vs_expected_capture_ms']}")
+    print(f"batch sizes (batches): {main['batch_sizes']}; mean inference {main['inference_ms_mean']} ms/batch; "
+          f"session.run busy {main['session_run_busy_pct']}% of the window; offered {main['fps_offered']} fps")
+    print(f"CPU {main['cpu_pct_mean']}% of one core (servers: {main['servers_cpu_pct_mean']}%, other processes: "
+          f"{main['others_cpu_pct_mean']}%; by thread: "
+          f"{main['thread_cpu_pct']}), "
+          f"RSS {main['rss_mb_start']} MB at 10 s -> {main['rss_mb_end']} MB at end")
+    nl = naive["latency_vs_expected_capture_ms"]
+    print(f"naive loop: {naive['fps_total']} fps over {naive['seconds']} s, latency vs expected capture p50 "
+          f"{nl['p50']} p99 {nl['p99']} ms (first {span} p50 {nl['first_p50']}, last {nl['last_p50']}); "
+          f"vs its own decode time p50 {naive['latency_vs_decode_ms']['p50']} ms")
+    print(f"bare model img/s by batch size: {bare}")
+    print(f"ratios: daemon / bare at used batch sizes = {main['fps_total'] / bare_main:.2f}; daemon / naive = "
+          f"{main['fps_total'] / naive['fps_total']:.2f}; naive latency growth (last/first p50) = "
+          f"{nl['last_p50'] / nl['first_p50']:.1f}x")
+    for key, ok, text in checks:
+        print(f"{'PASS' if ok else 'FAIL'} ({key}) {text}")
+
+
+def plot(path: Path, phases: dict[int, dict[str, Any]], main: dict[str, Any], naive: dict[str, Any],
+         bare: dict[int, float]) -> None:
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 9))
+    for i, (cam, s) in enumerate(main["series"].items()):
+        top.plot(s["t"], s["latency_ms"], lw=0.6, color=f"C{i}", label=f"daemon {cam}")
+    for i, (cam, s) in enumerate(naive["series"].items()):
+        top.plot(s["t"], s["latency_ms"], lw=1.2, ls="--", color=f"C{i}", label=f"naive {cam} (vs expected capture)")
+    top.set(yscale="log", xlabel="seconds since phase start", ylabel="latency (ms)",
+            title=f"latency per camera, {main['cameras']} cameras")
+    top.legend(fontsize=7, ncol=2)
+    ks = sorted(phases)
+    bottom.plot(ks, [phases[k]["fps_total"] for k in ks], "o-", label="daemon processed fps")
+    bottom.plot(ks, [bare_at(bare, phases[k]["batch_sizes"]) for k in ks], "s--",
+                label="bare model img/s at used batch")
+    bottom.plot(ks, [phases[k]["fps_offered"] for k in ks], "^:", color="grey", label="offered fps")
+    bottom.plot([naive["cameras"]], [naive["fps_total"]], "x", ms=10, label="naive loop fps")
+    bottom.set(xlabel="cameras", ylabel="frames/s", title="throughput vs number of cameras", xticks=ks)
+    bottom.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cameras", type=int, default=4)
+    p.add_argument("--fps", type=int, default=15)
+    p.add_argument("--size", default="640x480")
+    p.add_argument("--seconds", type=float, default=60)
+    p.add_argument("--model", type=int, default=640, choices=(416, 640, 800))
+    p.add_argument("--max-batch", type=int)
+    p.add_argument("--max-wait-ms", type=float)
+    p.add_argument("--intra-op-threads", type=int, default=0, help="ORT intra-op threads (0: one per core)")
+    p.add_argument("--sweep", help="camera counts, e.g. 1,2,4,6 (daemon phase once per count)")
+    p.add_argument("--naive-seconds", type=float, help="default: seconds / 2")
+    p.add_argument("--bare-seconds", type=float, default=10)
+    p.add_argument("--out", type=Path)
+    args = p.parse_args()
+    args.width, args.height = (int(v) for v in args.size.lower().split("x"))
+    args.out = args.out or REPO / "runs" / time.strftime("bench-%Y%m%d-%H%M%S")
+    return args
+
+
+def main() -> int:
+    args = parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    configure_logging("json", "info", stream=(args.out / "daemon.log").open("w"))
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM cleans up like Ctrl-C
+    ks = [int(v) for v in args.sweep.split(",")] if args.sweep else [args.cameras]
+    main_k = args.cameras if args.cameras in ks else ks[-1]
+    srv = Servers()
+    try:
+        srv.start(render_clips(max(ks), args.width, args.height, args.fps), args.out)
+        phases: dict[int, dict[str, Any]] = {}
+        for k in ks:
+            redis.Redis(port=srv.redis_port).flushall()
+            print(f"bench: daemon phase, {k} cameras, {args.seconds} s", flush=True)
+            phases[k] = daemon_phase(k, args, srv, args.out)
+            print(f"bench:   {phases[k]['fps_total']} fps, p99 {phases[k]['latency_ms']['p99']} ms, "
+                  f"batches {phases[k]['batch_sizes']}", flush=True)
+        opts = session_options(EngineConfig(providers=["cpu"], intra_op_threads=args.intra_op_threads))
+        session = ort.InferenceSession(str(MODELS[args.model]), sess_options=opts, providers=["CPUExecutionProvider"])
+        sizes = sorted({1} | {b for ph in phases.values() for b in used_sizes(ph["batch_sizes"])})
+        bare = bare_rates(session, args.model, sizes, args.bare_seconds)
+        main_phase = phases[main_k]
+        bare_main = bare_at(bare, main_phase["batch_sizes"])
+        naive_s = args.naive_seconds or args.seconds / 2
+        print(f"bench: naive loop, {main_k} cameras, {naive_s} s", flush=True)
+        naive = naive_phase(main_k, naive_s, args, srv, session)
+    finally:
+        srv.close()
+    checks = acceptance(main_phase, bare_main, naive)
+    print_table(main_phase, naive, bare, bare_main, checks)
+    report = {
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "machine": {"cpu_count": os.cpu_count(), "cpu_affinity": len(os.sched_getaffinity(0)),
+                    "platform": platform.platform(), "python": platform.python_version(),
+                    "onnxruntime": ort.__version__, "av": av.__version__, "model": str(MODELS[args.model]),
+                    "model_name": load_model_info(MODELS[args.model], args.model).name,
+                    "providers": session.get_providers()},
+        "bare_img_per_s": bare, "bare_img_per_s_at_used_batches": bare_main,
+        "phases": {str(k): v for k, v in phases.items()}, "main_cameras": main_k, "naive": naive,
+        "checks": {key: {"pass": ok, "detail": text} for key, ok, text in checks},
+    }
+    (args.out / "report.json").write_text(json.dumps(report, indent=1))
+    plot(args.out / "bench.png", phases, main_phase, naive, bare)
+    print(f"\nreport: {args.out / 'report.json'}\nplot:   {args.out / 'bench.png'}")
+    return 0 if all(ok for _k, ok, _t in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
