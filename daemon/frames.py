@@ -163,7 +163,7 @@ class FrameConsumer(Protocol):
     def put(self, frame: Frame, *, wait: bool = False, stop: threading.Event | None = None) -> bool: ...
 
     def discard(self, camera_id: str) -> None:
-        """Forget a waiting frame of this camera (its connection ended), counted as `superseded`."""
+        """The camera's connection ended (a frame it handed over is still processed)."""
 
 
 class StatusListener(Protocol):

@@ -88,14 +88,15 @@ class FrameHub:
         return True
 
     def discard(self, camera_id: str) -> None:
+        """The camera's connection ended: it no longer counts toward a full batch.
+
+        A frame it already handed over stays and is processed (or dropped as stale): it was
+        accepted, and a replay's last frame must not be lost at end of file.
+        """
         with self._cond:
             slot = self._slots.get(camera_id)
-            if slot is None:
-                return
-            if slot.frame is not None:
-                self._metrics.dropped(camera_id, "superseded")
-            slot.frame = None
-            slot.size = None
+            if slot is not None:
+                slot.size = None
             self._cond.notify_all()
 
     # -- consumer side (one batcher per model size) ---------------------------------------
@@ -103,9 +104,7 @@ class FrameHub:
         with self._cond:
             count, oldest, cameras = 0, None, 0
             for slot in self._slots.values():
-                if slot.size != size:
-                    continue
-                cameras += 1
+                cameras += slot.size == size
                 if slot.frame is not None and slot.frame.model_size == size:
                     count += 1
                     if oldest is None or slot.waiting_since < oldest:

@@ -141,7 +141,7 @@ def test_pipeline_accuracy_matches_the_model_run_offline(
     }
     through_daemon = evaluate(truth, daemon_dets, NAMES, width, height)["mAP50"]
     reference = evaluate(truth, offline, NAMES, width, height)["mAP50"]
-    assert reference >= 0.85, f"the model itself scores only {reference:.3f} on this clip"
+    assert reference >= 0.7, f"the model itself scores only {reference:.3f} on this clip"
     assert abs(through_daemon - reference) <= 0.02, (through_daemon, reference)
 
 

@@ -172,3 +172,15 @@ def test_batcher_waits_for_deadline_then_returns_partial_batch() -> None:
     cameras, waited = asyncio.run(scenario())
     assert cameras == ["a", "b"]
     assert waited >= 0.04  # it did wait for the deadline instead of running at once
+
+
+def test_a_frame_handed_over_before_disconnect_is_still_processed_without_waiting() -> None:
+    clock = FakeClock()
+    hub = FrameHub(Metrics(), clock)
+    hub.put(make_frame("a", 7, clock()), wait=True, stop=threading.Event())
+    hub.put(make_frame("b", 0, clock()))
+    hub.discard("a")  # end of file / connection lost
+    pending = hub.pending(640)
+    assert pending.count == 2 and pending.cameras == 1
+    assert decide(pending, clock(), POLICY).run  # nothing else can join: run now
+    assert sorted(f.camera_id for f in hub.take(640, 4, POLICY.max_age_s)) == ["a", "b"]
