@@ -227,7 +227,7 @@ class Daemon:
         lane.batcher = Batcher(lane.size, self.hub, policy, loop, time.monotonic)
         lane.batcher.notify()
         log.info("lane_started", model=lane.size, providers=engine.providers)
-        while not self._stop.is_set():
+        while not (self._stop.is_set() and self.hub.pending(lane.size).count == 0):
             frames = await lane.batcher.next_batch()
             lane.busy_since = time.monotonic()
             try:
@@ -261,7 +261,7 @@ class Daemon:
 
     # -- shutdown --------------------------------------------------------------------------
     async def _shutdown(self) -> None:
-        """Stop intake, let in-flight batches finish, flush the sink; bounded by the grace period."""
+        """Stop intake, run the frames already accepted, flush the sink; bounded by the grace period."""
         self.state = "stopping"
         self.notifier.stopping()
         grace = self.settings.shutdown_grace_s
@@ -290,8 +290,8 @@ class Daemon:
         for lane in self.lanes.values():
             if lane.task is None:
                 continue
-            if lane.busy_since is None:
-                lane.task.cancel()  # waiting for frames: nothing in flight
+            if lane.busy_since is None and self.hub.pending(lane.size).count == 0:
+                lane.task.cancel()  # waiting for frames: nothing in flight, nothing accepted left
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                 await asyncio.wait_for(asyncio.shield(lane.task), max(0.0, deadline - time.monotonic()))
             lane.task.cancel()

@@ -18,8 +18,9 @@ import onnxruntime as ort
 from PIL import Image
 
 from daemon.app import Daemon
-from daemon.config import load_settings
+from daemon.config import Settings, load_settings
 from daemon.metrics import Metrics
+from daemon.rebuild import EngineBuilder
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS = {size: REPO / "models" / f"conveyor-{size}.onnx" for size in (416, 640, 800)}
@@ -44,9 +45,13 @@ def write_config(path: Path, *, redis_url: str, cameras: list[dict[str, Any]], e
 class InProcessDaemon:
     """`with InProcessDaemon(config) as d:` runs `Daemon.run()` in a thread until the block ends."""
 
-    def __init__(self, config: Path) -> None:
+    def __init__(
+        self, config: Path, engine_factory: Callable[[Settings, Metrics], EngineBuilder] | None = None
+    ) -> None:
         self.metrics = Metrics()
-        self.daemon = Daemon(load_settings(config), metrics=self.metrics)
+        settings = load_settings(config)
+        factory = engine_factory(settings, self.metrics) if engine_factory is not None else None
+        self.daemon = Daemon(settings, metrics=self.metrics, engine_factory=factory)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = threading.Event()
         self.error: BaseException | None = None

@@ -1,0 +1,629 @@
+"""Soak test: the real daemon for N minutes against real servers while faults are injected.
+
+    python tools/soak.py --minutes 30 [--cameras 2] [--out DIR] [--rebuild-every 500]
+
+Starts, all on free loopback ports: one `tools/rtsp_server.py` per camera (synthetic conveyor
+clips from `tools.synth.render_video`, 640x480 and 1280x720 at 10 fps, alternating), one
+`redis-server` with AOF (`appendfsync always`), and the daemon as a subprocess
+(`python -m daemon run -c <generated config>`, with `redis.spool_dir` and
+`engine.rebuild.every_frames` set). A fault runs every `--fault-every-s` seconds, cycling through:
+
+    camera_kill    SIGKILL one camera's RTSP server, restart it on the same port 5 s later
+    camera_stall   SIGSTOP one camera's RTSP server, SIGCONT 8 s later
+    redis_kill     SIGKILL redis-server, restart it (same port, same AOF) 10 s later
+
+Every `--sample-s` seconds it samples the daemon's RSS (/proc/PID/status), open fds
+(/proc/PID/fd), threads (/proc/PID/task) and its /metrics (frames inferred / published /
+dropped per camera). At the end it sends SIGTERM (the daemon must exit 0), checks every stream
+in Redis (no duplicate (camera, seq, captured_ms), entry IDs increasing with captured_ms),
+prints a table and a verdict, and writes `soak.json` and `soak.png` to the output directory.
+
+Verdict: RSS growth from the baseline (median of the minute after `--baseline-s`, default the
+5-minute mark; 40 % of the run for runs shorter than twice that) to the end (median of the last
+minute) <= 2 %; fds and threads at the end no higher than their maximum in the baseline window
+(growth only while a fault is active counts as transient). Sessions rebuilt for the first time
+add a bounded step (allocator high-water mark, one builder thread per model lane): choose
+`--baseline-s` after every lane's first rebuild when the frame rate is low.
+Exit status 0 when every check passes, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+RTSP_SCRIPT = REPO / "tools" / "rtsp_server.py"
+CAMERA_SIZES = ((640, 480), (1280, 720))
+FAULT_KINDS = ("camera_kill", "camera_stall", "redis_kill")
+FAULT_DOWN_S = {"camera_kill": 5.0, "camera_stall": 8.0, "redis_kill": 10.0}
+QUIET_TAIL_S = 60.0  # no fault ends this close to the end, so the final samples are settled
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+# -- child processes ----------------------------------------------------------------------------
+class RtspProc:
+    """One RTSP server for one camera; restarts keep the port."""
+
+    def __init__(self, mount: str, clip: Path, log_path: Path) -> None:
+        self.mount, self.clip, self.log_path = mount, clip, log_path
+        self.port = 0
+        self.proc: subprocess.Popen[str] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"rtsp://127.0.0.1:{self.port}/{self.mount}"
+
+    def start(self) -> None:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                self._spawn()
+                return
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)  # the port may still be held right after a kill
+
+    def _spawn(self) -> None:
+        cmd = [SYSTEM_PYTHON, str(RTSP_SCRIPT), "--port", str(self.port), "--stream", f"{self.mount}={self.clip}"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+        with self.log_path.open("ab") as err:
+            proc = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True, env=env
+            )
+        assert proc.stdout is not None
+        ready: list[str] = []
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if line.startswith("READY "):
+                    ready.append(line.split()[1])
+                    break
+            for _line in proc.stdout:  # keep the pipe drained until the process ends
+                pass
+
+        threading.Thread(target=read, daemon=True).start()
+        deadline = time.monotonic() + 20
+        while not ready and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not ready:
+            kill_proc(proc)
+            raise RuntimeError(f"rtsp_server for {self.mount} did not become ready")
+        self.proc = proc
+        self.port = int(ready[0].rsplit(":", 1)[1])
+
+    def kill(self) -> None:
+        kill_proc(self.proc)
+        self.proc = None
+
+    def signal(self, signum: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signum)
+
+
+class RedisProc:
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        import redis  # noqa: PLC0415
+
+        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+        argv += ["--dir", str(self.data_dir), "--logfile", str(self.data_dir / "redis.log")]
+        argv += ["--appendonly", "yes", "--appendfsync", "always"]
+        deadline = time.monotonic() + 15
+        while True:
+            self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            probe = redis.Redis(port=self.port, socket_timeout=0.5, socket_connect_timeout=0.5)
+            try:
+                while self.proc.poll() is None and time.monotonic() < deadline:
+                    with contextlib.suppress(redis.ConnectionError, redis.BusyLoadingError):
+                        if probe.ping():
+                            return
+                    time.sleep(0.02)
+            finally:
+                probe.close()
+            kill_proc(self.proc)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server did not start on port {self.port}")
+            time.sleep(0.2)
+
+    def kill(self) -> None:
+        kill_proc(self.proc)
+        self.proc = None
+
+    def client(self) -> Any:
+        import redis  # noqa: PLC0415
+
+        return redis.Redis(port=self.port, decode_responses=True, socket_timeout=30)
+
+
+def kill_proc(proc: subprocess.Popen[Any] | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.kill()  # SIGKILL also ends a SIGSTOPped process
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+
+
+# -- setup --------------------------------------------------------------------------------------
+def render_clips(out: Path, cameras: int, seconds: float) -> list[Path]:
+    from tools.synth import render_video  # noqa: PLC0415
+
+    clips = []
+    for i in range(cameras):
+        w, h = CAMERA_SIZES[i % len(CAMERA_SIZES)]
+        path = out / "clips" / f"cam{i}-{w}x{h}.mp4"
+        if not path.exists():
+            render_video(path, path.with_suffix(".json"), w, h, 10, seconds, 100 + i)
+        clips.append(path)
+    return clips
+
+
+def write_config(
+    path: Path, *, redis_url: str, health_port: int, spool: Path, cameras: list[tuple[str, str]], rebuild_every: int
+) -> None:
+    models = "\n".join(f'{s} = "{REPO / "models" / f"conveyor-{s}.onnx"}"' for s in (416, 640, 800))
+    cams = "\n".join(
+        f'[[cameras]]\nid = "{cid}"\nurl = "{url}"\nread_timeout_s = 2.0\nstall_s = 5.0\n' for cid, url in cameras
+    )
+    path.write_text(
+        f"""shutdown_grace_s = 15.0
+
+[redis]
+url = "{redis_url}"
+spool_dir = "{spool}"
+
+[models]
+{models}
+
+[engine]
+providers = ["cpu"]
+max_batch = 4
+max_wait_ms = 20
+
+[engine.rebuild]
+every_frames = {rebuild_every}
+
+[health]
+listen = "127.0.0.1:{health_port}"
+
+[logging]
+format = "json"
+
+{cams}"""
+    )
+
+
+# -- sampling -----------------------------------------------------------------------------------
+@dataclass
+class Sample:
+    t_s: float
+    rss_mib: float
+    fds: int
+    threads: int
+    inferred: dict[str, float]
+    published: dict[str, float]
+    dropped: dict[str, float]  # reason -> count, all cameras
+    fps: dict[str, float] = field(default_factory=dict)
+    fault_active: bool = False
+    extra: dict[str, float] = field(default_factory=dict)  # rebuilds, sink buffered
+
+
+def proc_stats(pid: int) -> tuple[float, int, int]:
+    rss_kb = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss_kb = int(line.split()[1])
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    threads = len(os.listdir(f"/proc/{pid}/task"))
+    return rss_kb / 1024, fds, threads
+
+
+def scrape(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    values: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            values.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return values
+
+
+def by_label(values: dict[str, dict[tuple[tuple[str, str], ...], float]], name: str, label: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for labels, v in values.get(name, {}).items():
+        key = dict(labels).get(label, "")
+        out[key] = out.get(key, 0.0) + v
+    return out
+
+
+# -- the run ------------------------------------------------------------------------------------
+@dataclass
+class Fault:
+    kind: str
+    target: str
+    start_s: float
+    end_s: float | None = None
+
+
+class Soak:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out: Path = args.out
+        self.duration_s = args.minutes * 60
+        self.cams: list[RtspProc] = []
+        self.redis: RedisProc | None = None
+        self.daemon: subprocess.Popen[bytes] | None = None
+        self.health_port = free_port()
+        self.samples: list[Sample] = []
+        self.faults: list[Fault] = []
+        self.t0 = 0.0
+        self.daemon_rc: int | None = None
+        self.extra: dict[str, float] = {}
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def setup(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        for sub in ("redis", "spool", "logs"):
+            (self.out / sub).mkdir(exist_ok=True)
+        print(f"rendering {self.args.cameras} clips ...", flush=True)
+        clips = render_clips(self.out, self.args.cameras, self.args.clip_s)
+        for i, clip in enumerate(clips):
+            cam = RtspProc(f"cam{i}", clip, self.out / "logs" / f"rtsp-cam{i}.log")
+            cam.start()
+            self.cams.append(cam)
+        self.redis = RedisProc(self.out / "redis")
+        self.redis.start()
+        config = self.out / "beltsight.toml"
+        write_config(
+            config,
+            redis_url=self.redis.url,
+            health_port=self.health_port,
+            spool=self.out / "spool",
+            cameras=[(c.mount, c.url) for c in self.cams],
+            rebuild_every=self.args.rebuild_every,
+        )
+        log = (self.out / "logs" / "daemon.log").open("ab")
+        self.daemon = subprocess.Popen(
+            [sys.executable, "-m", "daemon", "run", "-c", str(config)],
+            cwd=REPO,
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if self.daemon.poll() is not None:
+                raise RuntimeError(f"daemon exited with {self.daemon.returncode} during startup; see logs/daemon.log")
+            with contextlib.suppress(OSError):
+                values = scrape(self.health_port)
+                if sum(by_label(values, "beltsight_entries_published_total", "camera").values()) > 0:
+                    return
+            time.sleep(0.5)
+        raise RuntimeError("daemon published nothing within 180 s")
+
+    def schedule(self) -> list[tuple[float, str, str]]:
+        plan = []
+        t, i = self.args.first_fault_s, 0
+        quiet_s = min(QUIET_TAIL_S, 0.25 * self.duration_s)
+        while t + FAULT_DOWN_S[FAULT_KINDS[i % 3]] < self.duration_s - quiet_s:
+            kind = FAULT_KINDS[i % 3]
+            target = "redis" if kind == "redis_kill" else self.cams[(i // 3) % len(self.cams)].mount
+            plan.append((t, kind, target))
+            t += self.args.fault_every_s
+            i += 1
+        return plan
+
+    def run(self) -> None:
+        self.setup()
+        assert self.daemon is not None
+        self.t0 = time.monotonic()
+        plan = self.schedule()
+        pending_end: list[tuple[float, Callable[[], None], Fault]] = []
+        next_sample = 0.0
+        print(f"soak running {self.args.minutes} min, {len(plan)} faults planned, out={self.out}", flush=True)
+        while self.now() < self.duration_s:
+            if self.daemon.poll() is not None:
+                raise RuntimeError(f"daemon died with {self.daemon.returncode} at t={self.now():.0f}s")
+            now = self.now()
+            while plan and plan[0][0] <= now:
+                _, kind, target = plan.pop(0)
+                pending_end.append(self.start_fault(kind, target))
+            for item in [p for p in pending_end if p[0] <= now]:
+                pending_end.remove(item)
+                item[1]()
+                item[2].end_s = round(self.now(), 1)
+                print(f"[{self.now():7.1f}s] fault end   {item[2].kind} {item[2].target}", flush=True)
+            if now >= next_sample:
+                self.sample(fault_active=bool(pending_end))
+                next_sample += self.args.sample_s
+            time.sleep(0.2)
+        self.finish()
+
+    def start_fault(self, kind: str, target: str) -> tuple[float, Callable[[], None], Fault]:
+        fault = Fault(kind, target, round(self.now(), 1))
+        self.faults.append(fault)
+        print(f"[{self.now():7.1f}s] fault start {kind} {target}", flush=True)
+        end_at = self.now() + FAULT_DOWN_S[kind]
+        if kind == "redis_kill":
+            assert self.redis is not None
+            self.redis.kill()
+            return end_at, self.redis.start, fault
+        cam = next(c for c in self.cams if c.mount == target)
+        if kind == "camera_kill":
+            cam.kill()
+            return end_at, cam.start, fault
+        cam.signal(signal.SIGSTOP)
+        return end_at, lambda: cam.signal(signal.SIGCONT), fault
+
+    def sample(self, *, fault_active: bool) -> None:
+        assert self.daemon is not None
+        rss, fds, threads = proc_stats(self.daemon.pid)
+        try:
+            values = scrape(self.health_port)
+        except OSError:
+            values = {}
+        s = Sample(
+            round(self.now(), 1),
+            round(rss, 1),
+            fds,
+            threads,
+            by_label(values, "beltsight_frames_inferred_total", "camera"),
+            by_label(values, "beltsight_entries_published_total", "camera"),
+            by_label(values, "beltsight_frames_dropped_total", "reason"),
+            fault_active=fault_active,
+        )
+        s.extra = {
+            "rebuilds": by_label(values, "beltsight_session_builds_total", "reason").get("rebuild_frames", 0.0),
+            "buffered": sum(values.get("beltsight_sink_buffered_entries", {}).values()),
+        }
+        if self.samples:
+            prev = self.samples[-1]
+            dt = max(1e-6, s.t_s - prev.t_s)
+            s.fps = {c: round((v - prev.inferred.get(c, 0.0)) / dt, 2) for c, v in s.inferred.items()}
+        self.samples.append(s)
+        print(self.row(s), flush=True)
+
+    def row(self, s: Sample) -> str:
+        fps = " ".join(f"{c}={s.fps.get(c, 0.0):5.1f}" for c in sorted(s.inferred))
+        drops = ",".join(f"{r}={int(v)}" for r, v in sorted(s.dropped.items()) if v) or "-"
+        extra = s.extra
+        events = ",".join(
+            f"{f.kind}:{f.target}"
+            for f in self.faults
+            if f.start_s <= s.t_s and (f.end_s is None or f.end_s >= s.t_s - self.args.sample_s)
+        )
+        return (
+            f"{s.t_s:7.0f} {s.rss_mib:8.1f} {s.fds:4d} {s.threads:4d}  {fps}  "
+            f"proc={int(sum(s.inferred.values())):7d} pub={int(sum(s.published.values())):7d} "
+            f"rebuilds={int(extra.get('rebuilds', 0))} drop[{drops}] {events or ''}"
+        )
+
+    # -- end ----------------------------------------------------------------------------------
+    def finish(self) -> None:
+        assert self.daemon is not None and self.redis is not None
+        if self.redis.proc is None:
+            self.redis.start()
+        self.sample(fault_active=False)
+        self.daemon.send_signal(signal.SIGTERM)
+        try:
+            self.daemon_rc = self.daemon.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            kill_proc(self.daemon)
+            self.daemon_rc = None
+        self.report()
+
+    def check_streams(self) -> dict[str, Any]:
+        assert self.redis is not None
+        client = self.redis.client()
+        result: dict[str, Any] = {}
+        try:
+            for cam in self.cams:
+                raw = client.xrange(f"beltsight:detections:{cam.mount}")
+                keys = [(f["camera"], int(f["seq"]), int(f["captured_ms"])) for _id, f in raw]
+                ids = [tuple(int(p) for p in eid.split("-")) for eid, _f in raw]
+                captured = [k[2] for k in keys]
+                result[cam.mount] = {
+                    "entries": len(raw),
+                    "duplicates": len(keys) - len(set(keys)),
+                    "ids_increasing": all(a < b for a, b in itertools.pairwise(ids)),
+                    "captured_non_decreasing": all(a <= b for a, b in itertools.pairwise(captured)),
+                    "id_ms_matches_captured": sum(1 for i, c in zip(ids, captured, strict=True) if i[0] != c),
+                }
+        finally:
+            client.close()
+        return result
+
+    def verdict(self, streams: dict[str, Any]) -> dict[str, Any]:
+        samples = [s for s in self.samples if s.t_s > 0]
+        base_t = self.args.baseline_s if self.duration_s >= 2 * self.args.baseline_s else 0.4 * self.duration_s
+        window = 60.0 if self.duration_s >= 600 else max(self.args.sample_s, 0.1 * self.duration_s)
+        base = [s for s in samples if base_t <= s.t_s < base_t + window] or samples[:1]
+        tail = [s for s in samples if s.t_s >= samples[-1].t_s - window] or samples[-1:]
+        rss_base = statistics.median(s.rss_mib for s in base)  # median: rebuild peaks are transient
+        rss_end = statistics.median(s.rss_mib for s in tail)
+        point_base = base[0].rss_mib
+        growth = 100 * (rss_end - rss_base) / rss_base
+        final = samples[-1]
+        fds_base, thr_base = max(s.fds for s in base), max(s.threads for s in base)
+        checks = {
+            "rss_growth_pct<=2": growth <= 2.0,
+            "fds_no_growth": final.fds <= fds_base,
+            "threads_no_growth": final.threads <= thr_base,
+            "daemon_exit_0": self.daemon_rc == 0,
+            "no_duplicates": all(v["duplicates"] == 0 for v in streams.values()),
+            "order_per_camera": all(v["ids_increasing"] and v["captured_non_decreasing"] for v in streams.values()),
+            "published_at_least_last_scrape": all(
+                v["entries"] >= final.published.get(c, 0) for c, v in streams.items()
+            ),
+        }
+        return {
+            "baseline_t_s": [base[0].t_s, base[-1].t_s],
+            "rss_baseline_mib": round(rss_base, 1),
+            "rss_end_mib": round(rss_end, 1),
+            "rss_growth_pct": round(growth, 2),
+            "rss_growth_point_pct": round(100 * (final.rss_mib - point_base) / point_base, 2),
+            "rss_max_mib": max(s.rss_mib for s in samples),
+            "fds_baseline_max": fds_base,
+            "fds_end": final.fds,
+            "fds_max": max(s.fds for s in samples),
+            "threads_baseline_max": thr_base,
+            "threads_end": final.threads,
+            "threads_max": max(s.threads for s in samples),
+            "daemon_exit_code": self.daemon_rc,
+            "checks": checks,
+            "pass": all(checks.values()),
+        }
+
+    def report(self) -> None:
+        streams = self.check_streams()
+        verdict = self.verdict(streams)
+        header = f"{'t_s':>7} {'rss_MiB':>8} {'fds':>4} {'thr':>4}  fps/camera  processed published rebuilds"
+        header += " drops faults"
+        print("\n=== soak table ===")
+        print(header)
+        for s in self.samples:
+            print(self.row(s))
+        print("\n=== faults ===")
+        for f in self.faults:
+            print(f"  {f.start_s:7.1f}s .. {f.end_s}s  {f.kind:13s} {f.target}")
+        print("\n=== streams ===")
+        for cam, v in streams.items():
+            print(f"  {cam}: {v}")
+        print("\n=== verdict ===")
+        print(json.dumps(verdict, indent=2))
+        print("VERDICT:", "PASS" if verdict["pass"] else "FAIL")
+        data = {
+            "args": {k: str(v) for k, v in vars(self.args).items()},
+            "samples": [asdict(s) for s in self.samples],
+            "faults": [asdict(f) for f in self.faults],
+            "streams": streams,
+            "verdict": verdict,
+        }
+        (self.out / "soak.json").write_text(json.dumps(data, indent=1))
+        self.plot()
+        self.passed = verdict["pass"]
+
+    def plot(self) -> None:
+        import matplotlib  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+        from matplotlib.patches import Rectangle  # noqa: PLC0415
+
+        t = [s.t_s / 60 for s in self.samples]
+        fig, axes = plt.subplots(4, 1, figsize=(12, 12), sharex=True)
+        series = (
+            ("RSS (MiB)", [s.rss_mib for s in self.samples]),
+            ("open fds", [s.fds for s in self.samples]),
+            ("threads", [s.threads for s in self.samples]),
+        )
+        for ax, (label, ys) in zip(axes, series, strict=False):
+            ax.plot(t, ys, marker=".")
+            ax.set_ylabel(label)
+        for cam in sorted({c for s in self.samples for c in s.fps}):
+            axes[3].plot(t, [s.fps.get(cam, 0.0) for s in self.samples], marker=".", label=cam)
+        axes[3].set_ylabel("inferred fps")
+        axes[3].legend(loc="lower right")
+        axes[3].set_xlabel("minutes")
+        colors = {"camera_kill": "red", "camera_stall": "orange", "redis_kill": "purple"}
+        for ax in axes:
+            for f in self.faults:
+                ax.axvspan(f.start_s / 60, (f.end_s or f.start_s) / 60, color=colors[f.kind], alpha=0.25, lw=0)
+        handles = [Rectangle((0, 0), 1, 1, color=c, alpha=0.4) for c in colors.values()]
+        axes[0].legend(handles, list(colors), loc="lower right", fontsize=8)
+        axes[0].set_title(f"BeltSight soak, {self.args.minutes} min")
+        fig.tight_layout()
+        fig.savefig(self.out / "soak.png", dpi=90)
+        plt.close(fig)
+
+    def cleanup(self) -> None:
+        for cam in self.cams:
+            cam.signal(signal.SIGCONT)
+            cam.kill()
+        if self.daemon is not None and self.daemon.poll() is None:
+            self.daemon.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.daemon.wait(timeout=30)
+            kill_proc(self.daemon)
+        if self.redis is not None:
+            self.redis.kill()
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--minutes", type=float, default=30.0)
+    p.add_argument("--cameras", type=int, default=2)
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--rebuild-every", type=int, default=500, help="engine.rebuild.every_frames")
+    p.add_argument("--sample-s", type=float, default=10.0)
+    p.add_argument("--fault-every-s", type=float, default=60.0)
+    p.add_argument("--first-fault-s", type=float, default=45.0)
+    p.add_argument("--clip-s", type=float, default=10.0, help="seconds per looped clip")
+    p.add_argument(
+        "--baseline-s", type=float, default=300.0, help="start of the RSS/fd/thread baseline window (after warm-up)"
+    )
+    args = p.parse_args(argv)
+    if args.out is None:
+        args.out = REPO / "runs" / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
+    args.out = args.out.resolve()
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    soak = Soak(args)
+
+    def on_term(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        soak.run()
+    except KeyboardInterrupt:
+        print("interrupted: cleaning up", flush=True)
+        return 130
+    finally:
+        soak.cleanup()
+    return 0 if getattr(soak, "passed", False) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
