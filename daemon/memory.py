@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 from dataclasses import dataclass
 
 from daemon.engine import gpu_memory_used_mb
@@ -37,3 +39,26 @@ def process_memory(device_id: int | None) -> MemorySample:
     """RSS, plus device memory via NVML when `device_id` is given and NVML reports it."""
     device_mb = gpu_memory_used_mb(device_id)[0] if device_id is not None else None
     return MemorySample(read_rss_mb(), device_mb)
+
+
+def _load_libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+    return libc if libc is not None and hasattr(libc, "malloc_trim") else None
+
+
+_LIBC = _load_libc()
+
+
+def release_free_memory() -> bool:
+    """Give freed heap pages back to the OS (glibc `malloc_trim(0)`); False where unavailable.
+
+    A closed ONNX Runtime session frees its arena into glibc's heaps, which keep the pages:
+    the soak showed RSS stepping up at each rebuild without this.
+    """
+    if _LIBC is None:
+        return False
+    return bool(_LIBC.malloc_trim(0))

@@ -20,7 +20,7 @@ import structlog
 from daemon.config import RebuildConfig
 from daemon.engine import InferenceError, ModelInfo, Placement
 from daemon.frames import StatusEvent
-from daemon.memory import MemorySample, process_memory
+from daemon.memory import MemorySample, process_memory, release_free_memory
 
 log = structlog.get_logger("beltsight.rebuild")
 
@@ -256,4 +256,5 @@ class RebuildingEngine:
             engine.close()
         except Exception as exc:  # a session that fails to close must not stop later builds
             log.error("session_close_failed", model=self.info.name, error=str(exc))
+        release_free_memory()
         self._resample_baseline()
