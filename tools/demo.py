@@ -35,7 +35,7 @@ CAMERAS = {
     "line1-sorter": (640, 480, 10, 202),
     "line2-reject": (480, 360, 10, 303),
 }
-CLIP_SECONDS = 30
+CLIP_SECONDS = 12
 
 
 def render_clips() -> dict[str, Path]:
