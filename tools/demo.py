@@ -127,10 +127,10 @@ def main() -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        # One at a time, newest first: the daemon flushes to Redis before Redis goes away.
         for proc in reversed(procs):
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
-        for proc in reversed(procs):
             try:
                 proc.wait(15)
             except subprocess.TimeoutExpired:
