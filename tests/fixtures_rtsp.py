@@ -23,12 +23,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
+
+from tools.synth import h264_writer
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 SERVER_SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "rtsp_server.py"
@@ -61,24 +61,13 @@ def render_pattern_clip(path: Path, width: int, height: int, fps: int, frames: i
     bars = rng.integers(40, 200, size=(16, 3), dtype=np.uint8)
     base[:] = bars[(np.arange(width) * 16 // width)][None, :, :]
     side = max(8, min(width, height) // 6)
-    with av.open(str(path), mode="w") as container:
-        stream = container.add_stream("libx264", rate=fps)
-        stream.width, stream.height = width, height
-        stream.pix_fmt = "yuv420p"
-        stream.time_base = Fraction(1, fps)
-        stream.codec_context.gop_size = fps
-        stream.options = {"bf": "0", "g": str(fps), "preset": "ultrafast", "crf": "23"}
+    with h264_writer(path, width, height, fps, crf=23, preset="ultrafast") as write:
         for i in range(frames):
             img = base.copy()
             x = (i * 7) % max(1, width - side)
             y = (i * 5) % max(1, height - side)
             img[y : y + side, x : x + side] = 255
-            frame = av.VideoFrame.from_ndarray(img, format="rgb24")
-            frame.pts = i
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+            write(img)
 
 
 @pytest.fixture(scope="session")

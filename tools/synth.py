@@ -31,6 +31,8 @@ import argparse
 import io
 import json
 import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -456,6 +458,34 @@ def render_image(seed: int, width: int, height: int | None = None) -> tuple[np.n
 
 
 # --------------------------------------------------------------------------------------------- video
+@contextmanager
+def h264_writer(
+    path: Path, width: int, height: int, fps: int, *, crf: int = 20, preset: str = "veryfast"
+) -> Iterator[Callable[[np.ndarray], None]]:
+    """Yield `write(rgb_frame)` appending frames to an H.264 MP4 made for live replay:
+    constant frame rate, no B-frames (decode order = display order), a keyframe every second."""
+    with av.open(str(path), mode="w") as container:
+        stream = container.add_stream("libx264", rate=fps)
+        stream.width, stream.height = width, height
+        stream.pix_fmt = "yuv420p"
+        stream.time_base = Fraction(1, fps)
+        stream.codec_context.gop_size = fps
+        stream.options = {"bf": "0", "g": str(fps), "crf": str(crf), "preset": preset}
+        count = 0
+
+        def write(rgb: np.ndarray) -> None:
+            nonlocal count
+            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
+            frame.pts = count
+            count += 1
+            for packet in stream.encode(frame):
+                container.mux(packet)
+
+        yield write
+        for packet in stream.encode():
+            container.mux(packet)
+
+
 def render_video(out_mp4: Path, gt_json: Path, width: int, height: int, fps: int, seconds: float,
                  seed: int) -> None:
     """Render a conveyor clip: belt moving right at constant speed, parts enter and leave the frame.
@@ -485,13 +515,7 @@ def render_video(out_mp4: Path, gt_json: Path, width: int, height: int, fps: int
 
     annotations: dict[str, list[dict]] = {}
     out_mp4.parent.mkdir(parents=True, exist_ok=True)
-    with av.open(str(out_mp4), mode="w") as container:
-        stream = container.add_stream("libx264", rate=fps)
-        stream.width, stream.height = width, height
-        stream.pix_fmt = "yuv420p"
-        stream.time_base = Fraction(1, fps)
-        stream.codec_context.gop_size = fps
-        stream.options = {"bf": "0", "g": str(fps), "crf": "20", "preset": "veryfast"}
+    with h264_writer(out_mp4, width, height, fps, crf=20, preset="veryfast") as write:
         for i in range(n_frames):
             frng = np.random.default_rng([seed, 13, i])
             shift = speed * i / fps
@@ -509,12 +533,7 @@ def render_video(out_mp4: Path, gt_json: Path, width: int, height: int, fps: int
                 {"cls": r["cls"], "label": NAMES[r["cls"]], "box": r["box"]}
                 for r in recs if r["box"] is not None and r["visible"] >= MIN_VISIBLE
             ]
-            frame = av.VideoFrame.from_ndarray(frame_u8, format="rgb24")
-            frame.pts = i
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+            write(frame_u8)
     gt = {"width": width, "height": height, "fps": fps, "frames": n_frames, "names": NAMES,
           "annotations": annotations}
     gt_json.parent.mkdir(parents=True, exist_ok=True)
