@@ -62,18 +62,43 @@ def make_sample(seed: int, imgsz: int) -> tuple[np.ndarray, np.ndarray]:
     return img, lab
 
 
+def flip(img: np.ndarray, lab: np.ndarray, mode: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mirror a crop and its pixel-edge xyxy boxes: mode 1 = left-right, 2 = up-down, 3 = both."""
+    h, w = img.shape[:2]
+    lab = lab.copy()
+    if mode & 1:
+        img = img[:, ::-1]
+        lab[:, [1, 3]] = w - lab[:, [3, 1]]
+    if mode & 2:
+        img = img[::-1]
+        lab[:, [2, 4]] = h - lab[:, [4, 2]]
+    return np.ascontiguousarray(img), lab
+
+
 class SynthStream(torch.utils.data.IterableDataset):
-    def __init__(self, seed: int, imgsz: int, start: int = 0) -> None:
+    """Endless stream of rendered crops. Rendering costs about half as much CPU as a training step,
+    so each render is used twice: once as rendered and once mirrored (a random flip), the mirrored
+    copy drawn later from a pool of `pool` renders so that the two copies land in different batches."""
+
+    def __init__(self, seed: int, imgsz: int, start: int = 0, reuse: bool = True, pool: int = 48) -> None:
         super().__init__()
-        self.seed, self.imgsz, self.start = seed, imgsz, start
+        self.seed, self.imgsz, self.start, self.reuse, self.pool = seed, imgsz, start, reuse, pool
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         i = self.start
+        rng = np.random.default_rng([self.seed, 4242])
+        pool: list[tuple[np.ndarray, np.ndarray]] = []
         while True:
             s = (self.seed * 7_919_993 + i) % 1_000_000  # training seeds stay below 1_000_000
             img, lab = make_sample(s, self.imgsz)
             yield torch.from_numpy(np.array(img)).permute(2, 0, 1), torch.from_numpy(lab)
             i += 1
+            if not self.reuse:
+                continue
+            pool.append((img, lab))
+            if len(pool) >= self.pool:
+                img2, lab2 = flip(*pool.pop(int(rng.integers(0, len(pool)))), int(rng.integers(1, 4)))
+                yield torch.from_numpy(img2).permute(2, 0, 1), torch.from_numpy(lab2)
 
 
 def collate(batch):  # type: ignore[no-untyped-def]
@@ -152,6 +177,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("runs/demo"))
     ap.add_argument("--models", type=Path, default=Path("models"))
     ap.add_argument("--log-every", type=int, default=20)
+    ap.add_argument("--no-reuse", action="store_true", help="render every training crop afresh (no mirrored reuse)")
     ap.add_argument("--export-only", action="store_true")
     ap.add_argument("--ckpt", type=Path)
     ap.add_argument("--init", type=Path, help="start from the EMA weights of a checkpoint (fine-tuning phase)")
@@ -179,7 +205,8 @@ def main() -> None:
                             lr=args.lr, betas=(0.9, 0.999))
     ema = EMA(model)
     crit = DetLoss(model)
-    dl = torch.utils.data.DataLoader(SynthStream(args.seed, args.imgsz), batch_size=args.batch, num_workers=1,
+    stream = SynthStream(args.seed, args.imgsz, reuse=not args.no_reuse)
+    dl = torch.utils.data.DataLoader(stream, batch_size=args.batch, num_workers=1,
                                      collate_fn=collate, prefetch_factor=4, persistent_workers=True)
     total = args.steps
     warm = 100
