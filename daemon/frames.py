@@ -79,10 +79,13 @@ def nearest_model_size(width: int, height: int, sizes: tuple[int, ...] = MODEL_S
 
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """One decoded camera frame, already resized for its model (letterbox content, no padding).
+    """One decoded camera frame, to be resized for its model (letterbox content, no padding).
 
-    `image` is `letterbox.new_h` x `letterbox.new_w` x 3 RGB uint8: the source thread
-    scales in C (swscale) so the batcher only copies it into the padded batch tensor.
+    `image` is `letterbox.new_h` x `letterbox.new_w` x 3 RGB uint8, scaled in C (swscale) so
+    the worker only copies it into the padded batch tensor. `pixels` holds it, or (from live
+    sources) a function that makes it from the decoded YUV frame: under overload most frames
+    are superseded in the hub before a batch takes them, and colour conversion plus scaling
+    costs more CPU than decoding, so only frames that reach a batch pay for it, in the worker.
     `seq` is the frame's index within the current connection (decoded frames; frames
     dropped later leave gaps). `captured_ms` is wall-clock Unix ms at decode,
     `captured_mono` the same instant on the monotonic clock (for ages and latency).
@@ -93,7 +96,13 @@ class Frame:
     captured_ms: int
     captured_mono: float
     letterbox: Letterbox
-    image: RGBImage
+    pixels: RGBImage | Callable[[], RGBImage]
+
+    @property
+    def image(self) -> RGBImage:
+        """The scaled RGB image (made on each call when `pixels` is a function: call it once)."""
+        pixels = self.pixels
+        return pixels() if callable(pixels) else pixels
 
     @property
     def width(self) -> int:

@@ -1,8 +1,9 @@
 """One model size's inference stage: batch tensor, engine, post-processing, per-camera rules.
 
-`infer()` runs in the lane's worker thread, never on the event loop. The batch tensor is
-allocated once per lane; each frame's letterboxed content is copied (and scaled to 0..1)
-straight into it, and the padding of a slot is rewritten only when its geometry changes.
+`infer()` runs in a lane worker's thread, never on the event loop. The batch tensor is
+allocated once per worker; each frame's letterboxed content is made (colour conversion and
+scaling of a live frame happen here, see `Frame`), copied (and scaled to 0..1) straight into
+it, and the padding of a slot is rewritten only when its geometry changes.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal, Protocol
 
 import av
@@ -349,7 +350,7 @@ class CameraSource:
         if letterbox is None:
             self._metrics.dropped(self.camera_id, "no_model")
             return True
-        frame = Frame(self.camera_id, seq, captured_ms, captured_mono, letterbox, scale(vframe, letterbox))
+        frame = Frame(self.camera_id, seq, captured_ms, captured_mono, letterbox, partial(scale, vframe, letterbox))
         if self.camera.is_file and not self.camera.realtime:
             return self._consumer.put(frame, wait=True, stop=self._stop)
         self._consumer.put(frame, wait=False)
