@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from daemon.batcher import Batcher, BatchPolicy
+from daemon.batcher import Batcher, BatchPolicy, InOrder
 from daemon.config import ConfigError, Settings
 from daemon.engine import EngineFactory, InferenceError, ModelInfo, load_model_info
 from daemon.frames import FrameResult, StatusEvent
@@ -26,6 +26,7 @@ from daemon.health import HealthServer, SystemdNotifier
 from daemon.hub import FrameHub
 from daemon.inference import CameraRules, InferenceStage, PostprocessConfig
 from daemon.metrics import Metrics
+from daemon.providers import lane_workers
 from daemon.rebuild import EngineBuilder
 from daemon.resilience import InferenceEngine, ResilientEngine
 from daemon.router import ModelRouter
@@ -36,16 +37,41 @@ log = structlog.get_logger("beltsight.app")
 
 
 @dataclass
-class Lane:
-    """Everything serving one model size; `busy_since` is set while a batch is in the engine."""
+class Worker:
+    """One session of a lane and the thread that runs its batches; `busy_since` is set while a
+    batch is in the engine."""
 
-    size: int
-    task: asyncio.Task[None] | None = None
+    index: int
+    executor: ThreadPoolExecutor
     stage: InferenceStage | None = None
-    batcher: Batcher | None = None
-    executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "beltsight-infer"))
     busy_since: float | None = None
     batches: int = 0
+
+
+@dataclass
+class Lane:
+    """Everything serving one model size: `engine.workers` sessions fed by one batcher, their
+    results published in the order their batches were taken."""
+
+    size: int
+    setup: asyncio.Task[None] | None = None
+    workers: list[Worker] = field(default_factory=list)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    batcher: Batcher | None = None
+    order: InOrder[FrameResult] = field(default_factory=InOrder)
+
+    @property
+    def batches(self) -> int:
+        return sum(w.batches for w in self.workers)
+
+    def busy_s(self) -> float:
+        """How long the longest-running batch of this lane has been in its engine (0: idle)."""
+        now = time.monotonic()
+        return round(max((now - w.busy_since for w in self.workers if w.busy_since is not None), default=0.0), 3)
+
+    @property
+    def idle(self) -> bool:
+        return all(w.busy_since is None for w in self.workers)
 
 
 def validate_models(settings: Settings) -> dict[int, ModelInfo]:
@@ -131,11 +157,14 @@ class Daemon:
         }
 
     def _lane_health(self, lane: Lane) -> dict[str, Any]:
-        report: dict[str, Any] = {"batches": lane.batches, "busy_s": self._busy_s(lane)}
-        engine = lane.stage.engine if lane.stage is not None else None
-        if isinstance(engine, ResilientEngine):
-            report["breaker"] = engine.breaker_state
-            report["providers"] = list(engine.providers)
+        report: dict[str, Any] = {"batches": lane.batches, "busy_s": lane.busy_s(), "workers": len(lane.workers)}
+        engines = [w.stage.engine for w in lane.workers if w.stage is not None]
+        resilient = [e for e in engines if isinstance(e, ResilientEngine)]
+        if resilient:
+            states = [e.breaker_state for e in resilient]
+            # the worst worker's state: one open breaker means that lane is (partly) on the CPU
+            report["breaker"] = next((st for st in ("open", "half-open") if st in states), states[0])
+            report["providers"] = list(resilient[0].providers)
         return report
 
     # -- startup ---------------------------------------------------------------------------
@@ -193,7 +222,7 @@ class Daemon:
             return
         lane = Lane(size)
         self.lanes[size] = lane
-        lane.task = self._tg.create_task(self._run_lane(lane), name=f"lane-{size}")
+        lane.setup = self._tg.create_task(self._start_lane(lane), name=f"lane-{size}")
 
     def _resilient(self, size: int, primary: InferenceEngine) -> ResilientEngine:
         """Breaker with a CPU fallback and periodic rebuilds around the lane's primary engine."""
@@ -215,48 +244,66 @@ class Daemon:
             info, engine, max_batch=engine.max_batch, post=post, rules=rules, metrics=self.metrics
         )
 
-    async def _run_lane(self, lane: Lane) -> None:
-        loop = asyncio.get_running_loop()
-        primary = self._prebuilt.pop(lane.size, None)
-        if primary is None:
-            primary = await loop.run_in_executor(lane.executor, self._build_engine, lane.size, "first_use")
-        engine = self._resilient(lane.size, primary)
-        lane.stage = self._make_stage(lane.size, engine)
+    async def _start_lane(self, lane: Lane) -> None:
+        """Build the lane's sessions (side by side), then start one worker task per session."""
+        count = lane_workers(self.settings.engine)
+        lane.workers = [Worker(i, ThreadPoolExecutor(1, f"beltsight-infer-{lane.size}-{i}")) for i in range(count)]
+        prebuilt = self._prebuilt.pop(lane.size, None)
+        engines = await asyncio.gather(
+            *(self._worker_engine(lane.size, w, prebuilt if w.index == 0 else None) for w in lane.workers)
+        )
+        for worker, engine in zip(lane.workers, engines, strict=True):
+            worker.stage = self._make_stage(lane.size, engine)
         ecfg = self.settings.engine
-        policy = BatchPolicy(engine.max_batch, ecfg.max_wait_ms / 1000, ecfg.max_age_ms / 1000)
-        lane.batcher = Batcher(lane.size, self.hub, policy, loop, time.monotonic)
+        max_batch = engines[0].max_batch
+        policy = BatchPolicy(max_batch, ecfg.max_wait_ms / 1000, ecfg.max_age_ms / 1000)
+        lane.batcher = Batcher(lane.size, self.hub, policy, asyncio.get_running_loop(), time.monotonic)
+        assert self._tg is not None
+        lane.tasks = [
+            self._tg.create_task(self._run_worker(lane, w), name=f"lane-{lane.size}-{w.index}") for w in lane.workers
+        ]
         lane.batcher.notify()
-        log.info("lane_started", model=lane.size, providers=engine.providers)
-        while not (self._stop.is_set() and self.hub.pending(lane.size).count == 0):
-            frames = await lane.batcher.next_batch()
-            lane.busy_since = time.monotonic()
+        log.info("lane_started", model=lane.size, providers=engines[0].providers, workers=count, max_batch=max_batch)
+
+    async def _worker_engine(self, size: int, worker: Worker, primary: InferenceEngine | None) -> ResilientEngine:
+        if primary is None:
+            loop = asyncio.get_running_loop()
+            primary = await loop.run_in_executor(worker.executor, self._build_engine, size, "first_use")
+        return self._resilient(size, primary)
+
+    async def _run_worker(self, lane: Lane, worker: Worker) -> None:
+        """Take batches from the lane's batcher and run them on this worker's session until the
+        batcher stops; results go to the sink in the order the batches were taken."""
+        loop = asyncio.get_running_loop()
+        assert lane.batcher is not None and worker.stage is not None
+        stage = worker.stage
+        while frames := await lane.batcher.next_batch():
+            ticket = lane.order.ticket()
+            worker.busy_since = time.monotonic()
+            results: list[FrameResult] = []
             try:
-                results = await loop.run_in_executor(lane.executor, lane.stage.infer, frames)
+                results = await loop.run_in_executor(worker.executor, stage.infer, frames)
+                worker.batches += 1
             except InferenceError as exc:
                 log.error("inference_failed", model=lane.size, frames=len(frames), error=str(exc))
                 for frame in frames:
                     self.metrics.dropped(frame.camera_id, "engine_error")
-                continue
             finally:
-                lane.busy_since = None
-            lane.batches += 1
-            self._publish(results)
+                worker.busy_since = None
+                self._publish(lane.order.complete(ticket, results))
 
     def _publish(self, results: list[FrameResult]) -> None:
         for result in results:
             self.sink.accept(result)
 
-    def _busy_s(self, lane: Lane) -> float:
-        return 0.0 if lane.busy_since is None else round(time.monotonic() - lane.busy_since, 3)
-
     async def _watchdog(self, interval_s: float) -> None:
         """Ping systemd while the loop runs and no engine has been stuck on one batch for long."""
         stuck_after_s = max(30.0, 4 * interval_s)
         while True:
-            if all(self._busy_s(lane) < stuck_after_s for lane in self.lanes.values()):
+            if all(lane.busy_s() < stuck_after_s for lane in self.lanes.values()):
                 self.notifier.watchdog()
             else:
-                log.error("engine_stuck", lanes={s: self._busy_s(la) for s, la in self.lanes.items()})
+                log.error("engine_stuck", lanes={s: la.busy_s() for s, la in self.lanes.items()})
             await asyncio.sleep(interval_s)
 
     # -- shutdown --------------------------------------------------------------------------
@@ -287,14 +334,18 @@ class Daemon:
             source.join(max(0.0, deadline - time.monotonic()))
 
     async def _stop_lanes(self, deadline: float) -> None:
+        """Run what the lanes accepted (intake has stopped), then end their tasks; a batch still
+        in an engine at the deadline is abandoned (its worker task is cancelled)."""
         for lane in self.lanes.values():
-            if lane.task is None:
-                continue
-            if lane.busy_since is None and self.hub.pending(lane.size).count == 0:
-                lane.task.cancel()  # waiting for frames: nothing in flight, nothing accepted left
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(asyncio.shield(lane.task), max(0.0, deadline - time.monotonic()))
-            lane.task.cancel()
+            if lane.setup is not None and not lane.setup.done():
+                lane.setup.cancel()  # still building sessions: nothing was taken yet
+            if lane.batcher is not None:
+                lane.batcher.stop()
+        for lane in self.lanes.values():
+            for task in lane.tasks:
+                with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(task), max(0.0, deadline - time.monotonic()))
+                task.cancel()
 
     async def _close(self) -> None:
         if self.health is not None:
@@ -303,8 +354,9 @@ class Daemon:
             source.stop()
         await self.sink.close()
         for lane in self.lanes.values():
-            if lane.stage is not None:
-                lane.stage.engine.close()
-            lane.executor.shutdown(wait=False, cancel_futures=True)
+            for worker in lane.workers:
+                if worker.stage is not None:
+                    worker.stage.engine.close()
+                worker.executor.shutdown(wait=False, cancel_futures=True)
         for engine in self._prebuilt.values():
             engine.close()

@@ -8,8 +8,10 @@ Policy, in the spirit of Triton's dynamic batcher and DeepStream's nvstreammux:
 - cameras are taken oldest-waiting first, so none starves when load exceeds capacity;
 - a live frame older than `max_age_ms` when its batch starts is dropped and counted
   (`stale`), never inferred late.
-Only one batch per model size is in flight: while it runs, newer frames replace older ones
-in the slots, so the next batch is always built from the freshest frames.
+At most `engine.workers` batches per model size are in flight (one per session): while they
+run, newer frames replace older ones in the slots, so the next batch is always built from the
+freshest frames. `InOrder` hands their results on in the order the batches were taken, so a
+camera's detections reach Redis in frame order even when a later, smaller batch ends first.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from daemon.frames import Frame
 from daemon.hub import FrameHub, Pending
@@ -71,17 +74,29 @@ class Batcher:
         self._loop = loop
         self._clock = clock
         self._wakeup = asyncio.Event()
+        self._stopping = False
         hub.subscribe(size, self.notify)
 
     def notify(self) -> None:
         self._loop.call_soon_threadsafe(self._wakeup.set)
 
+    def stop(self) -> None:
+        """Shutdown (on the loop, after intake stopped): what waits now runs at once, without
+        waiting for a deadline, and `next_batch` returns [] once nothing is left."""
+        self._stopping = True
+        self._wakeup.set()
+
     async def next_batch(self) -> list[Frame]:
-        """The next batch to run (never empty). Cancellation propagates."""
+        """The next batch to run; empty only after `stop()`, when no frame is left. Several
+        workers may wait here at once: each batch goes to one of them. Cancellation propagates."""
         while True:
             self._wakeup.clear()
-            decision = decide(self._hub.pending(self.size), self._clock(), self._policy)
-            if decision.run:
+            pending = self._hub.pending(self.size)
+            if self._stopping and pending.count == 0:
+                self._wakeup.set()  # wake the other waiting workers too
+                return []
+            decision = decide(pending, self._clock(), self._policy)
+            if decision.run or (self._stopping and pending.count):
                 frames = self._hub.take(self.size, self._policy.max_batch, self._policy.max_age_s)
                 if frames:
                     return frames
@@ -89,3 +104,39 @@ class Batcher:
             timeout = None if decision.wake_at is None else max(0.0, decision.wake_at - self._clock())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), timeout)
+
+
+T = TypeVar("T")
+
+
+class InOrder(Generic[T]):
+    """Releases the results of concurrently running batches in the order the batches were taken.
+
+    `ticket()` when a batch is taken; `complete(ticket, results)` when it ended (with [] when it
+    failed or was cancelled, so later batches are not held back); returns every result that is
+    now next in line, in ticket order. Event-loop only (not thread-safe).
+    """
+
+    def __init__(self) -> None:
+        self._issued = 0
+        self._next = 0
+        self._done: dict[int, list[T]] = {}
+
+    def ticket(self) -> int:
+        self._issued += 1
+        return self._issued - 1
+
+    def complete(self, ticket: int, results: list[T]) -> list[T]:
+        if not self._next <= ticket < self._issued or ticket in self._done:
+            raise ValueError(f"ticket {ticket} is not outstanding")
+        self._done[ticket] = results
+        ready: list[T] = []
+        while self._next in self._done:
+            ready.extend(self._done.pop(self._next))
+            self._next += 1
+        return ready
+
+    @property
+    def held(self) -> int:
+        """Batches finished but waiting for an earlier one."""
+        return len(self._done)

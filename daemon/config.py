@@ -154,8 +154,14 @@ class EngineConfig(Section):
     """A batch runs when full or when its oldest frame has waited this long."""
     max_age_ms: float = Field(500.0, gt=0)
     """Frames older than this when their batch would start are dropped (reason `stale`)."""
+    workers: int = Field(0, ge=0, le=16)
+    """Batches of one model size in flight at once, each on its own session (0: auto = one per
+    CPU core, at most 4, when the first provider is the CPU; 1 otherwise, where a GPU scales by
+    batch size instead). On the CPU, two single-threaded sessions running side by side outrun one
+    two-threaded session (no straggler waits inside each operator; measured by tools/bench.py)."""
     intra_op_threads: int = Field(0, ge=0)
-    """ONNX Runtime intra-op threads per session (0: ORT's default, one per core)."""
+    """ONNX Runtime intra-op threads per session (0: auto = the CPU's cores shared out among the
+    `workers`: ORT's default of one per core with one worker, 1 each with one worker per core)."""
     allow_spinning: bool = False
     """Let ORT's worker threads spin-wait between operators. Off: they would steal the cores the
     camera decode threads need; on a box with cores to spare, on can shave latency."""

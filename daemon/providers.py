@@ -8,6 +8,7 @@ every session: a missing first provider is a `ProviderError`, or, with
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Literal
 
@@ -58,9 +59,34 @@ def provider_specs(names: Sequence[Provider], cuda: CudaOptions, stream_ptr: int
     ]
 
 
+def cpu_cores() -> int:
+    """Cores this process may run on (its affinity mask: a systemd CPUAffinity= or taskset counts)."""
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+MAX_AUTO_WORKERS = 4
+
+
+def lane_workers(cfg: EngineConfig) -> int:
+    """Sessions per model size running batches side by side (`engine.workers`, 0 = auto)."""
+    if cfg.workers:
+        return cfg.workers
+    return min(cpu_cores(), MAX_AUTO_WORKERS) if cfg.providers[0] == "cpu" else 1
+
+
+def intra_op_threads(cfg: EngineConfig) -> int:
+    """ORT intra-op threads per session: `engine.intra_op_threads`, or (0 = auto) the cores shared
+    out among the lane's workers; 0 (ORT's default, one per core) for a single worker. A breaker's
+    CPU fallback gets the same share: when the GPU fails, every worker falls back at once."""
+    if cfg.intra_op_threads:
+        return cfg.intra_op_threads
+    workers = lane_workers(cfg)
+    return 0 if workers <= 1 else max(1, cpu_cores() // workers)
+
+
 def session_options(cfg: EngineConfig) -> ort.SessionOptions:
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = cfg.intra_op_threads
+    opts.intra_op_num_threads = intra_op_threads(cfg)
     opts.inter_op_num_threads = 1
     # Spinning ORT workers steal the cores that the camera decode threads need (measured by
     # tools/bench.py on 2 cores: 2.5 -> 4+ img/s with spinning off under shared load).

@@ -9,15 +9,18 @@ publishing while one misbehaves.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
 
 from daemon.config import Settings
-from daemon.engine import EngineFactory
+from daemon.engine import EngineFactory, ModelInfo, Placement
 from daemon.metrics import Metrics
+from daemon.rebuild import HostArray, InferenceEngine
 from tests.faults import FaultyFactory
 from tests.fixtures_redis import RedisServer
 from tests.fixtures_rtsp import Clip, RtspServer
@@ -280,3 +283,70 @@ def test_injected_primary_engine_failures_open_the_breaker_and_lose_no_frame(
     finally:
         client.close()
     assert "breaker_open" in kinds and "breaker_closed" in kinds
+
+
+class _SlowEngine:
+    """A real engine that takes `delay_s` longer per batch (one worker slower than the other)."""
+
+    def __init__(self, inner: InferenceEngine, delay_s: float) -> None:
+        self.inner, self.delay_s = inner, delay_s
+
+    @property
+    def max_batch(self) -> int:
+        return self.inner.max_batch
+
+    @property
+    def providers(self) -> tuple[str, ...]:
+        return self.inner.providers
+
+    def run(self, batch: HostArray) -> HostArray:
+        time.sleep(self.delay_s)
+        return self.inner.run(batch)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@dataclass
+class _FirstSlowFactory:
+    inner: EngineFactory
+    built: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def build(self, info: ModelInfo, placement: Placement = "configured", reason: str = "startup") -> InferenceEngine:
+        engine: InferenceEngine = self.inner.build(info, placement, reason)
+        with self.lock:  # the workers' sessions are built side by side
+            self.built += reason == "first_use"
+            first = reason == "first_use" and self.built == 1
+        return _SlowEngine(engine, 0.4) if first else engine
+
+
+def test_two_workers_publish_in_frame_order_when_a_later_batch_ends_first(
+    tmp_path: Path, redis_server: Callable[..., RedisServer], clip_factory: Callable[..., Clip]
+) -> None:
+    """Worker 0's session is slow, worker 1's fast: batches end out of order, Redis gets frame order."""
+    clip = small_clip(clip_factory, seconds=3.0, seed=11)
+    redis = redis_server()
+    config = write_config(
+        tmp_path / "beltsight.toml",
+        redis_url=redis.url,
+        cameras=[{"id": "replay", "url": str(clip.path), "realtime": False}],
+        workers=2,
+        max_batch=1,
+    )
+    factories: list[_FirstSlowFactory] = []
+
+    def make_factory(settings: Settings, metrics: Metrics) -> _FirstSlowFactory:
+        factories.append(_FirstSlowFactory(EngineFactory(settings.engine, metrics)))
+        return factories[0]
+
+    with InProcessDaemon(config, engine_factory=make_factory) as d:
+        wait_until(lambda: len(stream(redis, "replay")) >= clip.frames, 90, "every frame in Redis", d)
+        lane = d.daemon.lanes[416]
+        per_worker = [w.batches for w in lane.workers]
+        d.stop()
+    assert len(per_worker) == 2 and min(per_worker) >= 1, per_worker  # both workers served batches
+    assert max(per_worker) > 2 * min(per_worker), per_worker  # the fast one's batches overtook the slow one's
+    entries = stream(redis, "replay")
+    assert_exactly_once_in_order(entries, clip.frames)
+    assert [int(f["seq"]) for _id, f in entries] == list(range(clip.frames))

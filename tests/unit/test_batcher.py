@@ -8,9 +8,10 @@ import threading
 import numpy as np
 import pytest
 
-from daemon.batcher import Batcher, BatchPolicy, decide
+from daemon.batcher import Batcher, BatchPolicy, InOrder, decide
 from daemon.frames import Frame, Letterbox
 from daemon.hub import FrameHub, Pending
+from daemon.inference import BatchTensor
 from daemon.metrics import Metrics
 
 
@@ -184,3 +185,84 @@ def test_a_frame_handed_over_before_disconnect_is_still_processed_without_waitin
     assert pending.count == 2 and pending.cameras == 1
     assert decide(pending, clock(), POLICY).run  # nothing else can join: run now
     assert sorted(f.camera_id for f in hub.take(640, 4, POLICY.max_age_s)) == ["a", "b"]
+
+
+def test_two_workers_waiting_on_one_batcher_each_get_a_different_batch() -> None:
+    async def scenario() -> list[list[str]]:
+        loop = asyncio.get_running_loop()
+        hub = FrameHub(Metrics())
+        batcher = Batcher(640, hub, BatchPolicy(max_batch=2, max_wait_s=0.01, max_age_s=5.0), loop, loop.time)
+        first = asyncio.create_task(batcher.next_batch())
+        second = asyncio.create_task(batcher.next_batch())
+        await asyncio.sleep(0.01)
+        for cam in ("a", "b", "c", "d"):
+            hub.put(make_frame(cam, 0, loop.time()))
+        batches = await asyncio.wait_for(asyncio.gather(first, second), 2.0)
+        return [sorted(f.camera_id for f in b) for b in batches]
+
+    batches = asyncio.run(scenario())
+    assert sorted(cam for b in batches for cam in b) == ["a", "b", "c", "d"]  # each frame in exactly one
+    assert all(len(b) == 2 for b in batches)
+
+
+def test_stopped_batcher_runs_what_waits_at_once_then_returns_empty_to_every_worker() -> None:
+    async def scenario() -> tuple[list[str], float, list[list[Frame]]]:
+        loop = asyncio.get_running_loop()
+        hub = FrameHub(Metrics())
+        batcher = Batcher(640, hub, BatchPolicy(max_batch=4, max_wait_s=60.0, max_age_s=5.0), loop, loop.time)
+        for cam in ("a", "b", "c"):
+            hub.put(make_frame(cam, 0, loop.time()))
+        hub.take(640, 4, 5.0)
+        hub.put(make_frame("a", 1, loop.time()))  # 1 of 3 cameras waiting: not full, deadline in 60 s
+        started = loop.time()
+        waiting = asyncio.create_task(batcher.next_batch())
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        batcher.stop()
+        got = await asyncio.wait_for(waiting, 2.0)
+        after = await asyncio.wait_for(asyncio.gather(batcher.next_batch(), batcher.next_batch()), 2.0)
+        return [f.camera_id for f in got], loop.time() - started, list(after)
+
+    got, waited, after = asyncio.run(scenario())
+    assert got == ["a"] and waited < 30  # did not wait for the 60 s deadline
+    assert after == [[], []]
+
+
+def test_in_order_holds_a_batch_that_finished_early_until_the_earlier_one_is_done() -> None:
+    order: InOrder[str] = InOrder()
+    t0, t1, t2 = order.ticket(), order.ticket(), order.ticket()
+    assert order.complete(t1, ["cam0#2", "cam1#2"]) == []  # the second batch ended first
+    assert order.held == 1
+    assert order.complete(t0, ["cam0#1"]) == ["cam0#1", "cam0#2", "cam1#2"]
+    assert order.complete(t2, []) == [] and order.held == 0  # a failed batch releases nothing, holds nothing
+    t3 = order.ticket()
+    assert order.complete(t3, ["cam0#3"]) == ["cam0#3"]
+    with pytest.raises(ValueError):
+        order.complete(t3, ["again"])
+    with pytest.raises(ValueError):
+        order.complete(99, [])
+
+
+def test_a_lazy_frame_is_converted_only_when_a_batch_takes_it() -> None:
+    calls: list[str] = []
+    lb = Letterbox.fit(640, 480, 640)
+
+    def lazy(camera: str, value: int) -> Frame:
+        def convert() -> np.ndarray:
+            calls.append(camera)
+            return np.full((lb.new_h, lb.new_w, 3), value, np.uint8)
+
+        return Frame(camera, 0, 0, 1000.0, lb, convert)
+
+    clock = FakeClock()
+    hub = FrameHub(Metrics(), clock)
+    hub.put(lazy("a", 10))
+    hub.put(lazy("a", 20))  # supersedes the first: never converted
+    hub.put(lazy("b", 30))
+    frames = hub.take(640, 4, 1e9)
+    assert calls == []
+    batch = BatchTensor(4, 640).fill(frames)
+    assert sorted(calls) == ["a", "b"]
+    got = {f.camera_id: float(batch[i, 0, lb.pad_y + 1, 1]) * 255 for i, f in enumerate(frames)}
+    assert got == pytest.approx({"a": 20, "b": 30}, abs=1e-3)
+    assert float(batch[0, 0, 0, 0]) == pytest.approx(114 / 255)  # padding row above the content

@@ -1,0 +1,37 @@
+"""How many sessions per model size run side by side, and how many ORT threads each gets."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from daemon import providers
+from daemon.config import EngineConfig
+from daemon.providers import intra_op_threads, lane_workers, session_options
+
+
+@pytest.mark.parametrize(
+    ("cores", "cfg", "workers", "threads"),
+    [
+        (2, EngineConfig(providers=["cpu"]), 2, 1),  # CPU: one single-threaded session per core
+        (16, EngineConfig(providers=["cpu"]), 4, 4),  # at most 4 auto workers, the cores shared out
+        (1, EngineConfig(providers=["cpu"]), 1, 0),  # one worker keeps ORT's default
+        (16, EngineConfig(providers=["cuda", "cpu"]), 1, 0),  # a GPU scales by batch, not by workers
+        (2, EngineConfig(providers=["cpu"], workers=1), 1, 0),
+        (8, EngineConfig(providers=["cpu"], workers=3), 3, 2),
+        (8, EngineConfig(providers=["cpu"], workers=2, intra_op_threads=1), 2, 1),  # explicit wins
+        (8, EngineConfig(providers=["cuda"], workers=2), 2, 4),  # their CPU fallbacks share the cores
+    ],
+)
+def test_workers_and_threads(
+    monkeypatch: pytest.MonkeyPatch, cores: int, cfg: EngineConfig, workers: int, threads: int
+) -> None:
+    monkeypatch.setattr(providers, "cpu_cores", lambda: cores)
+    assert lane_workers(cfg) == workers
+    assert intra_op_threads(cfg) == threads
+    assert session_options(cfg).intra_op_num_threads == threads
+
+
+def test_cpu_cores_follows_the_affinity_mask() -> None:
+    assert providers.cpu_cores() == len(os.sched_getaffinity(0)) >= 1
