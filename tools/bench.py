@@ -6,8 +6,11 @@
 1. renders K synthetic clips (cached in runs/bench-cache), starts redis-server and tools/rtsp_server.py;
 2. runs the real daemon in-process (CPU provider, `model` forced per camera) for T seconds, sampling
    stream lengths, CPU and RSS every second; reads every entry back (latency = published_ms - captured_ms);
-3. baseline 1: bare `session.run` at the batch sizes the daemon used (same session options);
-4. baseline 2: the naive one-loop pipeline (tools/bench_naive.py), latency vs the expected capture time;
+3. baseline 1: bare `session.run` at the batch sizes the daemon used, measured two ways and the
+   higher taken: one session with ORT's default threads, and the daemon's layout (`engine.workers`
+   sessions side by side, each with its share of the cores);
+4. baseline 2: the naive one-loop pipeline (tools/bench_naive.py) on one session with ORT's
+   default threads, latency vs the expected capture time;
 5. prints a table and the acceptance checks; writes report.json and bench.png into --out.
 `--sweep` runs the daemon phase once per camera count (T each); the table and checks use --cameras
 (or the last count of the sweep when --cameras is not in it). Every process started is stopped on exit.
@@ -43,7 +46,7 @@ from daemon.config import EngineConfig, load_settings  # noqa: E402
 from daemon.logs import configure_logging  # noqa: E402
 from daemon.metrics import Metrics  # noqa: E402
 from daemon.model_file import load_model_info  # noqa: E402
-from daemon.providers import session_options  # noqa: E402
+from daemon.providers import intra_op_threads, lane_workers, session_options  # noqa: E402
 from daemon.schema import decode_entry  # noqa: E402
 from tests.fixtures_redis import free_port  # noqa: E402
 from tests.integration.daemon_harness import MODELS, write_config  # noqa: E402
@@ -215,7 +218,8 @@ def daemon_phase(k: int, args: argparse.Namespace, srv: Servers, out: Path) -> d
     engine = {k2: v for k2, v in (("max_batch", args.max_batch), ("max_wait_ms", args.max_wait_ms)) if v is not None}
     engine.setdefault("max_batch", EngineConfig().max_batch)
     engine.setdefault("max_wait_ms", EngineConfig().max_wait_ms)
-    engine["intra_op_threads"] = args.intra_op_threads  # the bare and naive sessions use the same
+    engine["intra_op_threads"] = args.intra_op_threads  # the bare sessions use the same
+    engine["workers"] = args.workers
     config = write_config(out / f"daemon-k{k}.toml", redis_url=f"redis://127.0.0.1:{srv.redis_port}/{k}",
                           cameras=cams, **engine)
     metrics = BenchMetrics()
@@ -311,22 +315,38 @@ def summarize_phase(k: int, args: argparse.Namespace, client: redis.Redis, strea
 
 
 # -- baselines ----------------------------------------------------------------------------------
-def bare_rates(session: ort.InferenceSession, size: int, sizes: list[int], seconds: float) -> dict[int, float]:
-    """Images/s of `session.run` alone on ready-made random batches, per batch size."""
-    name = session.get_inputs()[0].name
+def _run_bare(sess: ort.InferenceSession, feed: dict[str, np.ndarray], b: int, until: float, counts: list[int],
+              i: int) -> None:
+    while time.perf_counter() < until:
+        sess.run(None, feed)
+        counts[i] += b
+
+
+def bare_rates(sessions: list[ort.InferenceSession], size: int, sizes: list[int], seconds: float,
+               label: str) -> dict[int, float]:
+    """Images/s of `session.run` alone on ready-made random batches, per batch size; with several
+    sessions, each runs in its own thread at the same time (the daemon's workers) and images add up."""
+    name = sessions[0].get_inputs()[0].name
     rates = {}
     for b in sizes:
         feed = {name: np.random.default_rng(b).random((b, 3, size, size), dtype=np.float32)}
-        for _ in range(2):
-            session.run(None, feed)
-        n, start, own0, all0 = 0, time.perf_counter(), proc_cpu_s(), machine_busy_s()
-        while (elapsed := time.perf_counter() - start) < seconds:
-            session.run(None, feed)
-            n += b
-        rates[b] = round(n / elapsed, 2)
+        for sess in sessions:
+            for _ in range(2):
+                sess.run(None, feed)
+        counts = [0] * len(sessions)
+        start, own0, all0 = time.perf_counter(), proc_cpu_s(), machine_busy_s()
+
+        threads = [threading.Thread(target=_run_bare, args=(sess, feed, b, start + seconds, counts, i))
+                   for i, sess in enumerate(sessions)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - start
+        rates[b] = round(sum(counts) / elapsed, 2)
         others = 100 * (machine_busy_s() - all0 - proc_cpu_s() + own0) / elapsed
-        print(f"bench: bare model, batch {b}: {rates[b]} img/s (other processes meanwhile: {others:.0f}% CPU)",
-              flush=True)
+        print(f"bench: bare model ({label}), batch {b}: {rates[b]} img/s (other processes meanwhile: "
+              f"{others:.0f}% CPU)", flush=True)
     return rates
 
 
@@ -401,7 +421,7 @@ def acceptance(main: dict[str, Any], bare: float, naive: dict[str, Any]) -> list
 
 
 def print_table(main: dict[str, Any], naive: dict[str, Any], bare: dict[int, float], bare_main: float,
-                checks: list[tuple[str, bool, str]]) -> None:
+                checks: list[tuple[str, bool, str]], bare_detail: str = "") -> None:
     lat, span = main["latency_ms"], "minute" if main["seconds"] >= 120 else "third"
     print(f"\n== daemon: {main['cameras']} cameras, {main['seconds']} s, engine {main['engine']} ==")
     print(f"{'camera':8} {'fps':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}  dropped in window")
@@ -423,7 +443,7 @@ def print_table(main: dict[str, Any], naive: dict[str, Any], bare: dict[int, flo
     print(f"naive loop: {naive['fps_total']} fps over {naive['seconds']} s, latency vs expected capture p50 "
           f"{nl['p50']} p99 {nl['p99']} ms (first {span} p50 {nl['first_p50']}, last {nl['last_p50']}); "
           f"vs its own decode time p50 {naive['latency_vs_decode_ms']['p50']} ms")
-    print(f"bare model img/s by batch size: {bare}")
+    print(f"bare model img/s by batch size (the higher of two layouts): {bare}{bare_detail}")
     print(f"ratios: daemon / bare at used batch sizes = {main['fps_total'] / bare_main:.2f}; daemon / naive = "
           f"{main['fps_total'] / naive['fps_total']:.2f}; naive latency growth (last/first p50) = "
           f"{nl['last_p50'] / nl['first_p50']:.1f}x")
@@ -467,7 +487,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--model", type=int, default=640, choices=(416, 640, 800))
     p.add_argument("--max-batch", type=int)
     p.add_argument("--max-wait-ms", type=float)
-    p.add_argument("--intra-op-threads", type=int, default=0, help="ORT intra-op threads (0: one per core)")
+    p.add_argument("--intra-op-threads", type=int, default=0, help="engine.intra_op_threads (0: auto)")
+    p.add_argument("--workers", type=int, default=0, help="engine.workers (0: auto, one per core on the CPU)")
     p.add_argument("--sweep", help="camera counts, e.g. 1,2,4,6 (daemon phase once per count)")
     p.add_argument("--naive-seconds", type=float, help="default: seconds / 2")
     p.add_argument("--bare-seconds", type=float, default=10)
@@ -495,10 +516,23 @@ def main() -> int:
             phases[k] = daemon_phase(k, args, srv, args.out)
             print(f"bench:   {phases[k]['fps_total']} fps, p99 {phases[k]['latency_ms']['p99']} ms, "
                   f"batches {phases[k]['batch_sizes']}", flush=True)
-        opts = session_options(EngineConfig(providers=["cpu"], intra_op_threads=args.intra_op_threads))
-        session = ort.InferenceSession(str(MODELS[args.model]), sess_options=opts, providers=["CPUExecutionProvider"])
+        def make_session(cfg: EngineConfig) -> ort.InferenceSession:
+            return ort.InferenceSession(str(MODELS[args.model]), sess_options=session_options(cfg),
+                                        providers=["CPUExecutionProvider"])
+
+        # one session with ORT's default threads (what the naive loop and most code use) ...
+        session = make_session(EngineConfig(providers=["cpu"], workers=1))
         sizes = sorted({1} | {b for ph in phases.values() for b in used_sizes(ph["batch_sizes"])})
-        bare = bare_rates(session, args.model, sizes, args.bare_seconds)
+        bare_single = bare_rates([session], args.model, sizes, args.bare_seconds, "1 session, ORT threads")
+        # ... and the daemon's layout: `workers` sessions side by side, the cores shared out
+        dcfg = EngineConfig(providers=["cpu"], workers=args.workers, intra_op_threads=args.intra_op_threads)
+        workers, threads = lane_workers(dcfg), intra_op_threads(dcfg)
+        bare_workers = {}
+        if workers > 1 or threads:
+            label = f"{workers} sessions x {threads or 'default'} threads"
+            bare_workers = bare_rates([make_session(dcfg) for _ in range(workers)], args.model, sizes,
+                                      args.bare_seconds, label)
+        bare = {b: max(bare_single[b], bare_workers.get(b, 0.0)) for b in sizes}  # the stronger baseline
         main_phase = phases[main_k]
         bare_main = bare_at(bare, main_phase["batch_sizes"])
         naive_s = args.naive_seconds or args.seconds / 2
@@ -507,7 +541,10 @@ def main() -> int:
     finally:
         srv.close()
     checks = acceptance(main_phase, bare_main, naive)
-    print_table(main_phase, naive, bare, bare_main, checks)
+    detail = f"; 1 session, ORT threads: {bare_single}"
+    if bare_workers:
+        detail += f"; {workers} sessions x {threads} thread(s) side by side: {bare_workers}"
+    print_table(main_phase, naive, bare, bare_main, checks, detail)
     report = {
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "machine": {"cpu_count": os.cpu_count(), "cpu_affinity": len(os.sched_getaffinity(0)),
@@ -516,6 +553,8 @@ def main() -> int:
                     "model_name": load_model_info(MODELS[args.model], args.model).name,
                     "providers": session.get_providers()},
         "bare_img_per_s": bare, "bare_img_per_s_at_used_batches": bare_main,
+        "bare_img_per_s_single_session": bare_single, "bare_img_per_s_worker_layout": bare_workers,
+        "daemon_workers": workers, "daemon_intra_op_threads": threads,
         "phases": {str(k): v for k, v in phases.items()}, "main_cameras": main_k, "naive": naive,
         "checks": {key: {"pass": ok, "detail": text} for key, ok, text in checks},
     }
