@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 from dataclasses import dataclass
 
 from daemon.engine import gpu_memory_used_mb
@@ -62,3 +63,21 @@ def release_free_memory() -> bool:
     if _LIBC is None:
         return False
     return bool(_LIBC.malloc_trim(0))
+
+
+M_ARENA_MAX = -8  # glibc mallopt parameter numbers (malloc.h)
+DEFAULT_ARENA_MAX = 2
+
+
+def limit_malloc_arenas(arena_max: int = DEFAULT_ARENA_MAX) -> int | None:
+    """Cap glibc's malloc arenas, as `MALLOC_ARENA_MAX` would, unless that variable is set.
+
+    glibc gives threads that contend for the heap their own arena, up to 8 per core; decoder,
+    ORT and rebuild threads each keep freed memory in theirs, and RSS then creeps up with every
+    session rebuild and reconnect. Called first thing in `beltsight run`, before any thread
+    starts, so the cap holds however the daemon is launched (systemd unit, shell, container).
+    Returns the cap set, or None (variable set by the operator, or not glibc).
+    """
+    if "MALLOC_ARENA_MAX" in os.environ or _LIBC is None or not hasattr(_LIBC, "mallopt"):
+        return None
+    return arena_max if _LIBC.mallopt(M_ARENA_MAX, arena_max) == 1 else None
