@@ -14,6 +14,7 @@ from typing import TextIO
 
 from daemon.config import Settings
 from daemon.engine import doctor_report
+from daemon.providers import cpu_cores, intra_op_threads, lane_workers
 from daemon.thermal import detect_sensors
 
 
@@ -34,7 +35,12 @@ def run_doctor(settings: Settings, *, out: TextIO = sys.stdout, as_json: bool = 
     for line in report.lines()[:-1]:
         print(line, file=out)
     print(f"host memory (peak RSS): {rss_before:.0f} MiB before sessions, {_rss_mb():.0f} MiB after", file=out)
-    print(f"cpu cores: {os.cpu_count()}", file=out)
+    workers, threads = lane_workers(settings.engine), intra_op_threads(settings.engine)
+    print(
+        f"cpu cores: {os.cpu_count()} ({cpu_cores()} usable); per model size {workers} worker session(s), "
+        f"{threads or 'ORT default'} intra-op thread(s) each",
+        file=out,
+    )
     if temperatures:
         for name, readings in temperatures.items():
             shown = ", ".join(f"{sensor} {celsius:.0f} C" for sensor, celsius in readings)
