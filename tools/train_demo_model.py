@@ -32,7 +32,7 @@ from tools.yolo_net import Detector, DetLoss
 
 MODEL_SIZES = (416, 640, 800)
 PAD = 114
-VERSION = "1.0.0"
+VERSION = "1.1.0"
 
 
 # ----------------------------------------------------------------------------------------------- data
