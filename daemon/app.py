@@ -256,7 +256,7 @@ class Daemon:
             worker.stage = self._make_stage(lane.size, engine)
         ecfg = self.settings.engine
         max_batch = engines[0].max_batch
-        policy = BatchPolicy(max_batch, ecfg.max_wait_ms / 1000, ecfg.max_age_ms / 1000)
+        policy = BatchPolicy(max_batch, ecfg.max_wait_ms / 1000, ecfg.max_age_ms / 1000, workers=count)
         lane.batcher = Batcher(lane.size, self.hub, policy, asyncio.get_running_loop(), time.monotonic)
         assert self._tg is not None
         lane.tasks = [

@@ -266,3 +266,23 @@ def test_a_lazy_frame_is_converted_only_when_a_batch_takes_it() -> None:
     got = {f.camera_id: float(batch[i, 0, lb.pad_y + 1, 1]) * 255 for i, f in enumerate(frames)}
     assert got == pytest.approx({"a": 20, "b": 30}, abs=1e-3)
     assert float(batch[0, 0, 0, 0]) == pytest.approx(114 / 255)  # padding row above the content
+
+
+def test_with_two_workers_a_batch_is_full_at_half_the_cameras_and_takes_only_that_share() -> None:
+    policy = BatchPolicy(max_batch=8, max_wait_s=0.015, max_age_s=0.5, workers=2)
+    assert [policy.share(n) for n in (0, 1, 2, 3, 4, 5, 40)] == [1, 1, 1, 2, 2, 3, 8]
+    assert decide(Pending(count=2, oldest_since=1000.0, cameras=4), 1000.0, policy).run
+    assert not decide(Pending(count=1, oldest_since=1000.0, cameras=4), 1000.0, policy).run
+
+    async def scenario() -> list[list[str]]:
+        loop = asyncio.get_running_loop()
+        hub = FrameHub(Metrics())
+        batcher = Batcher(640, hub, policy, loop, loop.time)
+        for cam in ("a", "b", "c", "d"):  # both workers were busy: all four cameras wait
+            hub.put(make_frame(cam, 0, loop.time()))
+        first = await asyncio.wait_for(batcher.next_batch(), 2.0)
+        second = await asyncio.wait_for(batcher.next_batch(), 2.0)
+        return [[f.camera_id for f in first], [f.camera_id for f in second]]
+
+    first, second = asyncio.run(scenario())
+    assert len(first) == len(second) == 2 and sorted(first + second) == ["a", "b", "c", "d"]
