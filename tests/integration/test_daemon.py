@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -90,6 +91,11 @@ def test_two_rtsp_cameras_of_different_resolutions_reach_redis_through_different
             assert 0.0 < det["score"] <= 1.0
         assert all(int(e["published_ms"]) >= int(e["captured_ms"]) for e in got)
     assert health["cameras"]["cam-small"]["state"] == "up"
+    expected_workers = min(len(os.sched_getaffinity(0)), 4)  # engine.workers auto on the CPU provider
+    for size in ("640", "800"):
+        lane = health["models"][size]
+        assert lane["workers"] == expected_workers and lane["batches"] > 0, lane
+        assert lane["providers"] == ["CPUExecutionProvider"]
     assert 'beltsight_frames_inferred_total{camera="cam-large",model="800"}' in metrics
 
 
