@@ -162,6 +162,11 @@ class EngineConfig(Section):
     intra_op_threads: int = Field(0, ge=0)
     """ONNX Runtime intra-op threads per session (0: auto = the CPU's cores shared out among the
     `workers`: ORT's default of one per core with one worker, 1 each with one worker per core)."""
+    shared_cpu_arena: bool = True
+    """All sessions of the process allocate host memory from one ONNX Runtime arena registered in
+    its environment (`session.use_env_allocators`), instead of one arena per session. With several
+    workers and scheduled rebuilds, per-session arenas left RSS drifting up with every rebuild
+    (allocator churn); the shared arena grows to the peak the workers need together, then stays."""
     allow_spinning: bool = False
     """Let ORT's worker threads spin-wait between operators. Off: they would steal the cores the
     camera decode threads need; on a box with cores to spare, on can shave latency."""
