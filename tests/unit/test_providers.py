@@ -35,3 +35,13 @@ def test_workers_and_threads(
 
 def test_cpu_cores_follows_the_affinity_mask() -> None:
     assert providers.cpu_cores() == len(os.sched_getaffinity(0)) >= 1
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_sessions_share_one_cpu_arena_unless_turned_off(shared: bool) -> None:
+    opts = session_options(EngineConfig(providers=["cpu"], shared_cpu_arena=shared))
+    if shared:
+        assert opts.get_session_config_entry("session.use_env_allocators") == "1"
+    else:
+        with pytest.raises(RuntimeError, match="does not have configuration"):
+            opts.get_session_config_entry("session.use_env_allocators")
