@@ -69,10 +69,6 @@ class Lane:
         now = time.monotonic()
         return round(max((now - w.busy_since for w in self.workers if w.busy_since is not None), default=0.0), 3)
 
-    @property
-    def idle(self) -> bool:
-        return all(w.busy_since is None for w in self.workers)
-
 
 def validate_models(settings: Settings) -> dict[int, ModelInfo]:
     """Read and check every configured model file (raises ModelError naming file and problem),

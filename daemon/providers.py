@@ -8,8 +8,8 @@ every session: a missing first provider is a `ProviderError`, or, with
 
 from __future__ import annotations
 
+import functools
 import os
-import threading
 from collections.abc import Sequence
 from typing import Literal
 
@@ -85,22 +85,15 @@ def intra_op_threads(cfg: EngineConfig) -> int:
     return 0 if workers <= 1 else max(1, cpu_cores() // workers)
 
 
-_ENV_ARENA_LOCK = threading.Lock()
-_env_arena: list[bool] = []  # [True] once registered in this process
-
-
+@functools.cache
 def register_shared_cpu_arena() -> None:
     """Register one CPU arena allocator in ONNX Runtime's environment, once per process; sessions
     opt in with `session.use_env_allocators` (see `engine.shared_cpu_arena`)."""
-    with _ENV_ARENA_LOCK:
-        if _env_arena:
-            return
-        mem = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
-        try:
-            ort.create_and_register_allocator(mem, ort.OrtArenaCfg(0, -1, -1, -1))  # ORT's arena defaults
-        except Exception as exc:  # registered before by other code in this process: share that one
-            log.debug("shared_cpu_arena_exists", error=str(exc))
-        _env_arena.append(True)
+    mem = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+    try:
+        ort.create_and_register_allocator(mem, ort.OrtArenaCfg(0, -1, -1, -1))  # ORT's arena defaults
+    except Exception as exc:  # registered before (other code, or a concurrent first call): share that one
+        log.debug("shared_cpu_arena_exists", error=str(exc))
 
 
 def session_options(cfg: EngineConfig) -> ort.SessionOptions:
