@@ -39,7 +39,6 @@ import itertools
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -57,19 +56,14 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from tests.fixtures_redis import free_port  # noqa: E402  (the one port picker, shared with tests and bench)
+
 SYSTEM_PYTHON = "/usr/bin/python3"
 RTSP_SCRIPT = REPO / "tools" / "rtsp_server.py"
 CAMERA_SIZES = ((640, 480), (1280, 720))
 FAULT_KINDS = ("camera_kill", "camera_stall", "redis_kill")
 FAULT_DOWN_S = {"camera_kill": 5.0, "camera_stall": 8.0, "redis_kill": 10.0}
 QUIET_TAIL_S = 60.0  # no fault ends this close to the end, so the final samples are settled
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # -- child processes ----------------------------------------------------------------------------
