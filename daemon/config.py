@@ -222,6 +222,10 @@ class CameraConfig(Section):
     read_timeout_s: Seconds = 2.0
     stall_s: Seconds = 5.0
     """No frame for this long on an open connection: the camera is stalled, reconnect."""
+    reconnect_max_s: float = Field(4.0, ge=0.5)
+    """Longest wait between reconnect attempts (capped exponential backoff, full jitter). Kept short:
+    a camera back after an outage must publish again within seconds (a part on the belt passes
+    by), and one connection attempt to a camera costs next to nothing."""
     realtime: bool = True
     """File sources: pace at the file's frame rate. False: replay as fast as the pipeline takes
     frames, waiting instead of dropping (for evaluation: every frame is processed)."""

@@ -134,7 +134,7 @@ class CameraSource:
         self._on_status = on_status
         self._metrics = metrics
         self._clock = clock
-        self._backoff = backoff if backoff is not None else Backoff()
+        self._backoff = backoff if backoff is not None else Backoff(cap_s=camera.reconnect_max_s)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._state: State = "connecting"

@@ -88,3 +88,14 @@ def test_reset_and_huge_failure_counts() -> None:
 def test_rejects_bad_parameters(base: float, cap: float, reset: float) -> None:
     with pytest.raises(ValueError, match="base_s"):
         Backoff(base_s=base, cap_s=cap, healthy_reset_s=reset)
+
+
+def test_a_camera_source_caps_its_reconnect_wait_at_reconnect_max_s() -> None:
+    from daemon.config import CameraConfig  # noqa: PLC0415
+    from daemon.metrics import Metrics  # noqa: PLC0415
+    from daemon.sources import CameraSource  # noqa: PLC0415
+
+    camera = CameraConfig(id="cam", url="rtsp://127.0.0.1:1/x", reconnect_max_s=4.0)
+    source = CameraSource(camera, consumer=None, route=None, on_status=None, metrics=Metrics())  # type: ignore[arg-type]
+    waits = [source._backoff.failed() for _ in range(20)]
+    assert max(waits) <= 4.0 and source._backoff.ceiling_s() == 4.0
