@@ -18,7 +18,8 @@ import structlog
 
 from daemon.frames import FrameResult
 from daemon.schema import EntryId
-from daemon.spool import Spool, SpoolRecord
+from daemon.spool import Spool
+from daemon.spool_record import SpoolRecord
 
 log = structlog.get_logger("beltsight.sink")
 

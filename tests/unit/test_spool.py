@@ -11,7 +11,8 @@ import structlog
 from daemon.backlog import Backlog, Slot
 from daemon.frames import Detection, FrameResult
 from daemon.schema import EntryId
-from daemon.spool import HEADER, Spool, SpoolRecord, encode_record
+from daemon.spool import Spool
+from daemon.spool_record import HEADER, SpoolRecord, encode_record
 
 BASE_MS = 1_700_000_000_000
 BOLT = Detection(cls=1, label="bolt", score=0.912345, box=(1.5, 2.0, 3.25, 4.0))
