@@ -6,21 +6,11 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import redis.asyncio as aioredis
 import structlog
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import (
-    AuthenticationError,
-    AuthorizationError,
-    BusyLoadingError,
-    NoPermissionError,
-    ResponseError,
-)
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import ResponseError
 
 from daemon.backlog import Backlog, Buffer, Drops, Slot
 from daemon.backoff import Backoff
@@ -28,16 +18,15 @@ from daemon.config import RedisConfig
 from daemon.frames import FrameResult, StatusEvent
 from daemon.metrics import Metrics
 from daemon.redaction import SECRETS, redact_url
+from daemon.redis_conn import RETRYABLE, SinkError, as_text, auth_hint, is_auth_error, make_client
 from daemon.schema import EntryId, encode_entry, encode_event, next_entry_id, same_frame
 from daemon.spool import Spool
 
 log = structlog.get_logger("beltsight.sink")
 
-T = TypeVar("T")
 EVENTS_BUFFER_MAX = 1000
 DROP_LOG_INTERVAL_S = 5.0
 _ID_TOO_SMALL = "equal or smaller than the target stream top item"
-_AUTH_CODES = ("NOAUTH", "WRONGPASS", "NOPERM")
 
 
 class Clock(Protocol):
@@ -52,33 +41,6 @@ class SystemClock:
 
     def monotonic(self) -> float:
         return time.monotonic()
-
-
-class SinkError(Exception):
-    """Redis refused writes in a way retrying may fix once an operator acts."""
-
-
-def is_auth_error(exc: BaseException) -> bool:
-    """Wrong password, missing password or missing ACL permission (also as a SinkError's cause)."""
-    if isinstance(exc, SinkError) and exc.__cause__ is not None:
-        exc = exc.__cause__
-    if isinstance(exc, AuthenticationError | AuthorizationError | NoPermissionError):
-        return True
-    return isinstance(exc, ResponseError) and str(exc).lstrip("'\"(").startswith(_AUTH_CODES)
-
-
-def _auth_hint(exc: BaseException) -> str:
-    if isinstance(exc, SinkError) and exc.__cause__ is not None:
-        exc = exc.__cause__
-    text = str(exc)
-    if isinstance(exc, NoPermissionError) or "NOPERM" in text:
-        return "the Redis user lacks a permission: it needs XADD, XINFO and XRANGE on the stream keys"
-    if "NOAUTH" in text:
-        return "Redis requires a password and none is configured (redis.url or redis.password_file)"
-    return "wrong user name or password for Redis (redis.url or redis.password_file)"
-
-
-RETRYABLE = (RedisConnectionError, RedisTimeoutError, BusyLoadingError, OSError, TimeoutError, SinkError)
 
 
 @dataclass
@@ -365,7 +327,7 @@ class RedisSink:
             if isinstance(reply, Exception):
                 raise SinkError(str(reply)) from reply
             if reply:
-                found[slot.ticket] = _as_text(reply[0][1])
+                found[slot.ticket] = as_text(reply[0][1])
         return found
 
     # -- health, backoff, logging ---------------------------------------------------------
@@ -392,7 +354,7 @@ class RedisSink:
         self._outage.reported = kind
         fields = {"url": self._safe_url(), "reason": reason, "buffered": len(self._frames)}
         if kind == "auth":
-            log.error("redis_auth_failed", hint=_auth_hint(exc), **fields)
+            log.error("redis_auth_failed", hint=auth_hint(exc), **fields)
         elif isinstance(exc, SinkError):
             log.error("redis_write_failed", **fields)
         else:
@@ -438,22 +400,4 @@ class RedisSink:
             await client.aclose()
 
 
-def make_client(cfg: RedisConfig) -> aioredis.Redis:
-    """An asyncio client without redis-py's own retries (callers own the retry policy)."""
-    return aioredis.Redis.from_url(
-        cfg.effective_url(),
-        decode_responses=True,
-        socket_connect_timeout=cfg.connect_timeout_s,
-        socket_timeout=cfg.socket_timeout_s,
-        retry=Retry(NoBackoff(), 0),
-    )
-
-
-def _as_text(fields: dict[Any, Any]) -> dict[str, str]:
-    return {
-        (k.decode() if isinstance(k, bytes) else str(k)): (v.decode() if isinstance(v, bytes) else str(v))
-        for k, v in fields.items()
-    }
-
-
-__all__ = ["Backlog", "Buffer", "Clock", "RedisSink", "SystemClock", "is_auth_error", "make_client"]
+__all__ = ["Backlog", "Buffer", "Clock", "RedisSink", "SystemClock"]

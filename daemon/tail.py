@@ -39,8 +39,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from daemon.config import RedisConfig
+from daemon.redis_conn import make_client
 from daemon.schema import decode_entry
-from daemon.sinks import make_client
 
 BLOCK_MS = 1000
 READ_COUNT = 100

@@ -18,8 +18,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from daemon.config import RedisConfig
 from daemon.frames import Detection, FrameResult, StatusEvent
 from daemon.metrics import Metrics
+from daemon.redis_conn import is_auth_error, make_client
 from daemon.schema import ENTRY_FIELDS, decode_entry, encode_entry
-from daemon.sinks import RedisSink, is_auth_error, make_client
+from daemon.sinks import RedisSink
 from daemon.tail import tail
 
 BASE_MS = 1_700_000_000_000

@@ -14,7 +14,7 @@ from redis.exceptions import ResponseError
 
 from daemon.config import RedisConfig
 from daemon.metrics import Metrics
-from daemon.sinks import make_client
+from daemon.redis_conn import make_client
 from tests.integration.test_sink import BASE_MS, config, make_sink, result, running, sample, stored, wait_until
 
 CAMERAS = ("cam1", "cam2")
