@@ -18,13 +18,13 @@ import av
 import av.container
 import av.error
 import av.video
-import numpy as np
 import structlog
 from av.video.stream import VideoStream
 
 from daemon.backoff import Backoff
 from daemon.config import CameraConfig
-from daemon.frames import Frame, FrameConsumer, Letterbox, RGBImage, Router, StatusEvent, StatusListener
+from daemon.decoding import ConnectionLostError, describe_error, scale, set_decoder_threads
+from daemon.frames import Frame, FrameConsumer, Letterbox, Router, StatusEvent, StatusListener
 from daemon.metrics import Metrics
 from daemon.redaction import SECRETS
 
@@ -48,15 +48,6 @@ class Clock(Protocol):
     def monotonic(self) -> float: ...
 
 
-class ConnectionLostError(Exception):
-    """Ends the current connection; `reason` becomes the camera_down detail."""
-
-    def __init__(self, reason: str, *, stalled: bool = False) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.stalled = stalled
-
-
 @dataclass(frozen=True, slots=True)
 class _Outcome:
     kind: Literal["failed", "loop", "finished", "stopped"]
@@ -76,17 +67,6 @@ class _Connection:
     decode_errors: int = 0
     pace_anchor: float | None = None
     up: bool = False
-
-
-def describe_error(exc: BaseException, *, opened: bool) -> str:
-    """A short, secret-free reason for a camera_down event (FFmpeg messages can hold the URL)."""
-    if isinstance(exc, av.error.ExitError | TimeoutError):
-        return "read timeout" if opened else "open timeout"
-    if isinstance(exc, av.error.FFmpegError):
-        text = exc.strerror or type(exc).__name__
-    else:
-        text = str(exc) or type(exc).__name__
-    return SECRETS.scrub(text[:1].lower() + text[1:])
 
 
 class CameraSource:
@@ -291,6 +271,7 @@ class CameraSource:
         if not container.streams.video:
             raise ConnectionLostError("no video stream")
         stream = container.streams.video[0]
+        set_decoder_threads(stream, self.camera.decode_threads)
         now = self._clock.monotonic()
         rate = stream.average_rate or stream.guessed_rate
         conn = _Connection(stream.codec_context.name, now, now, float(rate) if rate else 25.0)
@@ -417,16 +398,3 @@ class CameraSource:
             self._on_status(event)
         except Exception as exc:  # a faulty listener must not take the camera down
             log.error("status_listener_failed", camera=self.camera_id, kind=kind, error=type(exc).__name__)
-
-
-def scale(vframe: av.VideoFrame, letterbox: Letterbox) -> RGBImage:
-    """The frame as RGB at the letterbox content size, scaled by swscale."""
-    shrink = letterbox.new_w < vframe.width or letterbox.new_h < vframe.height
-    rgb = vframe.reformat(
-        width=letterbox.new_w,
-        height=letterbox.new_h,
-        format="rgb24",
-        interpolation="AREA" if shrink else "BILINEAR",
-    )
-    image: RGBImage = np.ascontiguousarray(rgb.to_ndarray(), dtype=np.uint8)
-    return image
