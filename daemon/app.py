@@ -26,7 +26,7 @@ from daemon.health import HealthServer, SystemdNotifier
 from daemon.hub import FrameHub
 from daemon.inference import CameraRules, InferenceStage, PostprocessConfig
 from daemon.metrics import Metrics
-from daemon.providers import lane_workers
+from daemon.providers import lane_workers, worker_batch
 from daemon.rebuild import EngineBuilder
 from daemon.resilience import InferenceEngine, ResilientEngine
 from daemon.router import ModelRouter
@@ -252,14 +252,23 @@ class Daemon:
             worker.stage = self._make_stage(lane.size, engine)
         ecfg = self.settings.engine
         max_batch = engines[0].max_batch
-        policy = BatchPolicy(max_batch, ecfg.max_wait_ms / 1000, ecfg.max_age_ms / 1000, workers=count)
+        policy = BatchPolicy(
+            max_batch, ecfg.max_wait_ms / 1000, ecfg.max_age_ms / 1000, workers=count, per_worker=worker_batch(ecfg)
+        )
         lane.batcher = Batcher(lane.size, self.hub, policy, asyncio.get_running_loop(), time.monotonic)
         assert self._tg is not None
         lane.tasks = [
             self._tg.create_task(self._run_worker(lane, w), name=f"lane-{lane.size}-{w.index}") for w in lane.workers
         ]
         lane.batcher.notify()
-        log.info("lane_started", model=lane.size, providers=engines[0].providers, workers=count, max_batch=max_batch)
+        log.info(
+            "lane_started",
+            model=lane.size,
+            providers=engines[0].providers,
+            workers=count,
+            max_batch=max_batch,
+            worker_batch=policy.per_worker or "share",
+        )
 
     async def _worker_engine(self, size: int, worker: Worker, primary: InferenceEngine | None) -> ResilientEngine:
         if primary is None:

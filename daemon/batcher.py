@@ -3,12 +3,12 @@
 Policy, in the spirit of Triton's dynamic batcher and DeepStream's nvstreammux:
 - a batch starts when the engine is free AND either it is full or the oldest waiting
   frame has waited `max_wait_ms`;
-- "full" is `max_batch`, or this worker's share of the cameras this model serves has a frame
-  waiting: with latest-frame-wins slots no further frame can join, so waiting longer only adds
-  latency. The share is ceil(cameras / workers): with several sessions (`engine.workers`, on
-  the CPU) the waiting cameras are spread over them, so each runs a smaller batch in parallel
-  (same throughput on a CPU, where a batch of 4 takes 4 times as long as a batch of 1, and a
-  fraction of the latency); with one worker (a GPU) it is every camera, as before;
+- "full" is `max_batch`, or this worker's share has a frame waiting: with latest-frame-wins
+  slots no further frame can join, so waiting longer only adds latency. The share is
+  `engine.worker_batch`: on the CPU 1, so each free session (`engine.workers`) takes the
+  freshest waiting frame (a batch of 4 takes 4 times as long as a batch of 1 there: the same
+  throughput, a fraction of the latency); on a GPU ceil(cameras / workers), every camera with
+  one worker, as one batch costs little more than one frame;
 - cameras are taken oldest-waiting first, so none starves when load exceeds capacity;
 - a live frame older than `max_age_ms` when its batch starts is dropped and counted
   (`stale`), never inferred late.
@@ -36,10 +36,13 @@ class BatchPolicy:
     max_wait_s: float
     max_age_s: float
     workers: int = 1
+    per_worker: int | None = None  # frames per batch; None: this worker's share of the cameras
 
     def share(self, cameras: int) -> int:
-        """Frames one batch takes: this worker's share of the cameras, at most `max_batch`."""
-        return min(self.max_batch, max(-(-cameras // self.workers), 1))
+        """Frames one batch takes: `per_worker`, or this worker's share of the cameras; at most
+        `max_batch`."""
+        share = self.per_worker or max(-(-cameras // self.workers), 1)
+        return min(self.max_batch, share)
 
 
 @dataclass(frozen=True, slots=True)

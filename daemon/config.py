@@ -159,6 +159,13 @@ class EngineConfig(Section):
     CPU core, at most 4, when the first provider is the CPU; 1 otherwise, where a GPU scales by
     batch size instead). On the CPU, two single-threaded sessions running side by side outrun one
     two-threaded session (no straggler waits inside each operator; measured by tools/bench.py)."""
+    worker_batch: int = Field(0, ge=0, le=64)
+    """Frames one worker's batch takes at most, within `max_batch` (0: auto). Auto on the CPU
+    (first provider) is 1: a batch of N costs N times a batch of 1 there, so a free worker takes
+    the freshest waiting frame instead of holding older ones through a bigger batch (OpenVINO's
+    throughput streams; tools/bench.py measured the same throughput at half the latency).
+    Auto elsewhere is ceil(cameras / workers): a GPU runs every camera's frame in one batch for
+    little more than the cost of one."""
     intra_op_threads: int = Field(0, ge=0)
     """ONNX Runtime intra-op threads per session (0: auto = the CPU's cores shared out among the
     `workers`: ORT's default of one per core with one worker, 1 each with one worker per core)."""

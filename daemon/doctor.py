@@ -14,7 +14,7 @@ from typing import TextIO
 
 from daemon.config import Settings
 from daemon.engine import doctor_report
-from daemon.providers import cpu_cores, intra_op_threads, lane_workers
+from daemon.providers import cpu_cores, intra_op_threads, lane_workers, worker_batch
 from daemon.thermal import detect_sensors
 
 
@@ -36,9 +36,11 @@ def run_doctor(settings: Settings, *, out: TextIO = sys.stdout, as_json: bool = 
         print(line, file=out)
     print(f"host memory (peak RSS): {rss_before:.0f} MiB before sessions, {_rss_mb():.0f} MiB after", file=out)
     workers, threads = lane_workers(settings.engine), intra_op_threads(settings.engine)
+    per_batch = worker_batch(settings.engine) or "its share of the cameras"
     print(
         f"cpu cores: {os.cpu_count()} ({cpu_cores()} usable); per model size {workers} worker session(s), "
-        f"{threads or 'ORT default'} intra-op thread(s) each",
+        f"{threads or 'ORT default'} intra-op thread(s) each, batches of {per_batch} frame(s) up to "
+        f"max_batch {settings.engine.max_batch}",
         file=out,
     )
     if temperatures:

@@ -38,6 +38,7 @@ from daemon.providers import (
     provider_specs,
     session_options,
     verify_providers,
+    worker_batch,
 )
 from daemon.xp import GpuUnavailableError, cupy_status, get_xp, is_device_array, to_host
 
@@ -135,7 +136,8 @@ class Engine:
             raise EngineError(f"model {info.path}: could not create a session on {names}: {exc}") from exc
         if verify:
             verify_providers(info.name, names, session.get_providers(), allow_fallback=allow_fallback)
-        max_batch = min(cfg.max_batch, info.batch) if info.batch is not None else cfg.max_batch
+        # the largest batch this session will run: warm-up and the input buffer are sized by it
+        max_batch = min(n for n in (cfg.max_batch, info.batch, worker_batch(cfg)) if n is not None)
         on_cuda = ORT_PROVIDERS["cuda"] in session.get_providers()
         engine = cls(
             session,

@@ -75,6 +75,14 @@ def lane_workers(cfg: EngineConfig) -> int:
     return min(cpu_cores(), MAX_AUTO_WORKERS) if cfg.providers[0] == "cpu" else 1
 
 
+def worker_batch(cfg: EngineConfig) -> int | None:
+    """Frames per batch of one worker (`engine.worker_batch`; auto: 1 on the CPU, None = the
+    worker's share of the cameras elsewhere)."""
+    if cfg.worker_batch:
+        return cfg.worker_batch
+    return 1 if cfg.providers[0] == "cpu" else None
+
+
 def intra_op_threads(cfg: EngineConfig) -> int:
     """ORT intra-op threads per session: `engine.intra_op_threads`, or (0 = auto) the cores shared
     out among the lane's workers; 0 (ORT's default, one per core) for a single worker. A breaker's

@@ -39,7 +39,7 @@ ANCHORS = anchors_for(SIZE)
 REPO = Path(__file__).resolve().parents[2]
 DEMO_640 = REPO / "models" / "conveyor-640.onnx"
 
-CPU = EngineConfig(providers=["cpu"], max_batch=4, intra_op_threads=1)
+CPU = EngineConfig(providers=["cpu"], max_batch=4, worker_batch=4, intra_op_threads=1)
 
 
 def cuda_was_used(cfg: EngineConfig) -> bool:
@@ -149,7 +149,7 @@ def test_cpu_engine_warms_up_and_runs_a_batch(good_model: Path) -> None:
 
 
 def test_run_rejects_batches_of_the_wrong_shape(good_model: Path) -> None:
-    engine = Engine.create(load_model_info(good_model), EngineConfig(providers=["cpu"], max_batch=2))
+    engine = Engine.create(load_model_info(good_model), EngineConfig(providers=["cpu"], max_batch=2, worker_batch=2))
     with pytest.raises(ValueError, match="float32"):
         engine.run(np.zeros((1, 3, 640, 640), np.float32))
     with pytest.raises(ValueError, match="float32"):
@@ -162,6 +162,15 @@ def test_a_failing_session_run_is_an_inference_error(good_model: Path) -> None:
     info = dataclasses.replace(load_model_info(good_model), input_name="not_there")
     with pytest.raises(InferenceError, match=r"good@0\.0\.1-test on CPUExecutionProvider"):
         Engine.create(info, CPU)
+
+
+def test_on_the_cpu_the_session_is_sized_for_the_worker_batch_not_max_batch(good_model: Path) -> None:
+    """Auto `worker_batch` is 1 on the CPU: the session warms up (and its arena grows) for the
+    batch it will run, not for an 8-frame batch it never sees."""
+    engine = Engine.create(load_model_info(good_model, SIZE), EngineConfig(providers=["cpu"], max_batch=8))
+    assert engine.max_batch == 1
+    with pytest.raises(ValueError, match=r"1\.\.1"):
+        engine.run(np.zeros((2, 3, SIZE, SIZE), np.float32))
 
 
 def test_a_fixed_batch_model_limits_max_batch(tmp_path: Path) -> None:
@@ -255,7 +264,7 @@ def test_demo_model_finds_parts_in_a_rendered_scene() -> None:
     scenes = [synth.render_image(seed, 640, 480) for seed in (2, 6)]
     for i, (image, _) in enumerate(scenes):
         batch[i, :, letterbox.pad_y : letterbox.pad_y + 480, :] = image.transpose(2, 0, 1) / 255
-    engine = Engine.create(info, EngineConfig(providers=["cpu"], max_batch=2))
+    engine = Engine.create(info, EngineConfig(providers=["cpu"], max_batch=2, worker_batch=2))
     output = engine.run(batch)
     if output[:, 4:].max() < 0.05:
         pytest.skip(f"the demo model in models/ looks untrained (max score {output[:, 4:].max():.4f})")

@@ -25,7 +25,7 @@ from tests.faults import FaultyEngine, FaultyFactory
 
 MODEL = Path(__file__).resolve().parents[2] / "models" / "conveyor-416.onnx"
 SIZE = 416
-CPU = EngineConfig(providers=["cpu"], max_batch=2, intra_op_threads=1)
+CPU = EngineConfig(providers=["cpu"], max_batch=2, worker_batch=2, intra_op_threads=1)
 
 pytestmark = pytest.mark.skipif(not MODEL.exists(), reason="models/conveyor-416.onnx is missing")
 

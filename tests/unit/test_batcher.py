@@ -268,6 +268,23 @@ def test_a_lazy_frame_is_converted_only_when_a_batch_takes_it() -> None:
     assert float(batch[0, 0, 0, 0]) == pytest.approx(114 / 255)  # padding row above the content
 
 
+def test_with_one_frame_per_worker_each_free_worker_takes_the_oldest_waiting_camera_at_once() -> None:
+    """The CPU policy (`engine.worker_batch` 1): no waiting for a deadline or for more cameras."""
+    policy = BatchPolicy(max_batch=8, max_wait_s=0.015, max_age_s=0.5, workers=2, per_worker=1)
+    assert [policy.share(n) for n in (0, 1, 4, 40)] == [1, 1, 1, 1]
+    assert decide(Pending(count=1, oldest_since=1000.0, cameras=4), 1000.0, policy).run
+
+    async def scenario() -> list[list[str]]:
+        loop = asyncio.get_running_loop()
+        hub = FrameHub(Metrics())
+        batcher = Batcher(640, hub, policy, loop, loop.time)
+        for i, cam in enumerate(("c", "a", "d", "b")):  # waiting since 0, 1, 2, 3 ms
+            hub.put(make_frame(cam, 0, loop.time() - 0.010 + i / 1000))
+        return [[f.camera_id for f in await asyncio.wait_for(batcher.next_batch(), 2.0)] for _ in range(4)]
+
+    assert asyncio.run(scenario()) == [["c"], ["a"], ["d"], ["b"]]
+
+
 def test_with_two_workers_a_batch_is_full_at_half_the_cameras_and_takes_only_that_share() -> None:
     policy = BatchPolicy(max_batch=8, max_wait_s=0.015, max_age_s=0.5, workers=2)
     assert [policy.share(n) for n in (0, 1, 2, 3, 4, 5, 40)] == [1, 1, 1, 2, 2, 3, 8]

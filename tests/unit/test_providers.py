@@ -8,7 +8,7 @@ import pytest
 
 from daemon import providers
 from daemon.config import EngineConfig
-from daemon.providers import intra_op_threads, lane_workers, session_options
+from daemon.providers import intra_op_threads, lane_workers, session_options, worker_batch
 
 
 @pytest.mark.parametrize(
@@ -31,6 +31,19 @@ def test_workers_and_threads(
     assert lane_workers(cfg) == workers
     assert intra_op_threads(cfg) == threads
     assert session_options(cfg).intra_op_num_threads == threads
+
+
+@pytest.mark.parametrize(
+    ("cfg", "expected"),
+    [
+        (EngineConfig(providers=["cpu"]), 1),  # CPU: each free session takes the freshest frame
+        (EngineConfig(providers=["cuda", "cpu"]), None),  # GPU: the worker's share of the cameras
+        (EngineConfig(providers=["cpu"], worker_batch=3), 3),  # explicit wins
+        (EngineConfig(providers=["cuda"], worker_batch=2), 2),
+    ],
+)
+def test_worker_batch(cfg: EngineConfig, expected: int | None) -> None:
+    assert worker_batch(cfg) == expected
 
 
 def test_cpu_cores_follows_the_affinity_mask() -> None:
