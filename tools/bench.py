@@ -1,14 +1,17 @@
 """Throughput and latency of the real daemon, against the bare model and the naive pipeline.
 
-    .venv/bin/python tools/bench.py [--cameras 4] [--fps 15] [--size 640x480] [--seconds 60] [--model 640]
-        [--max-batch N] [--max-wait-ms M] [--sweep 1,2,4,6] [--naive-seconds S] [--out DIR]
+    .venv/bin/python tools/bench.py [--cameras 4] [--fps 15] [--size 640x480] [--bitrate 1M] [--seconds 60]
+        [--model 640] [--max-batch N] [--max-wait-ms M] [--workers W] [--worker-batch B] [--sweep 1,2,4,6]
+        [--naive-seconds S] [--out DIR]
 
 1. renders K synthetic clips (cached in runs/bench-cache), starts redis-server and tools/rtsp_server.py;
 2. runs the real daemon in-process (CPU provider, `model` forced per camera) for T seconds, sampling
    stream lengths, CPU and RSS every second; reads every entry back (latency = published_ms - captured_ms);
 3. baseline 1: bare `session.run` at the batch sizes the daemon used, measured two ways and the
    higher taken: one session with ORT's default threads, and the daemon's layout (`engine.workers`
-   sessions side by side, each with its share of the cores);
+   sessions side by side, each with its share of the cores); measured before and after the daemon
+   phase and averaged, the ratio after / before printed as the host's speed drift (a shared
+   machine's speed changes over minutes; above 10 % the ratios are flagged unreliable);
 4. baseline 2: the naive one-loop pipeline (tools/bench_naive.py) on one session with ORT's
    default threads, latency vs the expected capture time;
 5. prints a table and the acceptance checks; writes report.json and bench.png into --out.
@@ -46,7 +49,7 @@ from daemon.config import EngineConfig, load_settings  # noqa: E402
 from daemon.logs import configure_logging  # noqa: E402
 from daemon.metrics import Metrics  # noqa: E402
 from daemon.model_file import load_model_info  # noqa: E402
-from daemon.providers import intra_op_threads, lane_workers, session_options  # noqa: E402
+from daemon.providers import intra_op_threads, lane_workers, session_options, worker_batch  # noqa: E402
 from daemon.schema import decode_entry  # noqa: E402
 from tests.fixtures_redis import free_port  # noqa: E402
 from tests.integration.daemon_harness import MODELS, write_config  # noqa: E402
@@ -54,6 +57,7 @@ from tools.bench_naive import NaiveCamera, run_naive  # noqa: E402
 
 CACHE = REPO / "runs" / "bench-cache"
 CLIP_SECONDS = 10
+DRIFT_WARN = 0.10  # bare model after / before the daemon phase: beyond this the host's speed changed
 TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -135,17 +139,18 @@ class Servers:
                 proc.wait()
 
 
-def render_clips(k: int, width: int, height: int, fps: int) -> list[Path]:
+def render_clips(k: int, width: int, height: int, fps: int, bitrate: str | None) -> list[Path]:
     from tools.synth import render_video  # noqa: PLC0415
 
     CACHE.mkdir(parents=True, exist_ok=True)
     clips = []
     for i in range(k):
-        clip = CACHE / f"cam{i}-{width}x{height}-{fps}fps-seed{1000 + i}.mp4"
+        rate = f"-{bitrate}bps" if bitrate else "-crf20"
+        clip = CACHE / f"cam{i}-{width}x{height}-{fps}fps{rate}-seed{1000 + i}.mp4"
         if not clip.exists():
             print(f"bench: rendering {clip.name}", flush=True)
             tmp = clip.with_suffix(".tmp.mp4")
-            render_video(tmp, clip.with_suffix(".json"), width, height, fps, CLIP_SECONDS, 1000 + i)
+            render_video(tmp, clip.with_suffix(".json"), width, height, fps, CLIP_SECONDS, 1000 + i, bitrate)
             tmp.rename(clip)
         clips.append(clip)
     return clips
@@ -220,6 +225,7 @@ def daemon_phase(k: int, args: argparse.Namespace, srv: Servers, out: Path) -> d
     engine.setdefault("max_wait_ms", EngineConfig().max_wait_ms)
     engine["intra_op_threads"] = args.intra_op_threads  # the bare sessions use the same
     engine["workers"] = args.workers
+    engine["worker_batch"] = args.worker_batch
     config = write_config(out / f"daemon-k{k}.toml", redis_url=f"redis://127.0.0.1:{srv.redis_port}/{k}",
                           cameras=cams, **engine)
     metrics = BenchMetrics()
@@ -348,6 +354,42 @@ def bare_rates(sessions: list[ort.InferenceSession], size: int, sizes: list[int]
         print(f"bench: bare model ({label}), batch {b}: {rates[b]} img/s (other processes meanwhile: "
               f"{others:.0f}% CPU)", flush=True)
     return rates
+
+
+def make_session(args: argparse.Namespace, cfg: EngineConfig) -> ort.InferenceSession:
+    return ort.InferenceSession(str(MODELS[args.model]), sess_options=session_options(cfg),
+                                providers=["CPUExecutionProvider"])
+
+
+Rates = dict[int, float]
+
+
+def bare_both(args: argparse.Namespace, dcfg: EngineConfig, sizes: list[int], when: str) -> dict[str, Rates]:
+    """The bare model both ways: one session with ORT's default threads (what the naive loop and
+    most code use), and the daemon's layout (`workers` sessions side by side, the cores shared out)."""
+    rates = {"single": bare_rates([make_session(args, EngineConfig(providers=["cpu"], workers=1))], args.model,
+                                  sizes, args.bare_seconds, f"1 session, ORT threads, {when}")}
+    workers, threads = lane_workers(dcfg), intra_op_threads(dcfg)
+    if workers > 1 or threads:
+        label = f"{workers} sessions x {threads or 'default'} threads, {when}"
+        rates["workers"] = bare_rates([make_session(args, dcfg) for _ in range(workers)], args.model, sizes,
+                                      args.bare_seconds, label)
+    return rates
+
+
+def bracket(before: dict[str, Rates], after: dict[str, Rates]) -> tuple[Rates, Rates, dict[str, float]]:
+    """Bare rates measured before and after the daemon phase, averaged where both exist (a host
+    whose speed drifts shows up in `drift`, after / before per layout and batch size)."""
+    merged: dict[str, Rates] = {}
+    drift: dict[str, float] = {}
+    for layout, rates in after.items():
+        merged[layout] = {}
+        for b, rate in rates.items():
+            first = before.get(layout, {}).get(b)
+            merged[layout][b] = round((rate + first) / 2, 2) if first else rate
+            if first:
+                drift[f"{layout} b{b}"] = round(rate / first, 3)
+    return merged["single"], merged.get("workers", {}), drift
 
 
 def used_sizes(counts: dict[int, int], share: float = 0.05) -> list[int]:
@@ -485,10 +527,14 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--size", default="640x480")
     p.add_argument("--seconds", type=float, default=60)
     p.add_argument("--model", type=int, default=640, choices=(416, 640, 800))
+    p.add_argument("--bitrate", default="1M",
+                   help="bit-rate cap of the rendered H.264 clips, as an IP camera's encoder sets it "
+                        "('' = uncapped crf 20: about 3.8 Mbit/s at 640x480 and 15 fps)")
     p.add_argument("--max-batch", type=int)
     p.add_argument("--max-wait-ms", type=float)
     p.add_argument("--intra-op-threads", type=int, default=0, help="engine.intra_op_threads (0: auto)")
     p.add_argument("--workers", type=int, default=0, help="engine.workers (0: auto, one per core on the CPU)")
+    p.add_argument("--worker-batch", type=int, default=0, help="engine.worker_batch (0: auto, 1 on the CPU)")
     p.add_argument("--sweep", help="camera counts, e.g. 1,2,4,6 (daemon phase once per count)")
     p.add_argument("--naive-seconds", type=float, help="default: seconds / 2")
     p.add_argument("--bare-seconds", type=float, default=10)
@@ -508,7 +554,14 @@ def main() -> int:
     main_k = args.cameras if args.cameras in ks else ks[-1]
     srv = Servers()
     try:
-        srv.start(render_clips(max(ks), args.width, args.height, args.fps), args.out)
+        clips = render_clips(max(ks), args.width, args.height, args.fps, args.bitrate or None)
+        args.clip_mbit_s = round(sum(c.stat().st_size for c in clips) * 8 / CLIP_SECONDS / len(clips) / 1e6, 2)
+        srv.start(clips, args.out)
+        dcfg = EngineConfig(providers=["cpu"], workers=args.workers, intra_op_threads=args.intra_op_threads,
+                            worker_batch=args.worker_batch, max_batch=args.max_batch or EngineConfig().max_batch)
+        workers, threads = lane_workers(dcfg), intra_op_threads(dcfg)
+        expected = min(dcfg.max_batch, worker_batch(dcfg) or -(-main_k // workers))
+        before = bare_both(args, dcfg, sorted({1, expected}), "before")
         phases: dict[int, dict[str, Any]] = {}
         for k in ks:
             redis.Redis(port=srv.redis_port).flushall()
@@ -516,23 +569,11 @@ def main() -> int:
             phases[k] = daemon_phase(k, args, srv, args.out)
             print(f"bench:   {phases[k]['fps_total']} fps, p99 {phases[k]['latency_ms']['p99']} ms, "
                   f"batches {phases[k]['batch_sizes']}", flush=True)
-        def make_session(cfg: EngineConfig) -> ort.InferenceSession:
-            return ort.InferenceSession(str(MODELS[args.model]), sess_options=session_options(cfg),
-                                        providers=["CPUExecutionProvider"])
-
-        # one session with ORT's default threads (what the naive loop and most code use) ...
-        session = make_session(EngineConfig(providers=["cpu"], workers=1))
         sizes = sorted({1} | {b for ph in phases.values() for b in used_sizes(ph["batch_sizes"])})
-        bare_single = bare_rates([session], args.model, sizes, args.bare_seconds, "1 session, ORT threads")
-        # ... and the daemon's layout: `workers` sessions side by side, the cores shared out
-        dcfg = EngineConfig(providers=["cpu"], workers=args.workers, intra_op_threads=args.intra_op_threads)
-        workers, threads = lane_workers(dcfg), intra_op_threads(dcfg)
-        bare_workers = {}
-        if workers > 1 or threads:
-            label = f"{workers} sessions x {threads or 'default'} threads"
-            bare_workers = bare_rates([make_session(dcfg) for _ in range(workers)], args.model, sizes,
-                                      args.bare_seconds, label)
+        after = bare_both(args, dcfg, sizes, "after")
+        bare_single, bare_workers, drift = bracket(before, after)
         bare = {b: max(bare_single[b], bare_workers.get(b, 0.0)) for b in sizes}  # the stronger baseline
+        session = make_session(args, EngineConfig(providers=["cpu"], workers=1))
         main_phase = phases[main_k]
         bare_main = bare_at(bare, main_phase["batch_sizes"])
         naive_s = args.naive_seconds or args.seconds / 2
@@ -544,6 +585,11 @@ def main() -> int:
     detail = f"; 1 session, ORT threads: {bare_single}"
     if bare_workers:
         detail += f"; {workers} sessions x {threads} thread(s) side by side: {bare_workers}"
+    detail += f"\nbare model, after / before the daemon phase (the host's speed drift): {drift}"
+    if any(abs(d - 1) > DRIFT_WARN for d in drift.values()):
+        detail += f"  WARNING: drift above {DRIFT_WARN:.0%}: the host's speed changed, the ratios are unreliable"
+    print(f"\nclips: {args.size} at {args.fps} fps, H.264 capped at {args.bitrate or 'none (crf 20)'}: "
+          f"{args.clip_mbit_s} Mbit/s per camera on average")
     print_table(main_phase, naive, bare, bare_main, checks, detail)
     report = {
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
@@ -554,6 +600,7 @@ def main() -> int:
                     "providers": session.get_providers()},
         "bare_img_per_s": bare, "bare_img_per_s_at_used_batches": bare_main,
         "bare_img_per_s_single_session": bare_single, "bare_img_per_s_worker_layout": bare_workers,
+        "bare_before": before, "bare_after": after, "bare_drift_after_over_before": drift,
         "daemon_workers": workers, "daemon_intra_op_threads": threads,
         "phases": {str(k): v for k, v in phases.items()}, "main_cameras": main_k, "naive": naive,
         "checks": {key: {"pass": ok, "detail": text} for key, ok, text in checks},

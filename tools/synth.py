@@ -458,12 +458,20 @@ def render_image(seed: int, width: int, height: int | None = None) -> tuple[np.n
 
 
 # --------------------------------------------------------------------------------------------- video
+def _bits(rate: str) -> int:
+    """"1M" -> 1000000, "800k" -> 800000, "1500000" -> 1500000."""
+    scale = {"k": 1_000, "m": 1_000_000}.get(rate[-1].lower(), 1)
+    return int(float(rate[:-1] if scale > 1 else rate) * scale)
+
+
 @contextmanager
 def h264_writer(
-    path: Path, width: int, height: int, fps: int, *, crf: int = 20, preset: str = "veryfast"
+    path: Path, width: int, height: int, fps: int, *, crf: int = 20, preset: str = "veryfast",
+    maxrate: str | None = None,
 ) -> Iterator[Callable[[np.ndarray], None]]:
     """Yield `write(rgb_frame)` appending frames to an H.264 MP4 made for live replay:
-    constant frame rate, no B-frames (decode order = display order), a keyframe every second."""
+    constant frame rate, no B-frames (decode order = display order), a keyframe every second.
+    `maxrate` (e.g. "1M") caps the bit rate as an IP camera's encoder does (VBV buffer of 2 s)."""
     with av.open(str(path), mode="w") as container:
         stream = container.add_stream("libx264", rate=fps)
         stream.width, stream.height = width, height
@@ -471,6 +479,9 @@ def h264_writer(
         stream.time_base = Fraction(1, fps)
         stream.codec_context.gop_size = fps
         stream.options = {"bf": "0", "g": str(fps), "crf": str(crf), "preset": preset}
+        if maxrate:
+            rate = _bits(maxrate)
+            stream.options |= {"maxrate": str(rate), "bufsize": str(2 * rate)}
         count = 0
 
         def write(rgb: np.ndarray) -> None:
@@ -487,10 +498,11 @@ def h264_writer(
 
 
 def render_video(out_mp4: Path, gt_json: Path, width: int, height: int, fps: int, seconds: float,
-                 seed: int) -> None:
+                 seed: int, maxrate: str | None = None) -> None:
     """Render a conveyor clip: belt moving right at constant speed, parts enter and leave the frame.
 
-    Writes an H.264 MP4 (libx264, yuv420p, no B-frames, GOP = fps, crf 20) to ``out_mp4`` and the GT JSON
+    Writes an H.264 MP4 (libx264, yuv420p, no B-frames, GOP = fps, crf 20, bit rate capped at
+    ``maxrate`` if given) to ``out_mp4`` and the GT JSON
     ``{"width", "height", "fps", "frames", "names", "annotations": {"<i>": [{"cls", "label", "box"}]}}``
     (boxes xyxy in camera pixels, keys = decoded frame index) to ``gt_json``.
     """
@@ -515,7 +527,7 @@ def render_video(out_mp4: Path, gt_json: Path, width: int, height: int, fps: int
 
     annotations: dict[str, list[dict]] = {}
     out_mp4.parent.mkdir(parents=True, exist_ok=True)
-    with h264_writer(out_mp4, width, height, fps, crf=20, preset="veryfast") as write:
+    with h264_writer(out_mp4, width, height, fps, crf=20, preset="veryfast", maxrate=maxrate) as write:
         for i in range(n_frames):
             frng = np.random.default_rng([seed, 13, i])
             shift = speed * i / fps

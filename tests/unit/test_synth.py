@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 from av.video.frame import PictureType
 
-from tools.synth import NAMES, Part, composite, render_image, render_scene, render_scene_full, render_video
+from tools.synth import (
+    NAMES,
+    Part,
+    composite,
+    h264_writer,
+    render_image,
+    render_scene,
+    render_scene_full,
+    render_video,
+)
 
 
 def _mask_box(mask: np.ndarray) -> list[int]:
@@ -94,3 +103,18 @@ def test_video_writer(tmp_path) -> None:
     # the belt moves: the same video, re-rendered, is identical (deterministic by seed)
     render_video(tmp_path / "b.mp4", tmp_path / "b.json", 320, 240, fps=10, seconds=1.5, seed=5)
     assert json.loads((tmp_path / "b.json").read_text()) == gt
+
+
+def test_video_writer_caps_the_bit_rate_like_a_camera_encoder(tmp_path) -> None:
+    """`maxrate` bounds what noisy frames cost (crf alone lets them take what they need)."""
+    rng = np.random.default_rng(3)
+    frames = [rng.integers(0, 256, (240, 320, 3), dtype=np.uint8) for _ in range(30)]  # 2 s at 15 fps
+    sizes = {}
+    for name, cap in (("free", None), ("capped", "200k")):
+        path = tmp_path / f"{name}.mp4"
+        with h264_writer(path, 320, 240, 15, maxrate=cap) as write:
+            for frame in frames:
+                write(frame)
+        sizes[name] = path.stat().st_size
+    assert sizes["capped"] * 8 / 2 <= 2 * 200_000  # within the 2 s VBV buffer of the cap
+    assert sizes["free"] > 5 * sizes["capped"]
