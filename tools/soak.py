@@ -243,14 +243,16 @@ class Sample:
     extra: dict[str, float] = field(default_factory=dict)  # rebuilds, sink buffered
 
 
-def proc_stats(pid: int) -> tuple[float, int, int]:
-    rss_kb = 0
+def proc_stats(pid: int) -> tuple[dict[str, float], int, int]:
+    """VmRSS and its parts (RssAnon: heaps; RssFile: mapped files, libraries) in MiB, fds, threads."""
+    rss = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            rss_kb = int(line.split()[1])
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssFile"):
+            rss[key] = int(value.split()[0]) / 1024
     fds = len(os.listdir(f"/proc/{pid}/fd"))
     threads = len(os.listdir(f"/proc/{pid}/task"))
-    return rss_kb / 1024, fds, threads
+    return rss, fds, threads
 
 
 def scrape(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
@@ -343,9 +345,10 @@ class Soak:
         plan = []
         t, i = self.args.first_fault_s, 0
         quiet_s = min(QUIET_TAIL_S, 0.25 * self.duration_s)
-        while t + FAULT_DOWN_S[FAULT_KINDS[i % 3]] < self.duration_s - quiet_s:
-            kind = FAULT_KINDS[i % 3]
-            target = "redis" if kind == "redis_kill" else self.cams[(i // 3) % len(self.cams)].mount
+        kinds = self.args.faults
+        while kinds and t + FAULT_DOWN_S[kinds[i % len(kinds)]] < self.duration_s - quiet_s:
+            kind = kinds[i % len(kinds)]
+            target = "redis" if kind == "redis_kill" else self.cams[(i // len(kinds)) % len(self.cams)].mount
             plan.append((t, kind, target))
             t += self.args.fault_every_s
             i += 1
@@ -402,7 +405,7 @@ class Soak:
             values = {}
         s = Sample(
             round(self.now(), 1),
-            round(rss, 1),
+            round(rss["VmRSS"], 1),
             fds,
             threads,
             by_label(values, "beltsight_frames_inferred_total", "camera"),
@@ -413,6 +416,8 @@ class Soak:
         s.extra = {
             "rebuilds": by_label(values, "beltsight_session_builds_total", "reason").get("rebuild_frames", 0.0),
             "buffered": sum(values.get("beltsight_sink_buffered_entries", {}).values()),
+            "rss_anon_mib": round(rss.get("RssAnon", 0.0), 1),
+            "rss_file_mib": round(rss.get("RssFile", 0.0), 1),
         }
         if self.samples:
             prev = self.samples[-1]
@@ -433,6 +438,7 @@ class Soak:
         return (
             f"{s.t_s:7.0f} {s.rss_mib:8.1f} {s.fds:4d} {s.threads:4d}  {fps}  "
             f"proc={int(sum(s.inferred.values())):7d} pub={int(sum(s.published.values())):7d} "
+            f"anon={extra.get('rss_anon_mib', 0):.0f} file={extra.get('rss_file_mib', 0):.0f} "
             f"rebuilds={int(extra.get('rebuilds', 0))} drop[{drops}] {events or ''}"
         )
 
@@ -614,10 +620,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--fault-every-s", type=float, default=60.0)
     p.add_argument("--first-fault-s", type=float, default=45.0)
     p.add_argument("--clip-s", type=float, default=10.0, help="seconds per looped clip")
+    p.add_argument("--faults", default=",".join(FAULT_KINDS),
+                   help="fault kinds to cycle through, comma-separated ('' = none), to isolate one path")
     p.add_argument(
         "--baseline-s", type=float, default=600.0, help="start of the measured window (after the warm-up)"
     )
     args = p.parse_args(argv)
+    args.faults = [k for k in args.faults.split(",") if k]
+    unknown = set(args.faults) - set(FAULT_KINDS)
+    if unknown:
+        p.error(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
     if args.out is None:
         args.out = REPO / "runs" / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
     args.out = args.out.resolve()
