@@ -95,12 +95,12 @@ def cmd_tail(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from daemon.app import Daemon  # noqa: PLC0415
     from daemon.engine import ModelError, ProviderError  # noqa: PLC0415
-    from daemon.memory import limit_malloc_arenas  # noqa: PLC0415
+    from daemon.memory import tune_malloc  # noqa: PLC0415
 
-    arena_max = limit_malloc_arenas()  # before any thread starts
+    malloc = tune_malloc()  # before any thread starts
     settings = _load(args.config)
     configure_logging(settings.logging.format, settings.logging.level)
-    log.debug("malloc_arenas", arena_max=arena_max or os.environ.get("MALLOC_ARENA_MAX", "glibc default"))
+    log.debug("malloc_tuned", **malloc)
     daemon = Daemon(settings)
     try:
         asyncio.run(_serve(daemon))

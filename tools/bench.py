@@ -47,6 +47,7 @@ from prometheus_client import Histogram  # noqa: E402
 from daemon.app import Daemon  # noqa: E402
 from daemon.config import EngineConfig, load_settings  # noqa: E402
 from daemon.logs import configure_logging  # noqa: E402
+from daemon.memory import tune_malloc  # noqa: E402
 from daemon.metrics import Metrics  # noqa: E402
 from daemon.model_file import load_model_info  # noqa: E402
 from daemon.providers import intra_op_threads, lane_workers, session_options, worker_batch  # noqa: E402
@@ -546,7 +547,9 @@ def parse_args() -> argparse.Namespace:
 
 
 def main() -> int:
+    malloc = tune_malloc()  # as `beltsight run` does, before any thread starts
     args = parse_args()
+    args.malloc = malloc
     args.out.mkdir(parents=True, exist_ok=True)
     configure_logging("json", "info", stream=(args.out / "daemon.log").open("w"))
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM cleans up like Ctrl-C

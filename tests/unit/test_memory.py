@@ -11,14 +11,21 @@ import pytest
 from daemon import memory
 
 
-def test_operator_setting_wins(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
-    assert memory.limit_malloc_arenas() is None
+def tuned(env: dict[str, str]) -> str:
+    """What `tune_malloc()` applies in a fresh process (mallopt must run before threads start)."""
+    code = "from daemon.memory import tune_malloc\nprint(sorted(tune_malloc().items()))"
+    base = {k: v for k, v in os.environ.items() if k not in ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=base | env, check=True)
+    return out.stdout.strip()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
-def test_arena_cap_is_applied_in_a_fresh_process() -> None:
-    code = "from daemon.memory import limit_malloc_arenas\nprint(limit_malloc_arenas())"
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert out.stdout.strip() == str(memory.DEFAULT_ARENA_MAX)
+def test_arena_cap_and_mmap_threshold_are_applied_in_a_fresh_process() -> None:
+    expected = [("arena_max", memory.DEFAULT_ARENA_MAX), ("mmap_threshold", memory.DEFAULT_MMAP_THRESHOLD)]
+    assert tuned({}) == str(expected)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
+def test_operator_settings_win() -> None:
+    assert tuned({"MALLOC_ARENA_MAX": "4"}) == str([("mmap_threshold", memory.DEFAULT_MMAP_THRESHOLD)])
+    assert tuned({"MALLOC_MMAP_THRESHOLD_": "65536"}) == str([("arena_max", memory.DEFAULT_ARENA_MAX)])
