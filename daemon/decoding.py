@@ -38,7 +38,9 @@ def set_decoder_threads(stream: VideoStream, threads: int) -> None:
     One thread costs the least CPU in total: an IP camera's H.264 is one slice per frame, so
     slice threads have nothing to share, and frame threads add a frame of latency per thread.
     """
-    stream.codec_context.thread_count = threads
+    context = stream.codec_context
+    if not context.is_open:  # PyAV opens it at the first decode; a set after that would raise
+        context.thread_count = threads
 
 
 def scale(vframe: av.VideoFrame, letterbox: Letterbox) -> RGBImage:
