@@ -138,9 +138,16 @@ class RedisSink:
     # -- publishing ----------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Publish until cancelled: wait for work, write a batch, back off while Redis fails."""
+        """Publish until cancelled: wait for work, write a batch, back off while Redis fails.
+
+        A cancellation that a library swallows (a connect or disconnect turning CancelledError
+        into a timeout) still ends the loop: the task's pending cancel count is checked on each
+        pass, so shutdown never waits on a sink that keeps retrying."""
+        task = asyncio.current_task()
         try:
             while True:
+                if task is not None and task.cancelling():
+                    raise asyncio.CancelledError
                 if not self._frames and not self._events:
                     self._wake.clear()
                     await self._wake.wait()

@@ -214,6 +214,64 @@ def test_retry_after_lost_reply_writes_each_entry_once(redis_server: Any) -> Non
     assert sample(metrics, "beltsight_entries_published_total", camera="cam1") == 30
 
 
+class SwallowsCancel:
+    """A client whose pipeline turns the task's cancellation into a connection error, as a
+    redis-py connect or disconnect can when the cancel lands in its own timeout."""
+
+    def __init__(self) -> None:
+        self.swallowed = 0
+        self.executing = False
+
+    def pipeline(self, transaction: bool = False) -> Any:
+        client = self
+
+        class Pipe:
+            async def __aenter__(self) -> Any:
+                return self
+
+            async def __aexit__(self, *exc: object) -> None:
+                return None
+
+            def __getattr__(self, name: str) -> Any:
+                return lambda *a, **kw: None
+
+            async def execute(self, raise_on_error: bool = True) -> list[Any]:
+                client.executing = True
+                try:
+                    await asyncio.sleep(0.05)
+                except asyncio.CancelledError:
+                    client.swallowed += 1
+                    raise RedisConnectionError("connect interrupted") from None
+                finally:
+                    client.executing = False
+                raise RedisConnectionError("Connection refused")
+
+        return Pipe()
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_a_cancellation_swallowed_below_the_sink_still_stops_it() -> None:
+    """Shutdown cancels `run()`; a library that eats the CancelledError must not keep it retrying."""
+    fake = SwallowsCancel()
+
+    async def scenario() -> None:
+        sink = make_sink(config("redis://127.0.0.1:1"), client_factory=lambda: fake)
+        sink.accept(result(0))
+        task = asyncio.create_task(sink.run())
+        await asyncio.sleep(0.2)  # failing and backing off
+        while not fake.executing:  # the cancel must land inside the pipeline
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, 2.0)
+        assert task.cancelled()
+
+    asyncio.run(scenario())
+    assert fake.swallowed >= 1
+
+
 def test_replay_by_a_fresh_sink_creates_no_duplicates(redis_server: Any) -> None:
     server = redis_server()
     cfg = config(server.url, publish_batch=7)
