@@ -220,7 +220,7 @@ class SwallowsCancel:
 
     def __init__(self) -> None:
         self.swallowed = 0
-        self.executing = False
+        self.executing = asyncio.Event()  # set while a pipeline runs
 
     def pipeline(self, transaction: bool = False) -> Any:
         client = self
@@ -236,14 +236,14 @@ class SwallowsCancel:
                 return lambda *a, **kw: None
 
             async def execute(self, raise_on_error: bool = True) -> list[Any]:
-                client.executing = True
+                client.executing.set()
                 try:
                     await asyncio.sleep(0.05)
                 except asyncio.CancelledError:
                     client.swallowed += 1
                     raise RedisConnectionError("connect interrupted") from None
                 finally:
-                    client.executing = False
+                    client.executing.clear()
                 raise RedisConnectionError("Connection refused")
 
         return Pipe()
@@ -261,8 +261,7 @@ def test_a_cancellation_swallowed_below_the_sink_still_stops_it() -> None:
         sink.accept(result(0))
         task = asyncio.create_task(sink.run())
         await asyncio.sleep(0.2)  # failing and backing off
-        while not fake.executing:  # the cancel must land inside the pipeline
-            await asyncio.sleep(0.001)
+        await fake.executing.wait()  # the cancel must land inside the pipeline
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(task, 2.0)
