@@ -10,12 +10,10 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Any, Literal, Self
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
@@ -29,19 +27,13 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from daemon.config_engine import EngineConfig, Seconds, Section
 from daemon.frames import MODEL_SIZES
 from daemon.redaction import SECRETS, redact_url
 
 DEFAULT_CONFIG_PATH = Path("/etc/beltsight/beltsight.toml")
 CONFIG_ENV_VAR = "BELTSIGHT_CONFIG"
 EX_CONFIG = 78
-
-Seconds = Annotated[float, Field(gt=0)]
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
 
 def _read_secret_file(path: Path) -> str:
     try:
@@ -109,87 +101,6 @@ class RedisConfig(Section):
 
     def stream_for(self, camera_id: str) -> str:
         return self.stream.replace("{camera}", camera_id)
-
-
-class CudaOptions(Section):
-    device_id: int = Field(0, ge=0)
-    gpu_mem_limit_mb: int | None = Field(None, gt=0)
-    arena_extend_strategy: Literal["kNextPowerOfTwo", "kSameAsRequested"] = "kSameAsRequested"
-    cudnn_conv_algo_search: Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"] = "HEURISTIC"
-    do_copy_in_default_stream: bool = True
-
-
-class BreakerConfig(Section):
-    """Circuit breaker around the primary (first-provider) engine, with a CPU fallback session."""
-
-    enabled: bool = True
-    """Only takes effect when the primary provider is not the CPU."""
-    fail_max: int = Field(3, ge=1)
-    """Consecutive failed batches that open the breaker."""
-    reset_timeout_s: Seconds = 30.0
-    """Open this long, then one batch probes a freshly built primary; success closes it."""
-
-
-class RebuildConfig(Section):
-    """Periodic session rebuilds (built and warmed up beside the serving one, then swapped in)."""
-
-    every_frames: int = Field(0, ge=0)
-    """Rebuild after this many frames (0: never)."""
-    every_s: float = Field(0.0, ge=0)
-    """Rebuild after this many seconds (0: never)."""
-    max_growth_mb: float = Field(0.0, ge=0)
-    """Rebuild when RSS or device memory grew by more than this since the last build (0: off)."""
-
-
-Provider = Literal["cuda", "cpu"]
-_DEFAULT_PROVIDERS: tuple[Provider, ...] = ("cuda", "cpu")
-
-
-class EngineConfig(Section):
-    providers: list[Provider] = Field(default_factory=lambda: list(_DEFAULT_PROVIDERS), min_length=1)
-    """Execution providers in order; the first one is required unless `allow_fallback`."""
-    allow_fallback: bool = False
-    max_batch: int = Field(8, ge=1, le=64)
-    max_wait_ms: float = Field(15.0, ge=0)
-    """A batch runs when full or when its oldest frame has waited this long."""
-    max_age_ms: float = Field(500.0, gt=0)
-    """Frames older than this when their batch would start are dropped (reason `stale`)."""
-    workers: int = Field(0, ge=0, le=16)
-    """Batches of one model size in flight at once, each on its own session (0: auto = one per
-    CPU core, at most 4, when the first provider is the CPU; 1 otherwise, where a GPU scales by
-    batch size instead). On the CPU, two single-threaded sessions running side by side outrun one
-    two-threaded session (no straggler waits inside each operator; measured by tools/bench.py)."""
-    worker_batch: int = Field(0, ge=0, le=64)
-    """Frames one worker's batch takes at most, within `max_batch` (0: auto). Auto on the CPU
-    (first provider) is 1: a batch of N costs N times a batch of 1 there, so a free worker takes
-    the freshest waiting frame instead of holding older ones through a bigger batch (OpenVINO's
-    throughput streams; tools/bench.py measured the same throughput at half the latency).
-    Auto elsewhere is ceil(cameras / workers): a GPU runs every camera's frame in one batch for
-    little more than the cost of one."""
-    intra_op_threads: int = Field(0, ge=0)
-    """ONNX Runtime intra-op threads per session (0: auto = the CPU's cores shared out among the
-    `workers`: ORT's default of one per core with one worker, 1 each with one worker per core)."""
-    shared_cpu_arena: bool = True
-    """All sessions of the process allocate host memory from one ONNX Runtime arena registered in
-    its environment (`session.use_env_allocators`), instead of one arena per session. With several
-    workers and scheduled rebuilds, per-session arenas left RSS drifting up with every rebuild
-    (allocator churn); the shared arena grows to the peak the workers need together, then stays."""
-    allow_spinning: bool = False
-    """Let ORT's worker threads spin-wait between operators. Off: they would steal the cores the
-    camera decode threads need; on a box with cores to spare, on can shave latency."""
-    conf_threshold: float = Field(0.25, ge=0, le=1)
-    iou_threshold: float = Field(0.5, gt=0, le=1)
-    max_det: int = Field(300, gt=0)
-    cuda: CudaOptions = CudaOptions()
-    breaker: BreakerConfig = BreakerConfig()
-    rebuild: RebuildConfig = RebuildConfig()
-
-    @field_validator("providers")
-    @classmethod
-    def _unique(cls, v: list[Provider]) -> list[Provider]:
-        if len(set(v)) != len(v):
-            raise ValueError("providers must not repeat")
-        return v
 
 
 class LoggingConfig(Section):

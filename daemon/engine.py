@@ -26,7 +26,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 import structlog
 
-from daemon.config import EngineConfig, Provider
+from daemon.config_engine import EngineConfig, Provider
 from daemon.metrics import Metrics
 from daemon.model_file import ModelError, ModelInfo, load_model_info
 from daemon.providers import (

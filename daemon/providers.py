@@ -16,7 +16,7 @@ from typing import Literal
 import onnxruntime as ort
 import structlog
 
-from daemon.config import CudaOptions, EngineConfig, Provider
+from daemon.config_engine import CudaOptions, EngineConfig, Provider
 
 log = structlog.get_logger("beltsight.engine")
 

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from daemon.config import RebuildConfig
+from daemon.config_engine import RebuildConfig
 from daemon.engine import InferenceError, ModelInfo, Placement
 from daemon.frames import StatusEvent
 from daemon.memory import MemorySample, process_memory, release_free_memory

@@ -20,7 +20,7 @@ from typing import Any
 import pybreaker
 import structlog
 
-from daemon.config import EngineConfig
+from daemon.config_engine import EngineConfig
 from daemon.engine import ORT_PROVIDERS, InferenceError, ModelInfo, Placement
 from daemon.memory import MemorySample, process_memory
 from daemon.metrics import Metrics

@@ -45,7 +45,9 @@ import redis  # noqa: E402
 from prometheus_client import Histogram  # noqa: E402
 
 from daemon.app import Daemon  # noqa: E402
-from daemon.config import EngineConfig, load_settings  # noqa: E402
+from daemon.batcher import BatchPolicy  # noqa: E402
+from daemon.config import load_settings  # noqa: E402
+from daemon.config_engine import EngineConfig  # noqa: E402
 from daemon.logs import configure_logging  # noqa: E402
 from daemon.memory import tune_malloc  # noqa: E402
 from daemon.metrics import Metrics  # noqa: E402
@@ -563,7 +565,8 @@ def main() -> int:
         dcfg = EngineConfig(providers=["cpu"], workers=args.workers, intra_op_threads=args.intra_op_threads,
                             worker_batch=args.worker_batch, max_batch=args.max_batch or EngineConfig().max_batch)
         workers, threads = lane_workers(dcfg), intra_op_threads(dcfg)
-        expected = min(dcfg.max_batch, worker_batch(dcfg) or -(-main_k // workers))
+        policy = BatchPolicy(dcfg.max_batch, 0.0, 0.0, workers=workers, per_worker=worker_batch(dcfg))
+        expected = policy.share(main_k)  # the batch size the daemon will run, by its own rule
         before = bare_both(args, dcfg, sorted({1, expected}), "before")
         phases: dict[int, dict[str, Any]] = {}
         for k in ks:

@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from daemon.config import CudaOptions, EngineConfig
+from daemon.config_engine import CudaOptions, EngineConfig
 from daemon.engine import Engine, EngineError, load_model_info
 from daemon.postprocess import decode_batch
 from daemon.xp import GpuUnavailableError, cupy_status, get_xp

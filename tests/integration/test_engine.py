@@ -18,7 +18,7 @@ import pytest
 import structlog
 from onnx import TensorProto
 
-from daemon.config import EngineConfig
+from daemon.config_engine import EngineConfig
 from daemon.engine import (
     Engine,
     EngineFactory,

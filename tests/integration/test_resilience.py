@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from daemon.config import BreakerConfig, EngineConfig, RebuildConfig
+from daemon.config_engine import BreakerConfig, EngineConfig, RebuildConfig
 from daemon.engine import Engine, EngineFactory, ModelInfo, load_model_info
 from daemon.frames import StatusEvent
 from daemon.metrics import Metrics

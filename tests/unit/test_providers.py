@@ -7,7 +7,7 @@ import os
 import pytest
 
 from daemon import providers
-from daemon.config import EngineConfig
+from daemon.config_engine import EngineConfig
 from daemon.providers import intra_op_threads, lane_workers, session_options, worker_batch
 
 

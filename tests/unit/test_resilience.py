@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from daemon.config import BreakerConfig, EngineConfig, RebuildConfig
+from daemon.config_engine import BreakerConfig, EngineConfig, RebuildConfig
 from daemon.engine import EngineError, InferenceError, ModelInfo, Placement
 from daemon.frames import StatusEvent
 from daemon.memory import MemorySample, read_rss_mb
