@@ -10,7 +10,6 @@ from typing import Any, Protocol
 
 import redis.asyncio as aioredis
 import structlog
-from redis.exceptions import ResponseError
 
 from daemon.backlog import Backlog, Buffer, Drops, Slot
 from daemon.backoff import Backoff
@@ -18,9 +17,10 @@ from daemon.config import RedisConfig
 from daemon.frames import FrameResult, StatusEvent
 from daemon.metrics import Metrics
 from daemon.redaction import SECRETS, redact_url
-from daemon.redis_conn import RETRYABLE, SinkError, as_text, auth_hint, is_auth_error, make_client
-from daemon.schema import EntryId, encode_entry, encode_event, next_entry_id, same_frame
+from daemon.redis_conn import RETRYABLE, SinkError, auth_hint, is_auth_error, make_client
+from daemon.schema import EntryId, encode_entry, encode_event
 from daemon.spool import Spool
+from daemon.stream_ids import StreamIds
 
 log = structlog.get_logger("beltsight.sink")
 
@@ -66,12 +66,9 @@ class RedisSink:
     - Writes: pipelines (no MULTI) of up to `publish_batch` XADDs with `MAXLEN ~ maxlen`.
       IDs are explicit, `<captured_ms>-<n>`, strictly increasing per stream (same ms or the
       clock going back: previous ID + 1). An ID, once given to an entry, sticks to it.
-    - Exactly once: before writing to a stream whose top is unknown (first write, after a
-      reconnect, after an ID conflict), the sink reads its last-generated-id (XINFO STREAM).
-      An entry whose ID is not above it may already be there (a retry whose reply was lost,
-      a replay): if the entry at that ID is the same camera + seq + captured_ms it counts as
-      published; otherwise it is renumbered above the top. Order per camera holds as long
-      as this sink is the stream's only writer.
+    - Exactly once: before writing, IDs are checked against the stream's top after anything
+      that may have hidden a write; an entry already stored is counted, not written again
+      (`daemon.stream_ids`). Order per camera holds while this sink is the only writer.
     - Outages (connection refused/reset, timeouts, LOADING): keep the buffer, `redis_up` 0,
       log `redis_down` once, retry with capped exponential backoff and full jitter
       (`backoff_min_s` .. `backoff_max_s`), then log `redis_up` and publish the backlog in
@@ -101,11 +98,10 @@ class RedisSink:
         spool = None
         if cfg.spool_dir is not None:
             spool = Spool.open(cfg.spool_dir, cfg.spool_max_mb * 1024 * 1024)
-        self._frames = Backlog(cfg.buffer_max, spool, self._assign_spill_id)
+        self._ids = StreamIds(cfg.stream_for)
+        self._frames = Backlog(cfg.buffer_max, spool, self._ids.assign_spill_id)
         self._events: Buffer[StatusEvent] = Buffer(EVENTS_BUFFER_MAX)
         self._client: aioredis.Redis | None = None
-        self._top: dict[str, EntryId] = {}  # last-generated-id per stream, as known
-        self._last: dict[str, EntryId] = {}  # highest ID this sink gave an entry per stream
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._outage = _Outage()
@@ -193,7 +189,7 @@ class RedisSink:
                 await self._publish_batch(self._client)
             except asyncio.CancelledError:
                 # cut off mid-pipeline: the socket may hold unread replies and writes may have landed
-                self._top.clear()
+                self._ids.forget_tops()
                 await self._drop_client()
                 raise
             except RETRYABLE as exc:
@@ -209,7 +205,7 @@ class RedisSink:
         done_frames: set[int] = set()
         done_events: set[int] = set()
         try:
-            await self._resolve_ids(client, frames)
+            await self._ids.resolve(client, frames)
             for slot in frames:
                 if slot.duplicate:  # written by an attempt whose reply was lost: count it now
                     done_frames.add(slot.ticket)
@@ -260,82 +256,18 @@ class RedisSink:
             stream = self.cfg.stream_for(slot.item.camera_id)
             if isinstance(reply, Exception):
                 if _ID_TOO_SMALL in str(reply):
-                    self._top.pop(stream, None)  # someone else wrote: re-read the top, re-check
+                    self._ids.forget_top(stream)  # someone else wrote: re-read the top, re-check
                 else:
                     refusal = refusal or reply
                 continue
             entry_id = EntryId.parse(reply)
-            self._top[stream] = max(self._top.get(stream, entry_id), entry_id)
+            self._ids.written(stream, entry_id)
             done.add(slot.ticket)
             camera = slot.item.camera_id
             self.metrics.entries_published.labels(camera=camera).inc()
             latency_s = max(0.0, now - slot.item.captured_mono)
             self.metrics.latency_seconds.labels(camera=camera).observe(latency_s)
         return refusal
-
-    async def _resolve_ids(self, client: aioredis.Redis, frames: list[Slot[FrameResult]]) -> None:
-        """Give every slot an ID above the stream's top, or mark it a duplicate of a stored entry."""
-        streams = {self.cfg.stream_for(s.item.camera_id) for s in frames}
-        await self._load_tops(client, [s for s in streams if s not in self._top])
-        tentative: list[EntryId] = []
-        chain: dict[str, EntryId | None] = {s: self._last.get(s) for s in streams}
-        for slot in frames:
-            stream = self.cfg.stream_for(slot.item.camera_id)
-            entry_id = slot.entry_id or next_entry_id(chain[stream], slot.item.captured_ms)
-            prev = chain[stream]
-            chain[stream] = entry_id if prev is None else max(prev, entry_id)
-            tentative.append(entry_id)
-        suspects = [
-            (slot, eid)
-            for slot, eid in zip(frames, tentative, strict=True)
-            if eid <= self._top[self.cfg.stream_for(slot.item.camera_id)]
-        ]
-        stored = await self._lookup(client, suspects)
-        floor = {s: self._top[s] for s in streams}  # what the next new entry must exceed
-        for slot, eid in zip(frames, tentative, strict=True):
-            stream = self.cfg.stream_for(slot.item.camera_id)
-            found = stored.get(slot.ticket)
-            slot.duplicate = found is not None and same_frame(found, slot.item)
-            if slot.duplicate:
-                slot.entry_id = eid
-            else:
-                new_id = eid if eid > floor[stream] else next_entry_id(floor[stream], slot.item.captured_ms)
-                slot.entry_id = floor[stream] = new_id
-            last = self._last.get(stream)
-            # the chain continues from the last entry handled, so a replay keeps matching
-            self._last[stream] = slot.entry_id if last is None else max(last, slot.entry_id)
-
-    async def _load_tops(self, client: aioredis.Redis, streams: list[str]) -> None:
-        if not streams:
-            return
-        async with client.pipeline(transaction=False) as pipe:
-            for stream in streams:
-                pipe.xinfo_stream(stream)
-            replies = await pipe.execute(raise_on_error=False)
-        for stream, reply in zip(streams, replies, strict=True):
-            if isinstance(reply, ResponseError) and "no such key" in str(reply):
-                self._top[stream] = EntryId(0, 0)
-            elif isinstance(reply, Exception):
-                raise SinkError(str(reply)) from reply
-            else:
-                self._top[stream] = EntryId.parse(reply["last-generated-id"])
-
-    async def _lookup(
-        self, client: aioredis.Redis, suspects: list[tuple[Slot[FrameResult], EntryId]]
-    ) -> dict[int, dict[str, str]]:
-        if not suspects:
-            return {}
-        async with client.pipeline(transaction=False) as pipe:
-            for slot, eid in suspects:
-                pipe.xrange(self.cfg.stream_for(slot.item.camera_id), min=str(eid), max=str(eid))
-            replies = await pipe.execute(raise_on_error=False)
-        found: dict[int, dict[str, str]] = {}
-        for (slot, _), reply in zip(suspects, replies, strict=True):
-            if isinstance(reply, Exception):
-                raise SinkError(str(reply)) from reply
-            if reply:
-                found[slot.ticket] = as_text(reply[0][1])
-        return found
 
     # -- health, backoff, logging ---------------------------------------------------------
 
@@ -352,7 +284,7 @@ class RedisSink:
         self.connected = False
         self.metrics.redis_up.set(0)
         delay_s = self._backoff.failed()
-        self._top.clear()  # a write may have landed without its reply: re-read the tops
+        self._ids.forget_tops()  # a write may have landed without its reply: re-read the tops
         await self._drop_client()
         reason = SECRETS.scrub(f"{type(exc).__name__}: {exc}")
         kind = "auth" if is_auth_error(exc) else "down"
@@ -367,14 +299,6 @@ class RedisSink:
         else:
             log.warning("redis_down", **fields)
         return delay_s
-
-    def _assign_spill_id(self, slot: Slot[FrameResult]) -> None:
-        """Give an entry about to be spooled its ID now, so every replay writes the same one."""
-        stream = self.cfg.stream_for(slot.item.camera_id)
-        last = self._last.get(stream)
-        if slot.entry_id is None:
-            slot.entry_id = next_entry_id(last, slot.item.captured_ms)
-        self._last[stream] = slot.entry_id if last is None else max(last, slot.entry_id)
 
     def _count_drops(self, drops: Drops) -> None:
         for camera_id, n in drops.items():
