@@ -2,7 +2,7 @@
 
 `clip_factory(width, height, fps=10, seconds=2.0, seed=0, synthetic=None) -> Clip` renders an MP4
 (libx264, yuv420p, no B-frames, GOP = fps) once per session per argument set. With
-`synthetic=None` it uses `tools.synth.render_video` (conveyor scenes with ground truth) when that
+`synthetic=None` it uses `tools.synth_video.render_video` (conveyor scenes with ground truth) when that
 exists, else a fast moving-pattern clip; `synthetic=False` always makes the fast pattern clip.
 
 `rtsp_server(streams, port=0, user=None, password=None) -> RtspServer` runs
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tools.synth import h264_writer
+from tools.synth_video import h264_writer
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 SERVER_SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "rtsp_server.py"
@@ -47,7 +47,7 @@ class Clip:
 
 def _synth_renderer() -> Callable[..., None] | None:
     try:
-        synth = importlib.import_module("tools.synth")
+        synth = importlib.import_module("tools.synth_video")
     except ImportError:
         return None
     render = getattr(synth, "render_video", None)
@@ -86,7 +86,7 @@ def clip_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Clip
     ) -> Clip:
         render = _synth_renderer() if synthetic is not False else None
         if synthetic and render is None:
-            pytest.skip("tools.synth.render_video is not available")
+            pytest.skip("tools.synth_video.render_video is not available")
         key = (width, height, fps, seconds, seed, render is not None)
         with lock:
             if key not in cache:

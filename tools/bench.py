@@ -26,9 +26,7 @@ import asyncio
 import json
 import os
 import platform
-import re
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -52,111 +50,22 @@ from daemon.logs import configure_logging  # noqa: E402
 from daemon.memory import tune_malloc  # noqa: E402
 from daemon.metrics import Metrics  # noqa: E402
 from daemon.model_file import load_model_info  # noqa: E402
-from daemon.providers import intra_op_threads, lane_workers, session_options, worker_batch  # noqa: E402
+from daemon.providers import intra_op_threads, lane_workers, worker_batch  # noqa: E402
 from daemon.schema import decode_entry  # noqa: E402
-from tests.fixtures_redis import free_port  # noqa: E402
 from tests.integration.daemon_harness import MODELS, write_config  # noqa: E402
-from tools.bench_naive import NaiveCamera, run_naive  # noqa: E402
+from tools.bench_baselines import bare_at, bare_both, bracket, make_session, naive_phase, used_sizes  # noqa: E402
+from tools.bench_procs import (  # noqa: E402
+    CLIP_SECONDS,
+    Servers,
+    cpu_clocks,
+    pct,
+    proc_rss_mb,
+    render_clips,
+    split_window,
+    thread_cpu_s,
+)
 
-CACHE = REPO / "runs" / "bench-cache"
-CLIP_SECONDS = 10
 DRIFT_WARN = 0.10  # bare model after / before the daemon phase: beyond this the host's speed changed
-TICK = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-# -- processes and /proc ------------------------------------------------------------------------
-def proc_cpu_s(pid: int | str = "self") -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
-
-
-def thread_cpu_s() -> dict[str, float]:
-    """CPU seconds per thread group of this process; threads Python did not start are ORT's or FFmpeg's."""
-    names = {t.native_id: re.sub(r"(_\d+|cam\d+)$", "*", t.name) for t in threading.enumerate()}
-    out: dict[str, float] = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            group = names.get(int(tid), "native (ORT pool, FFmpeg)")
-            out[group] = out.get(group, 0.0) + proc_cpu_s(f"self/task/{tid}")
-        except (OSError, IndexError):
-            continue  # the thread ended meanwhile
-    return out
-
-
-def machine_busy_s() -> float:
-    """CPU seconds all processes used (all cores), from /proc/stat: to see who else ran meanwhile."""
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(values[:8]) - values[3] - values[4]) / TICK  # minus idle and iowait
-
-
-def cpu_clocks(srv: Servers) -> tuple[float, float, float, float]:
-    """(wall s, this process, the servers, the whole machine) CPU seconds."""
-    return time.time(), proc_cpu_s(), sum(proc_cpu_s(p.pid) for p in srv.procs), machine_busy_s()
-
-
-def proc_rss_mb(pid: int | str = "self") -> float:
-    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE / 2**20
-
-
-class Servers:
-    """redis-server and the RTSP server; `close()` stops both (also after a failed start)."""
-
-    def __init__(self) -> None:
-        self.procs: list[subprocess.Popen[str]] = []
-        self.redis_port = 0
-        self.urls: list[str] = []
-
-    def start(self, clips: list[Path], out: Path) -> None:
-        self.redis_port = free_port()
-        self.procs.append(subprocess.Popen(
-            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-             "no", "--logfile", str(out / "redis.log")], stdout=subprocess.DEVNULL, text=True))
-        client = redis.Redis(port=self.redis_port)
-        for _ in range(200):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.025)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
-        cmd = ["/usr/bin/python3", str(REPO / "tools" / "rtsp_server.py"), "--port", "0"]
-        cmd += [a for i, clip in enumerate(clips) for a in ("--stream", f"cam{i}={clip}")]
-        rtsp = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=(out / "rtsp.log").open("w"), text=True, env=env)
-        self.procs.append(rtsp)
-        assert rtsp.stdout is not None
-        for line in rtsp.stdout:
-            if line.startswith("STREAM "):
-                self.urls.append(line.split()[2])
-            if line.startswith("READY "):
-                return
-        raise RuntimeError(f"rtsp_server did not start: see {out / 'rtsp.log'}")
-
-    def close(self) -> None:
-        for proc in reversed(self.procs):
-            proc.terminate()
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def render_clips(k: int, width: int, height: int, fps: int, bitrate: str | None) -> list[Path]:
-    from tools.synth import render_video  # noqa: PLC0415
-
-    CACHE.mkdir(parents=True, exist_ok=True)
-    clips = []
-    for i in range(k):
-        rate = f"-{bitrate}bps" if bitrate else "-crf20"
-        clip = CACHE / f"cam{i}-{width}x{height}-{fps}fps{rate}-seed{1000 + i}.mp4"
-        if not clip.exists():
-            print(f"bench: rendering {clip.name}", flush=True)
-            tmp = clip.with_suffix(".tmp.mp4")
-            render_video(tmp, clip.with_suffix(".json"), width, height, fps, CLIP_SECONDS, 1000 + i, bitrate)
-            tmp.rename(clip)
-        clips.append(clip)
-    return clips
 
 
 # -- the daemon phase ---------------------------------------------------------------------------
@@ -210,15 +119,6 @@ def stop_daemon(daemon: Daemon, thread: threading.Thread, box: list[Any]) -> Non
     if box[0] is not None and thread.is_alive():
         box[0].call_soon_threadsafe(daemon.request_stop)
     thread.join(30)
-
-
-def pct(a: np.ndarray, q: float) -> float:
-    return round(float(np.percentile(a, q)), 1) if len(a) else float("nan")
-
-
-def split_window(t: np.ndarray, lat: np.ndarray, t0: float, t1: float) -> tuple[np.ndarray, np.ndarray]:
-    span = 60.0 if t1 - t0 >= 120 else (t1 - t0) / 3
-    return lat[t < t0 + span], lat[t >= t1 - span]
 
 
 def daemon_phase(k: int, args: argparse.Namespace, srv: Servers, out: Path) -> dict[str, Any]:
@@ -320,118 +220,6 @@ def summarize_phase(k: int, args: argparse.Namespace, client: redis.Redis, strea
         "others_cpu_pct_mean": round(float(np.mean([s["others_cpu_pct"] for s in samples])), 1),
         "rss_mb_start": rss_start, "rss_mb_end": rss[-1] if rss else float("nan"),
         "samples": samples, "series": series,
-    }
-
-
-# -- baselines ----------------------------------------------------------------------------------
-def _run_bare(sess: ort.InferenceSession, feed: dict[str, np.ndarray], b: int, until: float, counts: list[int],
-              i: int) -> None:
-    while time.perf_counter() < until:
-        sess.run(None, feed)
-        counts[i] += b
-
-
-def bare_rates(sessions: list[ort.InferenceSession], size: int, sizes: list[int], seconds: float,
-               label: str) -> dict[int, float]:
-    """Images/s of `session.run` alone on ready-made random batches, per batch size; with several
-    sessions, each runs in its own thread at the same time (the daemon's workers) and images add up."""
-    name = sessions[0].get_inputs()[0].name
-    rates = {}
-    for b in sizes:
-        feed = {name: np.random.default_rng(b).random((b, 3, size, size), dtype=np.float32)}
-        for sess in sessions:
-            for _ in range(2):
-                sess.run(None, feed)
-        counts = [0] * len(sessions)
-        start, own0, all0 = time.perf_counter(), proc_cpu_s(), machine_busy_s()
-
-        threads = [threading.Thread(target=_run_bare, args=(sess, feed, b, start + seconds, counts, i))
-                   for i, sess in enumerate(sessions)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed = time.perf_counter() - start
-        rates[b] = round(sum(counts) / elapsed, 2)
-        others = 100 * (machine_busy_s() - all0 - proc_cpu_s() + own0) / elapsed
-        print(f"bench: bare model ({label}), batch {b}: {rates[b]} img/s (other processes meanwhile: "
-              f"{others:.0f}% CPU)", flush=True)
-    return rates
-
-
-def make_session(args: argparse.Namespace, cfg: EngineConfig) -> ort.InferenceSession:
-    return ort.InferenceSession(str(MODELS[args.model]), sess_options=session_options(cfg),
-                                providers=["CPUExecutionProvider"])
-
-
-Rates = dict[int, float]
-
-
-def bare_both(args: argparse.Namespace, dcfg: EngineConfig, sizes: list[int], when: str) -> dict[str, Rates]:
-    """The bare model both ways: one session with ORT's default threads (what the naive loop and
-    most code use), and the daemon's layout (`workers` sessions side by side, the cores shared out)."""
-    rates = {"single": bare_rates([make_session(args, EngineConfig(providers=["cpu"], workers=1))], args.model,
-                                  sizes, args.bare_seconds, f"1 session, ORT threads, {when}")}
-    workers, threads = lane_workers(dcfg), intra_op_threads(dcfg)
-    if workers > 1 or threads:
-        label = f"{workers} sessions x {threads or 'default'} threads, {when}"
-        rates["workers"] = bare_rates([make_session(args, dcfg) for _ in range(workers)], args.model, sizes,
-                                      args.bare_seconds, label)
-    return rates
-
-
-def bracket(before: dict[str, Rates], after: dict[str, Rates]) -> tuple[Rates, Rates, dict[str, float]]:
-    """Bare rates measured before and after the daemon phase, averaged where both exist (a host
-    whose speed drifts shows up in `drift`, after / before per layout and batch size)."""
-    merged: dict[str, Rates] = {}
-    drift: dict[str, float] = {}
-    for layout, rates in after.items():
-        merged[layout] = {}
-        for b, rate in rates.items():
-            first = before.get(layout, {}).get(b)
-            merged[layout][b] = round((rate + first) / 2, 2) if first else rate
-            if first:
-                drift[f"{layout} b{b}"] = round(rate / first, 3)
-    return merged["single"], merged.get("workers", {}), drift
-
-
-def used_sizes(counts: dict[int, int], share: float = 0.05) -> list[int]:
-    images = sum(b * n for b, n in counts.items()) or 1
-    return sorted(b for b, n in counts.items() if b * n / images >= share)[-3:]
-
-
-def bare_at(rates: dict[int, float], counts: dict[int, int]) -> float:
-    """Images/s had the daemon's batches (this size mix) run bare: total images / total bare time."""
-    if not counts:
-        return float("nan")
-    nearest = {b: rates[min(rates, key=lambda r: abs(r - b))] for b in counts}
-    return round(sum(b * n for b, n in counts.items()) / sum(b * n / nearest[b] for b, n in counts.items()), 2)
-
-
-def naive_phase(k: int, seconds: float, args: argparse.Namespace, srv: Servers,
-                session: ort.InferenceSession) -> dict[str, Any]:
-    info = load_model_info(MODELS[args.model], args.model)
-    cams = [NaiveCamera(f"cam{i}", srv.urls[i], args.fps) for i in range(k)]
-    cpu0, all0 = proc_cpu_s(), machine_busy_s()
-    start, elapsed = run_naive(cams, session, info, redis.Redis(port=srv.redis_port), seconds)
-    cpu_pct = round(100 * (proc_cpu_s() - cpu0) / elapsed, 1)
-    machine_pct = round(100 * (machine_busy_s() - all0) / elapsed, 1)
-    per_cam, series, all_t, all_exp, all_dec = {}, {}, [], [], []
-    for cam in cams:
-        t, exp, dec = cam.latencies()
-        per_cam[cam.camera_id] = {"fps": round(len(t) / elapsed, 2), "frames": len(t)}
-        series[cam.camera_id] = {"t": (t - start).round(3).tolist(), "latency_ms": exp.round(1).tolist()}
-        all_t.append(t)
-        all_exp.append(exp)
-        all_dec.append(dec)
-    t, exp, dec = np.concatenate(all_t), np.concatenate(all_exp), np.concatenate(all_dec)
-    first, last = split_window(t, exp, start, start + elapsed)
-    return {
-        "cameras": k, "seconds": round(elapsed, 2), "fps_total": round(len(t) / elapsed, 2), "per_camera": per_cam,
-        "latency_vs_expected_capture_ms": {"p50": pct(exp, 50), "p95": pct(exp, 95), "p99": pct(exp, 99),
-                                           "first_p50": pct(first, 50), "last_p50": pct(last, 50)},
-        "latency_vs_decode_ms": {"p50": pct(dec, 50), "p99": pct(dec, 99)},
-        "cpu_pct_mean": cpu_pct, "machine_cpu_pct_mean": machine_pct, "series": series,
     }
 
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python tools/demo.py [--seconds N]
 
-1. renders three demo clips with tools/synth.py (once; cached in demo-data/),
+1. renders three demo clips with tools/synth_video.py (once; cached in demo-data/),
 2. starts redis-server on 127.0.0.1:6389 and the GStreamer RTSP server on 127.0.0.1:8554
    (tools/rtsp_server.py, run by Debian's python3, which has GStreamer's bindings),
 3. runs `beltsight run -c configs/demo.toml` (JSON logs to demo-data/daemon.log),
@@ -40,7 +40,7 @@ CLIP_SECONDS = 12
 
 def render_clips() -> dict[str, Path]:
     sys.path.insert(0, str(REPO))
-    from tools.synth import render_video  # noqa: PLC0415
+    from tools.synth_video import render_video  # noqa: PLC0415
 
     DATA.mkdir(exist_ok=True)
     clips = {}

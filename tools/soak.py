@@ -3,7 +3,7 @@
     python tools/soak.py --minutes 30 [--cameras 2] [--out DIR] [--rebuild-every 500]
 
 Starts, all on free loopback ports: one `tools/rtsp_server.py` per camera (synthetic conveyor
-clips from `tools.synth.render_video`, 640x480 and 1280x720 at 10 fps, alternating), one
+clips from `tools.synth_video.render_video`, 640x480 and 1280x720 at 10 fps, alternating), one
 `redis-server` with AOF (`appendfsync always`), and the daemon as a subprocess
 (`python -m daemon run -c <generated config>`, with `redis.spool_dir` and
 `engine.rebuild.every_frames` set). A fault runs every `--fault-every-s` seconds, cycling through:
@@ -37,241 +37,27 @@ import argparse
 import contextlib
 import itertools
 import json
-import os
 import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
-import urllib.request
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tests.fixtures_redis import free_port  # noqa: E402  (the one port picker, shared with tests and bench)
+from tools.soak_procs import RedisProc, RtspProc, kill_proc, render_clips, write_config  # noqa: E402
+from tools.soak_stats import Sample, by_label, proc_stats, scrape, theil_sen  # noqa: E402
 
-SYSTEM_PYTHON = "/usr/bin/python3"
-RTSP_SCRIPT = REPO / "tools" / "rtsp_server.py"
-CAMERA_SIZES = ((640, 480), (1280, 720))
 FAULT_KINDS = ("camera_kill", "camera_stall", "redis_kill")
 FAULT_DOWN_S = {"camera_kill": 5.0, "camera_stall": 8.0, "redis_kill": 10.0}
 QUIET_TAIL_S = 60.0  # no fault ends this close to the end, so the final samples are settled
-
-
-# -- child processes ----------------------------------------------------------------------------
-class RtspProc:
-    """One RTSP server for one camera; restarts keep the port."""
-
-    def __init__(self, mount: str, clip: Path, log_path: Path) -> None:
-        self.mount, self.clip, self.log_path = mount, clip, log_path
-        self.port = 0
-        self.proc: subprocess.Popen[str] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"rtsp://127.0.0.1:{self.port}/{self.mount}"
-
-    def start(self) -> None:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                self._spawn()
-                return
-            except RuntimeError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.3)  # the port may still be held right after a kill
-
-    def _spawn(self) -> None:
-        cmd = [SYSTEM_PYTHON, str(RTSP_SCRIPT), "--port", str(self.port), "--stream", f"{self.mount}={self.clip}"]
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
-        with self.log_path.open("ab") as err:
-            proc = subprocess.Popen(
-                cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True, env=env
-            )
-        assert proc.stdout is not None
-        ready: list[str] = []
-
-        def read() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                if line.startswith("READY "):
-                    ready.append(line.split()[1])
-                    break
-            for _line in proc.stdout:  # keep the pipe drained until the process ends
-                pass
-
-        threading.Thread(target=read, daemon=True).start()
-        deadline = time.monotonic() + 20
-        while not ready and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not ready:
-            kill_proc(proc)
-            raise RuntimeError(f"rtsp_server for {self.mount} did not become ready")
-        self.proc = proc
-        self.port = int(ready[0].rsplit(":", 1)[1])
-
-    def kill(self) -> None:
-        kill_proc(self.proc)
-        self.proc = None
-
-    def signal(self, signum: int) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signum)
-
-
-class RedisProc:
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        import redis  # noqa: PLC0415
-
-        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
-        argv += ["--dir", str(self.data_dir), "--logfile", str(self.data_dir / "redis.log")]
-        argv += ["--appendonly", "yes", "--appendfsync", "always"]
-        deadline = time.monotonic() + 15
-        while True:
-            self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            probe = redis.Redis(port=self.port, socket_timeout=0.5, socket_connect_timeout=0.5)
-            try:
-                while self.proc.poll() is None and time.monotonic() < deadline:
-                    with contextlib.suppress(redis.ConnectionError, redis.BusyLoadingError):
-                        if probe.ping():
-                            return
-                    time.sleep(0.02)
-            finally:
-                probe.close()
-            kill_proc(self.proc)
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.2)
-
-    def kill(self) -> None:
-        kill_proc(self.proc)
-        self.proc = None
-
-    def client(self) -> Any:
-        import redis  # noqa: PLC0415
-
-        return redis.Redis(port=self.port, decode_responses=True, socket_timeout=30)
-
-
-def kill_proc(proc: subprocess.Popen[Any] | None) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.kill()  # SIGKILL also ends a SIGSTOPped process
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
-
-
-# -- setup --------------------------------------------------------------------------------------
-def render_clips(out: Path, cameras: int, seconds: float) -> list[Path]:
-    from tools.synth import render_video  # noqa: PLC0415
-
-    clips = []
-    for i in range(cameras):
-        w, h = CAMERA_SIZES[i % len(CAMERA_SIZES)]
-        path = out / "clips" / f"cam{i}-{w}x{h}.mp4"
-        if not path.exists():
-            render_video(path, path.with_suffix(".json"), w, h, 10, seconds, 100 + i)
-        clips.append(path)
-    return clips
-
-
-def write_config(
-    path: Path, *, redis_url: str, health_port: int, spool: Path, cameras: list[tuple[str, str]], rebuild_every: int
-) -> None:
-    models = "\n".join(f'{s} = "{REPO / "models" / f"conveyor-{s}.onnx"}"' for s in (416, 640, 800))
-    cams = "\n".join(
-        f'[[cameras]]\nid = "{cid}"\nurl = "{url}"\nread_timeout_s = 2.0\nstall_s = 5.0\n' for cid, url in cameras
-    )
-    path.write_text(
-        f"""shutdown_grace_s = 15.0
-
-[redis]
-url = "{redis_url}"
-spool_dir = "{spool}"
-
-[models]
-{models}
-
-[engine]
-providers = ["cpu"]
-max_batch = 4
-max_wait_ms = 20
-
-[engine.rebuild]
-every_frames = {rebuild_every}
-
-[health]
-listen = "127.0.0.1:{health_port}"
-
-[logging]
-format = "json"
-
-{cams}"""
-    )
-
-
-# -- sampling -----------------------------------------------------------------------------------
-@dataclass
-class Sample:
-    t_s: float
-    rss_mib: float
-    fds: int
-    threads: int
-    inferred: dict[str, float]
-    published: dict[str, float]
-    dropped: dict[str, float]  # reason -> count, all cameras
-    fps: dict[str, float] = field(default_factory=dict)
-    fault_active: bool = False
-    extra: dict[str, float] = field(default_factory=dict)  # rebuilds, sink buffered
-
-
-def proc_stats(pid: int) -> tuple[dict[str, float], int, int]:
-    """VmRSS and its parts (RssAnon: heaps; RssFile: mapped files, libraries) in MiB, fds, threads."""
-    rss = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "RssAnon", "RssFile"):
-            rss[key] = int(value.split()[0]) / 1024
-    fds = len(os.listdir(f"/proc/{pid}/fd"))
-    threads = len(os.listdir(f"/proc/{pid}/task"))
-    return rss, fds, threads
-
-
-def scrape(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
-    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
-
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    values: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            values.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
-    return values
-
-
-def by_label(values: dict[str, dict[tuple[tuple[str, str], ...], float]], name: str, label: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for labels, v in values.get(name, {}).items():
-        key = dict(labels).get(label, "")
-        out[key] = out.get(key, 0.0) + v
-    return out
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -599,15 +385,6 @@ class Soak:
             kill_proc(self.daemon)
         if self.redis is not None:
             self.redis.kill()
-
-
-def theil_sen(t: list[float], y: list[float]) -> float:
-    """Median of the slopes between every pair of points: a trend that outliers do not tilt."""
-    tt, yy = np.asarray(t, dtype=float), np.asarray(y, dtype=float)
-    i, j = np.triu_indices(len(tt), k=1)
-    dt = tt[j] - tt[i]
-    keep = dt > 0
-    return float(np.median((yy[j] - yy[i])[keep] / dt[keep])) if keep.any() else 0.0
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

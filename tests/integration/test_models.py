@@ -1,7 +1,7 @@
 """The committed demo detectors (models/conveyor-{416,640,800}.onnx): ONNX contract, parity, accuracy.
 
 Needs onnxruntime, PyAV and faster-coco-eval, not torch.  The accuracy tests render a short clip with
-``tools.synth.render_video``, decode the MP4 frame by frame, letterbox each frame to the model size, and score
+``tools.synth_video.render_video``, decode the MP4 frame by frame, letterbox each frame to the model size, and score
 the detections (mapped back to camera pixels) against the clip's ground truth with ``tools.coco_eval``.
 """
 
@@ -18,7 +18,8 @@ from onnx import numpy_helper
 
 from tools.coco_eval import evaluate
 from tools.eval_model import OnnxDetector, letterbox
-from tools.synth import NAMES, render_video
+from tools.synth import NAMES
+from tools.synth_video import render_video
 
 ort = pytest.importorskip("onnxruntime")
 

@@ -13,12 +13,11 @@ from tools.synth import (
     NAMES,
     Part,
     composite,
-    h264_writer,
     render_image,
     render_scene,
     render_scene_full,
-    render_video,
 )
+from tools.synth_video import h264_writer, render_video
 
 
 def _mask_box(mask: np.ndarray) -> list[int]:

@@ -1,0 +1,164 @@
+"""The baselines `tools/bench.py` measures the daemon against.
+
+Baseline 1, the bare model: `session.run` alone on ready-made random batches at the batch sizes
+the daemon used, one session with ORT's default threads and the daemon's layout (`engine.workers`
+sessions side by side), measured before and after the daemon phase (`bracket` averages them and
+reports the host's speed drift). Baseline 2, the naive one-loop pipeline of tools/bench_naive.py
+on one session (`naive_phase`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import redis
+
+from daemon.config_engine import EngineConfig
+from daemon.model_file import load_model_info
+from daemon.providers import intra_op_threads, lane_workers, session_options
+from tests.integration.daemon_harness import MODELS
+from tools.bench_naive import NaiveCamera, run_naive
+from tools.bench_procs import Servers, machine_busy_s, pct, proc_cpu_s, split_window
+
+
+# -- baselines ----------------------------------------------------------------------------------
+def _run_bare(
+    sess: ort.InferenceSession, feed: dict[str, np.ndarray], b: int, until: float, counts: list[int], i: int
+) -> None:
+    while time.perf_counter() < until:
+        sess.run(None, feed)
+        counts[i] += b
+
+
+def bare_rates(
+    sessions: list[ort.InferenceSession], size: int, sizes: list[int], seconds: float, label: str
+) -> dict[int, float]:
+    """Images/s of `session.run` alone on ready-made random batches, per batch size; with several
+    sessions, each runs in its own thread at the same time (the daemon's workers) and images add up."""
+    name = sessions[0].get_inputs()[0].name
+    rates = {}
+    for b in sizes:
+        feed = {name: np.random.default_rng(b).random((b, 3, size, size), dtype=np.float32)}
+        for sess in sessions:
+            for _ in range(2):
+                sess.run(None, feed)
+        counts = [0] * len(sessions)
+        start, own0, all0 = time.perf_counter(), proc_cpu_s(), machine_busy_s()
+
+        threads = [
+            threading.Thread(target=_run_bare, args=(sess, feed, b, start + seconds, counts, i))
+            for i, sess in enumerate(sessions)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - start
+        rates[b] = round(sum(counts) / elapsed, 2)
+        others = 100 * (machine_busy_s() - all0 - proc_cpu_s() + own0) / elapsed
+        print(
+            f"bench: bare model ({label}), batch {b}: {rates[b]} img/s (other processes meanwhile: {others:.0f}% CPU)",
+            flush=True,
+        )
+    return rates
+
+
+def make_session(args: argparse.Namespace, cfg: EngineConfig) -> ort.InferenceSession:
+    return ort.InferenceSession(
+        str(MODELS[args.model]), sess_options=session_options(cfg), providers=["CPUExecutionProvider"]
+    )
+
+
+Rates = dict[int, float]
+
+
+def bare_both(args: argparse.Namespace, dcfg: EngineConfig, sizes: list[int], when: str) -> dict[str, Rates]:
+    """The bare model both ways: one session with ORT's default threads (what the naive loop and
+    most code use), and the daemon's layout (`workers` sessions side by side, the cores shared out)."""
+    rates = {
+        "single": bare_rates(
+            [make_session(args, EngineConfig(providers=["cpu"], workers=1))],
+            args.model,
+            sizes,
+            args.bare_seconds,
+            f"1 session, ORT threads, {when}",
+        )
+    }
+    workers, threads = lane_workers(dcfg), intra_op_threads(dcfg)
+    if workers > 1 or threads:
+        label = f"{workers} sessions x {threads or 'default'} threads, {when}"
+        rates["workers"] = bare_rates(
+            [make_session(args, dcfg) for _ in range(workers)], args.model, sizes, args.bare_seconds, label
+        )
+    return rates
+
+
+def bracket(before: dict[str, Rates], after: dict[str, Rates]) -> tuple[Rates, Rates, dict[str, float]]:
+    """Bare rates measured before and after the daemon phase, averaged where both exist (a host
+    whose speed drifts shows up in `drift`, after / before per layout and batch size)."""
+    merged: dict[str, Rates] = {}
+    drift: dict[str, float] = {}
+    for layout, rates in after.items():
+        merged[layout] = {}
+        for b, rate in rates.items():
+            first = before.get(layout, {}).get(b)
+            merged[layout][b] = round((rate + first) / 2, 2) if first else rate
+            if first:
+                drift[f"{layout} b{b}"] = round(rate / first, 3)
+    return merged["single"], merged.get("workers", {}), drift
+
+
+def used_sizes(counts: dict[int, int], share: float = 0.05) -> list[int]:
+    images = sum(b * n for b, n in counts.items()) or 1
+    return sorted(b for b, n in counts.items() if b * n / images >= share)[-3:]
+
+
+def bare_at(rates: dict[int, float], counts: dict[int, int]) -> float:
+    """Images/s had the daemon's batches (this size mix) run bare: total images / total bare time."""
+    if not counts:
+        return float("nan")
+    nearest = {b: rates[min(rates, key=lambda r: abs(r - b))] for b in counts}
+    return round(sum(b * n for b, n in counts.items()) / sum(b * n / nearest[b] for b, n in counts.items()), 2)
+
+
+def naive_phase(
+    k: int, seconds: float, args: argparse.Namespace, srv: Servers, session: ort.InferenceSession
+) -> dict[str, Any]:
+    info = load_model_info(MODELS[args.model], args.model)
+    cams = [NaiveCamera(f"cam{i}", srv.urls[i], args.fps) for i in range(k)]
+    cpu0, all0 = proc_cpu_s(), machine_busy_s()
+    start, elapsed = run_naive(cams, session, info, redis.Redis(port=srv.redis_port), seconds)
+    cpu_pct = round(100 * (proc_cpu_s() - cpu0) / elapsed, 1)
+    machine_pct = round(100 * (machine_busy_s() - all0) / elapsed, 1)
+    per_cam, series, all_t, all_exp, all_dec = {}, {}, [], [], []
+    for cam in cams:
+        t, exp, dec = cam.latencies()
+        per_cam[cam.camera_id] = {"fps": round(len(t) / elapsed, 2), "frames": len(t)}
+        series[cam.camera_id] = {"t": (t - start).round(3).tolist(), "latency_ms": exp.round(1).tolist()}
+        all_t.append(t)
+        all_exp.append(exp)
+        all_dec.append(dec)
+    t, exp, dec = np.concatenate(all_t), np.concatenate(all_exp), np.concatenate(all_dec)
+    first, last = split_window(t, exp, start, start + elapsed)
+    return {
+        "cameras": k,
+        "seconds": round(elapsed, 2),
+        "fps_total": round(len(t) / elapsed, 2),
+        "per_camera": per_cam,
+        "latency_vs_expected_capture_ms": {
+            "p50": pct(exp, 50),
+            "p95": pct(exp, 95),
+            "p99": pct(exp, 99),
+            "first_p50": pct(first, 50),
+            "last_p50": pct(last, 50),
+        },
+        "latency_vs_decode_ms": {"p50": pct(dec, 50), "p99": pct(dec, 99)},
+        "cpu_pct_mean": cpu_pct,
+        "machine_cpu_pct_mean": machine_pct,
+        "series": series,
+    }

@@ -1,0 +1,147 @@
+"""Processes and /proc for `tools/bench.py`, shared by the daemon phase and the baselines.
+
+`Servers` starts redis-server and tools/rtsp_server.py (run by Debian's python3) and stops them;
+`render_clips` renders the synthetic clips they serve (cached in runs/bench-cache); the /proc
+readers give CPU seconds (this process, its threads, another process, the whole machine) and RSS;
+`pct` and `split_window` are the latency percentiles both phases report.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import redis
+
+from tests.fixtures_redis import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+CACHE = REPO / "runs" / "bench-cache"
+CLIP_SECONDS = 10
+TICK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+# -- processes and /proc ------------------------------------------------------------------------
+def proc_cpu_s(pid: int | str = "self") -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+
+
+def thread_cpu_s() -> dict[str, float]:
+    """CPU seconds per thread group of this process; threads Python did not start are ORT's or FFmpeg's."""
+    names = {t.native_id: re.sub(r"(_\d+|cam\d+)$", "*", t.name) for t in threading.enumerate()}
+    out: dict[str, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            group = names.get(int(tid), "native (ORT pool, FFmpeg)")
+            out[group] = out.get(group, 0.0) + proc_cpu_s(f"self/task/{tid}")
+        except (OSError, IndexError):
+            continue  # the thread ended meanwhile
+    return out
+
+
+def machine_busy_s() -> float:
+    """CPU seconds all processes used (all cores), from /proc/stat: to see who else ran meanwhile."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(values[:8]) - values[3] - values[4]) / TICK  # minus idle and iowait
+
+
+def cpu_clocks(srv: Servers) -> tuple[float, float, float, float]:
+    """(wall s, this process, the servers, the whole machine) CPU seconds."""
+    return time.time(), proc_cpu_s(), sum(proc_cpu_s(p.pid) for p in srv.procs), machine_busy_s()
+
+
+def proc_rss_mb(pid: int | str = "self") -> float:
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE / 2**20
+
+
+class Servers:
+    """redis-server and the RTSP server; `close()` stops both (also after a failed start)."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[str]] = []
+        self.redis_port = 0
+        self.urls: list[str] = []
+
+    def start(self, clips: list[Path], out: Path) -> None:
+        self.redis_port = free_port()
+        self.procs.append(
+            subprocess.Popen(
+                [
+                    "redis-server",
+                    "--port",
+                    str(self.redis_port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--logfile",
+                    str(out / "redis.log"),
+                ],
+                stdout=subprocess.DEVNULL,
+                text=True,
+            )
+        )
+        client = redis.Redis(port=self.redis_port)
+        for _ in range(200):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.025)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+        cmd = ["/usr/bin/python3", str(REPO / "tools" / "rtsp_server.py"), "--port", "0"]
+        cmd += [a for i, clip in enumerate(clips) for a in ("--stream", f"cam{i}={clip}")]
+        rtsp = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=(out / "rtsp.log").open("w"), text=True, env=env)
+        self.procs.append(rtsp)
+        assert rtsp.stdout is not None
+        for line in rtsp.stdout:
+            if line.startswith("STREAM "):
+                self.urls.append(line.split()[2])
+            if line.startswith("READY "):
+                return
+        raise RuntimeError(f"rtsp_server did not start: see {out / 'rtsp.log'}")
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def render_clips(k: int, width: int, height: int, fps: int, bitrate: str | None) -> list[Path]:
+    from tools.synth_video import render_video  # noqa: PLC0415
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    clips = []
+    for i in range(k):
+        rate = f"-{bitrate}bps" if bitrate else "-crf20"
+        clip = CACHE / f"cam{i}-{width}x{height}-{fps}fps{rate}-seed{1000 + i}.mp4"
+        if not clip.exists():
+            print(f"bench: rendering {clip.name}", flush=True)
+            tmp = clip.with_suffix(".tmp.mp4")
+            render_video(tmp, clip.with_suffix(".json"), width, height, fps, CLIP_SECONDS, 1000 + i, bitrate)
+            tmp.rename(clip)
+        clips.append(clip)
+    return clips
+
+
+# -- latency percentiles ------------------------------------------------------------------------
+def pct(a: np.ndarray, q: float) -> float:
+    return round(float(np.percentile(a, q)), 1) if len(a) else float("nan")
+
+
+def split_window(t: np.ndarray, lat: np.ndarray, t0: float, t1: float) -> tuple[np.ndarray, np.ndarray]:
+    span = 60.0 if t1 - t0 >= 120 else (t1 - t0) / 3
+    return lat[t < t0 + span], lat[t >= t1 - span]
