@@ -80,7 +80,10 @@ class EngineConfig(Section):
     """All sessions of the process allocate host memory from one ONNX Runtime arena registered in
     its environment (`session.use_env_allocators`), instead of one arena per session. With several
     workers and scheduled rebuilds, per-session arenas left RSS drifting up with every rebuild
-    (allocator churn); the shared arena grows to the peak the workers need together, then stays."""
+    (allocator churn); the shared arena grows to the peak the workers need together, then stays.
+    Weights (initializers) stay out of it (`session.use_device_allocator_for_initializers`): a
+    rebuilt session's predecessor returns them to the OS instead of leaving holes in the arena
+    (rebuild-only soak, 10 minutes: +1.1 % RSS instead of +3.0 %)."""
     allow_spinning: bool = False
     """Let ORT's worker threads spin-wait between operators. Off: they would steal the cores the
     camera decode threads need; on a box with cores to spare, on can shave latency."""

@@ -109,6 +109,10 @@ def session_options(cfg: EngineConfig) -> ort.SessionOptions:
     if cfg.shared_cpu_arena:
         register_shared_cpu_arena()
         opts.add_session_config_entry("session.use_env_allocators", "1")
+        # Weights outside the shared arena: plain allocations (mmapped when large), returned to
+        # the OS when a rebuilt session's predecessor is released, instead of holes in the arena
+        # that the next build may not fit into. The arena keeps only per-run activations.
+        opts.add_session_config_entry("session.use_device_allocator_for_initializers", "1")
     opts.intra_op_num_threads = intra_op_threads(cfg)
     opts.inter_op_num_threads = 1
     # Spinning ORT workers steal the cores that the camera decode threads need (measured by
