@@ -76,14 +76,15 @@ class EngineConfig(Section):
     intra_op_threads: int = Field(0, ge=0)
     """ONNX Runtime intra-op threads per session (0: auto = the CPU's cores shared out among the
     `workers`: ORT's default of one per core with one worker, 1 each with one worker per core)."""
-    shared_cpu_arena: bool = True
+    shared_cpu_arena: bool = False
     """All sessions of the process allocate host memory from one ONNX Runtime arena registered in
-    its environment (`session.use_env_allocators`), instead of one arena per session. With several
-    workers and scheduled rebuilds, per-session arenas left RSS drifting up with every rebuild
-    (allocator churn); the shared arena grows to the peak the workers need together, then stays.
-    Weights (initializers) stay out of it (`session.use_device_allocator_for_initializers`): a
-    rebuilt session's predecessor returns them to the OS instead of leaving holes in the arena
-    (rebuild-only soak, 10 minutes: +1.1 % RSS instead of +3.0 %)."""
+    its environment (`session.use_env_allocators`) instead of one arena per session. Off by
+    default: ORT's arenas never shrink, so with a shared arena a rebuilt session's memory stays
+    in the process, and a rebuild made while other sessions run can push its high-water mark up
+    (the 40-minute soak's RSS stepped +8.6 MiB in that arena at minute 29). A session's own arena
+    goes back to the OS with the session (its regions are mmapped: `tune_malloc` fixes glibc's
+    mmap threshold), which is what a rebuild is for. On: one arena sized for the workers' peak
+    together, somewhat less RSS, weights kept out of it (device allocator for initializers)."""
     allow_spinning: bool = False
     """Let ORT's worker threads spin-wait between operators. Off: they would steal the cores the
     camera decode threads need; on a box with cores to spare, on can shave latency."""

@@ -51,7 +51,8 @@ def test_cpu_cores_follows_the_affinity_mask() -> None:
 
 
 @pytest.mark.parametrize("shared", [True, False])
-def test_sessions_share_one_cpu_arena_unless_turned_off(shared: bool) -> None:
+def test_sessions_share_one_cpu_arena_only_when_turned_on(shared: bool) -> None:
+    assert EngineConfig(providers=["cpu"]).shared_cpu_arena is False  # per-session arenas by default
     opts = session_options(EngineConfig(providers=["cpu"], shared_cpu_arena=shared))
     keys = ("session.use_env_allocators", "session.use_device_allocator_for_initializers")
     if shared:  # weights stay out of the shared arena, which never shrinks
