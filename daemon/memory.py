@@ -57,8 +57,9 @@ _LIBC = _load_libc()
 def release_free_memory() -> bool:
     """Give freed heap pages back to the OS (glibc `malloc_trim(0)`); False where unavailable.
 
-    A closed ONNX Runtime session frees its arena into glibc's heaps, which keep the pages:
-    the soak showed RSS stepping up at each rebuild without this.
+    A closed ONNX Runtime session's large blocks (its arena's regions) are unmapped at once,
+    since `tune_malloc` fixes the mmap threshold; its many small allocations (graph, kernels)
+    go back to glibc's heaps, which keep their pages until trimmed. Called after each rebuild.
     """
     if _LIBC is None:
         return False
