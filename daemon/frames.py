@@ -21,8 +21,8 @@ MODEL_SIZES: tuple[int, ...] = (416, 640, 800)
 LETTERBOX_PAD_VALUE = 114
 """Grey used for letterbox padding (the Ultralytics convention the demo models are trained with)."""
 
-RGBImage = npt.NDArray[np.uint8]
-"""An H x W x 3 RGB image, uint8, C-contiguous."""
+RGBPlanes = npt.NDArray[np.uint8]
+"""A 3 x H x W image: R, G and B planes (the model's channel order and layout), uint8, C-contiguous."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +81,9 @@ def nearest_model_size(width: int, height: int, sizes: tuple[int, ...] = MODEL_S
 class Frame:
     """One decoded camera frame, to be resized for its model (letterbox content, no padding).
 
-    `image` is `letterbox.new_h` x `letterbox.new_w` x 3 RGB uint8, scaled in C (swscale) so
-    the worker only copies it into the padded batch tensor. `pixels` holds it, or (from live
+    `planes` is 3 x `letterbox.new_h` x `letterbox.new_w` RGB uint8, planar like the model's
+    input, scaled and converted in C (swscale, to planar GBR) so the worker only scales it to
+    0..1 into the padded batch tensor, without a transpose. `pixels` holds it, or (from live
     sources) a function that makes it from the decoded YUV frame: under overload most frames
     are superseded in the hub before a batch takes them, and colour conversion plus scaling
     costs more CPU than decoding, so only frames that reach a batch pay for it, in the worker.
@@ -96,11 +97,11 @@ class Frame:
     captured_ms: int
     captured_mono: float
     letterbox: Letterbox
-    pixels: RGBImage | Callable[[], RGBImage]
+    pixels: RGBPlanes | Callable[[], RGBPlanes]
 
     @property
-    def image(self) -> RGBImage:
-        """The scaled RGB image (made on each call when `pixels` is a function: call it once)."""
+    def planes(self) -> RGBPlanes:
+        """The scaled RGB planes (made on each call when `pixels` is a function: call it once)."""
         pixels = self.pixels
         return pixels() if callable(pixels) else pixels
 
