@@ -69,7 +69,10 @@ def decide(pending: Pending, now: float, policy: BatchPolicy) -> Decision:
 class Batcher:
     """Waits (on the event loop) until `decide` says run, then takes the batch from the hub.
 
-    `notify()` is safe to call from any thread (the hub calls it when a frame arrives).
+    `notify()` is safe to call from any thread (the hub calls it when a frame arrives). It wakes
+    the loop only while a worker waits in `next_batch`: under overload every worker is busy and
+    the cameras' 60 or more frames a second would each wake the loop (and preempt a worker) for
+    nothing. A worker that comes back looks at the hub before it waits, so no frame is missed.
     """
 
     def __init__(
@@ -87,10 +90,15 @@ class Batcher:
         self._clock = clock
         self._wakeup = asyncio.Event()
         self._stopping = False
+        self._waiting = 0  # workers inside next_batch; changed on the loop only
         hub.subscribe(size, self.notify)
 
     def notify(self) -> None:
-        self._loop.call_soon_threadsafe(self._wakeup.set)
+        # Race-free without a lock: a worker counts itself in before it reads the hub, and the
+        # hub stores a frame before it calls this; so either this sees the worker or the
+        # worker's read sees the frame.
+        if self._waiting:
+            self._loop.call_soon_threadsafe(self._wakeup.set)
 
     def stop(self) -> None:
         """Shutdown (on the loop, after intake stopped): what waits now runs at once, without
@@ -101,6 +109,13 @@ class Batcher:
     async def next_batch(self) -> list[Frame]:
         """The next batch to run; empty only after `stop()`, when no frame is left. Several
         workers may wait here at once: each batch goes to one of them. Cancellation propagates."""
+        self._waiting += 1
+        try:
+            return await self._next_batch()
+        finally:
+            self._waiting -= 1
+
+    async def _next_batch(self) -> list[Frame]:
         while True:
             self._wakeup.clear()
             pending = self._hub.pending(self.size)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,7 +29,7 @@ class FakeClock:
 
 def make_frame(camera: str, seq: int, captured: float, size: int = 640) -> Frame:
     lb = Letterbox.fit(640, 480, size)
-    image = np.zeros((lb.new_h, lb.new_w, 3), np.uint8)
+    image = np.zeros((3, lb.new_h, lb.new_w), np.uint8)
     return Frame(camera, seq, int(captured * 1000), captured, lb, image)
 
 
@@ -205,6 +206,41 @@ def test_two_workers_waiting_on_one_batcher_each_get_a_different_batch() -> None
     assert all(len(b) == 2 for b in batches)
 
 
+def test_frames_wake_the_loop_only_while_a_worker_waits_and_none_is_missed() -> None:
+    """Under overload every worker is busy: frames arriving then must not wake the event loop
+    (one wake-up per frame, each preempting a worker), and a worker that comes back later still
+    takes the newest of them, from another thread's put too."""
+
+    async def scenario() -> tuple[int, int, list[str]]:
+        loop = asyncio.get_running_loop()
+        wakeups = 0
+        real = loop.call_soon_threadsafe
+
+        def counting(callback: Any, *args: Any, **kwargs: Any) -> Any:
+            nonlocal wakeups
+            wakeups += isinstance(getattr(callback, "__self__", None), asyncio.Event)  # not to_thread's own
+            return real(callback, *args, **kwargs)
+
+        loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
+        hub = FrameHub(Metrics())
+        policy = BatchPolicy(max_batch=1, max_wait_s=60.0, max_age_s=5.0, per_worker=1)
+        batcher = Batcher(640, hub, policy, loop, loop.time)
+        for seq in range(5):  # no worker waiting: nobody to wake
+            await asyncio.to_thread(hub.put, make_frame("a", seq, loop.time()))
+        while_busy = wakeups
+        got = await asyncio.wait_for(batcher.next_batch(), 2.0)  # finds the frame without a wake-up
+        waiting = asyncio.create_task(batcher.next_batch())
+        await asyncio.sleep(0.01)
+        await asyncio.to_thread(hub.put, make_frame("b", 0, loop.time()))
+        second = await asyncio.wait_for(waiting, 2.0)  # woken by the put
+        return while_busy, wakeups, [f"{f.camera_id}{f.seq}" for f in got + second]
+
+    while_busy, total, taken = asyncio.run(scenario())
+    assert while_busy == 0
+    assert taken == ["a4", "b0"]  # the newest frame of a (the rest superseded), then b
+    assert total == 1
+
+
 def test_stopped_batcher_runs_what_waits_at_once_then_returns_empty_to_every_worker() -> None:
     async def scenario() -> tuple[list[str], float, list[list[Frame]]]:
         loop = asyncio.get_running_loop()
@@ -250,7 +286,7 @@ def test_a_lazy_frame_is_converted_only_when_a_batch_takes_it() -> None:
     def lazy(camera: str, value: int) -> Frame:
         def convert() -> np.ndarray:
             calls.append(camera)
-            return np.full((lb.new_h, lb.new_w, 3), value, np.uint8)
+            return np.full((3, lb.new_h, lb.new_w), value, np.uint8)
 
         return Frame(camera, 0, 0, 1000.0, lb, convert)
 
