@@ -85,8 +85,9 @@ class Frame:
     input, scaled and converted in C (swscale, to planar GBR) so the worker only scales it to
     0..1 into the padded batch tensor, without a transpose. `pixels` holds it, or (from live
     sources) a function that makes it from the decoded YUV frame: under overload most frames
-    are superseded in the hub before a batch takes them, and colour conversion plus scaling
-    costs more CPU than decoding, so only frames that reach a batch pay for it, in the worker.
+    are superseded in the hub before a batch takes them, so only frames that reach a batch pay
+    for colour conversion and scaling, in the worker (with the fill, 0.7 ms of CPU for 640x480,
+    3.5 ms for 1920x1080 to 800).
     `seq` is the frame's index within the current connection (decoded frames; frames
     dropped later leave gaps). `captured_ms` is wall-clock Unix ms at decode,
     `captured_mono` the same instant on the monotonic clock (for ages and latency).
