@@ -63,6 +63,7 @@ from tools.bench_procs import (  # noqa: E402
     render_clips,
     split_window,
     thread_cpu_s,
+    thread_wait_s,
 )
 
 DRIFT_WARN = 0.10  # bare model after / before the daemon phase: beyond this the host's speed changed
@@ -142,7 +143,7 @@ def daemon_phase(k: int, args: argparse.Namespace, srv: Servers, out: Path) -> d
             if time.time() > deadline or box[1] is not None or not thread.is_alive():
                 raise RuntimeError(f"daemon produced no entries for every camera: {box[1]!r}")
             time.sleep(0.2)
-        t0, s0, threads0 = time.time(), snapshot(metrics), thread_cpu_s()
+        t0, s0, threads0, waits0 = time.time(), snapshot(metrics), thread_cpu_s(), thread_wait_s()
         prev = cpu_clocks(srv)
         while (now := time.time()) < t0 + args.seconds:
             time.sleep(min(1.0, t0 + args.seconds - now))
@@ -153,7 +154,7 @@ def daemon_phase(k: int, args: argparse.Namespace, srv: Servers, out: Path) -> d
                             "others_cpu_pct": round(100 * (machine - own - servers) / wall, 1),
                             "rss_mb": round(proc_rss_mb(), 1)})
             prev = cur
-        t1, s1, threads1 = time.time(), snapshot(metrics), thread_cpu_s()
+        t1, s1, threads1, waits1 = time.time(), snapshot(metrics), thread_cpu_s(), thread_wait_s()
     finally:
         stop_daemon(daemon, thread, box)
     if box[1] is not None:
@@ -162,6 +163,8 @@ def daemon_phase(k: int, args: argparse.Namespace, srv: Servers, out: Path) -> d
     phase = summarize_phase(k, args, client, streams, samples, (t0, t1), (s0, s1, s2), engine)
     phase["thread_cpu_pct"] = {g: round(100 * (v - threads0.get(g, 0.0)) / (t1 - t0), 1)
                                for g, v in sorted(threads1.items()) if v - threads0.get(g, 0.0) > 0.005 * (t1 - t0)}
+    phase["thread_wait_pct"] = {g: round(100 * (waits1.get(g, 0.0) - waits0.get(g, 0.0)) / (t1 - t0), 1)
+                                for g in phase["thread_cpu_pct"] if g in waits1}
     return phase
 
 
@@ -272,6 +275,8 @@ def print_table(main: dict[str, Any], naive: dict[str, Any], bare: dict[int, flo
           f"{main['others_cpu_pct_mean']}%; by thread: "
           f"{main['thread_cpu_pct']}), "
           f"RSS {main['rss_mb_start']} MB at 10 s -> {main['rss_mb_end']} MB at end")
+    if main.get("thread_wait_pct"):
+        print(f"runnable but waiting for a core, % of the window by thread: {main['thread_wait_pct']}")
     nl = naive["latency_vs_expected_capture_ms"]
     print(f"naive loop: {naive['fps_total']} fps over {naive['seconds']} s, latency vs expected capture p50 "
           f"{nl['p50']} p99 {nl['p99']} ms (first {span} p50 {nl['first_p50']}, last {nl['last_p50']}); "

@@ -33,9 +33,13 @@ def proc_cpu_s(pid: int | str = "self") -> float:
     return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
 
 
+def _thread_groups() -> dict[int, str]:
+    return {t.native_id: re.sub(r"(_\d+|cam\d+)$", "*", t.name) for t in threading.enumerate() if t.native_id}
+
+
 def thread_cpu_s() -> dict[str, float]:
     """CPU seconds per thread group of this process; threads Python did not start are ORT's or FFmpeg's."""
-    names = {t.native_id: re.sub(r"(_\d+|cam\d+)$", "*", t.name) for t in threading.enumerate()}
+    names = _thread_groups()
     out: dict[str, float] = {}
     for tid in os.listdir("/proc/self/task"):
         try:
@@ -43,6 +47,21 @@ def thread_cpu_s() -> dict[str, float]:
             out[group] = out.get(group, 0.0) + proc_cpu_s(f"self/task/{tid}")
         except (OSError, IndexError):
             continue  # the thread ended meanwhile
+    return out
+
+
+def thread_wait_s() -> dict[str, float]:
+    """Seconds per thread group spent runnable but waiting for a core (schedstat's run-queue
+    time): what the other threads and processes took from it. Empty without schedstats."""
+    names = _thread_groups()
+    out: dict[str, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            fields = Path(f"/proc/self/task/{tid}/schedstat").read_text().split()
+            group = names.get(int(tid), "native (ORT pool, FFmpeg)")
+            out[group] = out.get(group, 0.0) + int(fields[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            continue  # the thread ended meanwhile, or no schedstats in this kernel
     return out
 
 
