@@ -1,4 +1,4 @@
-"""`decoding.scale`: planar RGB from swscale, the picture packed RGB gives, whatever the plane padding."""
+"""`decoding.scale`: planar RGB from swscale; packed RGB's pixels without scaling, the picture scaled with it."""
 
 from __future__ import annotations
 
