@@ -50,7 +50,7 @@ class Letterbox:
         scale = min(size / src_w, size / src_h)
         new_w = max(1, min(size, round(src_w * scale)))
         new_h = max(1, min(size, round(src_h * scale)))
-        # swscale needs even sizes for some pixel formats; rgb24 does not, keep exact.
+        # swscale needs even sizes for subsampled formats; planar gbrp is not one, keep exact.
         pad_x = (size - new_w) // 2
         pad_y = (size - new_h) // 2
         return cls(size, src_w, src_h, scale, new_w, new_h, pad_x, pad_y)

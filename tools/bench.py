@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import platform
 import signal
@@ -62,8 +63,7 @@ from tools.bench_procs import (  # noqa: E402
     proc_rss_mb,
     render_clips,
     split_window,
-    thread_cpu_s,
-    thread_wait_s,
+    thread_times_s,
 )
 
 DRIFT_WARN = 0.10  # bare model after / before the daemon phase: beyond this the host's speed changed
@@ -143,7 +143,7 @@ def daemon_phase(k: int, args: argparse.Namespace, srv: Servers, out: Path) -> d
             if time.time() > deadline or box[1] is not None or not thread.is_alive():
                 raise RuntimeError(f"daemon produced no entries for every camera: {box[1]!r}")
             time.sleep(0.2)
-        t0, s0, threads0, waits0 = time.time(), snapshot(metrics), thread_cpu_s(), thread_wait_s()
+        t0, s0, threads0 = time.time(), snapshot(metrics), thread_times_s()
         prev = cpu_clocks(srv)
         while (now := time.time()) < t0 + args.seconds:
             time.sleep(min(1.0, t0 + args.seconds - now))
@@ -154,17 +154,19 @@ def daemon_phase(k: int, args: argparse.Namespace, srv: Servers, out: Path) -> d
                             "others_cpu_pct": round(100 * (machine - own - servers) / wall, 1),
                             "rss_mb": round(proc_rss_mb(), 1)})
             prev = cur
-        t1, s1, threads1, waits1 = time.time(), snapshot(metrics), thread_cpu_s(), thread_wait_s()
+        t1, s1, threads1 = time.time(), snapshot(metrics), thread_times_s()
     finally:
         stop_daemon(daemon, thread, box)
     if box[1] is not None:
         raise RuntimeError("daemon failed") from box[1]
     s2 = snapshot(metrics)
     phase = summarize_phase(k, args, client, streams, samples, (t0, t1), (s0, s1, s2), engine)
-    phase["thread_cpu_pct"] = {g: round(100 * (v - threads0.get(g, 0.0)) / (t1 - t0), 1)
-                               for g, v in sorted(threads1.items()) if v - threads0.get(g, 0.0) > 0.005 * (t1 - t0)}
-    phase["thread_wait_pct"] = {g: round(100 * (waits1.get(g, 0.0) - waits0.get(g, 0.0)) / (t1 - t0), 1)
-                                for g in phase["thread_cpu_pct"] if g in waits1}
+    busy = {g: (cpu - threads0.get(g, (0.0, 0.0))[0], wait - threads0.get(g, (0.0, 0.0))[1])
+            for g, (cpu, wait) in sorted(threads1.items())}
+    busy = {g: v for g, v in busy.items() if v[0] > 0.005 * (t1 - t0)}
+    phase["thread_cpu_pct"] = {g: round(100 * cpu / (t1 - t0), 1) for g, (cpu, _) in busy.items()}
+    phase["thread_wait_pct"] = {g: round(100 * wait / (t1 - t0), 1)
+                                for g, (_, wait) in busy.items() if not math.isnan(wait)}
     return phase
 
 

@@ -33,35 +33,25 @@ def proc_cpu_s(pid: int | str = "self") -> float:
     return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
 
 
-def _thread_groups() -> dict[int, str]:
-    return {t.native_id: re.sub(r"(_\d+|cam\d+)$", "*", t.name) for t in threading.enumerate() if t.native_id}
+def thread_times_s() -> dict[str, tuple[float, float]]:
+    """Per thread group of this process: (CPU seconds, seconds runnable but waiting for a core).
 
-
-def thread_cpu_s() -> dict[str, float]:
-    """CPU seconds per thread group of this process; threads Python did not start are ORT's or FFmpeg's."""
-    names = _thread_groups()
-    out: dict[str, float] = {}
+    Threads Python did not start are ORT's or FFmpeg's. The wait is schedstat's run-queue time,
+    what the other threads and processes took from the group (NaN without schedstats)."""
+    names = {t.native_id: re.sub(r"(_\d+|cam\d+)$", "*", t.name) for t in threading.enumerate() if t.native_id}
+    out: dict[str, tuple[float, float]] = {}
     for tid in os.listdir("/proc/self/task"):
         try:
-            group = names.get(int(tid), "native (ORT pool, FFmpeg)")
-            out[group] = out.get(group, 0.0) + proc_cpu_s(f"self/task/{tid}")
+            cpu = proc_cpu_s(f"self/task/{tid}")
         except (OSError, IndexError):
             continue  # the thread ended meanwhile
-    return out
-
-
-def thread_wait_s() -> dict[str, float]:
-    """Seconds per thread group spent runnable but waiting for a core (schedstat's run-queue
-    time): what the other threads and processes took from it. Empty without schedstats."""
-    names = _thread_groups()
-    out: dict[str, float] = {}
-    for tid in os.listdir("/proc/self/task"):
         try:
-            fields = Path(f"/proc/self/task/{tid}/schedstat").read_text().split()
-            group = names.get(int(tid), "native (ORT pool, FFmpeg)")
-            out[group] = out.get(group, 0.0) + int(fields[1]) / 1e9
+            wait = int(Path(f"/proc/self/task/{tid}/schedstat").read_text().split()[1]) / 1e9
         except (OSError, IndexError, ValueError):
-            continue  # the thread ended meanwhile, or no schedstats in this kernel
+            wait = float("nan")
+        group = names.get(int(tid), "native (ORT pool, FFmpeg)")
+        cpu0, wait0 = out.get(group, (0.0, 0.0))
+        out[group] = (cpu0 + cpu, wait0 + wait)
     return out
 
 
