@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 import av
 import av.error
 import av.video
 import numpy as np
+from av.video.reformatter import VideoReformatter
 from av.video.stream import VideoStream
 
 from daemon.frames import Letterbox, RGBPlanes
@@ -46,18 +50,54 @@ def set_decoder_threads(stream: VideoStream, threads: int) -> None:
 _GBRP_TO_RGB = (2, 0, 1)
 """FFmpeg's planar `gbrp` keeps G, B, R in planes 0, 1, 2."""
 
+_REFORMATTERS_PER_THREAD = 4
+"""Scaler contexts a thread keeps, one per source geometry (a worker serving 720p and 1080p
+cameras on the 800 model switches between two); the least recently used goes beyond that."""
+
+_Geometry = tuple[int, int, str, int, int]
+_local = threading.local()
+
+
+def _reformatter(key: _Geometry) -> VideoReformatter:
+    """This thread's scaler for one source geometry, made on first use and kept.
+
+    `VideoFrame.reformat` builds a scaler for each frame and frees it with the frame, and with
+    PyAV's default threads each scaler started and joined a slice thread per core: on 640x480
+    that cost 5-8 times the conversion itself, and the free landed on whichever thread dropped
+    the frame last (the event loop). A scaler is not thread-safe, so each thread has its own.
+    """
+    cache: OrderedDict[_Geometry, VideoReformatter] | None = getattr(_local, "reformatters", None)
+    if cache is None:
+        cache = _local.reformatters = OrderedDict()
+    reformatter = cache.get(key)
+    if reformatter is None:
+        reformatter = cache[key] = VideoReformatter()
+        while len(cache) > _REFORMATTERS_PER_THREAD:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    return reformatter
+
 
 def scale(vframe: av.VideoFrame, letterbox: Letterbox) -> RGBPlanes:
     """The frame as R, G, B planes at the letterbox content size, scaled by swscale.
 
-    Planes are the model's layout, so the worker fills the batch tensor without a transpose:
-    conversion plus fill cost about half of packed RGB's (640x480: 0.7 against 1.2 ms;
-    1280x720 to 800x450: 2.4 against 5.1 ms). When scaling, swscale then filters in RGB, not
-    in YUV: a level or two apart, and the closer of the two to the source picture scaled.
+    Planes are the model's layout, so the worker fills the batch tensor without a transpose.
+    When scaling, swscale then filters in RGB, not in YUV: a level or two apart from packed
+    RGB, and the closer of the two to the source picture scaled.
+
+    One swscale thread (`threads=1`): the caller is a worker that already has its core, and
+    PyAV's default (one slice thread per core, since PyAV 17) made each conversion wake the
+    other core and cost more CPU in total. With the scaler kept per thread, conversion, fill and
+    freeing the frame cost 0.66 ms of CPU per 640x480 frame against 1.52 ms with PyAV's default,
+    3.0 against 5.0 ms for 1280x720 to 800x450 (`tools/bench_preprocess.py`).
     """
     shrink = letterbox.new_w < vframe.width or letterbox.new_h < vframe.height
     w, h = letterbox.new_w, letterbox.new_h
-    gbr = vframe.reformat(width=w, height=h, format="gbrp", interpolation="AREA" if shrink else "BILINEAR")
+    reformatter = _reformatter((vframe.width, vframe.height, vframe.format.name, w, h))
+    gbr = reformatter.reformat(
+        vframe, width=w, height=h, format="gbrp", interpolation="AREA" if shrink else "BILINEAR", threads=1
+    )
     planes = []
     for index in _GBRP_TO_RGB:
         plane = gbr.planes[index]

@@ -86,8 +86,8 @@ class Frame:
     0..1 into the padded batch tensor, without a transpose. `pixels` holds it, or (from live
     sources) a function that makes it from the decoded YUV frame: under overload most frames
     are superseded in the hub before a batch takes them, so only frames that reach a batch pay
-    for colour conversion and scaling, in the worker (with the fill, 0.7 ms of CPU for 640x480,
-    3.5 ms for 1920x1080 to 800).
+    for colour conversion and scaling, in the worker (with the fill, 0.66 ms of CPU for 640x480,
+    4.0 ms for 1920x1080 to 800: `tools/bench_preprocess.py`).
     `seq` is the frame's index within the current connection (decoded frames; frames
     dropped later leave gaps). `captured_ms` is wall-clock Unix ms at decode,
     `captured_mono` the same instant on the monotonic clock (for ages and latency).

@@ -79,9 +79,10 @@ class CameraSource:
     - `seq` counts decoded frames from 0 in each connection; a reconnect or a file loop (a new
       pass) starts again at 0. Frames whose resolution routes to no model are counted as
       dropped (`no_model`) and still take a seq number.
-    - Scaling happens here, in C (swscale, AREA when shrinking, BILINEAR when enlarging), to the
-      letterbox content size of the routed model; the letterbox is cached per resolution and a
-      resolution change is logged, reported and routed again.
+    - The letterbox (content size for the routed model) is worked out here and cached per
+      resolution; a resolution change is logged, reported and routed again. The frame goes on
+      in YUV with `decoding.scale` bound to it: scaling and conversion (swscale, AREA when
+      shrinking, BILINEAR when enlarging) happen in the worker, only for frames a batch takes.
     - Stall: no decoded frame for `stall_s` on an open connection (packets that all fail to
       decode, or a frozen server), or a read timeout on a connection that was delivering =>
       `camera_stalled`, then `camera_down`, reconnect. PyAV's read timeout surfaces a frozen

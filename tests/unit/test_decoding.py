@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+
 import av
 import numpy as np
 import numpy.typing as npt
 import pytest
 
+from daemon import decoding
 from daemon.decoding import scale
 from daemon.frames import Letterbox
 
@@ -64,3 +67,39 @@ def test_red_stays_red() -> None:
     planes = scale(_yuv_frame(_picture(640, 480)), lb)
     r, g, b = (float(p[20:140, 20:190].mean()) for p in planes)
     assert r > 150 and g < 80 and b < 80, (r, g, b)
+
+
+def test_one_thread_alternating_geometries_gets_each_frame_right() -> None:
+    """A worker serving cameras of several sizes keeps one scaler per geometry: each result is
+    what a fresh scaler makes, whatever came before it on the thread, and the thread keeps a
+    bounded number of scalers."""
+    sources = [(640, 480, 640), (1280, 720, 800), (301, 400, 416), (800, 600, 800), (320, 240, 416), (1920, 1080, 800)]
+    frames = [(_yuv_frame(_picture(w, h)), Letterbox.fit(w, h, size)) for w, h, size in sources]
+    for vframe, lb in frames * 2:
+        fresh = vframe.reformat(
+            width=lb.new_w, height=lb.new_h, format="gbrp", interpolation=_interpolation(lb), threads=1
+        )
+        planes = scale(vframe, lb)
+        rows = [np.frombuffer(memoryview(fresh.planes[i]), np.uint8).reshape(lb.new_h, -1) for i in (2, 0, 1)]
+        np.testing.assert_array_equal(planes, np.stack([r[:, : lb.new_w] for r in rows]))
+    assert len(decoding._local.reformatters) == decoding._REFORMATTERS_PER_THREAD
+
+
+def test_threads_scale_side_by_side() -> None:
+    """Scalers are per thread: two workers converting at once each get their own frames right."""
+    lb_a, lb_b = Letterbox.fit(640, 480, 640), Letterbox.fit(1280, 720, 800)
+    a, b = _yuv_frame(_picture(640, 480)), _yuv_frame(_picture(1280, 720))
+    want = {id(a): scale(a, lb_a), id(b): scale(b, lb_b)}
+    errors: list[str] = []
+
+    def work(vframe: av.VideoFrame, lb: Letterbox) -> None:
+        for _ in range(40):
+            if not np.array_equal(scale(vframe, lb), want[id(vframe)]):
+                errors.append(f"{lb.src_w}x{lb.src_h}")
+
+    threads = [threading.Thread(target=work, args=args) for args in ((a, lb_a), (b, lb_b), (b, lb_b), (a, lb_a))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors

@@ -1,0 +1,93 @@
+"""CPU per inferred frame of the worker's pre-processing, against PyAV's default scaler.
+
+    .venv/bin/python tools/bench_preprocess.py [--frames 60] [--rounds 5]
+
+For each camera geometry the daemon meets (640x480 into the 640 model, 1280x720 and 1920x1080
+into the 800 model), it times, on the same decoded-like frames:
+  - baseline: `VideoFrame.reformat` as PyAV does it by default (a scaler made for each frame and
+    freed with it, one swscale slice thread per core), then the same plane handling;
+  - daemon: `daemon.decoding.scale` (a scaler kept per thread and geometry, one thread).
+Each then fills the batch tensor (`BatchTensor.fill`) and drops the frame, as a worker does.
+The two alternate over `--rounds` rounds of fresh frames; it prints CPU ms per frame (the
+process's CPU time, so other threads a scaler wakes are counted) and the ratio daemon/baseline,
+median over rounds. Timings are for this machine and load; the ratio is what to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import av
+import numpy as np
+
+from daemon.decoding import _GBRP_TO_RGB, scale
+from daemon.frames import Frame, Letterbox, RGBPlanes
+from daemon.inference import BatchTensor
+
+CASES = ((640, 480, 640), (1280, 720, 800), (1920, 1080, 800))
+
+
+def pyav_default(vframe: av.VideoFrame, letterbox: Letterbox) -> RGBPlanes:
+    """The same conversion through `VideoFrame.reformat` with PyAV's defaults."""
+    shrink = letterbox.new_w < vframe.width or letterbox.new_h < vframe.height
+    w, h = letterbox.new_w, letterbox.new_h
+    gbr = vframe.reformat(width=w, height=h, format="gbrp", interpolation="AREA" if shrink else "BILINEAR")
+    planes = [
+        np.frombuffer(memoryview(gbr.planes[i]), dtype=np.uint8).reshape(h, gbr.planes[i].line_size)[:, :w]
+        for i in _GBRP_TO_RGB
+    ]
+    return np.stack(planes)
+
+
+def make_frames(width: int, height: int, count: int, seed: int) -> list[av.VideoFrame]:
+    """Distinct yuv420p frames (a gradient with noise, shifted per frame), as a decoder hands over."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width]
+    base = ((x + y) * 255 // (width + height)).astype(np.int16)
+    out = []
+    for i in range(count):
+        rgb = np.clip(base + rng.integers(-20, 20, (height, width), dtype=np.int16), 0, 255).astype(np.uint8)
+        rgb = np.roll(np.stack((rgb, rgb[::-1], rgb[:, ::-1]), axis=-1), i, axis=1)
+        out.append(av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24").reformat(format="yuv420p"))
+    return out
+
+
+def cpu_ms_per_frame(
+    convert: Callable[[av.VideoFrame, Letterbox], RGBPlanes], frames: list[av.VideoFrame], lb: Letterbox
+) -> float:
+    tensor = BatchTensor(1, lb.size)
+    start = time.process_time()
+    while frames:
+        vframe = frames.pop()
+        tensor.fill([Frame("cam", 0, 0, 0.0, lb, convert(vframe, lb))])
+        del vframe  # the last reference: the frame (and with PyAV's default, its scaler) is freed here
+    return 1000 * (time.process_time() - start)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--frames", type=int, default=60, help="frames per round and variant")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    for width, height, size in CASES:
+        lb = Letterbox.fit(width, height, size)
+        results: dict[str, list[float]] = {"baseline": [], "daemon": []}
+        for r in range(args.rounds):
+            for name, convert in (("baseline", pyav_default), ("daemon", scale)):
+                frames = make_frames(width, height, args.frames, seed=r)
+                results[name].append(cpu_ms_per_frame(convert, frames, lb) / args.frames)
+        base, ours = statistics.median(results["baseline"]), statistics.median(results["daemon"])
+        ratios = [o / b for o, b in zip(results["daemon"], results["baseline"], strict=True)]
+        print(
+            f"{width}x{height} -> {lb.new_w}x{lb.new_h} ({size} model): PyAV default {base:.2f} ms, "
+            f"daemon {ours:.2f} ms CPU per frame; daemon/baseline {statistics.median(ratios):.2f} "
+            f"(rounds {min(ratios):.2f}-{max(ratios):.2f})",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
