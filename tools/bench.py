@@ -12,6 +12,9 @@
    sessions side by side, each with its share of the cores); measured before and after the daemon
    phase and averaged, the ratio after / before printed as the host's speed drift (a shared
    machine's speed changes over minutes; above 10 % the ratios are flagged unreliable);
+   Then, as a diagnostic, the same layout beside a separate process that only decodes the same
+   streams (tools/bench_decoders.py): what is left of the bare model once every frame is decoded
+   on the same cores, and the share of that the daemon reached;
 4. baseline 2: the naive one-loop pipeline (tools/bench_naive.py) on one session with ORT's
    default threads, latency vs the expected capture time;
 5. prints a table and the acceptance checks; writes report.json and bench.png into --out.
@@ -54,7 +57,15 @@ from daemon.model_file import load_model_info  # noqa: E402
 from daemon.providers import intra_op_threads, lane_workers, worker_batch  # noqa: E402
 from daemon.schema import decode_entry  # noqa: E402
 from tests.integration.daemon_harness import MODELS, write_config  # noqa: E402
-from tools.bench_baselines import bare_at, bare_both, bracket, make_session, naive_phase, used_sizes  # noqa: E402
+from tools.bench_baselines import (  # noqa: E402
+    bare_at,
+    bare_beside_decoders,
+    bare_both,
+    bracket,
+    make_session,
+    naive_phase,
+    used_sizes,
+)
 from tools.bench_procs import (  # noqa: E402
     CLIP_SECONDS,
     Servers,
@@ -343,6 +354,21 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+def beside_line(beside: dict[str, float], after: dict[str, dict[int, float]], daemon_fps: float) -> str:
+    """The diagnostic: how much of the bare model is left beside decoding alone, and how much of
+    that the daemon gets (the rest of its gap to the bare model is its own overhead)."""
+    b = int(beside["batch"])
+    alone = after.get("workers", after["single"]).get(b)
+    head = (f"bare model beside a process decoding the same streams (batch {b}, measured after the bare runs): "
+            f"{beside['img_per_s']} img/s")
+    if not alone:
+        return head
+    share = daemon_fps / beside["img_per_s"]
+    return (f"{head} = {beside['img_per_s'] / alone:.2f} x bare just before it; decoding: "
+            f"{beside['decoded_fps']} fps, {beside['decoder_cpu_pct']}% of one core, "
+            f"{beside['decode_ms_per_frame']} ms/frame; the daemon reached {share:.2f} x that")
+
+
 def main() -> int:
     malloc = tune_malloc()  # as `beltsight run` does, before any thread starts
     args = parse_args()
@@ -372,6 +398,9 @@ def main() -> int:
                   f"batches {phases[k]['batch_sizes']}", flush=True)
         sizes = sorted({1} | {b for ph in phases.values() for b in used_sizes(ph["batch_sizes"])})
         after = bare_both(args, dcfg, sizes, "after")
+        main_batch = max(phases[main_k]["batch_sizes"].items(), key=lambda kv: kv[0] * kv[1], default=(1, 0))[0]
+        beside = bare_beside_decoders(args, dcfg, srv.urls[:main_k], main_k * args.fps, main_batch)
+        beside["batch"] = main_batch
         bare_single, bare_workers, drift = bracket(before, after)
         bare = {b: max(bare_single[b], bare_workers.get(b, 0.0)) for b in sizes}  # the stronger baseline
         session = make_session(args, EngineConfig(providers=["cpu"], workers=1))
@@ -389,6 +418,7 @@ def main() -> int:
     detail += f"\nbare model, after / before the daemon phase (the host's speed drift): {drift}"
     if any(abs(d - 1) > DRIFT_WARN for d in drift.values()):
         detail += f"  WARNING: drift above {DRIFT_WARN:.0%}: the host's speed changed, the ratios are unreliable"
+    detail += "\n" + beside_line(beside, after, main_phase["fps_total"])
     print(f"\nclips: {args.size} at {args.fps} fps, H.264 capped at {args.bitrate or 'none (crf 20)'}: "
           f"{args.clip_mbit_s} Mbit/s per camera on average")
     print_table(main_phase, naive, bare, bare_main, checks, detail)
@@ -402,6 +432,7 @@ def main() -> int:
         "bare_img_per_s": bare, "bare_img_per_s_at_used_batches": bare_main,
         "bare_img_per_s_single_session": bare_single, "bare_img_per_s_worker_layout": bare_workers,
         "bare_before": before, "bare_after": after, "bare_drift_after_over_before": drift,
+        "bare_beside_decoders": beside,
         "daemon_workers": workers, "daemon_intra_op_threads": threads,
         "phases": {str(k): v for k, v in phases.items()}, "main_cameras": main_k, "naive": naive,
         "checks": {key: {"pass": ok, "detail": text} for key, ok, text in checks},

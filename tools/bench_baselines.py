@@ -4,15 +4,20 @@ Baseline 1, the bare model: `session.run` alone on ready-made random batches at 
 the daemon used, one session with ORT's default threads and the daemon's layout (`engine.workers`
 sessions side by side), measured before and after the daemon phase (`bracket` averages them and
 reports the host's speed drift). Baseline 2, the naive one-loop pipeline of tools/bench_naive.py
-on one session (`naive_phase`).
+on one session (`naive_phase`). A diagnostic, not a baseline: the bare model in the daemon's
+layout beside a separate process that only decodes the same RTSP streams (`bare_beside_decoders`),
+which is what any pipeline that decodes every frame on these cores could at most reach.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 import threading
 import time
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 import onnxruntime as ort
@@ -96,6 +101,60 @@ def bare_both(args: argparse.Namespace, dcfg: EngineConfig, sizes: list[int], wh
             [make_session(args, dcfg) for _ in range(workers)], args.model, sizes, args.bare_seconds, label
         )
     return rates
+
+
+class DecoderLoad:
+    """tools/bench_decoders.py in its own process: decodes `urls` until `close()`."""
+
+    def __init__(self, urls: list[str]) -> None:
+        script = Path(__file__).with_name("bench_decoders.py")
+        self.proc = subprocess.Popen([sys.executable, str(script), *urls], stdout=subprocess.PIPE, text=True)
+        self.latest = (0.0, 0.0, 0.0)  # frames, CPU s, monotonic s
+        assert self.proc.stdout is not None
+        threading.Thread(target=self._follow, args=(self.proc.stdout,), daemon=True).start()
+
+    def _follow(self, out: IO[str]) -> None:
+        for line in out:
+            frames, cpu, at = line.split()
+            self.latest = (float(frames), float(cpu), float(at))
+
+    def wait_decoding(self, fps: float, timeout_s: float = 20.0) -> None:
+        """Until the streams are up and decoded at about `fps` in all (connects take a second or two)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            f0 = self.latest[0]
+            time.sleep(2.0)
+            if f0 and self.latest[0] - f0 >= 0.9 * 2.0 * fps:
+                return
+        raise RuntimeError("bench_decoders did not reach the streams' frame rate (see its stderr)")
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def bare_beside_decoders(
+    args: argparse.Namespace, dcfg: EngineConfig, urls: list[str], offered_fps: float, batch: int
+) -> dict[str, float]:
+    """Images/s of the daemon's bare layout at `batch` while another process decodes `urls`,
+    and that process's decoded fps and CPU (% of one core, and ms per frame)."""
+    sessions = [make_session(args, dcfg) for _ in range(lane_workers(dcfg))]
+    load = DecoderLoad(urls)
+    try:
+        load.wait_decoding(offered_fps)
+        f0, c0, t0 = load.latest
+        rate = bare_rates(sessions, args.model, [batch], args.bare_seconds, "beside the decoders")[batch]
+        time.sleep(1.1)  # the decoder's next per-second line covers the whole window
+        f1, c1, t1 = load.latest
+    finally:
+        load.close()
+    frames, elapsed = f1 - f0, t1 - t0
+    return {
+        "img_per_s": rate,
+        "decoded_fps": round(frames / elapsed, 1),
+        "decoder_cpu_pct": round(100 * (c1 - c0) / elapsed, 1),
+        "decode_ms_per_frame": round(1000 * (c1 - c0) / frames, 2) if frames else float("nan"),
+    }
 
 
 def bracket(before: dict[str, Rates], after: dict[str, Rates]) -> tuple[Rates, Rates, dict[str, float]]:
