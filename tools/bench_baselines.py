@@ -133,27 +133,54 @@ class DecoderLoad:
         self.proc.wait()
 
 
-def bare_beside_decoders(
-    args: argparse.Namespace, dcfg: EngineConfig, urls: list[str], offered_fps: float, batch: int
-) -> dict[str, float]:
-    """Images/s of the daemon's bare layout at `batch` while another process decodes `urls`,
-    and that process's decoded fps and CPU (% of one core, and ms per frame)."""
-    sessions = [make_session(args, dcfg) for _ in range(lane_workers(dcfg))]
+def _decoding_window(
+    sessions: list[ort.InferenceSession], args: argparse.Namespace, urls: list[str], offered_fps: float, batch: int
+) -> tuple[float, float, float, float]:
+    """One bare window beside a fresh decoder process: img/s, and the decoder's frames, CPU s
+    and seconds over the window."""
     load = DecoderLoad(urls)
     try:
         load.wait_decoding(offered_fps)
         f0, c0, t0 = load.latest
-        rate = bare_rates(sessions, args.model, [batch], args.bare_seconds, "beside the decoders")[batch]
+        rate = bare_rates(sessions, args.model, [batch], BESIDE_WINDOW_S, "beside the decoders")[batch]
         time.sleep(1.1)  # the decoder's next per-second line covers the whole window
         f1, c1, t1 = load.latest
     finally:
         load.close()
-    frames, elapsed = f1 - f0, t1 - t0
+    return rate, f1 - f0, c1 - c0, t1 - t0
+
+
+BESIDE_WINDOW_S = 6.0
+BESIDE_CYCLES = 3
+
+
+def bare_beside_decoders(
+    args: argparse.Namespace, dcfg: EngineConfig, urls: list[str], offered_fps: float, batch: int
+) -> dict[str, Any]:
+    """The daemon's bare layout at `batch`, alternately alone and beside another process that
+    decodes `urls` (`BESIDE_CYCLES` windows of each, plus a last one alone). Each window beside
+    is compared with the mean of the windows alone on either side of it, which takes out most of
+    the host's drift; the median of those ratios is what decoding leaves of the bare model."""
+    sessions = [make_session(args, dcfg) for _ in range(lane_workers(dcfg))]
+    alone: list[float] = []
+    beside: list[float] = []
+    frames = cpu = seconds = 0.0
+    for _ in range(BESIDE_CYCLES):
+        alone.append(bare_rates(sessions, args.model, [batch], BESIDE_WINDOW_S, "between decoding windows")[batch])
+        rate, f, c, t = _decoding_window(sessions, args, urls, offered_fps, batch)
+        beside.append(rate)
+        frames, cpu, seconds = frames + f, cpu + c, seconds + t
+    alone.append(bare_rates(sessions, args.model, [batch], BESIDE_WINDOW_S, "between decoding windows")[batch])
+    ratios = [round(b / ((a0 + a1) / 2), 3) for b, a0, a1 in zip(beside, alone, alone[1:], strict=False)]
     return {
-        "img_per_s": rate,
-        "decoded_fps": round(frames / elapsed, 1),
-        "decoder_cpu_pct": round(100 * (c1 - c0) / elapsed, 1),
-        "decode_ms_per_frame": round(1000 * (c1 - c0) / frames, 2) if frames else float("nan"),
+        "batch": batch,
+        "img_per_s_beside": beside,
+        "img_per_s_alone": alone,
+        "ratios": ratios,
+        "ratio": float(np.median(ratios)),
+        "decoded_fps": round(frames / seconds, 1),
+        "decoder_cpu_pct": round(100 * cpu / seconds, 1),
+        "decode_ms_per_frame": round(1000 * cpu / frames, 2) if frames else float("nan"),
     }
 
 
