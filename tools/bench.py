@@ -7,11 +7,12 @@
 1. renders K synthetic clips (cached in runs/bench-cache), starts redis-server and tools/rtsp_server.py;
 2. runs the real daemon in-process (CPU provider, `model` forced per camera) for T seconds, sampling
    stream lengths, CPU and RSS every second; reads every entry back (latency = published_ms - captured_ms);
-3. baseline 1: bare `session.run` at the batch sizes the daemon used, measured two ways and the
-   higher taken: one session with ORT's default threads, and the daemon's layout (`engine.workers`
-   sessions side by side, each with its share of the cores); measured before and after the daemon
-   phase and averaged, the ratio after / before printed as the host's speed drift (a shared
-   machine's speed changes over minutes; above 10 % the ratios are flagged unreliable);
+3. baseline 1: bare `session.run` on the clips' own frames (letterboxed as the workers do) at the
+   batch sizes the daemon used, measured two ways and the higher taken: one session with ORT's
+   default threads, and the daemon's layout (`engine.workers` sessions side by side, each with its
+   share of the cores); measured before and after the daemon phase and averaged, the ratio
+   after / before printed as the host's speed drift (a shared machine's speed changes over
+   minutes; above 10 % the ratios are flagged unreliable).
    Then, as a diagnostic, the same layout beside a separate process that only decodes the same
    streams (tools/bench_decoders.py): what is left of the bare model once every frame is decoded
    on the same cores, and the share of that the daemon reached;
@@ -62,6 +63,7 @@ from tools.bench_baselines import (  # noqa: E402
     bare_beside_decoders,
     bare_both,
     bracket,
+    clip_images,
     make_session,
     naive_phase,
     used_sizes,
@@ -379,6 +381,7 @@ def main() -> int:
         clips = render_clips(max(ks), args.width, args.height, args.fps, args.bitrate or None)
         args.clip_mbit_s = round(sum(c.stat().st_size for c in clips) * 8 / CLIP_SECONDS / len(clips) / 1e6, 2)
         srv.start(clips, args.out)
+        args.bare_images = clip_images(clips[0], args.model)
         dcfg = EngineConfig(providers=["cpu"], workers=args.workers, intra_op_threads=args.intra_op_threads,
                             worker_batch=args.worker_batch, max_batch=args.max_batch or EngineConfig().max_batch)
         workers, threads = lane_workers(dcfg), intra_op_threads(dcfg)
@@ -418,7 +421,7 @@ def main() -> int:
           f"{args.clip_mbit_s} Mbit/s per camera on average")
     print_table(main_phase, naive, bare, bare_main, checks, detail)
     report = {
-        "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "bare_images"},
         "machine": {"cpu_count": os.cpu_count(), "cpu_affinity": len(os.sched_getaffinity(0)),
                     "platform": platform.platform(), "python": platform.python_version(),
                     "onnxruntime": ort.__version__, "av": av.__version__, "model": str(MODELS[args.model]),

@@ -1,6 +1,7 @@
 """The baselines `tools/bench.py` measures the daemon against.
 
-Baseline 1, the bare model: `session.run` alone on ready-made random batches at the batch sizes
+Baseline 1, the bare model: `session.run` alone on ready-made batches of the clips' own frames
+(letterboxed as the workers do, `clip_images`) at the batch sizes
 the daemon used, one session with ORT's default threads and the daemon's layout (`engine.workers`
 sessions side by side), measured before and after the daemon phase (`bracket` averages them and
 reports the host's speed drift). Baseline 2, the naive one-loop pipeline of tools/bench_naive.py
@@ -19,11 +20,15 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+import av
 import numpy as np
 import onnxruntime as ort
 import redis
 
 from daemon.config_engine import EngineConfig
+from daemon.decoding import scale
+from daemon.frames import Frame, Letterbox
+from daemon.inference import BatchTensor
 from daemon.model_file import load_model_info
 from daemon.providers import intra_op_threads, lane_workers, session_options
 from tests.integration.daemon_harness import MODELS
@@ -40,15 +45,30 @@ def _run_bare(
         counts[i] += b
 
 
+def clip_images(clip: Path, size: int, count: int = 8) -> np.ndarray:
+    """The first `count` frames of `clip`, scaled and letterboxed for the `size` model exactly as
+    the daemon's workers fill their batch tensor: (count, 3, size, size) float32."""
+    tensor = BatchTensor(1, size)
+    images = []
+    with av.open(str(clip)) as container:
+        for vframe in container.decode(video=0):
+            lb = Letterbox.fit(vframe.width, vframe.height, size)
+            images.append(tensor.fill([Frame("bench", 0, 0, 0.0, lb, scale(vframe, lb))])[0].copy())
+            if len(images) == count:
+                break
+    return np.stack(images)
+
+
 def bare_rates(
-    sessions: list[ort.InferenceSession], size: int, sizes: list[int], seconds: float, label: str
+    sessions: list[ort.InferenceSession], images: np.ndarray, sizes: list[int], seconds: float, label: str
 ) -> dict[int, float]:
-    """Images/s of `session.run` alone on ready-made random batches, per batch size; with several
-    sessions, each runs in its own thread at the same time (the daemon's workers) and images add up."""
+    """Images/s of `session.run` alone on ready-made batches of `images` (repeated to fill a batch
+    larger than they are), per batch size; with several sessions, each runs in its own thread at
+    the same time (the daemon's workers) and images add up."""
     name = sessions[0].get_inputs()[0].name
     rates = {}
     for b in sizes:
-        feed = {name: np.random.default_rng(b).random((b, 3, size, size), dtype=np.float32)}
+        feed = {name: np.ascontiguousarray(np.resize(images, (b, *images.shape[1:])))}
         for sess in sessions:
             for _ in range(2):
                 sess.run(None, feed)
@@ -88,7 +108,7 @@ def bare_both(args: argparse.Namespace, dcfg: EngineConfig, sizes: list[int], wh
     rates = {
         "single": bare_rates(
             [make_session(args, EngineConfig(providers=["cpu"], workers=1))],
-            args.model,
+            args.bare_images,
             sizes,
             args.bare_seconds,
             f"1 session, ORT threads, {when}",
@@ -98,7 +118,7 @@ def bare_both(args: argparse.Namespace, dcfg: EngineConfig, sizes: list[int], wh
     if workers > 1 or threads:
         label = f"{workers} sessions x {threads or 'default'} threads, {when}"
         rates["workers"] = bare_rates(
-            [make_session(args, dcfg) for _ in range(workers)], args.model, sizes, args.bare_seconds, label
+            [make_session(args, dcfg) for _ in range(workers)], args.bare_images, sizes, args.bare_seconds, label
         )
     return rates
 
@@ -142,7 +162,7 @@ def _decoding_window(
     try:
         load.wait_decoding(offered_fps)
         f0, c0, t0 = load.latest
-        rate = bare_rates(sessions, args.model, [batch], BESIDE_WINDOW_S, "beside the decoders")[batch]
+        rate = bare_rates(sessions, args.bare_images, [batch], BESIDE_WINDOW_S, "beside the decoders")[batch]
         time.sleep(1.1)  # the decoder's next per-second line covers the whole window
         f1, c1, t1 = load.latest
     finally:
@@ -164,13 +184,17 @@ def bare_beside_decoders(
     sessions = [make_session(args, dcfg) for _ in range(lane_workers(dcfg))]
     alone: list[float] = []
     beside: list[float] = []
+
+    def window_alone() -> float:
+        return bare_rates(sessions, args.bare_images, [batch], BESIDE_WINDOW_S, "between decoding windows")[batch]
+
     frames = cpu = seconds = 0.0
     for _ in range(BESIDE_CYCLES):
-        alone.append(bare_rates(sessions, args.model, [batch], BESIDE_WINDOW_S, "between decoding windows")[batch])
+        alone.append(window_alone())
         rate, f, c, t = _decoding_window(sessions, args, urls, offered_fps, batch)
         beside.append(rate)
         frames, cpu, seconds = frames + f, cpu + c, seconds + t
-    alone.append(bare_rates(sessions, args.model, [batch], BESIDE_WINDOW_S, "between decoding windows")[batch])
+    alone.append(window_alone())
     ratios = [round(b / ((a0 + a1) / 2), 3) for b, a0, a1 in zip(beside, alone, alone[1:], strict=False)]
     return {
         "batch": batch,
