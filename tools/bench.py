@@ -63,7 +63,6 @@ from tools.bench_baselines import (  # noqa: E402
     bare_beside_decoders,
     bare_both,
     bracket,
-    clip_images,
     make_session,
     naive_phase,
     used_sizes,
@@ -356,9 +355,11 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def beside_line(beside: dict[str, Any], daemon_ratio: float) -> str:
+def beside_line(beside: dict[str, Any] | str, daemon_ratio: float) -> str:
     """The diagnostic: how much of the bare model is left beside decoding alone, and how much of
     that the daemon gets (the rest of its gap to the bare model is its own overhead)."""
+    if isinstance(beside, str):
+        return f"bare model beside a process decoding the same streams: {beside}"
     ratios = beside["ratios"]
     return (f"bare model beside a process decoding the same streams (batch {beside['batch']}, "
             f"{len(ratios)} windows, each against the windows alone around it): {beside['ratio']:.2f} x bare "
@@ -381,7 +382,7 @@ def main() -> int:
         clips = render_clips(max(ks), args.width, args.height, args.fps, args.bitrate or None)
         args.clip_mbit_s = round(sum(c.stat().st_size for c in clips) * 8 / CLIP_SECONDS / len(clips) / 1e6, 2)
         srv.start(clips, args.out)
-        args.bare_images = clip_images(clips[0], args.model)
+        args.bare_clip = clips[0]  # the bare model runs on its frames
         dcfg = EngineConfig(providers=["cpu"], workers=args.workers, intra_op_threads=args.intra_op_threads,
                             worker_batch=args.worker_batch, max_batch=args.max_batch or EngineConfig().max_batch)
         workers, threads = lane_workers(dcfg), intra_op_threads(dcfg)
@@ -398,7 +399,12 @@ def main() -> int:
         sizes = sorted({1} | {b for ph in phases.values() for b in used_sizes(ph["batch_sizes"])})
         after = bare_both(args, dcfg, sizes, "after")
         main_batch = max(phases[main_k]["batch_sizes"].items(), key=lambda kv: kv[0] * kv[1], default=(1, 0))[0]
-        beside = bare_beside_decoders(args, dcfg, srv.urls[:main_k], main_k * args.fps, main_batch)
+        try:
+            beside: dict[str, Any] | str = bare_beside_decoders(
+                args, dcfg, srv.urls[:main_k], main_k * args.fps, main_batch
+            )
+        except RuntimeError as exc:  # a diagnostic: its failure must not cost the run its report
+            beside = f"not measured: {exc}"
         bare_single, bare_workers, drift = bracket(before, after)
         bare = {b: max(bare_single[b], bare_workers.get(b, 0.0)) for b in sizes}  # the stronger baseline
         session = make_session(args, EngineConfig(providers=["cpu"], workers=1))
@@ -421,7 +427,7 @@ def main() -> int:
           f"{args.clip_mbit_s} Mbit/s per camera on average")
     print_table(main_phase, naive, bare, bare_main, checks, detail)
     report = {
-        "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "bare_images"},
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "machine": {"cpu_count": os.cpu_count(), "cpu_affinity": len(os.sched_getaffinity(0)),
                     "platform": platform.platform(), "python": platform.python_version(),
                     "onnxruntime": ort.__version__, "av": av.__version__, "model": str(MODELS[args.model]),

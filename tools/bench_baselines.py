@@ -1,13 +1,13 @@
 """The baselines `tools/bench.py` measures the daemon against.
 
 Baseline 1, the bare model: `session.run` alone on ready-made batches of the clips' own frames
-(letterboxed as the workers do, `clip_images`) at the batch sizes
-the daemon used, one session with ORT's default threads and the daemon's layout (`engine.workers`
-sessions side by side), measured before and after the daemon phase (`bracket` averages them and
-reports the host's speed drift). Baseline 2, the naive one-loop pipeline of tools/bench_naive.py
-on one session (`naive_phase`). A diagnostic, not a baseline: the bare model in the daemon's
-layout beside a separate process that only decodes the same RTSP streams (`bare_beside_decoders`),
-which is what any pipeline that decodes every frame on these cores could at most reach.
+(letterboxed as the workers do, `clip_images`) at the batch sizes the daemon used, one session
+with ORT's default threads and the daemon's layout (`engine.workers` sessions side by side),
+measured before and after the daemon phase (`bracket` averages them and reports the host's speed
+drift). Baseline 2, the naive one-loop pipeline of tools/bench_naive.py on one session
+(`naive_phase`). A diagnostic, not a baseline: the bare model in the daemon's layout beside a
+separate process that only decodes the same RTSP streams (`bare_beside_decoders`), which is what
+any pipeline that decodes every frame on these cores could at most reach.
 """
 
 from __future__ import annotations
@@ -105,10 +105,11 @@ Rates = dict[int, float]
 def bare_both(args: argparse.Namespace, dcfg: EngineConfig, sizes: list[int], when: str) -> dict[str, Rates]:
     """The bare model both ways: one session with ORT's default threads (what the naive loop and
     most code use), and the daemon's layout (`workers` sessions side by side, the cores shared out)."""
+    images = clip_images(args.bare_clip, args.model, max(sizes))  # freed on return: not in the daemon's RSS
     rates = {
         "single": bare_rates(
             [make_session(args, EngineConfig(providers=["cpu"], workers=1))],
-            args.bare_images,
+            images,
             sizes,
             args.bare_seconds,
             f"1 session, ORT threads, {when}",
@@ -118,7 +119,7 @@ def bare_both(args: argparse.Namespace, dcfg: EngineConfig, sizes: list[int], wh
     if workers > 1 or threads:
         label = f"{workers} sessions x {threads or 'default'} threads, {when}"
         rates["workers"] = bare_rates(
-            [make_session(args, dcfg) for _ in range(workers)], args.bare_images, sizes, args.bare_seconds, label
+            [make_session(args, dcfg) for _ in range(workers)], images, sizes, args.bare_seconds, label
         )
     return rates
 
@@ -153,8 +154,12 @@ class DecoderLoad:
         self.proc.wait()
 
 
+BESIDE_WINDOW_S = 6.0
+BESIDE_CYCLES = 3
+
+
 def _decoding_window(
-    sessions: list[ort.InferenceSession], args: argparse.Namespace, urls: list[str], offered_fps: float, batch: int
+    sessions: list[ort.InferenceSession], images: np.ndarray, urls: list[str], offered_fps: float, batch: int
 ) -> tuple[float, float, float, float]:
     """One bare window beside a fresh decoder process: img/s, and the decoder's frames, CPU s
     and seconds over the window."""
@@ -162,16 +167,12 @@ def _decoding_window(
     try:
         load.wait_decoding(offered_fps)
         f0, c0, t0 = load.latest
-        rate = bare_rates(sessions, args.bare_images, [batch], BESIDE_WINDOW_S, "beside the decoders")[batch]
+        rate = bare_rates(sessions, images, [batch], BESIDE_WINDOW_S, "beside the decoders")[batch]
         time.sleep(1.1)  # the decoder's next per-second line covers the whole window
         f1, c1, t1 = load.latest
     finally:
         load.close()
     return rate, f1 - f0, c1 - c0, t1 - t0
-
-
-BESIDE_WINDOW_S = 6.0
-BESIDE_CYCLES = 3
 
 
 def bare_beside_decoders(
@@ -182,16 +183,17 @@ def bare_beside_decoders(
     is compared with the mean of the windows alone on either side of it, which takes out most of
     the host's drift; the median of those ratios is what decoding leaves of the bare model."""
     sessions = [make_session(args, dcfg) for _ in range(lane_workers(dcfg))]
+    images = clip_images(args.bare_clip, args.model, batch)
     alone: list[float] = []
     beside: list[float] = []
 
     def window_alone() -> float:
-        return bare_rates(sessions, args.bare_images, [batch], BESIDE_WINDOW_S, "between decoding windows")[batch]
+        return bare_rates(sessions, images, [batch], BESIDE_WINDOW_S, "between decoding windows")[batch]
 
     frames = cpu = seconds = 0.0
     for _ in range(BESIDE_CYCLES):
         alone.append(window_alone())
-        rate, f, c, t = _decoding_window(sessions, args, urls, offered_fps, batch)
+        rate, f, c, t = _decoding_window(sessions, images, urls, offered_fps, batch)
         beside.append(rate)
         frames, cpu, seconds = frames + f, cpu + c, seconds + t
     alone.append(window_alone())
