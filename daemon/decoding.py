@@ -98,6 +98,12 @@ def scale(vframe: av.VideoFrame, letterbox: Letterbox) -> RGBPlanes:
     gbr = reformatter.reformat(
         vframe, width=w, height=h, format="gbrp", interpolation="AREA" if shrink else "BILINEAR", threads=1
     )
+    return rgb_planes(gbr)
+
+
+def rgb_planes(gbr: av.VideoFrame) -> RGBPlanes:
+    """A `gbrp` frame as one 3 x H x W array in R, G, B order (copied out of FFmpeg's padded planes)."""
+    w, h = gbr.width, gbr.height
     planes = []
     for index in _GBRP_TO_RGB:
         plane = gbr.planes[index]

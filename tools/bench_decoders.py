@@ -14,17 +14,19 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 import av
 
-from daemon.decoding import set_decoder_threads
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: `tools` from the repo
 
-OPTIONS = {"rtsp_transport": "tcp", "timeout": "5000000", "analyzeduration": "0", "probesize": "32"}
+from daemon.decoding import set_decoder_threads
+from tools.bench_naive import AV_OPTIONS
 
 
 def decode(url: str, counts: list[int], index: int) -> None:
     try:
-        with av.open(url, options=OPTIONS, timeout=(10.0, 5.0)) as container:
+        with av.open(url, options=AV_OPTIONS, timeout=(10.0, 5.0)) as container:
             stream = container.streams.video[0]
             set_decoder_threads(stream, 1)
             for packet in container.demux(stream):

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import av
 import numpy as np
 
-from daemon.decoding import _GBRP_TO_RGB, scale
+from daemon.decoding import rgb_planes, scale
 from daemon.frames import Frame, Letterbox, RGBPlanes
 from daemon.inference import BatchTensor
 
@@ -34,12 +34,7 @@ def pyav_default(vframe: av.VideoFrame, letterbox: Letterbox) -> RGBPlanes:
     """The same conversion through `VideoFrame.reformat` with PyAV's defaults."""
     shrink = letterbox.new_w < vframe.width or letterbox.new_h < vframe.height
     w, h = letterbox.new_w, letterbox.new_h
-    gbr = vframe.reformat(width=w, height=h, format="gbrp", interpolation="AREA" if shrink else "BILINEAR")
-    planes = [
-        np.frombuffer(memoryview(gbr.planes[i]), dtype=np.uint8).reshape(h, gbr.planes[i].line_size)[:, :w]
-        for i in _GBRP_TO_RGB
-    ]
-    return np.stack(planes)
+    return rgb_planes(vframe.reformat(width=w, height=h, format="gbrp", interpolation="AREA" if shrink else "BILINEAR"))
 
 
 def make_frames(width: int, height: int, count: int, seed: int) -> list[av.VideoFrame]:
