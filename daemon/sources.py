@@ -1,4 +1,4 @@
-"""One PyAV reader thread per camera: connect, decode, scale for the routed model, hand off.
+"""One PyAV reader thread per camera: connect, decode, route to a model, hand off.
 
 The thread never ends the daemon: every camera-level fault (refused, 401/404, read timeout,
 server gone, corrupt stream, a bug in this module) ends one connection, is reported as a status
@@ -24,9 +24,10 @@ from av.video.stream import VideoStream
 from daemon.backoff import Backoff
 from daemon.config import CameraConfig
 from daemon.decoding import ConnectionLostError, describe_error, scale, set_decoder_threads
-from daemon.frames import Frame, FrameConsumer, Letterbox, Router, StatusEvent, StatusListener
+from daemon.frames import Frame, FrameConsumer, Router, StatusEvent, StatusListener
 from daemon.metrics import Metrics
 from daemon.redaction import SECRETS
+from daemon.source_geometry import SourceGeometry
 
 log = structlog.get_logger("beltsight.source")
 
@@ -79,7 +80,7 @@ class CameraSource:
     - `seq` counts decoded frames from 0 in each connection; a reconnect or a file loop (a new
       pass) starts again at 0. Frames whose resolution routes to no model are counted as
       dropped (`no_model`) and still take a seq number.
-    - The letterbox (content size for the routed model) is worked out here and cached per
+    - The letterbox (content size for the routed model) comes from `SourceGeometry`, once per
       resolution; a resolution change is logged, reported and routed again. The frame goes on
       in YUV with `decoding.scale` bound to it: scaling and conversion (swscale, AREA when
       shrinking, BILINEAR when enlarging) happen in the worker, only for frames a batch takes.
@@ -111,7 +112,6 @@ class CameraSource:
     ) -> None:
         self.camera = camera
         self._consumer = consumer
-        self._route = route
         self._on_status = on_status
         self._metrics = metrics
         self._clock = clock
@@ -119,17 +119,13 @@ class CameraSource:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._state: State = "connecting"
-        self._letterbox_key: tuple[int, int] | None = None
-        self._letterbox: Letterbox | None = None
-        self._warned_no_model: set[tuple[int, int]] = set()
+        self.geometry = SourceGeometry(camera.id, route, self._status)
         self._last_down_reason: str | None = None
         self._frame_interval_s: float | None = None
         self._conn: _Connection | None = None
         self.frames = 0
         """Frames decoded since start (all connections)."""
         self.last_frame_mono: float | None = None
-        self.width: int | None = None
-        self.height: int | None = None
         self.finished = False
         """A file source without `loop` reached its end."""
 
@@ -146,9 +142,17 @@ class CameraSource:
         return self._state
 
     @property
+    def width(self) -> int | None:
+        return self.geometry.width
+
+    @property
+    def height(self) -> int | None:
+        return self.geometry.height
+
+    @property
     def size_text(self) -> str:
         """The last frame size as "WxH" ("unknown" before the first frame)."""
-        return f"{self.width}x{self.height}" if self.width is not None else "unknown"
+        return self.geometry.size_text
 
     @property
     def fps(self) -> float:
@@ -318,7 +322,7 @@ class CameraSource:
 
     # ------------------------------------------------------------------ per frame
     def _handle(self, vframe: av.VideoFrame, conn: _Connection) -> bool:
-        """Route, scale and hand off one decoded frame; False when stop was requested meanwhile."""
+        """Route and hand off one decoded frame (the worker scales it); False once stop was requested."""
         if self.camera.is_file and self.camera.realtime and not self._pace(vframe, conn):
             return False
         captured_mono = self._clock.monotonic()
@@ -328,7 +332,7 @@ class CameraSource:
         self._count_frame(captured_mono, conn)
         if not conn.up:
             self._on_up(vframe, conn, captured_mono)
-        letterbox = self._letterbox_for(vframe.width, vframe.height)
+        letterbox = self.geometry.letterbox_for(vframe.width, vframe.height)
         if letterbox is None:
             self._metrics.dropped(self.camera_id, "no_model")
             return True
@@ -374,23 +378,6 @@ class CameraSource:
             connect_s=round(now - conn.opened_mono, 3),
         )
         self._status("camera_up", detail)
-
-    def _letterbox_for(self, width: int, height: int) -> Letterbox | None:
-        key = (width, height)
-        if key == self._letterbox_key:
-            return self._letterbox
-        if self.width is not None and (self.width, self.height) != key:
-            old = self.size_text
-            log.info("camera_resolution_changed", camera=self.camera_id, old=old, new=f"{width}x{height}")
-            self._status("camera_resolution_changed", f"{old} -> {width}x{height}")
-        self.width, self.height = width, height
-        size = self._route(self.camera_id, width, height)
-        self._letterbox_key = key
-        self._letterbox = Letterbox.fit(width, height, size) if size is not None else None
-        if size is None and key not in self._warned_no_model:
-            self._warned_no_model.add(key)
-            log.warning("camera_no_model", camera=self.camera_id, size=f"{width}x{height}")
-        return self._letterbox
 
     def _status(self, kind: str, detail: str) -> None:
         at_ms = int(self._clock.time() * 1000)
