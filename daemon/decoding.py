@@ -88,9 +88,10 @@ def scale(vframe: av.VideoFrame, letterbox: Letterbox) -> RGBPlanes:
 
     One swscale thread (`threads=1`): the caller is a worker that already has its core, and
     PyAV's default (one slice thread per core, since PyAV 17) made each conversion wake the
-    other core and cost more CPU in total. With the scaler kept per thread, conversion, fill and
-    freeing the frame cost 0.66 ms of CPU per 640x480 frame against 1.52 ms with PyAV's default,
-    3.0 against 5.0 ms for 1280x720 to 800x450 (`tools/bench_preprocess.py`).
+    other core and cost more CPU in total. With the scaler kept per thread and the planes left
+    where swscale wrote them, conversion, fill and freeing the frame cost 1.6 ms of CPU per
+    640x480 frame against 3.3 ms for PyAV's default reformat and a copy, 4.0 against 7.0 ms for
+    1280x720 to 800x450, with malloc tuned as the daemon tunes it (`tools/bench_preprocess.py`).
     """
     shrink = letterbox.new_w < vframe.width or letterbox.new_h < vframe.height
     w, h = letterbox.new_w, letterbox.new_h
@@ -102,11 +103,15 @@ def scale(vframe: av.VideoFrame, letterbox: Letterbox) -> RGBPlanes:
 
 
 def rgb_planes(gbr: av.VideoFrame) -> RGBPlanes:
-    """A `gbrp` frame as one 3 x H x W array in R, G, B order (copied out of FFmpeg's padded planes)."""
+    """A `gbrp` frame's planes in R, G, B order: H x W views of FFmpeg's padded planes, no copy.
+
+    Each view keeps the frame alive. Not copying matters more than it looks: `tune_malloc` maps
+    every block over 256 KiB afresh, so a 3 x H x W copy of a 640x480 frame cost 225 page faults,
+    and with them 1.0 ms of the 2.6 ms a worker spent on each frame's conversion and fill.
+    """
     w, h = gbr.width, gbr.height
-    planes = []
-    for index in _GBRP_TO_RGB:
-        plane = gbr.planes[index]
-        planes.append(np.frombuffer(memoryview(plane), dtype=np.uint8).reshape(h, plane.line_size)[:, :w])
-    image: RGBPlanes = np.stack(planes)
-    return image
+    r, g, b = (
+        np.frombuffer(memoryview(plane), dtype=np.uint8).reshape(h, plane.line_size)[:, :w]
+        for plane in (gbr.planes[index] for index in _GBRP_TO_RGB)
+    )
+    return r, g, b

@@ -21,8 +21,10 @@ MODEL_SIZES: tuple[int, ...] = (416, 640, 800)
 LETTERBOX_PAD_VALUE = 114
 """Grey used for letterbox padding (the Ultralytics convention the demo models are trained with)."""
 
-RGBPlanes = npt.NDArray[np.uint8]
-"""A 3 x H x W image: R, G and B planes (the model's channel order and layout), uint8, C-contiguous."""
+RGBPlanes = tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.uint8]]
+"""An image as its R, G and B planes (the model's channel order and layout), each H x W uint8.
+A plane may be a strided view (rows padded past W, as FFmpeg allocates them); a 3 x H x W
+array works wherever a tuple does, since both unpack into three planes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,13 +83,14 @@ def nearest_model_size(width: int, height: int, sizes: tuple[int, ...] = MODEL_S
 class Frame:
     """One decoded camera frame, to be resized for its model (letterbox content, no padding).
 
-    `planes` is 3 x `letterbox.new_h` x `letterbox.new_w` RGB uint8, planar like the model's
-    input, scaled and converted in C (swscale, to planar GBR) so the worker only scales it to
-    0..1 into the padded batch tensor, without a transpose. `pixels` holds it, or (from live
-    sources) a function that makes it from the decoded YUV frame: under overload most frames
-    are superseded in the hub before a batch takes them, so only frames that reach a batch pay
-    for colour conversion and scaling, in the worker (with the fill, 0.66 ms of CPU for 640x480,
-    4.0 ms for 1920x1080 to 800: `tools/bench_preprocess.py`).
+    `planes` are its R, G and B planes, each `letterbox.new_h` x `letterbox.new_w` uint8, planar
+    like the model's input, scaled and converted in C (swscale, to planar GBR; views of that
+    frame, not copies) so the worker only scales them to 0..1 into the padded batch tensor,
+    without a transpose. `pixels` holds them, or (from live sources) a function that makes them
+    from the decoded YUV frame: under overload most frames are superseded in the hub before a
+    batch takes them, so only frames that reach a batch pay for colour conversion and scaling,
+    in the worker (with the fill, 1.6 ms of CPU for 640x480, 4.2 ms for 1920x1080 to 800:
+    `tools/bench_preprocess.py`).
     `seq` is the frame's index within the current connection (decoded frames; frames
     dropped later leave gaps). `captured_ms` is wall-clock Unix ms at decode,
     `captured_mono` the same instant on the monotonic clock (for ages and latency).

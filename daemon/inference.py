@@ -58,7 +58,8 @@ class BatchTensor:
                 self.array[i].fill(_PAD)
                 self._geometry[i] = lb
             region = self.array[i, :, lb.pad_y : lb.pad_y + lb.new_h, lb.pad_x : lb.pad_x + lb.new_w]
-            np.multiply(frame.planes, _INV_255, out=region, dtype=np.float32)
+            for channel, plane in zip(region, frame.planes, strict=True):
+                np.multiply(plane, _INV_255, out=channel, dtype=np.float32)
         return self.array[: len(frames)]
 
 

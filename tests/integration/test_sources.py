@@ -140,11 +140,10 @@ def test_rtsp_frames_are_routed_letterboxed_and_numbered(
         for f in frames:
             assert f.model_size == size
             assert (f.letterbox.new_w, f.letterbox.new_h) == (new_w, new_h)
-            assert f.planes.shape == (3, new_h, new_w)
-            assert f.planes.flags["C_CONTIGUOUS"]
+            assert [p.shape for p in f.planes] == [(new_h, new_w)] * 3
             assert t0_ms - 1000 <= f.captured_ms <= time.time() * 1000
         assert frames[-1].captured_mono > frames[0].captured_mono
-        assert frames[-1].planes.std() > 0  # real picture content, not a blank buffer
+        assert np.stack(frames[-1].planes).std() > 0  # real picture content, not a blank buffer
     assert (hd.width, hd.height) == (1280, 720)
     assert vga.state == hd.state == "up"
     assert 5.0 < vga.fps < 20.0  # the clip is 10 fps, served in real time
@@ -163,7 +162,7 @@ def test_file_replay_not_realtime_yields_every_frame_once(harness: Harness, clip
     frames = harness.consumer.of("replay")
     assert [f.seq for f in frames] == list(range(clip.frames))
     assert all(harness.consumer.waited)
-    assert all(f.model_size == 416 and f.planes.shape == (3, 320, 416) for f in frames)
+    assert all(f.model_size == 416 and np.stack(f.planes).shape == (3, 320, 416) for f in frames)
     assert source.finished and source.state == "down"
     assert harness.status.kinds("replay") == ["camera_up", "camera_down"]
     assert sample(harness.metrics, "beltsight_frames_decoded_total", "replay") == clip.frames

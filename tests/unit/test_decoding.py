@@ -11,7 +11,8 @@ import pytest
 
 from daemon import decoding
 from daemon.decoding import rgb_planes, scale
-from daemon.frames import Letterbox
+from daemon.frames import LETTERBOX_PAD_VALUE, Frame, Letterbox
+from daemon.inference import BatchTensor
 
 
 def _picture(width: int, height: int) -> npt.NDArray[np.uint8]:
@@ -48,9 +49,8 @@ def test_planes_are_the_picture_scaled(src: tuple[int, int], size: int) -> None:
     rgb = _picture(*src)
     vframe = _yuv_frame(rgb)
     lb = Letterbox.fit(*src, size)
-    planes = scale(vframe, lb)
-    assert planes.shape == (3, lb.new_h, lb.new_w)
-    assert planes.dtype == np.uint8 and planes.flags["C_CONTIGUOUS"]
+    planes = np.stack(scale(vframe, lb))
+    assert planes.shape == (3, lb.new_h, lb.new_w) and planes.dtype == np.uint8
     how = {"width": lb.new_w, "height": lb.new_h, "format": "rgb24", "interpolation": _interpolation(lb)}
     packed = vframe.reformat(**how).to_ndarray().transpose(2, 0, 1).astype(np.int16)
     if (lb.new_w, lb.new_h) == src:
@@ -60,6 +60,23 @@ def test_planes_are_the_picture_scaled(src: tuple[int, int], size: int) -> None:
     planar_error = np.abs(planes - truth.astype(np.int16)).mean()
     packed_error = np.abs(packed - truth.astype(np.int16)).mean()
     assert planar_error <= packed_error and planar_error < 2.0, (planar_error, packed_error)
+
+
+def test_planes_are_views_of_the_frame_and_the_fill_reads_them_whole() -> None:
+    """No copy between swscale and the batch tensor: the planes are views of the converted frame,
+    rows padded past an odd width, and the fill writes exactly them (scaled to 0..1) into the
+    letterbox's content, leaving its padding grey."""
+    lb = Letterbox.fit(301, 400, 416)
+    planes = scale(_yuv_frame(_picture(301, 400)), lb)
+    assert all(p.shape == (lb.new_h, lb.new_w) and not p.flags["OWNDATA"] for p in planes)
+    assert planes[0].strides[0] > lb.new_w  # FFmpeg's row padding, seen through the view
+    batch = BatchTensor(1, 416).fill([Frame("cam", 0, 0, 0.0, lb, planes)])[0]
+    rows, cols = slice(lb.pad_y, lb.pad_y + lb.new_h), slice(lb.pad_x, lb.pad_x + lb.new_w)
+    want = np.stack(planes).astype(np.float32) * np.float32(1 / 255)
+    np.testing.assert_array_equal(batch[:, rows, cols], want)
+    padding = np.ones(batch.shape, bool)
+    padding[:, rows, cols] = False
+    assert lb.pad_x > 0 and np.all(batch[padding] == np.float32(LETTERBOX_PAD_VALUE / 255))
 
 
 def test_red_stays_red() -> None:
@@ -79,7 +96,7 @@ def test_one_thread_alternating_geometries_gets_each_frame_right() -> None:
         fresh = vframe.reformat(
             width=lb.new_w, height=lb.new_h, format="gbrp", interpolation=_interpolation(lb), threads=1
         )
-        np.testing.assert_array_equal(scale(vframe, lb), rgb_planes(fresh))
+        np.testing.assert_array_equal(np.stack(scale(vframe, lb)), np.stack(rgb_planes(fresh)))
     assert len(decoding._local.reformatters) == decoding._REFORMATTERS_PER_THREAD
 
 
