@@ -5,12 +5,16 @@
 For each camera geometry the daemon meets (640x480 into the 640 model, 1280x720 and 1920x1080
 into the 800 model), it times, on the same decoded-like frames:
   - baseline: `VideoFrame.reformat` as PyAV does it by default (a scaler made for each frame and
-    freed with it, one swscale slice thread per core), then the same plane handling;
-  - daemon: `daemon.decoding.scale` (a scaler kept per thread and geometry, one thread).
+    freed with it, one swscale slice thread per core), its planes copied out into one 3 x H x W
+    array (as `to_ndarray` copies);
+  - daemon: `daemon.decoding.scale` (a scaler kept per thread and geometry, one thread, the
+    frame's planes used where FFmpeg put them).
 Each then fills the batch tensor (`BatchTensor.fill`) and drops the frame, as a worker does.
 The two alternate over `--rounds` rounds of fresh frames; it prints CPU ms per frame (the
 process's CPU time, so other threads a scaler wakes are counted) and the ratio daemon/baseline,
 median over rounds. Timings are for this machine and load; the ratio is what to compare.
+glibc's malloc is tuned first, as `beltsight run` does (`daemon.memory.tune_malloc`): with its
+fixed mmap threshold every large block is fresh pages, and that cost is part of the figure.
 """
 
 from __future__ import annotations
@@ -26,15 +30,18 @@ import numpy as np
 from daemon.decoding import rgb_planes, scale
 from daemon.frames import Frame, Letterbox, RGBPlanes
 from daemon.inference import BatchTensor
+from daemon.memory import tune_malloc
 
 CASES = ((640, 480, 640), (1280, 720, 800), (1920, 1080, 800))
 
 
 def pyav_default(vframe: av.VideoFrame, letterbox: Letterbox) -> RGBPlanes:
-    """The same conversion through `VideoFrame.reformat` with PyAV's defaults."""
+    """The same conversion through `VideoFrame.reformat` with PyAV's defaults, copied into one array."""
     shrink = letterbox.new_w < vframe.width or letterbox.new_h < vframe.height
     w, h = letterbox.new_w, letterbox.new_h
-    return rgb_planes(vframe.reformat(width=w, height=h, format="gbrp", interpolation="AREA" if shrink else "BILINEAR"))
+    gbr = vframe.reformat(width=w, height=h, format="gbrp", interpolation="AREA" if shrink else "BILINEAR")
+    image = np.stack(rgb_planes(gbr))
+    return image[0], image[1], image[2]
 
 
 def make_frames(width: int, height: int, count: int, seed: int) -> list[av.VideoFrame]:
@@ -67,6 +74,7 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=60, help="frames per round and variant")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
+    print(f"malloc: {tune_malloc() or 'not glibc, left as is'}", flush=True)
     for width, height, size in CASES:
         lb = Letterbox.fit(width, height, size)
         results: dict[str, list[float]] = {"baseline": [], "daemon": []}
