@@ -97,8 +97,9 @@ class InferenceStage:
 
     def infer(self, frames: list[Frame]) -> list[FrameResult]:
         batch = self._tensor.fill(frames)
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()
         output = self.engine.run(batch)
+        self._metrics.inference_cpu_seconds.labels(model=self._model_label).inc(time.thread_time() - cpu_started)
         self._metrics.inference_seconds.labels(model=self._model_label).observe(time.perf_counter() - started)
         self._metrics.batch_size.labels(model=self._model_label).observe(len(frames))
         rules = [self._rules_for(f.camera_id) for f in frames]

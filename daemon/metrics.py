@@ -62,6 +62,14 @@ class Metrics:
             buckets=(0.002, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28),
             registry=r,
         )
+        self.inference_cpu_seconds = Counter(
+            "beltsight_inference_cpu_seconds",
+            "CPU time of the thread that ran session.run (all of it with one intra-op thread, the"
+            " host's share on CUDA); against beltsight_inference_seconds_sum it shows inference"
+            " waiting for a core",
+            ["model"],
+            registry=r,
+        )
         self.latency_seconds = Histogram(
             "beltsight_latency_seconds",
             "Capture to XADD per entry",

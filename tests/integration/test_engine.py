@@ -29,7 +29,8 @@ from daemon.engine import (
     doctor_report,
     load_model_info,
 )
-from daemon.frames import Letterbox
+from daemon.frames import Frame, Letterbox
+from daemon.inference import InferenceStage, PostprocessConfig
 from daemon.metrics import Metrics
 from daemon.postprocess import decode_batch, to_detections
 from tests.onnx_models import NAMES, anchors_for, default_metadata, template_output, write_yolo_model
@@ -280,3 +281,29 @@ def _iou(a: tuple[float, ...], b: list[float]) -> float:
     ih = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
     inter = iw * ih
     return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
+
+
+def test_stage_counts_the_inference_threads_cpu_time_next_to_its_wall_time(good_model: Path) -> None:
+    """`beltsight_inference_cpu_seconds_total` is the CPU of the thread that ran session.run: more
+    than nothing once batches ran, never more than their wall time (it is one thread's clock, not
+    the process's, which ORT's own pool threads would push past the wall time)."""
+    metrics = Metrics()
+    info = load_model_info(good_model, SIZE)
+    engine = Engine.create(info, EngineConfig(providers=["cpu"], max_batch=2, worker_batch=2))
+    stage = InferenceStage(
+        info, engine, max_batch=2, post=PostprocessConfig(0.25, 0.5, 10), rules={}, metrics=metrics
+    )
+    lb = Letterbox.fit(SIZE, SIZE, SIZE)
+    planes = np.zeros((3, SIZE, SIZE), np.uint8)
+    for seq in range(5):
+        stage.infer([Frame("cam", seq, 0, 0.0, lb, planes), Frame("cam2", seq, 0, 0.0, lb, planes)])
+    engine.close()
+
+    def value(name: str) -> float:
+        got = metrics.registry.get_sample_value(name, {"model": str(SIZE)})
+        assert got is not None, name
+        return got
+
+    assert value("beltsight_inference_seconds_count") == 5
+    cpu, wall = value("beltsight_inference_cpu_seconds_total"), value("beltsight_inference_seconds_sum")
+    assert 0 < cpu <= wall * 1.01 + 1e-4, (cpu, wall)
