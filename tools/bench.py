@@ -62,6 +62,7 @@ from tools.bench_baselines import (  # noqa: E402
     bare_at,
     bare_beside_decoders,
     bare_both,
+    bare_cpu_ms,
     bracket,
     make_session,
     naive_phase,
@@ -179,6 +180,10 @@ def daemon_phase(k: int, args: argparse.Namespace, srv: Servers, out: Path) -> d
     phase["thread_cpu_pct"] = {g: round(100 * cpu / (t1 - t0), 1) for g, (cpu, _) in busy.items()}
     phase["thread_wait_pct"] = {g: round(100 * wait / (t1 - t0), 1)
                                 for g, (_, wait) in busy.items() if not math.isnan(wait)}
+    workers_cpu = sum(cpu for g, (cpu, _) in busy.items() if g.startswith("beltsight-infer"))
+    phase["workers_cpu_pct"] = round(100 * workers_cpu / (t1 - t0), 1)
+    share = phase["inference_cpu_s"] / workers_cpu if workers_cpu else None
+    phase["session_run_share_of_workers_cpu"] = None if share is None else round(share, 3)
     return phase
 
 
@@ -220,6 +225,9 @@ def summarize_phase(k: int, args: argparse.Namespace, client: redis.Redis, strea
         s0, "beltsight_inference_seconds_count", model=model)
     sum_inf = sample(s1, "beltsight_inference_seconds_sum", model=model) - sample(
         s0, "beltsight_inference_seconds_sum", model=model)
+    cpu_inf = sample(s1, "beltsight_inference_cpu_seconds_total", model=model) - sample(
+        s0, "beltsight_inference_cpu_seconds_total", model=model)
+    images = sum(b * n for b, n in batch_counts(s0, s1).items())
     rss = [s["rss_mb"] for s in samples]
     rss_start = next((s["rss_mb"] for s in samples if s["t"] >= 10), rss[0] if rss else float("nan"))
     return {
@@ -232,6 +240,8 @@ def summarize_phase(k: int, args: argparse.Namespace, client: redis.Redis, strea
         "batch_sizes": batch_counts(s0, s1),
         "inference_ms_mean": round(1000 * sum_inf / n_inf, 2) if n_inf else float("nan"),
         "session_run_busy_pct": round(100 * sum_inf / (t1 - t0), 1), "fps_offered": k * args.fps,
+        "inference_cpu_s": round(cpu_inf, 3),
+        "inference_cpu_ms_per_image": round(1000 * cpu_inf / images, 2) if images else float("nan"),
         "cpu_pct_mean": round(float(np.mean([s["cpu_pct"] for s in samples])), 1),
         "servers_cpu_pct_mean": round(float(np.mean([s["servers_cpu_pct"] for s in samples])), 1),
         "others_cpu_pct_mean": round(float(np.mean([s["others_cpu_pct"] for s in samples])), 1),
@@ -368,6 +378,26 @@ def beside_line(beside: dict[str, Any] | str, daemon_ratio: float) -> str:
             f"the daemon's {daemon_ratio:.2f} x bare is {daemon_ratio / beside['ratio']:.2f} x that")
 
 
+def workers_line(main: dict[str, Any], bare_cpu: float | None, bare_rate: float) -> str:
+    """Where the workers' CPU went: how much of the cores they got, how much of it session.run
+    took, and session.run's CPU per image against the bare model's in the same layout. The
+    daemon / bare ratio is (session.run CPU per second in the daemon / in the bare run) x (bare
+    CPU per image / daemon CPU per image); the first factor is the daemon's share of the cores,
+    the second the session's speed in each phase: the host's speed as it drifts between phases
+    (minutes apart), and any slow-down inference itself suffers in the daemon."""
+    share = main.get("session_run_share_of_workers_cpu")
+    daemon_cpu = main["inference_cpu_ms_per_image"]
+    line = (f"workers: {main['workers_cpu_pct']}% of one core in all, "
+            f"{'?' if share is None else f'{100 * share:.1f}'}% of it in session.run, "
+            f"{daemon_cpu} ms of session.run CPU per image")
+    if bare_cpu and not math.isnan(daemon_cpu):
+        session_pct, bare_pct = main["fps_total"] * daemon_cpu / 10, bare_rate * bare_cpu / 10
+        line += (f" against {bare_cpu} ms bare in the same layout ({daemon_cpu / bare_cpu:.2f} x)\n"
+                 f"share of the cores: session.run {session_pct:.1f}% of one core in the daemon against "
+                 f"{bare_pct:.1f}% bare: {session_pct / bare_pct:.2f} x bare at equal session.run speed")
+    return line
+
+
 def main() -> int:
     malloc = tune_malloc()  # as `beltsight run` does, before any thread starts
     args = parse_args()
@@ -423,6 +453,8 @@ def main() -> int:
     if any(abs(d - 1) > DRIFT_WARN for d in drift.values()):
         detail += f"  WARNING: drift above {DRIFT_WARN:.0%}: the host's speed changed, the ratios are unreliable"
     detail += "\n" + beside_line(beside, main_phase["fps_total"] / bare_main)
+    bare_cpu = bare_cpu_ms(before, after, main_batch)
+    detail += "\n" + workers_line(main_phase, bare_cpu, bare_main)
     print(f"\nclips: {args.size} at {args.fps} fps, H.264 capped at {args.bitrate or 'none (crf 20)'}: "
           f"{args.clip_mbit_s} Mbit/s per camera on average")
     print_table(main_phase, naive, bare, bare_main, checks, detail)
@@ -436,7 +468,7 @@ def main() -> int:
         "bare_img_per_s": bare, "bare_img_per_s_at_used_batches": bare_main,
         "bare_img_per_s_single_session": bare_single, "bare_img_per_s_worker_layout": bare_workers,
         "bare_before": before, "bare_after": after, "bare_drift_after_over_before": drift,
-        "bare_beside_decoders": beside,
+        "bare_beside_decoders": beside, "bare_cpu_ms_per_image_worker_layout": bare_cpu,
         "daemon_workers": workers, "daemon_intra_op_threads": threads,
         "phases": {str(k): v for k, v in phases.items()}, "main_cameras": main_k, "naive": naive,
         "checks": {key: {"pass": ok, "detail": text} for key, ok, text in checks},

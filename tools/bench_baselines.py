@@ -60,11 +60,18 @@ def clip_images(clip: Path, size: int, count: int = 8) -> np.ndarray:
 
 
 def bare_rates(
-    sessions: list[ort.InferenceSession], images: np.ndarray, sizes: list[int], seconds: float, label: str
+    sessions: list[ort.InferenceSession],
+    images: np.ndarray,
+    sizes: list[int],
+    seconds: float,
+    label: str,
+    cpu_ms: dict[int, float] | None = None,
 ) -> dict[int, float]:
     """Images/s of `session.run` alone on ready-made batches of `images` (repeated to fill a batch
     larger than they are), per batch size; with several sessions, each runs in its own thread at
-    the same time (the daemon's workers) and images add up."""
+    the same time (the daemon's workers) and images add up. `cpu_ms`, if given, gets the
+    process's CPU ms per image at each batch size (what the daemon's
+    `beltsight_inference_cpu_seconds_total` counts per image in its workers)."""
     name = sessions[0].get_inputs()[0].name
     rates = {}
     for b in sizes:
@@ -85,6 +92,8 @@ def bare_rates(
             t.join()
         elapsed = time.perf_counter() - start
         rates[b] = round(sum(counts) / elapsed, 2)
+        if cpu_ms is not None:
+            cpu_ms[b] = round(1000 * (proc_cpu_s() - own0) / max(sum(counts), 1), 2)
         others = 100 * (machine_busy_s() - all0 - proc_cpu_s() + own0) / elapsed
         print(
             f"bench: bare model ({label}), batch {b}: {rates[b]} img/s (other processes meanwhile: {others:.0f}% CPU)",
@@ -118,8 +127,14 @@ def bare_both(args: argparse.Namespace, dcfg: EngineConfig, sizes: list[int], wh
     workers, threads = lane_workers(dcfg), intra_op_threads(dcfg)
     if workers > 1 or threads:
         label = f"{workers} sessions x {threads or 'default'} threads, {when}"
+        rates["workers_cpu_ms"] = {}
         rates["workers"] = bare_rates(
-            [make_session(args, dcfg) for _ in range(workers)], images, sizes, args.bare_seconds, label
+            [make_session(args, dcfg) for _ in range(workers)],
+            images,
+            sizes,
+            args.bare_seconds,
+            label,
+            rates["workers_cpu_ms"],
         )
     return rates
 
@@ -216,6 +231,8 @@ def bracket(before: dict[str, Rates], after: dict[str, Rates]) -> tuple[Rates, R
     merged: dict[str, Rates] = {}
     drift: dict[str, float] = {}
     for layout, rates in after.items():
+        if layout.endswith("_cpu_ms"):
+            continue
         merged[layout] = {}
         for b, rate in rates.items():
             first = before.get(layout, {}).get(b)
@@ -274,3 +291,9 @@ def naive_phase(
         "machine_cpu_pct_mean": machine_pct,
         "series": series,
     }
+
+
+def bare_cpu_ms(before: dict[str, Rates], after: dict[str, Rates], batch: int) -> float | None:
+    """CPU ms per image of the bare model in the daemon's layout at `batch`, before and after averaged."""
+    got = [r["workers_cpu_ms"][batch] for r in (before, after) if batch in r.get("workers_cpu_ms", {})]
+    return round(sum(got) / len(got), 2) if got else None
