@@ -1,8 +1,8 @@
 """Prometheus metrics: one registry per daemon instance (tests run several in one process).
 
 Every frame the daemon accepted ends in exactly one of: `published` or `dropped{reason}`;
-`beltsight_frames_total` counts what came in, so the two sides can be reconciled.
-"""
+`beltsight_frames_decoded_total` counts what came in, so the two sides can be reconciled.
+The README's table lists every metric (a test keeps it complete)."""
 
 from __future__ import annotations
 
