@@ -25,7 +25,13 @@ class Metrics:
     registry: CollectorRegistry = field(default_factory=lambda: CollectorRegistry(auto_describe=True))
 
     def __post_init__(self) -> None:
-        r = self.registry
+        self._frame_metrics(self.registry)
+        self._camera_metrics(self.registry)
+        self._inference_metrics(self.registry)
+        self._sink_metrics(self.registry)
+
+    def _frame_metrics(self, r: CollectorRegistry) -> None:
+        """Every frame's path: decoded, then dropped (by reason) or inferred and published."""
         self.frames_decoded = Counter(
             "beltsight_frames_decoded_total", "Frames decoded per camera", ["camera"], registry=r
         )
@@ -41,6 +47,16 @@ class Metrics:
         self.entries_published = Counter(
             "beltsight_entries_published_total", "Stream entries written to Redis", ["camera"], registry=r
         )
+        self.latency_seconds = Histogram(
+            "beltsight_latency_seconds",
+            "Capture to XADD per entry",
+            ["camera"],
+            buckets=(0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12),
+            registry=r,
+        )
+
+    def _camera_metrics(self, r: CollectorRegistry) -> None:
+        """Each camera's connection and stream health."""
         self.corrupt_packets = Counter(
             "beltsight_corrupt_packets_total", "Packets or frames that failed to decode", ["camera"], registry=r
         )
@@ -48,6 +64,9 @@ class Metrics:
         self.camera_reconnects = Counter(
             "beltsight_camera_reconnects_total", "Connection attempts after a failure", ["camera"], registry=r
         )
+
+    def _inference_metrics(self, r: CollectorRegistry) -> None:
+        """Batches, session.run time and CPU, and the engines behind them."""
         self.batch_size = Histogram(
             "beltsight_batch_size",
             "Frames per inference batch",
@@ -70,23 +89,19 @@ class Metrics:
             ["model"],
             registry=r,
         )
-        self.latency_seconds = Histogram(
-            "beltsight_latency_seconds",
-            "Capture to XADD per entry",
-            ["camera"],
-            buckets=(0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12),
-            registry=r,
-        )
-        self.sink_buffered = Gauge(
-            "beltsight_sink_buffered_entries", "Entries accepted and not yet in Redis", registry=r
-        )
-        self.redis_up = Gauge("beltsight_redis_up", "1 while Redis accepts writes", registry=r)
         self.breaker_open = Gauge(
             "beltsight_breaker_open", "1 while the primary engine's breaker is open", ["model"], registry=r
         )
         self.session_builds = Counter(
             "beltsight_session_builds_total", "Inference sessions built", ["model", "reason"], registry=r
         )
+
+    def _sink_metrics(self, r: CollectorRegistry) -> None:
+        """The way to Redis."""
+        self.sink_buffered = Gauge(
+            "beltsight_sink_buffered_entries", "Entries accepted and not yet in Redis", registry=r
+        )
+        self.redis_up = Gauge("beltsight_redis_up", "1 while Redis accepts writes", registry=r)
 
     def dropped(self, camera_id: str, reason: str, n: int = 1) -> None:
         self.frames_dropped.labels(camera=camera_id, reason=reason).inc(n)
