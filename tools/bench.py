@@ -418,7 +418,7 @@ def main() -> int:
         workers, threads = lane_workers(dcfg), intra_op_threads(dcfg)
         policy = BatchPolicy(dcfg.max_batch, 0.0, 0.0, workers=workers, per_worker=worker_batch(dcfg))
         expected = policy.share(main_k)  # the batch size the daemon will run, by its own rule
-        before = bare_both(args, dcfg, sorted({1, expected}), "before")
+        before, before_cpu = bare_both(args, dcfg, sorted({1, expected}), "before")
         phases: dict[int, dict[str, Any]] = {}
         for k in ks:
             redis.Redis(port=srv.redis_port).flushall()
@@ -427,7 +427,7 @@ def main() -> int:
             print(f"bench:   {phases[k]['fps_total']} fps, p99 {phases[k]['latency_ms']['p99']} ms, "
                   f"batches {phases[k]['batch_sizes']}", flush=True)
         sizes = sorted({1} | {b for ph in phases.values() for b in used_sizes(ph["batch_sizes"])})
-        after = bare_both(args, dcfg, sizes, "after")
+        after, after_cpu = bare_both(args, dcfg, sizes, "after")
         main_batch = max(phases[main_k]["batch_sizes"].items(), key=lambda kv: kv[0] * kv[1], default=(1, 0))[0]
         try:
             beside: dict[str, Any] | str = bare_beside_decoders(
@@ -453,7 +453,7 @@ def main() -> int:
     if any(abs(d - 1) > DRIFT_WARN for d in drift.values()):
         detail += f"  WARNING: drift above {DRIFT_WARN:.0%}: the host's speed changed, the ratios are unreliable"
     detail += "\n" + beside_line(beside, main_phase["fps_total"] / bare_main)
-    bare_cpu = bare_cpu_ms(before, after, main_batch)
+    bare_cpu = bare_cpu_ms(before_cpu, after_cpu, main_batch)
     detail += "\n" + workers_line(main_phase, bare_cpu, bare_main)
     print(f"\nclips: {args.size} at {args.fps} fps, H.264 capped at {args.bitrate or 'none (crf 20)'}: "
           f"{args.clip_mbit_s} Mbit/s per camera on average")

@@ -111,9 +111,13 @@ def make_session(args: argparse.Namespace, cfg: EngineConfig) -> ort.InferenceSe
 Rates = dict[int, float]
 
 
-def bare_both(args: argparse.Namespace, dcfg: EngineConfig, sizes: list[int], when: str) -> dict[str, Rates]:
+def bare_both(
+    args: argparse.Namespace, dcfg: EngineConfig, sizes: list[int], when: str
+) -> tuple[dict[str, Rates], Rates]:
     """The bare model both ways: one session with ORT's default threads (what the naive loop and
-    most code use), and the daemon's layout (`workers` sessions side by side, the cores shared out)."""
+    most code use), and the daemon's layout (`workers` sessions side by side, the cores shared out).
+    Returns images/s by layout and batch size, and the daemon's layout's CPU ms per image by batch
+    size (empty when that layout is the single session's)."""
     images = clip_images(args.bare_clip, args.model, max(sizes))  # freed on return: not in the daemon's RSS
     rates = {
         "single": bare_rates(
@@ -125,18 +129,12 @@ def bare_both(args: argparse.Namespace, dcfg: EngineConfig, sizes: list[int], wh
         )
     }
     workers, threads = lane_workers(dcfg), intra_op_threads(dcfg)
+    cpu_ms: Rates = {}
     if workers > 1 or threads:
         label = f"{workers} sessions x {threads or 'default'} threads, {when}"
-        rates["workers_cpu_ms"] = {}
-        rates["workers"] = bare_rates(
-            [make_session(args, dcfg) for _ in range(workers)],
-            images,
-            sizes,
-            args.bare_seconds,
-            label,
-            rates["workers_cpu_ms"],
-        )
-    return rates
+        sessions = [make_session(args, dcfg) for _ in range(workers)]
+        rates["workers"] = bare_rates(sessions, images, sizes, args.bare_seconds, label, cpu_ms)
+    return rates, cpu_ms
 
 
 class DecoderLoad:
@@ -231,8 +229,6 @@ def bracket(before: dict[str, Rates], after: dict[str, Rates]) -> tuple[Rates, R
     merged: dict[str, Rates] = {}
     drift: dict[str, float] = {}
     for layout, rates in after.items():
-        if layout.endswith("_cpu_ms"):
-            continue
         merged[layout] = {}
         for b, rate in rates.items():
             first = before.get(layout, {}).get(b)
@@ -293,7 +289,7 @@ def naive_phase(
     }
 
 
-def bare_cpu_ms(before: dict[str, Rates], after: dict[str, Rates], batch: int) -> float | None:
+def bare_cpu_ms(before: Rates, after: Rates, batch: int) -> float | None:
     """CPU ms per image of the bare model in the daemon's layout at `batch`, before and after averaged."""
-    got = [r["workers_cpu_ms"][batch] for r in (before, after) if batch in r.get("workers_cpu_ms", {})]
+    got = [cpu[batch] for cpu in (before, after) if batch in cpu]
     return round(sum(got) / len(got), 2) if got else None
