@@ -218,6 +218,12 @@ EVENTS: tuple[LogEvent, ...] = (
         ("camera", "kind", "error"),
     ),
     LogEvent("stop_requested", "info", "SIGTERM/SIGINT received: draining", ("signal",)),
+    LogEvent(
+        "unhandled_exception",
+        "critical",
+        "an exception nobody caught (main thread or another thread); the traceback is in `exception`",
+        ("thread", "exception"),
+    ),
 )
 
 CATALOGUE: dict[str, LogEvent] = {e.name: e for e in EVENTS}

@@ -7,7 +7,7 @@ import json
 
 import structlog
 
-from daemon.logs import configure_logging
+from daemon.logs import configure_logging, reset_logging
 from daemon.redaction import SECRETS, redact_text, redact_url
 
 
@@ -34,7 +34,7 @@ def test_json_logs_scrub_urls_registered_secrets_and_tracebacks() -> None:
         raise RuntimeError("could not open rtsp://viewer:cam-pass-1@10.0.0.9/s (file-secret-4242)")
     except RuntimeError:
         log.exception("camera_thread_crashed", camera="c1")
-    structlog.reset_defaults()
+    reset_logging()
     text = stream.getvalue()
     assert "cam-pass-1" not in text
     assert "file-secret-4242" not in text
