@@ -144,6 +144,7 @@ EVENTS: tuple[LogEvent, ...] = (
         "Redis refused a write (once per outage)",
         ("url", "reason", "buffered"),
     ),
+    LogEvent("sd_notify_failed", "warning", "a message to systemd's NOTIFY_SOCKET failed", ("error",)),
     LogEvent(
         "session_built",
         "info",
@@ -163,7 +164,6 @@ EVENTS: tuple[LogEvent, ...] = (
         "a session was replaced by a fresh one",
         ("model", "reason", "placement", "build_ms", "frames", "age_s", "growth_mb"),
     ),
-    LogEvent("sd_notify_failed", "warning", "a message to systemd's NOTIFY_SOCKET failed", ("error",)),
     LogEvent("shared_cpu_arena_exists", "debug", "ORT's shared CPU arena was already registered", ("error",)),
     LogEvent("shutdown_complete", "info", "the daemon stopped", ("unflushed",)),
     LogEvent("shutdown_started", "info", "draining: intake stopped, in-flight batches finish", ("grace_s",)),
@@ -236,3 +236,29 @@ def markdown_table() -> str:
         fields = ", ".join(f"`{f}`" for f in e.fields)
         rows.append(f"| `{e.name}` | {e.level} | {e.meaning} | {fields} |")
     return "\n".join(rows)
+
+
+README_START = "<!-- log-events:start -->"
+README_END = "<!-- log-events:end -->"
+
+
+def refresh_readme(path: str) -> bool:
+    """Rewrite the table between the README's markers from `EVENTS`; True when it changed."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    head, start, rest = text.partition(README_START)
+    _old, end, tail = rest.partition(README_END)
+    if not start or not end:
+        raise SystemExit(f"{path}: the {README_START} / {README_END} markers are missing")
+    new = f"{head}{README_START}\n{markdown_table()}\n{README_END}{tail}"
+    if new != text:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(new)
+    return new != text
+
+
+if __name__ == "__main__":  # `python -m daemon.log_events README.md` after adding an event
+    import sys
+
+    for target in sys.argv[1:] or ["README.md"]:
+        print(f"{target}: {'updated' if refresh_readme(target) else 'up to date'}")

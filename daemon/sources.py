@@ -25,6 +25,7 @@ from daemon.backoff import Backoff
 from daemon.config import CameraConfig
 from daemon.decoding import ConnectionLostError, describe_error, scale, set_decoder_threads
 from daemon.frames import Frame, FrameConsumer, Router, StatusEvent, StatusListener
+from daemon.log_repeat import RepeatSummary
 from daemon.metrics import Metrics
 from daemon.redaction import SECRETS
 from daemon.source_geometry import SourceGeometry
@@ -92,7 +93,8 @@ class CameraSource:
     - Reconnect forever with `Backoff` (full jitter; the count resets after a healthy period).
       `camera_down` is emitted when a working camera fails, or when the failure reason changes
       while it stays down (a dead camera does not flood the events stream); every attempt is
-      logged and counted in `camera_reconnects`.
+      counted in `camera_reconnects`, and logged as `camera_down` per reason and backoff step
+      (then every few minutes at the cap, with `suppressed` attempts counted: daemon.log_repeat).
     - A file without `loop` ends the thread at EOF (state "down", `finished` true); with `loop`
       it starts a new pass at once.
     - Nothing leaves this class with a password in it: URLs through `safe_url()`, error texts
@@ -121,6 +123,7 @@ class CameraSource:
         self._state: State = "connecting"
         self.geometry = SourceGeometry(camera.id, route, self._status)
         self._last_down_reason: str | None = None
+        self._down_log = RepeatSummary(clock=self._clock.monotonic)
         self._frame_interval_s: float | None = None
         self._conn: _Connection | None = None
         self.frames = 0
@@ -224,21 +227,26 @@ class CameraSource:
         if outcome.reason != self._last_down_reason:
             self._status("camera_down", outcome.reason)
             self._last_down_reason = outcome.reason
+        step_s = self._backoff.ceiling_s()
         delay_s = self._backoff.failed()
-        log.warning(
-            "camera_down",
-            camera=self.camera_id,
-            reason=outcome.reason,
-            failures=self._backoff.failures,
-            retry_in_s=round(delay_s, 2),
-        )
+        suppressed = self._down_log.failed(outcome.reason, step_s)
+        if suppressed is not None:  # each reason and backoff step, not every attempt
+            log.warning(
+                "camera_down",
+                camera=self.camera_id,
+                reason=outcome.reason,
+                failures=self._backoff.failures,
+                retry_in_s=round(delay_s, 2),
+                suppressed=suppressed,
+            )
         if not self._stop.wait(delay_s):
             self._metrics.camera_reconnects.labels(camera=self.camera_id).inc()
 
     def _attempt(self) -> _Outcome:
         """One connection (or one pass over a file), from open to its end."""
         self._state = "connecting"
-        log.info("camera_connecting", camera=self.camera_id, url=self.camera.safe_url())
+        if not self._down_log.quiet:
+            log.info("camera_connecting", camera=self.camera_id, url=self.camera.safe_url())
         opened = False
         try:
             with self._open() as container:
@@ -367,6 +375,7 @@ class CameraSource:
         conn.up = True
         self._state = "up"
         self._last_down_reason = None
+        self._down_log.succeeded()
         self._backoff.succeeded()
         self._metrics.camera_up.labels(camera=self.camera_id).set(1)
         detail = f"{vframe.width}x{vframe.height} {conn.codec}"
