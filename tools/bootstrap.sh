@@ -2,20 +2,22 @@
 # Set up BeltSight on a fresh Debian 12 / Ubuntu 22.04+ machine: system packages, a
 # virtualenv in .venv, and the package itself (editable).
 #
-#   tools/bootstrap.sh          runtime + demo (redis-server, GStreamer RTSP server)
-#   tools/bootstrap.sh --dev    also the test and lint tools
+#   tools/bootstrap.sh          runtime + demo (redis-server, GStreamer RTSP server, Pillow)
+#   tools/bootstrap.sh --dev    also the test and lint tools (and, for the tests, headless Chromium,
+#                               systemd-analyze and openssl)
 #   tools/bootstrap.sh --train  also PyTorch (CPU) for tools/train_demo_model.py
 #
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-extras=()
+extras=(demo)
+dev=0
 for arg in "$@"; do
   case "$arg" in
-    --dev) extras+=(dev) ;;
+    --dev) extras+=(dev); dev=1 ;;
     --train) extras+=(train) ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "unknown option: $arg" >&2; exit 2 ;;
   esac
 done
@@ -28,6 +30,11 @@ apt_packages=(
   gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly
 )
+# The tests also drive the live view in headless Chromium, verify the systemd units and make TLS
+# certificates for a TLS redis-server.
+if [ "$dev" -eq 1 ]; then
+  apt_packages+=(redis-tools chromium chromium-driver systemd openssl)
+fi
 missing=()
 for pkg in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -46,10 +53,7 @@ if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-spec="."
-if [ "${#extras[@]}" -gt 0 ]; then
-  spec=".[$(IFS=,; echo "${extras[*]}")]"
-fi
+spec=".[$(IFS=,; echo "${extras[*]}")]"
 echo "==> pip install -e $spec"
 .venv/bin/python -m pip install -q -e "$spec"
 echo "==> ready: $(.venv/bin/beltsight --help | head -n 1)"

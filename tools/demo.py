@@ -1,12 +1,18 @@
 """The bundled demo: synthetic conveyor cameras over real RTSP into a real local Redis.
 
-    .venv/bin/python tools/demo.py [--seconds N]
+    .venv/bin/python tools/demo.py [--seconds N] [--verbose] [--redis-port N] [--rtsp-port N] [--health-port N]
 
-1. renders three demo clips with tools/synth_video.py (once; cached in demo-data/),
-2. starts redis-server on 127.0.0.1:6389 and the GStreamer RTSP server on 127.0.0.1:8554
-   (tools/rtsp_server.py, run by Debian's python3, which has GStreamer's bindings),
-3. runs `beltsight run -c configs/demo.toml` (JSON logs to demo-data/daemon.log),
-4. prints detections live with `beltsight tail` until Ctrl-C (or --seconds).
+1. checks that its ports are free and that redis-server and GStreamer's RTSP server are installed,
+2. renders three demo clips with tools/synth_video.py (once; cached in demo-data/; a clip is
+   written under a temporary name and renamed when complete, so Ctrl-C leaves no half clip),
+3. starts redis-server and the GStreamer RTSP server (tools/rtsp_server.py, run by Debian's
+   python3, which has GStreamer's bindings) on 127.0.0.1,
+4. runs `beltsight run` with configs/demo.toml (ports substituted; JSON logs to demo-data/daemon.log),
+5. reads the detection streams from Redis and shows one line per camera (state, fps, latency
+   p50/p99, detections per frame, frequent labels), or every entry with --verbose.
+
+It is also the check that the demo works: the exit code is 1, naming the camera, when some camera
+has published no detections within 30 s of the daemon's READY (or when the daemon exits), else 0.
 Everything it started is stopped on exit.
 """
 
@@ -14,20 +20,33 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO / "demo-data"
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import redis as redis_py  # noqa: E402
+
+from daemon.schema import decode_entry  # noqa: E402
+from daemon.tail import format_entry  # noqa: E402
+from tools.demo_preflight import PortNeed, PreflightError, check_gstreamer, check_ports, check_redis_server  # noqa: E402
+from tools.demo_view import CameraWindow, StatusBoard  # noqa: E402
+
 CONFIG = REPO / "configs" / "demo.toml"
-REDIS_PORT = 6389
-RTSP_PORT = 8554
+# The ports configs/demo.toml names; the demo substitutes the ones chosen on its command line.
+CONFIG_PORTS = {"redis": 6389, "rtsp": 8554, "health": 9108}
 SYSTEM_PYTHON = "/usr/bin/python3"
+READY_TIMEOUT_S = 180.0
+FIRST_DETECTIONS_S = 30.0
 
 # camera id -> (width, height, fps, seed): one camera per model size.
 CAMERAS = {
@@ -38,19 +57,44 @@ CAMERAS = {
 CLIP_SECONDS = 12
 
 
-def render_clips() -> dict[str, Path]:
-    sys.path.insert(0, str(REPO))
-    from tools.synth_video import render_video  # noqa: PLC0415
+class DemoFailed(Exception):
+    """The demo did not work; `str()` is the one-line reason."""
 
-    DATA.mkdir(exist_ok=True)
+
+def say(message: str, *, err: bool = False) -> None:
+    print(f"demo: {message}", file=sys.stderr if err else sys.stdout, flush=True)
+
+
+def render_clips(data: Path) -> dict[str, Path]:
+    from tools.synth_video import render_video  # noqa: PLC0415 - Pillow and x264 only when rendering
+
+    data.mkdir(parents=True, exist_ok=True)
     clips = {}
     for cam, (w, h, fps, seed) in CAMERAS.items():
-        clip = DATA / f"{cam}-{w}x{h}.mp4"
+        clip = data / f"{cam}-{w}x{h}.mp4"
         if not clip.exists():
-            print(f"demo: rendering {clip.name} ({w}x{h}, {fps} fps, {CLIP_SECONDS} s)", flush=True)
-            render_video(clip, clip.with_suffix(".json"), w, h, fps, CLIP_SECONDS, seed)
+            say(f"rendering {clip.name} ({w}x{h}, {fps} fps, {CLIP_SECONDS} s)")
+            partial, partial_gt = clip.with_suffix(".partial.mp4"), clip.with_suffix(".partial.json")
+            try:
+                render_video(partial, partial_gt, w, h, fps, CLIP_SECONDS, seed)
+                os.replace(partial_gt, clip.with_suffix(".json"))
+                os.replace(partial, clip)
+            finally:
+                partial.unlink(missing_ok=True)
+                partial_gt.unlink(missing_ok=True)
         clips[cam] = clip
     return clips
+
+
+def write_config(data: Path, ports: dict[str, int]) -> Path:
+    """configs/demo.toml with the chosen ports, next to the clips (relative paths still resolve)."""
+    text = CONFIG.read_text()
+    for key, default in CONFIG_PORTS.items():
+        text = text.replace(f"127.0.0.1:{default}", f"127.0.0.1:{ports[key]}")
+    text = text.replace('"../models/', f'"{REPO / "models"}/')
+    config = data / "demo.toml"
+    config.write_text(text)
+    return config
 
 
 def wait_for_line(proc: subprocess.Popen[str], prefix: str, timeout_s: float) -> str:
@@ -62,80 +106,195 @@ def wait_for_line(proc: subprocess.Popen[str], prefix: str, timeout_s: float) ->
             return line.strip()
         if not line and proc.poll() is not None:
             break
-    raise RuntimeError(f"{proc.args!r} did not print {prefix!r} (exit code {proc.poll()})")
+    raise DemoFailed(f"the RTSP server did not start (exit code {proc.poll()}); its errors are above")
 
 
-def start_redis() -> subprocess.Popen[str]:
-    redis = shutil.which("redis-server")
-    if redis is None:
-        raise SystemExit("redis-server is not installed: run tools/bootstrap.sh first")
+def start_redis(redis_server: str, port: int) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [redis, "--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        [redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
         text=True,
+        start_new_session=True,
     )
+    client = redis_py.Redis(port=port)
     deadline = time.monotonic() + 10
-    import redis as redis_py  # noqa: PLC0415
-
-    client = redis_py.Redis(port=REDIS_PORT)
-    while True:
-        try:
-            client.ping()
-            break
-        except redis_py.ConnectionError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise SystemExit(f"redis-server did not start on port {REDIS_PORT} (is the port taken?)") from None
-            time.sleep(0.05)
-    client.close()
-    return proc
+    try:
+        while True:
+            try:
+                client.ping()
+                return proc
+            except redis_py.ConnectionError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise DemoFailed(f"redis-server did not start on port {port} (exit code {proc.poll()})") from None
+                time.sleep(0.05)
+    finally:
+        client.close()
 
 
-def start_rtsp(clips: dict[str, Path]) -> subprocess.Popen[str]:
-    args = [SYSTEM_PYTHON, str(REPO / "tools" / "rtsp_server.py"), "--port", str(RTSP_PORT)]
+def start_rtsp(system_python: str, port: int, clips: dict[str, Path]) -> subprocess.Popen[str]:
+    args = [system_python, str(REPO / "tools" / "rtsp_server.py"), "--port", str(port)]
     for cam, clip in clips.items():
         args += ["--stream", f"{cam}={clip}"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
-    print("demo:", wait_for_line(proc, "READY", 20), flush=True)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    say(wait_for_line(proc, "READY", 30))
     return proc
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--seconds", type=float, default=0, help="stop after this long (default: Ctrl-C)")
-    args = parser.parse_args()
-    clips = render_clips()
+def fetch_health(port: int) -> dict[str, Any] | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=0.5) as resp:
+            body: dict[str, Any] = json.load(resp)
+            return body
+    except urllib.error.HTTPError as exc:  # 503 while degraded still carries the report
+        with contextlib.suppress(ValueError):
+            report: dict[str, Any] = json.loads(exc.read())
+            return report
+        return None
+    except (OSError, ValueError):
+        return None
+
+
+def wait_ready(daemon: subprocess.Popen[str], health_port: int, log: Path) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if daemon.poll() is not None:
+            raise DemoFailed(f"the daemon exited with code {daemon.returncode} before READY; see {log}")
+        report = fetch_health(health_port)
+        if report is not None and report.get("ok"):
+            return
+        time.sleep(0.25)
+    raise DemoFailed(f"the daemon was not READY within {READY_TIMEOUT_S:.0f} s; see {log}")
+
+
+def watch(args: argparse.Namespace, daemon: subprocess.Popen[str], log: Path) -> None:
+    """Read the streams and show them until --seconds (or Ctrl-C); raise DemoFailed on failure."""
+    client = redis_py.Redis(port=args.redis_port, decode_responses=True)
+    streams = {f"beltsight:detections:{cam}": "0-0" for cam in CAMERAS}
+    windows = {cam: CameraWindow(cam) for cam in CAMERAS}
+    board = StatusBoard()
+    ready_at = time.monotonic()
+    end_at = ready_at + args.seconds if args.seconds else None
+    checked = False
+    states: dict[str, str] = {}
+    next_health = 0.0
+    try:
+        while end_at is None or time.monotonic() < end_at:
+            if daemon.poll() is not None:
+                raise DemoFailed(f"the daemon exited with code {daemon.returncode}; see {log}")
+            for stream, entries in client.xread(streams, count=200, block=200) or []:  # type: ignore[arg-type]
+                for entry_id, fields in entries:
+                    streams[stream] = entry_id
+                    entry = decode_entry(fields)
+                    windows[entry["camera"]].add(entry)
+                    if args.verbose:
+                        print(format_entry(entry_id, entry), flush=True)
+            now = time.monotonic()
+            if now >= next_health:
+                report = fetch_health(args.health_port) or {}
+                states = {cam: str(c.get("state", "?")) for cam, c in report.get("cameras", {}).items()}
+                next_health = now + 1.0
+            if not checked and now - ready_at >= FIRST_DETECTIONS_S:
+                check_every_camera(windows, states, log)
+                checked = True
+            wall = time.time()
+            if not args.verbose and board.due(wall):
+                board.draw(wall, [w.summary(wall, states.get(c, "?")) for c, w in windows.items()])
+    finally:
+        client.close()
+    if not checked:
+        check_every_camera(windows, states, log)
+    totals = ", ".join(f"{cam} {w.total} frames ({w.with_detections} with detections)" for cam, w in windows.items())
+    say(f"OK: every camera published detections: {totals}")
+
+
+def check_every_camera(windows: dict[str, CameraWindow], states: dict[str, str], log: Path) -> None:
+    missing = [cam for cam, w in windows.items() if w.with_detections == 0]
+    if missing:
+        detail = ", ".join(
+            f"{cam} (state {states.get(cam, 'unknown')}, {windows[cam].total} entries)" for cam in missing
+        )
+        raise DemoFailed(f"no detections published within {FIRST_DETECTIONS_S:.0f} s of READY by: {detail}; see {log}")
+
+
+def stop_all(procs: list[subprocess.Popen[str]]) -> None:
+    # One at a time, newest first: the daemon flushes to Redis before Redis goes away.
+    for proc in reversed(procs):
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def run(args: argparse.Namespace) -> None:
+    needs = [
+        PortNeed(args.redis_port, "Redis", "--redis-port"),
+        PortNeed(args.rtsp_port, "RTSP server", "--rtsp-port"),
+        PortNeed(args.health_port, "health endpoint", "--health-port"),
+    ]
+    check_ports(needs)
+    redis_server = check_redis_server()
+    check_gstreamer(args.gst_python)
+    data = Path(args.data_dir)
+    clips = render_clips(data)
+    config = write_config(data, {"redis": args.redis_port, "rtsp": args.rtsp_port, "health": args.health_port})
     beltsight = str(Path(sys.executable).with_name("beltsight"))
     procs: list[subprocess.Popen[str]] = []
     try:
-        procs.append(start_redis())
-        procs.append(start_rtsp(clips))
-        log = (DATA / "daemon.log").open("w")
+        procs.append(start_redis(redis_server, args.redis_port))
+        procs.append(start_rtsp(args.gst_python, args.rtsp_port, clips))
+        log = data / "daemon.log"
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        daemon = subprocess.Popen(
-            [beltsight, "run", "-c", str(CONFIG)], stdout=log, stderr=subprocess.STDOUT, text=True, env=env
-        )
+        with log.open("w") as log_file:
+            daemon = subprocess.Popen(
+                [beltsight, "run", "-c", str(config)],
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=env,
+                start_new_session=True,  # Ctrl-C reaches the demo only; it stops the daemon first, once
+            )
         procs.append(daemon)
-        print(f"demo: daemon started (logs: {log.name}); health: curl http://127.0.0.1:9108/healthz", flush=True)
-        tail = subprocess.Popen([beltsight, "tail", "-c", str(CONFIG)], text=True)
-        procs.append(tail)
-        deadline = time.monotonic() + args.seconds if args.seconds else None
-        while deadline is None or time.monotonic() < deadline:
-            if daemon.poll() is not None:
-                print(f"demo: the daemon exited with {daemon.returncode}; see {log.name}", file=sys.stderr)
-                return 1
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
+        say(f"daemon started (log: {log}); waiting for READY")
+        wait_ready(daemon, args.health_port, log)
+        say(f"daemon READY; health: curl http://127.0.0.1:{args.health_port}/healthz  (Ctrl-C stops the demo)")
+        watch(args, daemon, log)
     finally:
-        # One at a time, newest first: the daemon flushes to Redis before Redis goes away.
-        for proc in reversed(procs):
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_all(procs)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--seconds", type=float, default=0, help="stop after this long after READY (default: Ctrl-C)")
+    parser.add_argument("--verbose", action="store_true", help="print every stream entry instead of a line per camera")
+    parser.add_argument("--redis-port", type=int, default=CONFIG_PORTS["redis"])
+    parser.add_argument("--rtsp-port", type=int, default=CONFIG_PORTS["rtsp"])
+    parser.add_argument("--health-port", type=int, default=CONFIG_PORTS["health"])
+    parser.add_argument(
+        "--data-dir", default=str(REPO / "demo-data"), help="clips, config and log (default: %(default)s)"
+    )
+    parser.add_argument("--gst-python", default=SYSTEM_PYTHON, help="the Python with GStreamer's bindings")
+    return parser.parse_args(argv)
+
+
+def _terminate(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM: stop the children in order, as Ctrl-C does
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        run(args)
+    except (PreflightError, DemoFailed) as exc:
+        say(f"FAILED: {exc}", err=True)
+        return 1
+    except KeyboardInterrupt:
+        # Ctrl-C is how an unbounded demo ends; a bounded one (--seconds) was cut short.
+        say("stopped (Ctrl-C); no half-rendered clip is kept")
+        return 130 if args.seconds else 0
     return 0
 
 

@@ -1,0 +1,106 @@
+"""What a new user meets when the demo cannot run: one line saying what and how to fix it.
+
+The checks run before anything is started or rendered, so these tests are quick; the demo's
+successful run is the README's first command, which CI runs as written (`.ci/run`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "tools" / "demo.py"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield int(sock.getsockname()[1])
+
+
+def demo(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(DEMO), *args], capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+
+
+def ports(**chosen: int) -> list[str]:
+    args = []
+    for name in ("redis", "rtsp", "health"):
+        args += [f"--{name}-port", str(chosen.get(name) or free_port())]
+    return args
+
+
+@pytest.mark.parametrize(("name", "what"), [("redis", "Redis"), ("rtsp", "RTSP server"), ("health", "health endpoint")])
+def test_a_taken_port_is_named_with_its_holder_and_the_option(
+    name: str, what: str, taken_port: int, tmp_path: Path
+) -> None:
+    result = demo(*ports(**{name: taken_port}), "--data-dir", str(tmp_path))
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr  # one line, no traceback
+    line = lines[0]
+    assert f"port {taken_port} ({what})" in line
+    assert f"--{name}-port N" in line
+    assert f"pid {os.getpid()}" in line  # this test's process holds it, and /proc says so
+    assert not list(tmp_path.iterdir())  # nothing was started or rendered
+
+
+def test_missing_redis_server_names_the_package(tmp_path: Path) -> None:
+    env = dict(os.environ, PATH=str(tmp_path))  # nothing on PATH
+    result = demo(*ports(), "--data-dir", str(tmp_path / "data"), env=env)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "redis-server is not installed" in result.stderr
+    assert "Debian package redis-server" in result.stderr
+
+
+def test_missing_gstreamer_names_the_packages(tmp_path: Path) -> None:
+    # the virtualenv's Python cannot import gi: as on a machine without python3-gi
+    result = demo(*ports(), "--data-dir", str(tmp_path / "data"), "--gst-python", sys.executable)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "GStreamer's RTSP server is not usable" in result.stderr
+    assert "gir1.2-gst-rtsp-server-1.0" in result.stderr and "python3-gi" in result.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_rendering_leaves_no_half_written_clip(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    proc = subprocess.Popen(
+        [sys.executable, str(DEMO), *ports(), "--data-dir", str(data), "--seconds", "5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert "rendering line1-infeed" in line, line
+    deadline = time.monotonic() + 60
+    while not list(data.glob("*.partial.*")):  # rendering has begun writing
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert "no half-rendered clip is kept" in out
+    assert sorted(p.name for p in data.iterdir()) == []  # neither the partial clip nor its ground truth
