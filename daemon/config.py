@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any, Literal, Self
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from pydantic import (
     Field,
@@ -28,79 +28,17 @@ from pydantic_settings import (
 )
 
 from daemon.config_engine import EngineConfig, Seconds, Section
+from daemon.config_models import ModelConfig
+from daemon.config_redis import RedisConfig as RedisConfig  # re-exported: daemon.config.RedisConfig
+from daemon.config_redis import read_secret_file as _read_secret_file
+from daemon.config_redis import with_password as _with_password
 from daemon.frames import MODEL_SIZES
 from daemon.redaction import SECRETS, redact_url
+from daemon.sharding import InstanceConfig, runs
 
 DEFAULT_CONFIG_PATH = Path("/etc/beltsight/beltsight.toml")
 CONFIG_ENV_VAR = "BELTSIGHT_CONFIG"
 EX_CONFIG = 78
-
-def _read_secret_file(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise ValueError(f"cannot read secret file {path}: {exc.strerror}") from None
-
-
-def _with_password(url: str, password: str) -> str:
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    user = parts.username or ""
-    netloc = f"{user}:{quote(password, safe='')}@{host}"
-    if parts.port is not None:
-        netloc += f":{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-class RedisConfig(Section):
-    url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
-    """redis://, rediss:// or unix://; a password in the URL is treated as a secret."""
-    password_file: Path | None = None
-    """File holding the password (overrides one in the URL), e.g. a systemd credential."""
-    stream: str = "beltsight:detections:{camera}"
-    events_stream: str = "beltsight:events"
-    maxlen: int = Field(100_000, gt=0)
-    """Approximate per-stream cap (XADD MAXLEN ~)."""
-    events_maxlen: int = Field(10_000, gt=0)
-    buffer_max: int = Field(50_000, gt=0)
-    """Entries accepted but not yet published that are kept in memory through an outage."""
-    spool_dir: Path | None = None
-    """Optional on-disk spool for outages longer than the memory buffer allows."""
-    spool_max_mb: int = Field(512, gt=0)
-    publish_batch: int = Field(256, gt=0)
-    """Most entries sent in one pipeline."""
-    connect_timeout_s: Seconds = 2.0
-    socket_timeout_s: Seconds = 5.0
-
-    @field_validator("url")
-    @classmethod
-    def _check_url(cls, v: SecretStr) -> SecretStr:
-        url = v.get_secret_value()
-        scheme = urlsplit(url).scheme
-        if scheme not in ("redis", "rediss", "unix"):
-            raise ValueError(f"must start with redis://, rediss:// or unix:// (got {redact_url(url)!r})")
-        SECRETS.add_from_url(url)
-        return v
-
-    @field_validator("stream")
-    @classmethod
-    def _check_stream(cls, v: str) -> str:
-        if "{camera}" not in v:
-            raise ValueError("must contain '{camera}' (one stream per camera)")
-        return v
-
-    def effective_url(self) -> str:
-        url = self.url.get_secret_value()
-        if self.password_file is not None:
-            password = _read_secret_file(self.password_file)
-            SECRETS.add(password)
-            url = _with_password(url, password)
-        return url
-
-    def stream_for(self, camera_id: str) -> str:
-        return self.stream.replace("{camera}", camera_id)
 
 
 class LoggingConfig(Section):
@@ -111,7 +49,14 @@ class LoggingConfig(Section):
 
 class HealthConfig(Section):
     listen: str | None = "127.0.0.1:9108"
-    """host:port for /healthz and /metrics; empty to disable."""
+    """host:port for /healthz, /metrics and the live view (`/`); empty to disable. Loopback by
+    default: expose it off the box only behind a reverse proxy with auth or an SSH tunnel."""
+    max_connections: int = Field(64, ge=1, le=4096)
+    """Connections open at once; beyond it the oldest idle one is closed, or the new one refused."""
+    request_timeout_s: Seconds = 5.0
+    """Deadline for a whole connection, from accept to the end of the response."""
+    snapshot_min_interval_s: float = Field(1.0, ge=0.0, le=60.0)
+    """A camera's live-view JPEG is drawn and encoded at most once per interval (shared by all viewers)."""
 
     @field_validator("listen")
     @classmethod
@@ -157,6 +102,8 @@ class CameraConfig(Section):
     conf_threshold: float | None = Field(None, ge=0, le=1)
     classes: list[str] | None = None
     """Publish only these labels (default: all)."""
+    shard: int | None = Field(None, ge=0)
+    """Run this camera on this shard (`[instance] shard`) instead of the rendezvous rule."""
 
     @field_validator("id")
     @classmethod
@@ -209,17 +156,21 @@ class Settings(BaseSettings):
     )
 
     redis: RedisConfig = RedisConfig()
-    models: dict[int, Path] = Field(default_factory=dict)
-    """Model input size -> ONNX file (relative paths are relative to the config file)."""
+    models: dict[int, ModelConfig] = Field(default_factory=dict)
+    """Model input size -> ONNX file, plain (`640 = "file.onnx"`) or a `[models.640]` table with
+    its layout and input convention (`daemon.config_models`); relative paths are relative to
+    the config file."""
     engine: EngineConfig = EngineConfig()
     logging: LoggingConfig = LoggingConfig()
     health: HealthConfig = HealthConfig()
     cameras: list[CameraConfig] = Field(default_factory=list)
+    instance: InstanceConfig = InstanceConfig()
+    """Which share of the cameras this instance runs (see daemon.sharding)."""
     shutdown_grace_s: Seconds = 10.0
 
     @field_validator("models")
     @classmethod
-    def _check_models(cls, v: dict[int, Path]) -> dict[int, Path]:
+    def _check_models(cls, v: dict[int, ModelConfig]) -> dict[int, ModelConfig]:
         bad = sorted(k for k in v if k not in MODEL_SIZES)
         if bad:
             raise ValueError(f"model sizes {bad} are not supported; use {list(MODEL_SIZES)}")
@@ -234,6 +185,10 @@ class Settings(BaseSettings):
             seen.add(cam.id)
             if cam.model is not None and cam.model not in self.models:
                 raise ValueError(f"camera {cam.id!r} asks for model {cam.model}, which [models] lacks")
+            if cam.shard is not None and cam.shard >= self.instance.shards:
+                raise ValueError(
+                    f"camera {cam.id!r} is pinned to shard {cam.shard}; [instance] shards is {self.instance.shards}"
+                )
         if not self.models:
             raise ValueError("[models] is empty: configure at least one of 416, 640, 800")
         return self
@@ -255,6 +210,10 @@ class Settings(BaseSettings):
 
     def enabled_cameras(self) -> list[CameraConfig]:
         return [c for c in self.cameras if c.enabled]
+
+    def instance_cameras(self) -> list[CameraConfig]:
+        """The enabled cameras this instance runs (`[instance]`, daemon.sharding)."""
+        return [c for c in self.enabled_cameras() if runs(c.id, self.instance, c.shard)]
 
     def redacted(self) -> dict[str, Any]:
         """The effective config as plain data with every secret replaced (for check-config)."""
@@ -310,5 +269,5 @@ def load_settings(path: Path) -> Settings:
 
 
 def _resolve_relative_paths(settings: Settings, base: Path) -> Settings:
-    models = {size: (p if p.is_absolute() else (base / p).resolve()) for size, p in settings.models.items()}
+    models = {size: m.resolved(base) for size, m in settings.models.items()}
     return settings.model_copy(update={"models": models})

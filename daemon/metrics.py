@@ -29,6 +29,7 @@ class Metrics:
         self._camera_metrics(self.registry)
         self._inference_metrics(self.registry)
         self._sink_metrics(self.registry)
+        self._http_metrics(self.registry)
 
     def _frame_metrics(self, r: CollectorRegistry) -> None:
         """Every frame's path: decoded, then dropped (by reason) or inferred and published."""
@@ -102,6 +103,35 @@ class Metrics:
             "beltsight_sink_buffered_entries", "Entries accepted and not yet in Redis", registry=r
         )
         self.redis_up = Gauge("beltsight_redis_up", "1 while Redis accepts writes", registry=r)
+        self.replica_waits = Counter(
+            "beltsight_redis_replica_waits",
+            "WAITs after a batch (min_replicas > 0), by outcome: confirmed, short (fewer replicas in time)",
+            ["outcome"],
+            registry=r,
+        )
+        self.instance_cameras = Gauge(
+            "beltsight_instance_cameras",
+            "Cameras this instance runs, of the configured ones ([instance] shard of shards)",
+            ["shard", "shards"],
+            registry=r,
+        )
+
+    def _http_metrics(self, r: CollectorRegistry) -> None:
+        """The health endpoint and live view: what clients hold and what the daemon turned away."""
+        self.http_connections_open = Gauge(
+            "beltsight_http_connections_open", "Connections open on the health endpoint", registry=r
+        )
+        self.http_connections_closed = Counter(
+            "beltsight_http_connections_closed_total",
+            "Health-endpoint connections the daemon closed itself: evicted (idle, for a new one),"
+            " refused (over max_connections, all busy), deadline (request_timeout_s passed),"
+            " bad_request (unparsable or oversized request, answered 400)",
+            ["reason"],
+            registry=r,
+        )
+        self.snapshot_encodes = Counter(
+            "beltsight_snapshot_encodes_total", "Live-view JPEGs drawn and encoded", ["camera"], registry=r
+        )
 
     def dropped(self, camera_id: str, reason: str, n: int = 1) -> None:
         self.frames_dropped.labels(camera=camera_id, reason=reason).inc(n)

@@ -1,43 +1,74 @@
-"""Redis connections for the sink and `beltsight tail`, and what their failures mean."""
+"""Redis connections for the sink and `beltsight tail`, and what their failures mean.
+
+One Redis or a Redis Cluster behind the same calls, so the sink does not branch:
+- `Connector` builds the client: `redis.asyncio.Redis`, or with `[redis] cluster = true`
+  redis-py's `redis.asyncio.cluster.RedisCluster` (pipelines grouped by node, MOVED/ASK followed
+  by the client); TLS options for `rediss://`. A cluster client is seeded with `url`,
+  `startup_nodes` and every node the previous client had seen, so losing the node named in
+  `url` does not lose the cluster.
+- `queue_waits` / `Waits.confirmed`: `WAIT numreplicas timeout` after a pipeline's writes, one
+  per master written (on the same connection as the writes, which is what WAIT counts), and
+  the streams whose writes `min_replicas` replicas acknowledged.
+- `slot_groups`: keys grouped so that a multi-key read (XREAD) stays within one slot.
+"""
 
 from __future__ import annotations
 
+import ssl
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import (
     AuthenticationError,
     AuthorizationError,
     BusyLoadingError,
+    ClusterDownError,
+    ClusterError,
     NoPermissionError,
+    ReadOnlyError,
+    RedisClusterException,
     ResponseError,
+    TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from daemon.config import RedisConfig
+from daemon.config_redis import RedisConfig
 
 _AUTH_CODES = ("NOAUTH", "WRONGPASS", "NOPERM")
+
+RedisClient = aioredis.Redis | RedisCluster
 
 
 class SinkError(Exception):
     """Redis refused writes in a way retrying may fix once an operator acts."""
 
 
+class ReplicasShortError(SinkError):
+    """Redis took the writes but fewer than `min_replicas` replicas confirmed them in time."""
+
+
+def _cause(exc: BaseException) -> BaseException:
+    if isinstance(exc, SinkError) and exc.__cause__ is not None:
+        return exc.__cause__
+    return exc
+
+
 def is_auth_error(exc: BaseException) -> bool:
     """Wrong password, missing password or missing ACL permission (also as a SinkError's cause)."""
-    if isinstance(exc, SinkError) and exc.__cause__ is not None:
-        exc = exc.__cause__
+    exc = _cause(exc)
     if isinstance(exc, AuthenticationError | AuthorizationError | NoPermissionError):
         return True
     return isinstance(exc, ResponseError) and str(exc).lstrip("'\"(").startswith(_AUTH_CODES)
 
 
 def auth_hint(exc: BaseException) -> str:
-    if isinstance(exc, SinkError) and exc.__cause__ is not None:
-        exc = exc.__cause__
+    exc = _cause(exc)
     text = str(exc)
     if isinstance(exc, NoPermissionError) or "NOPERM" in text:
         return "the Redis user lacks a permission: it needs XADD, XINFO and XRANGE on the stream keys"
@@ -46,18 +77,173 @@ def auth_hint(exc: BaseException) -> str:
     return "wrong user name or password for Redis (redis.url or redis.password_file)"
 
 
-RETRYABLE = (RedisConnectionError, RedisTimeoutError, BusyLoadingError, OSError, TimeoutError, SinkError)
+def tls_error(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS failure behind a connection error (redis-py keeps it as the context), if any."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, ssl.SSLError):
+            return cur
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return None
 
 
-def make_client(cfg: RedisConfig) -> aioredis.Redis:
+def tls_hint(err: ssl.SSLError) -> str:
+    text = str(err)
+    if isinstance(err, ssl.SSLCertVerificationError):
+        if "hostname" in text.lower() or "IP address mismatch" in text:
+            return "the server's certificate does not name the host in redis.url (redis.tls_check_hostname)"
+        return "the server's certificate is not signed by redis.tls_ca_file (or has expired)"
+    if "CERTIFICATE_REQUIRED" in text or "HANDSHAKE_FAILURE" in text:
+        return "the server requires a client certificate: set redis.tls_cert_file and redis.tls_key_file"
+    if "UNKNOWN_CA" in text or "BAD_CERTIFICATE" in text:
+        return "the server does not accept the client certificate (redis.tls_cert_file): not signed by its CA"
+    if "WRONG_VERSION_NUMBER" in text or "RECORD_LAYER" in text:
+        return "the server does not speak TLS on this port (rediss:// to a plain port?)"
+    return "TLS handshake with Redis failed"
+
+
+TRANSIENT = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    BusyLoadingError,
+    ClusterDownError,  # also MasterDownError: a failover in progress
+    TryAgainError,
+    ReadOnlyError,  # a demoted master answering before the client learnt the new topology
+    ClusterError,
+    RedisClusterException,  # no seed node reachable, slot not covered
+    OSError,
+    TimeoutError,
+)
+"""Failures that mean "Redis (or a node) is away": back off and retry, log as redis_down."""
+
+RETRYABLE = (*TRANSIENT, SinkError)
+
+
+def is_transient(exc: BaseException) -> bool:
+    return isinstance(exc, TRANSIENT) and not is_auth_error(exc)
+
+
+def _tls_kwargs(cfg: RedisConfig) -> dict[str, Any]:
+    if not cfg.tls:
+        return {}
+    return {
+        "ssl_ca_certs": str(cfg.tls_ca_file) if cfg.tls_ca_file is not None else None,
+        "ssl_certfile": str(cfg.tls_cert_file) if cfg.tls_cert_file is not None else None,
+        "ssl_keyfile": str(cfg.tls_key_file) if cfg.tls_key_file is not None else None,
+        "ssl_cert_reqs": "required" if cfg.tls_verify else "none",
+        "ssl_check_hostname": cfg.tls_verify and cfg.tls_check_hostname,
+    }
+
+
+def make_client(cfg: RedisConfig, known_nodes: Iterable[tuple[str, int]] = ()) -> RedisClient:
     """An asyncio client without redis-py's own retries (callers own the retry policy)."""
-    return aioredis.Redis.from_url(
+    common: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_connect_timeout": cfg.connect_timeout_s,
+        "socket_timeout": cfg.socket_timeout_s,
+        "retry": Retry(NoBackoff(), 0),
+        **_tls_kwargs(cfg),
+    }
+    if not cfg.cluster:
+        return aioredis.Redis.from_url(cfg.effective_url(), **common)
+    seeds = list(dict.fromkeys([*cfg.seed_nodes(), *known_nodes]))
+    return RedisCluster.from_url(
         cfg.effective_url(),
-        decode_responses=True,
-        socket_connect_timeout=cfg.connect_timeout_s,
-        socket_timeout=cfg.socket_timeout_s,
-        retry=Retry(NoBackoff(), 0),
+        startup_nodes=[ClusterNode(host, port) for host, port in seeds],
+        require_full_coverage=False,  # keys on healthy masters stay writable while one shard fails over
+        **common,
     )
+
+
+class Connector:
+    """The client factory of a sink or reader: a new client per call (a password file is read
+    again); for a cluster, seeded with the nodes the previous client had discovered."""
+
+    def __init__(self, cfg: RedisConfig) -> None:
+        self.cfg = cfg
+        self._last: RedisClient | None = None
+        self._known: list[tuple[str, int]] = []
+
+    def __call__(self) -> RedisClient:
+        if isinstance(self._last, RedisCluster):
+            seen = [(n.host, int(n.port)) for n in self._last.get_nodes()]
+            self._known = list(dict.fromkeys([*seen, *self._known]))[:32]
+        self._last = make_client(self.cfg, self._known)
+        return self._last
+
+
+@dataclass(frozen=True, slots=True)
+class _Wait:
+    node: str  # "" for a single Redis
+    streams: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Waits:
+    """The WAITs queued at the end of a pipeline, in order, and the streams each one covers."""
+
+    numreplicas: int
+    queued: tuple[_Wait, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.queued)
+
+    def confirmed(self, client: RedisClient, replies: list[Any]) -> tuple[set[str], int]:
+        """(streams whose writes reached `numreplicas` replicas, fewest replicas any WAIT saw).
+
+        A stream whose slot moved to another node during the pipeline (MOVED: redis-py wrote it
+        there) is not confirmed: the WAIT ran on the node it left."""
+        ok: set[str] = set()
+        fewest = self.numreplicas
+        for wait, reply in zip(self.queued, replies, strict=True):
+            got = reply if isinstance(reply, int) else -1
+            fewest = min(fewest, got)
+            if got < self.numreplicas:
+                continue
+            ok |= {s for s in wait.streams if _node_name(client, s) == wait.node}
+        return ok, max(fewest, 0)
+
+
+def _node_name(client: RedisClient, key: str) -> str:
+    if not isinstance(client, RedisCluster):
+        return ""
+    node = client.get_node_from_key(key)
+    return node.name if node is not None else "?"
+
+
+def queue_waits(client: RedisClient, pipe: Any, streams: Iterable[str], numreplicas: int, timeout_ms: int) -> Waits:
+    """Queue `WAIT numreplicas timeout_ms` on `pipe` after its writes: once for a single Redis,
+    once per master holding one of `streams` in a cluster (redis-py sends each node's commands
+    on one connection, in order, so the WAIT follows that node's writes)."""
+    keys = sorted(set(streams))
+    if numreplicas <= 0 or not keys:
+        return Waits(numreplicas)
+    if not isinstance(client, RedisCluster):
+        pipe.execute_command("WAIT", numreplicas, timeout_ms)
+        return Waits(numreplicas, (_Wait("", frozenset(keys)),))
+    by_node: dict[str, tuple[ClusterNode, set[str]]] = {}
+    for key in keys:
+        node = client.get_node_from_key(key)
+        if node is None:
+            continue
+        by_node.setdefault(node.name, (node, set()))[1].add(key)
+    queued = []
+    for name, (node, members) in by_node.items():
+        pipe.execute_command("WAIT", numreplicas, timeout_ms, target_nodes=node)
+        queued.append(_Wait(name, frozenset(members)))
+    return Waits(numreplicas, tuple(queued))
+
+
+def slot_groups(client: RedisClient, keys: list[str]) -> list[list[str]]:
+    """`keys` split so that each group can go into one multi-key command (one slot in a cluster)."""
+    if not isinstance(client, RedisCluster):
+        return [keys] if keys else []
+    groups: dict[int, list[str]] = {}
+    for key in keys:
+        groups.setdefault(client.keyslot(key), []).append(key)
+    return list(groups.values())
 
 
 def as_text(fields: dict[Any, Any]) -> dict[str, str]:
@@ -67,4 +253,21 @@ def as_text(fields: dict[Any, Any]) -> dict[str, str]:
     }
 
 
-__all__ = ["RETRYABLE", "SinkError", "as_text", "auth_hint", "is_auth_error", "make_client"]
+__all__ = [
+    "RETRYABLE",
+    "TRANSIENT",
+    "Connector",
+    "RedisClient",
+    "ReplicasShortError",
+    "SinkError",
+    "Waits",
+    "as_text",
+    "auth_hint",
+    "is_auth_error",
+    "is_transient",
+    "make_client",
+    "queue_waits",
+    "slot_groups",
+    "tls_error",
+    "tls_hint",
+]

@@ -8,16 +8,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import redis.asyncio as aioredis
 import structlog
 
 from daemon.backlog import Backlog, Buffer, Drops, Slot
 from daemon.backoff import Backoff
-from daemon.config import RedisConfig
+from daemon.config_redis import RedisConfig
 from daemon.frames import FrameResult, StatusEvent
 from daemon.metrics import Metrics
 from daemon.redaction import SECRETS, redact_url
-from daemon.redis_conn import RETRYABLE, SinkError, auth_hint, is_auth_error, make_client
+from daemon.redis_conn import (
+    RETRYABLE,
+    Connector,
+    RedisClient,
+    ReplicasShortError,
+    SinkError,
+    Waits,
+    auth_hint,
+    is_auth_error,
+    is_transient,
+    queue_waits,
+    tls_error,
+    tls_hint,
+)
 from daemon.schema import EntryId, encode_entry, encode_event
 from daemon.spool import Spool
 from daemon.stream_ids import StreamIds
@@ -45,7 +57,7 @@ class SystemClock:
 
 @dataclass
 class _Outage:
-    reported: str | None = None  # "down" / "auth" while an outage has been logged
+    reported: str | None = None  # "down" / "auth" / "tls" / "replicas" while an outage has been logged
     drops_unlogged: dict[str, int] = field(default_factory=dict)
     drop_logged_at: float = float("-inf")
 
@@ -75,7 +87,16 @@ class RedisSink:
       order. Authentication/ACL failures are logged as `redis_auth_failed` (ERROR) and
       retried the same way; the connection is rebuilt each time, so a fixed password file is
       picked up. Any other refusal (e.g. WRONGTYPE) is logged `redis_write_failed` and retried.
-    - Redis user needs: XADD, XINFO, XRANGE on the detection and event streams.
+    - Replicas (`min_replicas` > 0): each pipeline ends with `WAIT min_replicas wait_timeout_ms`
+      (one per master written, `daemon.redis_conn.queue_waits`); an entry leaves the buffer only
+      once its master's WAIT counted enough replicas. Unconfirmed entries stay, in order; the next
+      attempt finds them stored (same ID) and confirms them with that attempt's WAIT, or, when a
+      failover lost them with the old master, writes them again to the new one. A short count is
+      logged `redis_replicas_short` and backed off like an outage, on the same connection (WAIT
+      counts that connection's writes). Events are not held for replicas.
+    - Cluster, TLS: inside the client (`daemon.redis_conn.Connector`); nothing here branches.
+    - Redis user needs: XADD, XINFO, XRANGE on the detection and event streams (+ WAIT, and
+      CLUSTER SLOTS/SHARDS for a cluster).
     - `close()` spills what is still in memory to the spool (the next run publishes it); without
       a spool it counts it as `dropped{camera, shutdown}`. Call it after `run()` has stopped.
     """
@@ -85,14 +106,14 @@ class RedisSink:
         cfg: RedisConfig,
         metrics: Metrics,
         *,
-        client_factory: Callable[[], aioredis.Redis] | None = None,
+        client_factory: Callable[[], RedisClient] | None = None,
         clock: Clock | None = None,
         backoff_min_s: float = 0.2,
         backoff_max_s: float = 5.0,
     ) -> None:
         self.cfg = cfg
         self.metrics = metrics
-        self._client_factory = client_factory or self._default_client
+        self._client_factory = client_factory or Connector(cfg)
         self._clock: Clock = clock or SystemClock()
         self._backoff = Backoff(backoff_min_s, backoff_max_s, healthy_reset_s=30.0)
         spool = None
@@ -101,12 +122,19 @@ class RedisSink:
         self._ids = StreamIds(cfg.stream_for)
         self._frames = Backlog(cfg.buffer_max, spool, self._ids.assign_spill_id)
         self._events: Buffer[StatusEvent] = Buffer(EVENTS_BUFFER_MAX)
-        self._client: aioredis.Redis | None = None
+        self._client: RedisClient | None = None
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._outage = _Outage()
         self.connected = False
         metrics.redis_up.set(0)
+        if cfg.tls and not (cfg.tls_verify and cfg.tls_check_hostname):
+            log.warning(
+                "redis_tls_unverified",
+                url=self._safe_url(),
+                verify=cfg.tls_verify,
+                check_hostname=cfg.tls_verify and cfg.tls_check_hostname,
+            )
 
     # -- intake (event loop, never blocks) ----------------------------------------------
 
@@ -199,37 +227,53 @@ class RedisSink:
             self._on_success()
             return None
 
-    async def _publish_batch(self, client: aioredis.Redis) -> None:
+    async def _publish_batch(self, client: RedisClient) -> None:
         frames = self._frames.peek(self.cfg.publish_batch)
         events = self._events.peek(self.cfg.publish_batch)
         done_frames: set[int] = set()
         done_events: set[int] = set()
+        refusal: Exception | None = None
+        short: ReplicasShortError | None = None
         try:
             await self._ids.resolve(client, frames)
-            for slot in frames:
-                if slot.duplicate:  # written by an attempt whose reply was lost: count it now
-                    done_frames.add(slot.ticket)
-                    self.metrics.entries_published.labels(camera=slot.item.camera_id).inc()
             to_send = [s for s in frames if not s.duplicate]
-            replies = await self._send(client, to_send, events)
-            refusal = self._settle_frames(to_send, replies[: len(to_send)], done_frames)
-            for ev, reply in zip(events, replies[len(to_send) :], strict=True):
+            replies, waits = await self._send(client, to_send, events, frames)
+            confirmed, fewest = self._confirmed(client, waits, replies[len(replies) - len(waits) :])
+            refusal = self._settle_frames(frames, to_send, replies[: len(to_send)], confirmed, done_frames)
+            for ev, reply in zip(events, replies[len(to_send) : len(to_send) + len(events)], strict=True):
                 if isinstance(reply, Exception):
                     refusal = refusal or reply
                 else:
                     done_events.add(ev.ticket)
+            waiting = sum(s.ticket not in done_frames for s in frames)
+            if confirmed is not None and refusal is None and waiting:
+                short = ReplicasShortError(
+                    f"{waiting} entries in Redis, confirmed by {fewest} of {self.cfg.min_replicas} replicas"
+                    f" within {self.cfg.wait_timeout_ms} ms"
+                )
         finally:
             self._count_drops(self._frames.settle(done_frames))
             self._events.settle(done_events)
             self.metrics.sink_buffered.set(len(self._frames))
         if refusal is not None:
+            if is_transient(refusal):  # a node went away mid-pipeline (cluster): an outage
+                raise refusal
             raise SinkError(str(refusal)) from refusal
+        if short is not None:
+            raise short
 
     async def _send(
-        self, client: aioredis.Redis, frames: list[Slot[FrameResult]], events: list[Slot[StatusEvent]]
-    ) -> list[Any]:
-        if not frames and not events:
-            return []
+        self,
+        client: RedisClient,
+        frames: list[Slot[FrameResult]],
+        events: list[Slot[StatusEvent]],
+        batch: list[Slot[FrameResult]],
+    ) -> tuple[list[Any], Waits]:
+        """XADD `frames` and `events` in one pipeline (no MULTI), then the WAITs that confirm
+        every stream of `batch` (written now or found stored) when min_replicas is set."""
+        streams = {self.cfg.stream_for(s.item.camera_id) for s in batch}
+        if not frames and not events and not (streams and self.cfg.min_replicas):
+            return [], Waits(self.cfg.min_replicas)
         published_ms = self._clock.time_ms()
         async with client.pipeline(transaction=False) as pipe:
             for slot in frames:
@@ -247,11 +291,31 @@ class RedisSink:
                     maxlen=self.cfg.events_maxlen,
                     approximate=True,
                 )
-            return await pipe.execute(raise_on_error=False)
+            waits = queue_waits(client, pipe, streams, self.cfg.min_replicas, self.cfg.wait_timeout_ms)
+            return list(await pipe.execute(raise_on_error=False)), waits
 
-    def _settle_frames(self, sent: list[Slot[FrameResult]], replies: list[Any], done: set[int]) -> Exception | None:
+    def _confirmed(self, client: RedisClient, waits: Waits, replies: list[Any]) -> tuple[set[str] | None, int]:
+        """(streams whose writes the replicas confirmed, fewest replicas a WAIT counted);
+        None: nothing to confirm (min_replicas 0)."""
+        if self.cfg.min_replicas == 0:
+            return None, 0
+        if not waits:
+            return set(), 0
+        confirmed, fewest = waits.confirmed(client, replies)
+        for wait in waits.queued:
+            outcome = "confirmed" if wait.streams <= confirmed else "short"
+            self.metrics.replica_waits.labels(outcome=outcome).inc()
+        return confirmed, fewest
+
+    def _settle_frames(
+        self,
+        batch: list[Slot[FrameResult]],
+        sent: list[Slot[FrameResult]],
+        replies: list[Any],
+        confirmed: set[str] | None,
+        done: set[int],
+    ) -> Exception | None:
         refusal: Exception | None = None
-        now = self._clock.monotonic()
         for slot, reply in zip(sent, replies, strict=True):
             stream = self.cfg.stream_for(slot.item.camera_id)
             if isinstance(reply, Exception):
@@ -260,14 +324,28 @@ class RedisSink:
                 else:
                     refusal = refusal or reply
                 continue
-            entry_id = EntryId.parse(reply)
-            self._ids.written(stream, entry_id)
-            done.add(slot.ticket)
-            camera = slot.item.camera_id
-            self.metrics.entries_published.labels(camera=camera).inc()
-            latency_s = max(0.0, now - slot.item.captured_mono)
-            self.metrics.latency_seconds.labels(camera=camera).observe(latency_s)
+            self._ids.written(stream, EntryId.parse(reply))
+        now = self._clock.monotonic()
+        for slot, reply in zip(sent, replies, strict=True):
+            if isinstance(reply, Exception):
+                continue
+            self._published(slot, confirmed, done, now)
+        for slot in batch:
+            if slot.duplicate:  # written by an earlier attempt whose reply was lost or unconfirmed
+                self._published(slot, confirmed, done, None)
         return refusal
+
+    def _published(
+        self, slot: Slot[FrameResult], confirmed: set[str] | None, done: set[int], now: float | None
+    ) -> None:
+        if confirmed is not None and self.cfg.stream_for(slot.item.camera_id) not in confirmed:
+            return  # in Redis, not yet on enough replicas: stays buffered
+        done.add(slot.ticket)
+        camera = slot.item.camera_id
+        self.metrics.entries_published.labels(camera=camera).inc()
+        if now is not None or confirmed is not None:
+            latency_s = max(0.0, (now or self._clock.monotonic()) - slot.item.captured_mono)
+            self.metrics.latency_seconds.labels(camera=camera).observe(latency_s)
 
     # -- health, backoff, logging ---------------------------------------------------------
 
@@ -284,16 +362,30 @@ class RedisSink:
         self.connected = False
         self.metrics.redis_up.set(0)
         delay_s = self._backoff.failed()
-        self._ids.forget_tops()  # a write may have landed without its reply: re-read the tops
-        await self._drop_client()
-        reason = SECRETS.scrub(f"{type(exc).__name__}: {exc}")
-        kind = "auth" if is_auth_error(exc) else "down"
+        if not isinstance(exc, ReplicasShortError):  # replies all read: keep the connection WAIT counts on
+            self._ids.forget_tops()  # a write may have landed without its reply: re-read the tops
+            await self._drop_client()
+        tls = tls_error(exc)
+        reason = SECRETS.scrub(f"{type(exc).__name__}: {tls or exc}")
+        kind = (
+            "auth"
+            if is_auth_error(exc)
+            else "tls"
+            if tls
+            else "replicas"
+            if isinstance(exc, ReplicasShortError)
+            else "down"
+        )
         if self._outage.reported == kind:
             return delay_s
         self._outage.reported = kind
         fields = {"url": self._safe_url(), "reason": reason, "buffered": len(self._frames)}
         if kind == "auth":
             log.error("redis_auth_failed", hint=auth_hint(exc), **fields)
+        elif tls is not None:
+            log.error("redis_tls_failed", hint=tls_hint(tls), **fields)
+        elif kind == "replicas":
+            log.warning("redis_replicas_short", min_replicas=self.cfg.min_replicas, **fields)
         elif isinstance(exc, SinkError):
             log.error("redis_write_failed", **fields)
         else:
@@ -321,9 +413,6 @@ class RedisSink:
 
     def _safe_url(self) -> str:
         return redact_url(self.cfg.url.get_secret_value())
-
-    def _default_client(self) -> aioredis.Redis:
-        return make_client(self.cfg)
 
     async def _drop_client(self) -> None:
         client, self._client = self._client, None

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from daemon.backlog import Slot
 from daemon.frames import FrameResult
-from daemon.redis_conn import SinkError, as_text
+from daemon.redis_conn import RedisClient, SinkError, as_text
 from daemon.schema import EntryId, next_entry_id, same_frame
 
 
@@ -48,7 +47,7 @@ class StreamIds:
             slot.entry_id = next_entry_id(self._last.get(stream), slot.item.captured_ms)
         self._advance(stream, slot.entry_id)
 
-    async def resolve(self, client: aioredis.Redis, frames: list[Slot[FrameResult]]) -> None:
+    async def resolve(self, client: RedisClient, frames: list[Slot[FrameResult]]) -> None:
         """Give every slot an ID above the stream's top, or mark it a duplicate of a stored entry."""
         streams = {self._stream_for(s.item.camera_id) for s in frames}
         await self._load_tops(client, [s for s in streams if s not in self._top])
@@ -82,7 +81,7 @@ class StreamIds:
         last = self._last.get(stream)
         self._last[stream] = entry_id if last is None else max(last, entry_id)
 
-    async def _load_tops(self, client: aioredis.Redis, streams: list[str]) -> None:
+    async def _load_tops(self, client: RedisClient, streams: list[str]) -> None:
         if not streams:
             return
         async with client.pipeline(transaction=False) as pipe:
@@ -98,7 +97,7 @@ class StreamIds:
                 self._top[stream] = EntryId.parse(reply["last-generated-id"])
 
     async def _lookup(
-        self, client: aioredis.Redis, suspects: list[tuple[Slot[FrameResult], EntryId]]
+        self, client: RedisClient, suspects: list[tuple[Slot[FrameResult], EntryId]]
     ) -> dict[int, dict[str, str]]:
         if not suspects:
             return {}
