@@ -62,6 +62,14 @@ def _load(path_arg: str | None) -> Settings:
 def cmd_check_config(args: argparse.Namespace) -> int:
     settings = _load(args.config)
     print(json.dumps(settings.redacted(), indent=2, sort_keys=True))
+    from daemon.model_file import describe_models  # noqa: PLC0415 - loads onnxruntime
+
+    lines, errors = describe_models(settings.models)
+    for line in lines:
+        print(line, file=sys.stderr)
+    if errors:
+        print("invalid model files:\n" + "\n".join(f"  - {e}" for e in errors), file=sys.stderr)
+        return EX_CONFIG
     print(f"config OK: {len(settings.enabled_cameras())} cameras, models {sorted(settings.models)}", file=sys.stderr)
     return 0
 

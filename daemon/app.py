@@ -22,10 +22,12 @@ from daemon.batcher import Batcher, BatchPolicy, InOrder
 from daemon.config import ConfigError, Settings
 from daemon.engine import EngineFactory, InferenceError, ModelInfo, load_model_info
 from daemon.frames import FrameResult, StatusEvent
-from daemon.health import HealthServer, SystemdNotifier
+from daemon.health import HealthServer, HttpLimits, SystemdNotifier
 from daemon.hub import FrameHub
 from daemon.inference import CameraRules, InferenceStage, PostprocessConfig
+from daemon.liveview import LiveView
 from daemon.metrics import Metrics
+from daemon.model_file import log_model
 from daemon.providers import lane_workers, worker_batch
 from daemon.rebuild import EngineBuilder
 from daemon.resilience import InferenceEngine, ResilientEngine
@@ -73,7 +75,12 @@ class Lane:
 def validate_models(settings: Settings) -> dict[int, ModelInfo]:
     """Read and check every configured model file (raises ModelError naming file and problem),
     and that every camera's class filter names labels the models know (else ConfigError)."""
-    infos = {size: load_model_info(path, expected_size=size) for size, path in sorted(settings.models.items())}
+    infos = {
+        size: load_model_info(model.path, expected_size=size, overrides=model.overrides())
+        for size, model in sorted(settings.models.items())
+    }
+    for info in infos.values():
+        log_model(info)
     errors = []
     for i, cam in enumerate(settings.cameras):
         for size, info in infos.items():
@@ -103,6 +110,7 @@ class Daemon:
         self.lanes: dict[int, Lane] = {}
         self.sources: list[CameraSource] = []
         self.health: HealthServer | None = None
+        self.liveview = LiveView(self.metrics, settings.health.snapshot_min_interval_s)
         self.state = "starting"
         self._stop = asyncio.Event()
         self._infos: dict[int, ModelInfo] = {}
@@ -204,7 +212,12 @@ class Daemon:
         if not listen:
             return
         host, _, port = listen.rpartition(":")
-        self.health = HealthServer(host, int(port), self.metrics.registry, self.health_report)
+        cfg = self.settings.health
+        limits = HttpLimits(cfg.max_connections, cfg.request_timeout_s)
+        self.health = HealthServer(
+            host, int(port), self.metrics.registry, self.health_report, limits=limits, metrics=self.metrics
+        )
+        self.liveview.register(self.health, self.health_report)
         await self.health.start()
 
     def _on_status(self, event: StatusEvent) -> None:
@@ -289,6 +302,7 @@ class Daemon:
             try:
                 results = await loop.run_in_executor(worker.executor, stage.infer, frames)
                 worker.batches += 1
+                self.liveview.offer(frames, results)  # keeps references only; draws on request
             except InferenceError as exc:
                 log.error("inference_failed", model=lane.size, frames=len(frames), error=str(exc))
                 for frame in frames:
@@ -355,6 +369,7 @@ class Daemon:
     async def _close(self) -> None:
         if self.health is not None:
             await self.health.close()
+        self.liveview.close()
         for source in self.sources:
             source.stop()
         await self.sink.close()

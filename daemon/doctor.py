@@ -13,6 +13,7 @@ import sys
 from typing import TextIO
 
 from daemon.config import Settings
+from daemon.config_models import model_overrides, model_paths
 from daemon.engine import doctor_report
 from daemon.providers import cpu_cores, intra_op_threads, lane_workers, worker_batch
 from daemon.thermal import detect_sensors
@@ -25,7 +26,7 @@ def _rss_mb() -> float:
 
 def run_doctor(settings: Settings, *, out: TextIO = sys.stdout, as_json: bool = False) -> int:
     rss_before = _rss_mb()
-    report = doctor_report(settings.engine, settings.models)
+    report = doctor_report(settings.engine, model_paths(settings.models), model_overrides(settings.models))
     sensors, missing = detect_sensors()
     temperatures = {s.name: [(r.sensor, r.celsius) for r in s.read()] for s in sensors}
     if as_json:

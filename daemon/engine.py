@@ -29,6 +29,7 @@ import structlog
 from daemon.config_engine import EngineConfig, Provider
 from daemon.metrics import Metrics
 from daemon.model_file import ModelError, ModelInfo, load_model_info
+from daemon.model_layout import ModelOverrides, join_outputs, warm_up_mismatch
 from daemon.providers import (
     ORT_PROVIDERS,
     EngineError,
@@ -159,25 +160,26 @@ class Engine:
         return ORT_PROVIDERS["cuda"] in self._providers
 
     def warm_up(self) -> float:
-        """One `max_batch` zero batch (allocates arenas, picks kernels); returns seconds taken."""
+        """One `max_batch` zero batch (a static-batch model's own size; allocates arenas, picks
+        kernels); returns seconds taken."""
         size = self.info.size
-        zeros = np.zeros((self.max_batch, 3, size, size), dtype=np.float32)
+        zeros = np.zeros((self.info.batch or self.max_batch, 3, size, size), dtype=self.info.input_dtype)
         start = time.perf_counter()
         out = self.run(zeros)
         self.warmup_s = time.perf_counter() - start
-        expected = (self.max_batch, 4 + self.info.num_classes, self.info.anchors)
-        if out.shape != expected:
-            raise ModelError(
-                self.info.path, f"output has shape {list(out.shape)} at run time, expected {list(expected)}"
-            )
+        problem = warm_up_mismatch(self.info.decoding, out, int(zeros.shape[0]))
+        if problem:
+            raise ModelError(self.info.path, f"output has shape {list(out.shape)} at run time, {problem}")
         return self.warmup_s
 
     def _check_batch(self, batch: Any) -> None:
-        size = self.info.size
+        size, dtype, static = self.info.size, self.info.convention.dtype, self.info.batch
         shape = tuple(batch.shape)
-        if len(shape) != 4 or shape[1:] != (3, size, size) or str(batch.dtype) != "float32":
-            raise ValueError(f"batch must be float32 [n, 3, {size}, {size}], got {batch.dtype} {list(shape)}")
-        if not 1 <= shape[0] <= self.max_batch:
+        if len(shape) != 4 or shape[1:] != (3, size, size) or str(batch.dtype) != dtype:
+            raise ValueError(f"batch must be {dtype} [n, 3, {size}, {size}], got {batch.dtype} {list(shape)}")
+        if static is not None and shape[0] != static:
+            raise ValueError(f"batch of {shape[0]} images; this model's batch is static: exactly {static}")
+        if static is None and not 1 <= shape[0] <= self.max_batch:
             raise ValueError(f"batch of {shape[0]} images; this engine takes 1..{self.max_batch}")
 
     def run(self, batch: HostArray | Any) -> HostArray:
@@ -188,9 +190,10 @@ class Engine:
         with self._lock:
             session = self._live_session()
             try:
-                out: HostArray = session.run([self.info.output_name], {self.info.input_name: batch})[0]
+                outs = session.run(list(self.info.output_names), {self.info.input_name: batch})
             except Exception as exc:
                 raise InferenceError(f"model {self.info.name} on {self._providers[0]}: {_first_line(exc)}") from exc
+        out: HostArray = join_outputs(np, outs, self.info.decoding)
         return out
 
     def run_device(self, batch: HostArray | Any) -> Any:
@@ -199,6 +202,8 @@ class Engine:
             raise ValueError(f"run_device needs a CUDA session; this one has {list(self._providers)}")
         self._check_batch(batch)
         cupy = get_xp("cuda", self.device_id)
+        if self.info.decoding.form != "channels-first" or self.info.convention.dtype != "float32":
+            return cupy.asarray(self.run(to_host(batch)))  # outputs of other layouts: through the host
         with cupy.cuda.Device(self.device_id), self._lock:
             session = self._live_session()
             current = cupy.cuda.get_current_stream()
@@ -283,6 +288,8 @@ class ModelCheck:
     warmup_ms: float | None = None
     device_mem_before_mb: float | None = None
     device_mem_after_mb: float | None = None
+    details: tuple[str, ...] = ()
+    """Layout and why, classes, input convention (`ModelInfo.lines`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +324,7 @@ class DoctorReport:
                 head += f" {m.name}, session got {list(m.providers)}, warm-up {m.warmup_ms} ms"
                 head += mem if m.device_mem_after_mb is not None else ""
             out.append(head + (f": {m.problem}" if m.problem else ""))
+            out += [f"  {line}" for line in m.details]
         out.append("result: " + ("ok" if self.ok else "NOT OK: inference would not run where configured"))
         return out
 
@@ -341,16 +349,16 @@ def gpu_memory_used_mb(device_id: int) -> tuple[float | None, str]:
     return round(used, 1), "ok"
 
 
-def _doctor_model(cfg: EngineConfig, size: int, path: Path) -> ModelCheck:
+def _doctor_model(cfg: EngineConfig, size: int, path: Path, overrides: ModelOverrides | None) -> ModelCheck:
     try:
-        info = load_model_info(path, size)
+        info = load_model_info(path, size, overrides)
     except ModelError as exc:
         return ModelCheck(size, str(path), ok=False, problem=exc.what)
     before, _ = gpu_memory_used_mb(cfg.cuda.device_id)
     try:
         engine = Engine.create(info, cfg, verify=False)
     except EngineError as exc:
-        return ModelCheck(size, str(path), ok=False, problem=str(exc), name=info.name)
+        return ModelCheck(size, str(path), ok=False, problem=str(exc), name=info.name, details=tuple(info.lines()))
     after, _ = gpu_memory_used_mb(cfg.cuda.device_id)
     first = ORT_PROVIDERS[cfg.providers[0]]
     used = first in engine.providers
@@ -365,14 +373,19 @@ def _doctor_model(cfg: EngineConfig, size: int, path: Path) -> ModelCheck:
         warmup_ms=round((engine.warmup_s or 0.0) * 1000, 1),
         device_mem_before_mb=before,
         device_mem_after_mb=after,
+        details=tuple(info.lines()),
     )
 
 
-def doctor_report(cfg: EngineConfig, models: Mapping[int, Path]) -> DoctorReport:
-    """Build every configured model's session as the daemon would and report what it got."""
+def doctor_report(
+    cfg: EngineConfig, models: Mapping[int, Path], overrides: Mapping[int, ModelOverrides] | None = None
+) -> DoctorReport:
+    """Build every configured model's session as the daemon would and report what it got
+    (`overrides`: each size's `[models.<size>]` layout and input convention settings)."""
     cupy_ok, cupy_detail = cupy_status(cfg.cuda.device_id)
     _, nvml_detail = gpu_memory_used_mb(cfg.cuda.device_id)
-    checks = tuple(_doctor_model(cfg, size, Path(path)) for size, path in sorted(models.items()))
+    given = overrides or {}
+    checks = tuple(_doctor_model(cfg, size, Path(path), given.get(size)) for size, path in sorted(models.items()))
     return DoctorReport(
         ok=bool(checks) and all(c.ok for c in checks),
         ort_version=ort.__version__,

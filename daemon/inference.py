@@ -1,29 +1,29 @@
 """One model size's inference stage: batch tensor, engine, post-processing, per-camera rules.
 
 `infer()` runs in a lane worker's thread, never on the event loop. The batch tensor is
-allocated once per worker; each frame's letterboxed content is made (colour conversion and
-scaling of a live frame happen here, see `Frame`), copied (and scaled to 0..1) straight into
-it, and the padding of a slot is rewritten only when its geometry changes.
+allocated once per worker in the model's input convention (`daemon.model_layout`); each
+frame's letterboxed content is made (colour conversion and scaling of a live frame happen
+here, see `Frame`), copied (in the model's channel order, scaled, centred or at the top-left)
+straight into it, and the padding of a slot is rewritten only when its geometry changes.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from daemon.engine import ModelInfo
-from daemon.frames import LETTERBOX_PAD_VALUE, Frame, FrameResult, Letterbox
+from daemon.frames import Frame, FrameResult, Letterbox
 from daemon.metrics import Metrics
+from daemon.model_layout import InputConvention
 from daemon.postprocess import decode_batch, to_detections
 from daemon.resilience import InferenceEngine
-
-_INV_255 = np.float32(1.0 / 255.0)
-_PAD = np.float32(LETTERBOX_PAD_VALUE / 255.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,25 +42,55 @@ class PostprocessConfig:
 
 
 class BatchTensor:
-    """A preallocated (max_batch, 3, S, S) float32 input, letterbox padding kept between batches."""
+    """A preallocated (rows, 3, S, S) input in the model's convention, letterbox padding kept between batches.
 
-    def __init__(self, max_batch: int, size: int) -> None:
+    `convention` (the model's): channel order (RGB or BGR planes), scale applied to 0..255
+    pixels, letterbox content centred or at the top-left, pad value, dtype (float32 or
+    float16), and a static batch: such a model always gets exactly its batch size, the slots
+    no frame uses filled with padding. Otherwise `rows` is `max_batch` and `fill` returns the
+    leading `len(frames)` images.
+    """
+
+    def __init__(self, max_batch: int, size: int, convention: InputConvention | None = None) -> None:
         self.size = size
-        self.array: npt.NDArray[np.float32] = np.full((max_batch, 3, size, size), _PAD, dtype=np.float32)
-        self._geometry: list[Letterbox | None] = [None] * max_batch
+        self.convention = convention or InputConvention()
+        conv = self.convention
+        self.rows = conv.batch if conv.batch is not None else max_batch
+        if max_batch > self.rows:
+            raise ValueError(f"batches of {max_batch} for a model with a static batch of {self.rows}")
+        self._dtype = np.float16 if conv.dtype == "float16" else np.float32
+        self._scale = np.float32(conv.scale)
+        self._pad = self._dtype(conv.pad_value * conv.scale)
+        self._bgr = conv.color == "bgr"
+        self.array: npt.NDArray[Any] = np.full((self.rows, 3, size, size), self._pad, dtype=self._dtype)
+        self._geometry: list[Letterbox | None] = [None] * self.rows
 
-    def fill(self, frames: list[Frame]) -> npt.NDArray[np.float32]:
+    def placed(self, letterbox: Letterbox) -> Letterbox:
+        """Where the frame's content lies in the input: the letterbox as is, or moved to the top-left."""
+        if self.convention.padding == "top-left" and (letterbox.pad_x or letterbox.pad_y):
+            return replace(letterbox, pad_x=0, pad_y=0)
+        return letterbox
+
+    def fill(self, frames: list[Frame]) -> npt.NDArray[Any]:
         for i, frame in enumerate(frames):
-            lb = frame.letterbox
+            lb = self.placed(frame.letterbox)
             if lb.size != self.size:
                 raise ValueError(f"frame for size {lb.size} in a {self.size} batch")
             if self._geometry[i] != lb:
-                self.array[i].fill(_PAD)
+                self.array[i].fill(self._pad)
                 self._geometry[i] = lb
             region = self.array[i, :, lb.pad_y : lb.pad_y + lb.new_h, lb.pad_x : lb.pad_x + lb.new_w]
-            for channel, plane in zip(region, frame.planes, strict=True):
-                np.multiply(plane, _INV_255, out=channel, dtype=np.float32)
-        return self.array[: len(frames)]
+            planes = frame.planes
+            ordered = (planes[2], planes[1], planes[0]) if self._bgr else planes
+            for channel, plane in zip(region, ordered, strict=True):
+                np.multiply(plane, self._scale, out=channel, dtype=np.float32, casting="unsafe")
+        if self.convention.batch is None:
+            return self.array[: len(frames)]
+        for i in range(len(frames), self.rows):  # a static batch: unused slots hold padding only
+            if self._geometry[i] is not None:
+                self.array[i].fill(self._pad)
+                self._geometry[i] = None
+        return self.array
 
 
 class InferenceStage:
@@ -79,7 +109,8 @@ class InferenceStage:
     ) -> None:
         self.info = info
         self.engine = engine
-        self._tensor = BatchTensor(max_batch, info.size)
+        self._tensor = BatchTensor(max_batch, info.size, info.convention)
+        self._layout = info.decoding
         self._post = post
         self._rules = dict(rules)
         self._metrics = metrics
@@ -110,12 +141,14 @@ class InferenceStage:
             conf_threshold=floor,
             iou_threshold=self._post.iou_threshold,
             max_det=self._post.max_det,
+            layout=self._layout,
+            images=len(frames),
         )
         results: list[FrameResult] = []
         for frame, frame_rows, rule in zip(frames, rows, rules, strict=True):
             dets = to_detections(
                 frame_rows,
-                frame.letterbox,
+                self._tensor.placed(frame.letterbox),
                 self.info.names,
                 conf_threshold=rule.conf_threshold,
                 classes=rule.classes,

@@ -1,11 +1,13 @@
 """Reading and checking a YOLO ONNX file before any inference session is built for it.
 
-The contract (`layout` "yolov8"): input float32 [N, 3, S, S]; output float32 [N, 4 + C, A]
-with rows cx, cy, w, h (input pixels) then C sigmoid class scores, A = sum((S / s)^2) over
-the strides; metadata `names` (JSON list, or Ultralytics' dict repr), `imgsz`, `strides`,
-`version`, `description`, `pad_value`. An Ultralytics YOLOv8 export (metadata `stride`,
-no `layout`) is accepted too. Every problem is a `ModelError` naming the file and what is wrong.
-The file is opened with ONNX Runtime on the CPU (the `onnx` package is a dev-only dependency).
+`load_model_info` opens the file with ONNX Runtime on the CPU, checks its one image input
+(float32 or float16 `[N, 3, S, S]`, S fixed; N fixed for a static-batch file), runs one
+probe image, and hands the outputs to `daemon.model_layout.recognise` to find the layout
+(yolov8, yolov5, yolox, end2end; see that module). Labels come from `[models.<size>]`
+`labels`, else metadata `names` (a JSON list, or Ultralytics' dict literal), else the class
+ids. The input convention (colour, scale, padding, pad value) comes from the config, else
+metadata (`color`, `scale`, `padding`, `pad_value`), else the layout's own ecosystem's
+defaults. Every problem is a `ModelError` naming the file and what was found.
 """
 
 from __future__ import annotations
@@ -13,21 +15,39 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnxruntime as ort
+import structlog
 
 from daemon.frames import LETTERBOX_PAD_VALUE
+from daemon.model_layout import (
+    LAYOUTS,
+    InputConvention,
+    LayoutError,
+    ModelLayout,
+    ModelOverrides,
+    OutputInfo,
+    default_convention,
+    expected_anchors,
+    recognise,
+    yolov8_layout,
+)
+
+__all__ = ["DEFAULT_STRIDES", "SUPPORTED_LAYOUTS", "ModelError", "ModelInfo", "expected_anchors", "load_model_info"]
+
+log = structlog.get_logger("beltsight.model")
 
 DEFAULT_STRIDES: tuple[int, ...] = (8, 16, 32)
-SUPPORTED_LAYOUTS = ("yolov8",)
+SUPPORTED_LAYOUTS = LAYOUTS
+_DTYPES = {"tensor(float)": ("float32", np.float32), "tensor(float16)": ("float16", np.float16)}
 
 
 class ModelError(Exception):
-    """A model file is missing, unreadable or does not follow the model contract."""
+    """A model file is missing, unreadable or does not follow a supported layout."""
 
     def __init__(self, path: Path | str, what: str) -> None:
         self.path = Path(path)
@@ -56,10 +76,33 @@ class ModelInfo:
     version: str = ""
     description: str = ""
     pad_value: int = LETTERBOX_PAD_VALUE
+    model_layout: ModelLayout | None = None
+    convention: InputConvention = field(default_factory=InputConvention)
+    labels_origin: str = "metadata"
 
+    @property
+    def decoding(self) -> ModelLayout:
+        """The output layout post-processing reads (the demo's yolov8 layout when not recognised)."""
+        if self.model_layout is not None:
+            return self.model_layout
+        return yolov8_layout(self.size, self.num_classes, self.strides)
 
-def expected_anchors(size: int, strides: Sequence[int]) -> int:
-    return sum((size // s) ** 2 for s in strides)
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return self.decoding.outputs if self.model_layout is not None else (self.output_name,)
+
+    @property
+    def input_dtype(self) -> Any:
+        return np.float16 if self.convention.dtype == "float16" else np.float32
+
+    def lines(self) -> list[str]:
+        """What doctor and check-config print about this model."""
+        shown = ", ".join(self.names[:12]) + (f", ... ({len(self.names)})" if len(self.names) > 12 else "")
+        return [
+            f"layout: {self.decoding.describe()}",
+            f"classes: {len(self.names)} [{shown}] ({self.labels_origin})",
+            f"input '{self.input_name}': {self.convention.describe()}",
+        ]
 
 
 def _open(path: Path) -> ort.InferenceSession:
@@ -86,13 +129,13 @@ def _open(path: Path) -> ort.InferenceSession:
         raise ModelError(path, f"not a loadable ONNX model (ONNX Runtime: {first[:300]})") from None
 
 
-def _check_input(path: Path, inputs: Sequence[Any], expected_size: int | None) -> tuple[str, int, int | None]:
-    """(input name, size S, fixed batch or None)."""
+def _check_input(path: Path, inputs: Sequence[Any], expected_size: int | None) -> tuple[str, int, int | None, str]:
+    """(input name, size S, fixed batch or None, dtype)."""
     if len(inputs) != 1:
         raise ModelError(path, f"has {len(inputs)} inputs {[i.name for i in inputs]}; expected one image input")
     inp = inputs[0]
-    if inp.type != "tensor(float)":
-        raise ModelError(path, f"input '{inp.name}' is {inp.type}; expected float32 (tensor(float))")
+    if inp.type not in _DTYPES:
+        raise ModelError(path, f"input '{inp.name}' is {inp.type}; expected float32 or float16 (tensor(float))")
     shape = list(inp.shape)
     square = len(shape) == 4 and isinstance(shape[2], int) and shape[2] == shape[3] and shape[2] > 0
     if not square or shape[1] != 3:
@@ -103,49 +146,28 @@ def _check_input(path: Path, inputs: Sequence[Any], expected_size: int | None) -
             path, f"input is {size}x{size} but the file is configured as the {expected_size} model ([models])"
         )
     batch = shape[0] if isinstance(shape[0], int) and shape[0] > 0 else None
-    return inp.name, size, batch
+    return inp.name, size, batch, _DTYPES[inp.type][0]
 
 
-def _output_dims(path: Path, session: ort.InferenceSession, out: Any, size: int) -> tuple[int, int]:
-    """The two trailing output dims; runs one zero image when the file leaves them symbolic."""
-    shape = list(out.shape)
-    if len(shape) != 3:
-        raise ModelError(path, f"output '{out.name}' has shape {shape}; expected [N, 4 + C, A]")
-    if isinstance(shape[1], int) and isinstance(shape[2], int):
-        return shape[1], shape[2]
-    zeros = np.zeros((1, 3, size, size), dtype=np.float32)
-    try:
-        probed = session.run([out.name], {session.get_inputs()[0].name: zeros})[0]
-    except Exception as exc:
-        raise ModelError(path, f"output shape {shape} is symbolic and a probe run failed: {exc}") from None
-    return int(probed.shape[1]), int(probed.shape[2])
-
-
-def _check_output(
-    path: Path, session: ort.InferenceSession, size: int, strides: tuple[int, ...]
-) -> tuple[str, int, int]:
-    """(output name, number of classes, anchors)."""
+def _probe(
+    path: Path, session: ort.InferenceSession, size: int, batch: int | None
+) -> tuple[list[OutputInfo], list[Any]]:
+    """Run one black image (or a static batch of them): the outputs as found, and their arrays."""
+    inp = session.get_inputs()[0]
+    zeros = np.zeros((batch or 1, 3, size, size), dtype=_DTYPES[inp.type][1])
     outputs = session.get_outputs()
     if not outputs:
         raise ModelError(path, "has no outputs")
-    out = next((o for o in outputs if o.name == "output0"), outputs[0])
-    if out.type != "tensor(float)":
-        raise ModelError(path, f"output '{out.name}' is {out.type}; expected float32 (tensor(float))")
-    rows, cols = _output_dims(path, session, out, size)
-    anchors = expected_anchors(size, strides)
-    if cols == anchors and rows > 4:
-        return out.name, rows - 4, anchors
-    if rows == anchors and cols > 4:
-        raise ModelError(
-            path,
-            f"output '{out.name}' is [N, {rows}, {cols}], the transposed layout [N, A, 4 + C]; "
-            f"export the YOLOv8 layout [N, 4 + C, A] (no transpose after the head)",
-        )
-    raise ModelError(
-        path,
-        f"output '{out.name}' is [N, {rows}, {cols}]; expected [N, 4 + C, {anchors}] for a {size}x{size} "
-        f"input with strides {list(strides)} (A = sum((S/s)^2))",
-    )
+    try:
+        arrays = session.run(None, {inp.name: zeros})
+    except Exception as exc:
+        shapes = ", ".join(f"'{o.name}' {list(o.shape)}" for o in outputs)
+        raise ModelError(path, f"a probe run failed (outputs {shapes}): {str(exc)[:300]}") from None
+    infos = [
+        OutputInfo(o.name, tuple(o.shape), tuple(int(d) for d in np.shape(a)), o.type)
+        for o, a in zip(outputs, arrays, strict=True)
+    ]
+    return infos, list(arrays)
 
 
 def _strides(path: Path, meta: Mapping[str, str]) -> tuple[int, ...]:
@@ -157,7 +179,7 @@ def _strides(path: Path, meta: Mapping[str, str]) -> tuple[int, ...]:
         if not isinstance(strides, list) or not strides or not all(isinstance(s, int) and s > 0 for s in strides):
             raise ModelError(path, f"metadata 'strides' must be a JSON list of positive ints, got {meta['strides']!r}")
         return tuple(strides)
-    if "stride" in meta:  # Ultralytics: the largest stride; P3..P5 (or P6) heads below it
+    if "stride" in meta:  # Ultralytics / YOLOv5: the largest stride; P3..P5 (or P6) heads below it
         try:
             largest = int(float(meta["stride"]))
         except ValueError:
@@ -177,10 +199,10 @@ def _parse_literal(raw: str) -> Any:
         return None
 
 
-def _names(path: Path, meta: Mapping[str, str], num_classes: int) -> tuple[str, ...]:
+def _meta_names(path: Path, meta: Mapping[str, str]) -> tuple[str, ...] | None:
     raw = meta.get("names")
     if not raw:
-        raise ModelError(path, "metadata has no 'names' (the class labels, a JSON list)")
+        return None
     value = _parse_literal(raw)
     if isinstance(value, dict):  # Ultralytics: "{0: 'bolt', 1: 'nut'}" (or JSON with string keys)
         try:
@@ -190,37 +212,116 @@ def _names(path: Path, meta: Mapping[str, str], num_classes: int) -> tuple[str, 
         value = [by_id.get(i) for i in range(len(by_id))] if by_id else None
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ModelError(path, f"metadata 'names' is not a list of labels (or a dict of id -> label): {raw[:120]!r}")
-    if len(value) != num_classes:
-        raise ModelError(path, f"metadata 'names' has {len(value)} labels but the output has {num_classes} classes")
     return tuple(value)
 
 
-def _check_meta(path: Path, meta: Mapping[str, str], size: int) -> tuple[str, int]:
-    """(layout, pad value); checks `imgsz` against the input."""
-    layout = meta.get("layout", "yolov8")  # an Ultralytics export has no key: the shape said yolov8
-    if layout not in SUPPORTED_LAYOUTS:
-        raise ModelError(path, f"metadata 'layout' is {layout!r}; supported: {list(SUPPORTED_LAYOUTS)}")
+def _check_imgsz(path: Path, meta: Mapping[str, str], size: int) -> None:
     if "imgsz" in meta:
         imgsz = _parse_literal(meta["imgsz"])
         if imgsz not in ([size, size], [size], size):
             raise ModelError(path, f"metadata 'imgsz' is {meta['imgsz']} but the input is {size}x{size}")
-    try:
-        pad = int(meta.get("pad_value", LETTERBOX_PAD_VALUE))
-    except ValueError:
-        raise ModelError(path, f"metadata 'pad_value' is not an integer: {meta['pad_value']!r}") from None
-    return layout, pad
 
 
-def load_model_info(path: Path | str, expected_size: int | None = None) -> ModelInfo:
+def _layout_override(path: Path, meta: Mapping[str, str], overrides: ModelOverrides) -> tuple[str, str]:
+    """(override, who set it): the config's layout, else metadata 'layout', else auto."""
+    if overrides.layout != "auto":
+        return overrides.layout, "config"
+    layout = meta.get("layout")
+    if layout is None:
+        return "auto", ""
+    if layout not in LAYOUTS:
+        raise ModelError(path, f"metadata 'layout' is {layout!r}; supported: {list(LAYOUTS)}")
+    return layout, "metadata"
+
+
+def _meta_convention(path: Path, meta: Mapping[str, str]) -> dict[str, Any]:
+    """Input convention keys the file itself carries (`color`, `scale`, `padding`, `pad_value`)."""
+    found: dict[str, Any] = {}
+    if "color" in meta:
+        found["color"] = "bgr" if meta["color"].strip().lower() == "bgr" else "rgb"
+    if "padding" in meta:
+        found["padding"] = "top-left" if meta["padding"].strip().lower() in ("top-left", "topleft") else "symmetric"
+    for key, kind in (("scale", float), ("pad_value", int)):
+        if key in meta:
+            try:
+                found[key] = kind(meta[key])
+            except ValueError:
+                raise ModelError(path, f"metadata {key!r} is not a number: {meta[key]!r}") from None
+    return found
+
+
+def _convention(
+    path: Path,
+    meta: Mapping[str, str],
+    layout: ModelLayout,
+    overrides: ModelOverrides,
+    *,
+    dtype: str,
+    batch: int | None,
+) -> InputConvention:
+    """Config over metadata over the layout's own defaults, key by key; `origin` says which."""
+    color, scale, padding, default_origin = default_convention(layout.name)
+    values: dict[str, Any] = {"color": color, "scale": scale, "padding": padding, "pad_value": LETTERBOX_PAD_VALUE}
+    from_meta = _meta_convention(path, meta)
+    from_config = {k: getattr(overrides, k) for k in values if getattr(overrides, k) is not None}
+    values |= from_meta | from_config
+    parts = [f"config {'/'.join(from_config)}"] if from_config else []
+    if set(from_meta) - set(from_config):
+        parts.append(f"metadata {'/'.join(sorted(set(from_meta) - set(from_config)))}")
+    if len(set(from_meta) | set(from_config)) < len(values):
+        parts.append(default_origin)
+    return InputConvention(
+        values["color"], float(values["scale"]), values["padding"], int(values["pad_value"]), dtype,  # type: ignore[arg-type]
+        batch, ", ".join(parts),
+    )
+
+
+def _labels(path: Path, layout: ModelLayout, meta_names: tuple[str, ...] | None, config: tuple[str, ...] | None
+            ) -> tuple[tuple[str, ...], str]:
+    labels, origin = (config, "config labels") if config is not None else (meta_names, "metadata names")
+    if labels is None:
+        return tuple(str(i) for i in range(layout.num_classes)), "no labels in the file or config: class ids"
+    if layout.num_classes and len(labels) != layout.num_classes:
+        source = "[models] labels" if config is not None else "metadata 'names'"
+        raise ModelError(path, f"{source} has {len(labels)} labels but the output has {layout.num_classes} classes")
+    return labels, origin
+
+
+def load_model_info(
+    path: Path | str, expected_size: int | None = None, overrides: ModelOverrides | None = None
+) -> ModelInfo:
     """Open and check one model file; raise ModelError naming the file and the problem."""
     path = Path(path)
+    overrides = overrides or ModelOverrides()
     session = _open(path)
     meta = dict(session.get_modelmeta().custom_metadata_map)
-    input_name, size, batch = _check_input(path, session.get_inputs(), expected_size)
-    layout, pad_value = _check_meta(path, meta, size)
+    input_name, size, batch, dtype = _check_input(path, session.get_inputs(), expected_size)
+    _check_imgsz(path, meta, size)
     strides = _strides(path, meta)
-    output_name, num_classes, anchors = _check_output(path, session, size, strides)
-    names = _names(path, meta, num_classes)
+    meta_names = _meta_names(path, meta)
+    override, who = _layout_override(path, meta, overrides)
+    outputs, arrays = _probe(path, session, size, batch)
+    known = overrides.labels if overrides.labels is not None else meta_names
+    probe = arrays[[o.name for o in outputs].index(_main_name(outputs))]
+    try:
+        layout = recognise(
+            outputs,
+            size=size,
+            strides=strides,
+            meta=meta,
+            names=len(known) if known is not None else None,
+            override=override,
+            override_from=who or "config",
+            names_from="[models] labels" if overrides.labels is not None else "metadata 'names'",
+            probe=probe,
+        )
+    except LayoutError as exc:
+        prefix = f"metadata 'layout' is {override!r}: " if who == "metadata" else ""
+        raise ModelError(path, prefix + str(exc)) from None
+    names, labels_origin = _labels(path, layout, meta_names, overrides.labels)
+    if not layout.num_classes:
+        layout = _with_classes(layout, len(names))
+    convention = _convention(path, meta, layout, overrides, dtype=dtype, batch=batch)
     version = meta.get("version", "")
     return ModelInfo(
         path=path,
@@ -228,13 +329,66 @@ def load_model_info(path: Path | str, expected_size: int | None = None) -> Model
         size=size,
         names=names,
         strides=strides,
-        layout=layout,
+        layout=layout.name,
         input_name=input_name,
-        output_name=output_name,
-        num_classes=num_classes,
-        anchors=anchors,
+        output_name=layout.outputs[0],
+        num_classes=layout.num_classes,
+        anchors=layout.rows,
         batch=batch,
         version=version,
         description=meta.get("description", ""),
-        pad_value=pad_value,
+        pad_value=convention.pad_value,
+        model_layout=layout,
+        convention=convention,
+        labels_origin=labels_origin,
     )
+
+
+def _main_name(outputs: Sequence[OutputInfo]) -> str:
+    ranked = [o for o in outputs if len(o.shape) in (2, 3)] or list(outputs)
+    return next((o.name for o in ranked if o.name == "output0"), ranked[0].name)
+
+
+def _with_classes(layout: ModelLayout, num_classes: int) -> ModelLayout:
+    return replace(layout, num_classes=num_classes)
+
+
+def log_model(info: ModelInfo) -> None:
+    """Log what was recognised (`model_recognised`), and what the daemon ignores or lacks."""
+    lay, conv = info.decoding, info.convention
+    log.info(
+        "model_recognised",
+        model=info.name,
+        size=info.size,
+        layout=lay.name,
+        form=lay.form,
+        reason=lay.reason,
+        classes=len(info.names),
+        input=conv.describe(),
+    )
+    if lay.extra:
+        log.warning("model_outputs_ignored", model=info.name, values=lay.extra, why=lay.reason)
+    if info.labels_origin.startswith("no labels"):
+        log.warning("model_labels_missing", model=info.name, classes=len(info.names))
+
+
+def describe_models(models: Mapping[int, Any]) -> tuple[list[str], list[str]]:
+    """(lines, errors) for `check-config`: each `[models]` entry's layout, classes and input.
+
+    `models` maps size -> `ModelConfig`. A file not there yet is noted (startup checks it
+    again); a file that is there but not a supported detector is an error.
+    """
+    lines: list[str] = []
+    errors: list[str] = []
+    for size, model in sorted(models.items()):
+        try:
+            info = load_model_info(model.path, expected_size=size, overrides=model.overrides())
+        except ModelError as exc:
+            if exc.what == "file not found":
+                lines.append(f"model {size} ({model.path}): not checked here: file not found")
+            else:
+                errors.append(str(exc))
+            continue
+        lines.append(f"model {size} ({model.path}): {info.name}")
+        lines += [f"  {line}" for line in info.lines()]
+    return lines, errors

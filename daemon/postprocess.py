@@ -1,4 +1,4 @@
-"""YOLOv8-layout decode and class-aware NMS, written once against an array module (`xp`).
+"""Decode by model layout and class-aware NMS, written once against an array module (`xp`).
 
 `decode_batch` runs on NumPy or CuPy (the same code: `xp` is chosen once in `app.py`) and
 returns one (N, 6) float32 host array per image: x1, y1, x2, y2, score, class, in model-input
@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from daemon.frames import Detection, Letterbox
+from daemon.model_layout import MAX_LOG_WH, ModelLayout, anchor_grid
 from daemon.xp import ArrayModule, to_host
 
 Rows = npt.NDArray[np.float32]
@@ -41,22 +42,50 @@ def _thresholds(xp: ArrayModule, conf_threshold: float | Any, batch: int) -> Any
     return thr
 
 
-def _best_class(xp: ArrayModule, output: Any, class_mask: Any | None) -> tuple[Any, Any]:
-    """(B, A) best score and its class per anchor; classes masked out never win."""
-    scores = output[:, 4:, :]
+def _best_class(xp: ArrayModule, scores: Any, class_axis: int, class_mask: Any | None) -> tuple[Any, Any]:
+    """(B, A) best score and its class per anchor; classes masked out never win.
+
+    `scores` is (B, C, A) (`class_axis` 1) or (B, A, C) (`class_axis` 2)."""
     if class_mask is not None:
         mask = xp.asarray(class_mask, dtype=bool)
-        mask = mask.reshape(1, -1, 1) if mask.ndim == 1 else mask[:, :, None]
+        if class_axis == 1:
+            mask = mask.reshape(1, -1, 1) if mask.ndim == 1 else mask[:, :, None]
+        else:
+            mask = mask.reshape(1, 1, -1) if mask.ndim == 1 else mask[:, None, :]
         scores = xp.where(mask, scores, xp.zeros((), dtype=scores.dtype))
-    cls = scores.argmax(axis=1)
-    best = xp.take_along_axis(scores, cls[:, None, :], axis=1)[:, 0, :]
-    return best, cls
+    cls = scores.argmax(axis=class_axis)
+    best = xp.take_along_axis(scores, xp.expand_dims(cls, class_axis), axis=class_axis)
+    return xp.squeeze(best, axis=class_axis), cls
 
 
-def _candidates(xp: ArrayModule, output: Any, best: Any, cls: Any, thr: Any) -> tuple[Any, ...]:
+def _dense_scores(xp: ArrayModule, output: Any, layout: ModelLayout) -> tuple[Any, int]:
+    """Class scores of a dense layout and their class axis (objectness already multiplied in)."""
+    c = layout.num_classes
+    if layout.name == "yolov8":
+        return (output[:, 4 : 4 + c, :], 1) if layout.form == "channels-first" else (output[:, :, 4 : 4 + c], 2)
+    return output[:, :, 5 : 5 + c] * output[:, :, 4:5], 2
+
+
+def _cxcywh(xp: ArrayModule, output: Any, img: Any, anchor: Any, layout: ModelLayout) -> Any:
+    """(N, 4) cx, cy, w, h in input pixels of the candidate anchors."""
+    if layout.form == "channels-first":
+        return output[img, :4, anchor].astype(xp.float32, copy=False)
+    raw = output[img, anchor, :4].astype(xp.float32, copy=False)
+    if layout.form != "raw-head":
+        return raw
+    cells, steps = anchor_grid(xp, layout.size, layout.strides)
+    stride = steps[anchor][:, None]
+    xy = (raw[:, :2] + cells[anchor]) * stride
+    wh = xp.exp(xp.minimum(raw[:, 2:4], MAX_LOG_WH)) * stride
+    return xp.concatenate((xy, wh), axis=1)
+
+
+def _candidates(xp: ArrayModule, output: Any, layout: ModelLayout, thr: Any, class_mask: Any | None) -> tuple[Any, ...]:
     """Flat candidates over the batch: image index, xyxy boxes, scores, classes (finite only)."""
+    scores, class_axis = _dense_scores(xp, output, layout)
+    best, cls = _best_class(xp, scores, class_axis, class_mask)
     img, anchor = xp.nonzero(best >= thr)
-    cxcywh = output[img, :4, anchor].astype(xp.float32, copy=False)  # (N, 4)
+    cxcywh = _cxcywh(xp, output, img, anchor, layout)
     half_w = cxcywh[:, 2] * 0.5
     half_h = cxcywh[:, 3] * 0.5
     boxes = xp.stack(
@@ -64,6 +93,40 @@ def _candidates(xp: ArrayModule, output: Any, best: Any, cls: Any, thr: Any) -> 
     )
     ok = xp.isfinite(boxes).all(axis=1) & (cxcywh[:, 2] > 0) & (cxcywh[:, 3] > 0)
     return img[ok], boxes[ok], best[img, anchor][ok].astype(xp.float32, copy=False), cls[img, anchor][ok]
+
+
+def _nms_rows(xp: ArrayModule, output: Any, layout: ModelLayout, images: int) -> tuple[Any, Any, Any, Any]:
+    """Rows after NMS in the graph: image index, xyxy boxes, scores, classes (all rows)."""
+    if layout.form == "batch-rows":  # batch, x1, y1, x2, y2, class, score
+        flat = output.reshape(-1, 7).astype(xp.float32, copy=False)
+        if output.ndim == 3:
+            img = xp.repeat(xp.arange(int(output.shape[0])), int(output.shape[1]))
+        else:
+            img = xp.nan_to_num(flat[:, 0], nan=-1.0).astype(xp.int64)
+        return img, flat[:, 1:5], flat[:, 6], flat[:, 5]
+    flat = output[:images, :, :6].reshape(-1, 6).astype(xp.float32, copy=False)
+    img = xp.repeat(xp.arange(images), int(output.shape[1]))
+    return img, flat[:, :4], flat[:, 4], flat[:, 5]
+
+
+def _nms_candidates(
+    xp: ArrayModule, output: Any, layout: ModelLayout, thr: Any, class_mask: Any | None, *, images: int
+) -> tuple[Any, ...]:
+    """End-to-end rows kept: a real image, score >= its threshold, a known allowed class, a finite box."""
+    img, boxes, scores, cls_f = _nms_rows(xp, output, layout, images)
+    in_batch = (img >= 0) & (img < images)
+    img = xp.where(in_batch, img, 0)
+    cls = xp.nan_to_num(cls_f, nan=-1.0).astype(xp.int64)
+    ok = in_batch & xp.isfinite(boxes).all(axis=1) & (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
+    ok &= (scores >= xp.broadcast_to(thr, (images, 1))[img, 0]) & (cls >= 0) & (cls_f == cls)
+    if layout.num_classes:
+        ok &= cls < layout.num_classes
+    if class_mask is not None:
+        mask = xp.asarray(class_mask, dtype=bool)
+        mask = xp.broadcast_to(mask.reshape(1, -1) if mask.ndim == 1 else mask, (images, int(mask.shape[-1])))
+        known = ok & (cls < int(mask.shape[1]))
+        ok = known & mask[img, xp.where(known, cls, 0)]
+    return img[ok], boxes[ok], scores[ok], cls[ok]
 
 
 def _suppression(xp: ArrayModule, boxes: Any, iou_threshold: float) -> Any:
@@ -160,25 +223,38 @@ def decode_batch(
     max_det: int,
     class_mask: Any | None = None,
     max_candidates: int = DEFAULT_MAX_CANDIDATES,
+    layout: ModelLayout | None = None,
+    images: int | None = None,
 ) -> list[Rows]:
-    """Decode a YOLOv8 output [B, 4 + C, A] (cx, cy, w, h, class scores) into per-image rows.
+    """Decode a model output (by `layout`; default: YOLOv8 `[B, 4 + C, A]`) into per-image rows.
 
+    Dense layouts: best class per anchor (objectness x class score for yolov5/yolox), boxes
+    decoded (a YOLOX raw head with its grid and strides), then class-aware NMS. End-to-end
+    layouts already had NMS in the graph: rows are only filtered and ordered.
     `conf_threshold`: one float, or one per image (e.g. the lowest threshold of that image's
     camera). `class_mask`: optional bool (C,) or (B, C); False classes can never be reported
-    (they do not win the argmax either). At most `max_candidates` per image and class enter
-    NMS. Returns B host arrays (N <= max_det, 6) float32, best first.
+    (in dense layouts they do not win the argmax either). At most `max_candidates` per image
+    and class enter NMS. `images`: how many leading images of the batch are real (a static-batch
+    model runs padded batches). Returns that many host arrays (N <= max_det, 6) float32, best first.
     """
-    if output.ndim != 3 or output.shape[1] < 5:
-        raise ValueError(f"expected output [B, 4 + C, A], got shape {tuple(output.shape)}")
-    batch, num_classes = int(output.shape[0]), int(output.shape[1]) - 4
+    if layout is None:
+        if output.ndim != 3 or output.shape[1] < 5:
+            raise ValueError(f"expected output [B, 4 + C, A], got shape {tuple(output.shape)}")
+        layout = _v8_layout(output)
+    batch = images if images is not None else int(output.shape[0])
     thr = _thresholds(xp, conf_threshold, batch)
-    best, cls = _best_class(xp, output, class_mask)
-    img, boxes, scores, cls = _candidates(xp, output, best, cls, thr)
-    if int(img.shape[0]) == 0:
-        return [_empty_rows() for _ in range(batch)]
-    groups = img * num_classes + cls
-    kept = grouped_nms(xp, boxes, scores, groups, iou_threshold=iou_threshold, cap=max_candidates)
-    kept = kept[_group_best_first(xp, img[kept], scores[kept])]  # image-major, best first
+    if layout.nms_in_graph:
+        img, boxes, scores, cls = _nms_candidates(xp, output, layout, thr, class_mask, images=batch)
+        if int(img.shape[0]) == 0:
+            return [_empty_rows() for _ in range(batch)]
+        kept = _group_best_first(xp, img, scores)
+    else:
+        img, boxes, scores, cls = _candidates(xp, output[:batch], layout, thr, class_mask)
+        if int(img.shape[0]) == 0:
+            return [_empty_rows() for _ in range(batch)]
+        groups = img * max(layout.num_classes, 1) + cls
+        kept = grouped_nms(xp, boxes, scores, groups, iou_threshold=iou_threshold, cap=max_candidates)
+        kept = kept[_group_best_first(xp, img[kept], scores[kept])]  # image-major, best first
     kept = kept[_rank_within(xp, img[kept]) < max_det]
     rows = xp.empty((int(kept.shape[0]), ROW_WIDTH), dtype=xp.float32)
     rows[:, :4] = boxes[kept]
@@ -187,6 +263,12 @@ def decode_batch(
     host_rows: Rows = to_host(rows)
     bounds = np.searchsorted(to_host(img[kept]), np.arange(batch + 1), side="left")
     return [host_rows[bounds[b] : bounds[b + 1]] for b in range(batch)]
+
+
+def _v8_layout(output: Any) -> ModelLayout:
+    """The YOLOv8 layout of a bare `[B, 4 + C, A]` output (callers that pass no layout)."""
+    rows, anchors = int(output.shape[1]), int(output.shape[2])
+    return ModelLayout("yolov8", "channels-first", ("output0",), rows - 4, anchors, 0, (), 0, "default")
 
 
 def to_detections(

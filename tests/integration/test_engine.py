@@ -95,7 +95,6 @@ BAD_MODELS: dict[str, tuple[Callable[[Path], object], str]] = {
     "one_channel": (lambda p: write_yolo_model(p, SIZE, channels=1), "expected [N, 3, S, S]"),
     "uint8_input": (lambda p: write_yolo_model(p, SIZE, input_dtype=TensorProto.UINT8), "expected float32"),
     "other_size": (lambda p: write_yolo_model(p, 640), "input is 640x640 but the file is configured as the 416"),
-    "transposed": (lambda p: write_yolo_model(p, SIZE, transposed=True), "transposed layout [N, A, 4 + C]"),
     "wrong_anchors": (
         lambda p: write_yolo_model(p, SIZE, template=np.zeros((1, 8, 1000), np.float32)),
         f"expected [N, 4 + C, {ANCHORS}]",
@@ -104,7 +103,6 @@ BAD_MODELS: dict[str, tuple[Callable[[Path], object], str]] = {
         lambda p: write_yolo_model(p, SIZE, metadata=_meta(names=json.dumps(["a", "b", "c"]))),
         "'names' has 3 labels but the output has 4 classes",
     ),
-    "names_missing": (lambda p: write_yolo_model(p, SIZE, metadata=_meta(names=None)), "no 'names'"),
     "names_garbage": (lambda p: write_yolo_model(p, SIZE, metadata=_meta(names="bolt, nut")), "not a list of labels"),
     "layout": (lambda p: write_yolo_model(p, SIZE, metadata=_meta(layout="yolov5")), "'layout' is 'yolov5'"),
     "imgsz": (lambda p: write_yolo_model(p, SIZE, metadata=_meta(imgsz="[640, 640]")), "'imgsz' is [640, 640]"),

@@ -37,7 +37,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_good_config_loads_and_model_paths_are_relative_to_the_file(tmp_path: Path) -> None:
     settings = load_settings(write(tmp_path, GOOD))
-    assert settings.models[640] == tmp_path / "m640.onnx"
+    assert settings.models[640].path == tmp_path / "m640.onnx"
     assert settings.engine.max_batch == 4
     assert settings.cameras[0].id == "line1-infeed"
     assert settings.redis.stream_for("line1-infeed") == "beltsight:detections:line1-infeed"
