@@ -9,7 +9,10 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +29,26 @@ REPO = Path(__file__).resolve().parents[2]
 MODELS = {size: REPO / "models" / f"conveyor-{size}.onnx" for size in (416, 640, 800)}
 
 
-def write_config(path: Path, *, redis_url: str, cameras: list[dict[str, Any]], extra: str = "", **engine: Any) -> Path:
-    """A TOML config for tests: the committed demo models, CPU provider unless overridden."""
+def write_config(
+    path: Path,
+    *,
+    redis_url: str,
+    cameras: list[dict[str, Any]],
+    extra: str = "",
+    health: dict[str, Any] | None = None,
+    **engine: Any,
+) -> Path:
+    """A TOML config for tests: the committed demo models, CPU provider unless overridden;
+    `health` adds keys to `[health]` (listen defaults to a free loopback port)."""
     engine = {"providers": ["cpu"], "max_batch": 4, "max_wait_ms": 20, **engine}
     lines = [f"shutdown_grace_s = 5.0\n\n[redis]\nurl = {json.dumps(redis_url)}\n", "[models]"]
     lines += [f"{size} = {json.dumps(str(p))}" for size, p in MODELS.items()]
     lines.append("\n[engine]")
     lines += [f"{key} = {json.dumps(value)}" for key, value in engine.items()]
-    lines.append('\n[health]\nlisten = "127.0.0.1:0"\n\n[logging]\nformat = "json"\n')
+    health = {"listen": "127.0.0.1:0", **(health or {})}
+    lines.append("\n[health]")
+    lines += [f"{key} = {json.dumps(value)}" for key, value in health.items()]
+    lines.append('\n[logging]\nformat = "json"\n')
     lines.append(extra)
     for cam in cameras:
         lines.append("[[cameras]]")
@@ -101,6 +116,27 @@ def wait_until(
             return
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+@dataclass(frozen=True, slots=True)
+class HttpReply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def http_get(port: int, path: str, *, method: str = "GET", timeout_s: float = 5.0) -> HttpReply:
+    """One request to the daemon's health endpoint on loopback (error statuses are replies too)."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return HttpReply(response.status, dict(response.headers.items()), response.read())
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return HttpReply(exc.code, dict(exc.headers.items()), exc.read())
 
 
 def run_cli(*args: str, timeout_s: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
