@@ -223,8 +223,15 @@ class BoundedServer(web.Server):
         now = time.monotonic()
         if now - self._shed_logged_mono >= SHED_LOG_INTERVAL_S:
             self._shed_logged_mono = now
-            log.warning("http_connections_shed", open=self.open_connections,
-                        max_connections=self.limits.max_connections, **self._shed)
+            shed = self._shed
+            log.warning(
+                "http_connections_shed",
+                open=self.open_connections,
+                max_connections=self.limits.max_connections,
+                evicted=shed["evicted"],
+                refused=shed["refused"],
+                deadline=shed["deadline"],
+            )
             self._shed = dict.fromkeys(self._shed, 0)
 
     def _gauge(self) -> None:

@@ -90,6 +90,13 @@ EVENTS: tuple[LogEvent, ...] = (
     LogEvent("forced_exit", "warning", "a second SIGTERM/SIGINT: exit 130 without draining", ("signal",)),
     LogEvent("health_listening", "info", "the health endpoint is listening", ("url",)),
     LogEvent(
+        "http_connections_shed",
+        "warning",
+        "the health endpoint closed connections itself (over max_connections or past request_timeout_s); "
+        "summarised: at most one line a minute, counts since the last line",
+        ("open", "max_connections", "evicted", "refused", "deadline"),
+    ),
+    LogEvent(
         "inference_failed",
         "error",
         "a batch failed; its frames are counted as engine_error drops",
