@@ -9,6 +9,7 @@ line per camera: refreshed in place on a terminal, printed every few seconds oth
 from __future__ import annotations
 
 import math
+import shutil
 import sys
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -119,6 +120,8 @@ class StatusBoard:
         self._last_s = now_s
         lines = [s.line() for s in summaries]
         if self.tty:
+            width = shutil.get_terminal_size().columns - 1  # a wrapped line would break the cursor-up
+            lines = [line[:width] for line in lines]
             if self._drawn:
                 self.out.write(f"\x1b[{self._drawn}F")
             self.out.write("".join(f"\x1b[2K{line}\n" for line in lines))
