@@ -72,6 +72,8 @@ class BatchTensor:
         return letterbox
 
     def fill(self, frames: list[Frame]) -> npt.NDArray[Any]:
+        if len(frames) > self.rows:
+            raise ValueError(f"{len(frames)} frames for a batch tensor of {self.rows}")
         for i, frame in enumerate(frames):
             lb = self.placed(frame.letterbox)
             if lb.size != self.size:

@@ -221,7 +221,8 @@ def _split_classes(total: int, found: _Found, what: str) -> tuple[int, int, str]
         if names == total:
             return names, 0, ""
         if 0 < names < total and (task in ("segment", "pose") or extra_hint):
-            return names, total - names, f"; {total - names} {task or 'mask'} values after the classes ignored"
+            what_kind = "mask" if extra_hint or task == "segment" else "keypoint"
+            return names, total - names, f"; {total - names} {what_kind} values after the classes ignored"
         raise LayoutError(f"{found.names_from} has {names} labels but the output has {total} classes ({what})")
     if extra_hint and total > extra_hint:
         return total - extra_hint, extra_hint, f"; {extra_hint} mask coefficients after the classes ignored"
