@@ -1,7 +1,6 @@
 """Session rebuilds: a new session is built beside the serving one and swapped in between batches.
 
-Also home of the engine Protocols that `daemon.resilience` and the inference stage share
-(`daemon.engine.Engine` and `EngineFactory` satisfy them; tests use fakes).
+The engine Protocols live in `daemon.engine_types`; they are re-exported here for older imports.
 """
 
 from __future__ import annotations
@@ -11,49 +10,28 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import structlog
 
 from daemon.config_engine import RebuildConfig
 from daemon.engine import InferenceError, ModelInfo, Placement
+from daemon.engine_types import Clock, EngineBuilder, HostArray, InferenceEngine, StatusCallback
 from daemon.frames import StatusEvent
 from daemon.memory import MemorySample, process_memory, release_free_memory
 
+__all__ = [
+    "Clock",
+    "EngineBuilder",
+    "HostArray",
+    "InferenceEngine",
+    "RebuildingEngine",
+    "StatusCallback",
+    "close_built",
+    "emit_status",
+]
+
 log = structlog.get_logger("beltsight.rebuild")
-
-HostArray = npt.NDArray[np.float32]
-StatusCallback = Callable[[StatusEvent], None]
-
-
-class InferenceEngine(Protocol):
-    """What the inference stage needs from an engine."""
-
-    @property
-    def max_batch(self) -> int: ...
-
-    @property
-    def providers(self) -> tuple[str, ...]: ...
-
-    def run(self, batch: HostArray) -> HostArray: ...
-
-    def close(self) -> None: ...
-
-
-class EngineBuilder(Protocol):
-    """Builds a verified, warmed-up engine and counts it in `session_builds{model,reason}`."""
-
-    def build(self, info: ModelInfo, placement: Placement = ..., reason: str = ...) -> InferenceEngine: ...
-
-
-class Clock(Protocol):
-    """The two clocks read here (the `time` module satisfies it)."""
-
-    def time(self) -> float: ...
-
-    def monotonic(self) -> float: ...
 
 
 def emit_status(on_status: StatusCallback, clock: Clock, kind: str, detail: str) -> None:

@@ -22,20 +22,12 @@ import structlog
 
 from daemon.config_engine import EngineConfig
 from daemon.engine import ORT_PROVIDERS, InferenceError, ModelInfo, Placement
+from daemon.engine_types import Clock, DeviceEngine, EngineBuilder, HostArray, InferenceEngine, StatusCallback
 from daemon.memory import MemorySample, process_memory
 from daemon.metrics import Metrics
-from daemon.rebuild import (
-    Clock,
-    EngineBuilder,
-    HostArray,
-    InferenceEngine,
-    RebuildingEngine,
-    StatusCallback,
-    close_built,
-    emit_status,
-)
+from daemon.rebuild import RebuildingEngine, close_built, emit_status
 
-__all__ = ["Clock", "EngineBuilder", "InferenceEngine", "ResilientEngine"]
+__all__ = ["Clock", "DeviceEngine", "EngineBuilder", "InferenceEngine", "ResilientEngine"]
 
 log = structlog.get_logger("beltsight.resilience")
 
