@@ -255,6 +255,7 @@ class Backlog:
             for slot in slots:
                 self._assign_id(slot)
             spool.append([_spool_record(s) for s in slots])
+            spool.flush()  # on disk before the process ends (blocks: shutdown only)
             return len(slots), spool.trim(), []
         except OSError as exc:
             log.error("spool_write_failed", directory=str(spool.directory), reason=str(exc))

@@ -69,9 +69,9 @@ class RedisSink:
     - Buffer: `accept()` never blocks on Redis; up to `buffer_max` entries wait in memory.
       Without `spool_dir`, when full, the oldest entry not being written is dropped, counted
       `dropped{camera, buffer_full}` and logged (at most every 5 s). With `spool_dir`, the
-      oldest entries are spilled to the disk spool instead (one write + fsync per chunk of up
-      to 256, on the event loop: about 20 ms on the 2-core test box), published first once
-      Redis is back, and found again by the next run;
+      oldest entries are spilled to the disk spool instead (chunks of up to 256, written and
+      fsync'd by the spool's writer thread: the loop never waits for the disk), published
+      first once Redis is back, and found again by the next run;
       only when the spool passes `spool_max_mb` are its oldest entries dropped (counted and
       logged the same way). See `Backlog` and `daemon.spool`. Events have their own memory
       buffer of 1000, drop-oldest, never spooled.

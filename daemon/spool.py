@@ -11,24 +11,39 @@ Record: length, CRC32 and a JSON payload (`daemon.spool_record`): the FrameResul
 stream entry ID it was given, so a replay writes the same ID and the sink's same-ID check
 recognises entries that had landed.
 
-Durability (fsync policy): every `append()` batch is one `write()`, flushed and fsync'd
-before it returns (one fsync per spill batch, not per entry); a new segment's directory entry
-is fsync'd too. The cursor is rewritten on each `commit()` (temp file, fsync, rename). Losing
-a cursor update only means replaying records that were already published; they carry their
-IDs, so the sink counts them as published instead of writing them twice.
+I/O off the event loop: the spool's index lives in memory and every file operation (create,
+write, fsync, cursor save, delete) is handed, in order, to one writer thread
+(`daemon.spool_writer`), so a slow fsync (hundreds of ms on eMMC or an SD card) never stalls
+the loop. Until the writer reports an appended batch durable, its bytes stay in memory too and
+reads are served from there. The hand-off is bounded (`HANDOFF_MAX_BYTES` not yet on disk):
+beyond it `append()` raises OSError at once, as for a failed write, and the caller keeps the
+entries in memory or drops the oldest (counted) rather than block.
+
+Durability (fsync policy): the writer fsyncs each segment once per batch of appends it finds
+queued (group commit), a new segment's directory entry too, so data reaches the disk within
+about one fsync's time of `append()`; a process killed before that loses those entries as it
+loses the memory buffer, and what did reach the file is always a prefix of what was appended
+(one thread, FIFO). The cursor is rewritten after each `commit()` (temp file, fsync, rename).
+Losing a cursor update only means replaying records that were already published; they carry
+their IDs, so the sink counts them as published instead of writing them twice. A write or
+fsync that fails is reported by the next `append()` (OSError, nothing added); the batches it
+concerned are still readable from memory (published this run, not after a restart), and new
+records go to a new segment. `flush()` waits for the writer (tests, shutdown).
 
 Recovery: at open every record after the cursor is checked (length and crc). A torn or
 corrupt record (a crash mid-write) ends its segment there: the records before it are kept,
 `spool_corrupt_tail` is logged, the bytes after it are ignored, and new records go to a new
 segment. Segments are deleted once every record in them is committed.
 
-Not thread-safe: one owner (the sink, on the event loop).
+Not thread-safe: one owner (the sink, on the event loop); only the writer thread is internal.
 """
 
 from __future__ import annotations
 
+import errno
+import io
+import itertools
 import json
-import os
 from collections import deque
 from pathlib import Path
 from typing import IO, NamedTuple
@@ -36,11 +51,15 @@ from typing import IO, NamedTuple
 import structlog
 
 from daemon.spool_record import SpoolRecord, decode_payload, encode_record, read_record, scan_segment
+from daemon.spool_writer import CURSOR as _CURSOR
+from daemon.spool_writer import Job, SpoolWriter, save_cursor
+from daemon.spool_writer import segment_name as _segment_name
 
 log = structlog.get_logger("beltsight.spool")
 
 DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024
-_CURSOR = "cursor"
+HANDOFF_MAX_BYTES = 32 * 1024 * 1024
+"""Appended bytes the writer thread may have yet to make durable before `append()` refuses more."""
 
 
 class Position(NamedTuple):
@@ -48,8 +67,11 @@ class Position(NamedTuple):
     offset: int
 
 
-def _segment_name(number: int) -> str:
-    return f"seg-{number:020d}.log"
+class _Chunk(NamedTuple):
+    """One appended batch not yet reported durable: its segment offset and bytes."""
+
+    offset: int
+    data: bytes
 
 
 class Spool:
@@ -81,8 +103,12 @@ class Spool:
         self._handed_out: deque[tuple[Position, bool]] = deque()  # (end, decodable) per record read
         self._count = count
         self._next_segment = next_segment
-        self._writer: IO[bytes] | None = None
-        self._writer_segment = -1
+        self._writer_segment = -1  # the segment appends go to (-1: start a new one)
+        self._io = SpoolWriter(directory)
+        self._tickets = itertools.count()
+        self._unwritten: dict[int, dict[int, _Chunk]] = {}  # segment -> ticket -> chunk
+        self._unwritten_bytes = 0
+        self._write_error: OSError | None = None
         self._reader: IO[bytes] | None = None
         self._reader_segment = -1
 
@@ -112,7 +138,7 @@ class Spool:
             cursor = Position(first if first is not None else 0, 0)
         if saved is not None and saved != cursor:  # stale: it must never point past new segments
             if segments:
-                _save_cursor(directory, cursor)
+                save_cursor(directory, (cursor.segment, cursor.offset))
             else:
                 (directory / _CURSOR).unlink(missing_ok=True)
         if count:
@@ -146,44 +172,65 @@ class Spool:
     # -- writing -------------------------------------------------------------------------------
 
     def append(self, records: list[SpoolRecord]) -> None:
-        """Write `records` after the last one and fsync; on an OSError nothing is added."""
+        """Hand `records` to the writer after the last one (never blocks on the disk).
+
+        OSError, with nothing added: an earlier batch failed to reach the disk, or the writer is
+        more than `HANDOFF_MAX_BYTES` behind."""
         if not records:
             return
+        self._reap()
+        if self._write_error is not None:
+            error, self._write_error = self._write_error, None
+            raise error
         data = b"".join(encode_record(r) for r in records)
-        writer = self._writer if self._writer is not None else self._new_segment()
-        segment = self._writer_segment
-        try:
-            writer.write(data)
-            writer.flush()
-            os.fsync(writer.fileno())
-        except OSError:
-            self._close_writer(truncate_to=self._segments[segment])
-            raise
+        if self._unwritten_bytes + len(data) > HANDOFF_MAX_BYTES:
+            behind = self._unwritten_bytes // (1024 * 1024)
+            raise OSError(errno.EAGAIN, f"spool writer behind: {behind} MiB not yet on disk")
+        segment = self._writer_segment if self._writer_segment >= 0 else self._new_segment()
+        ticket = next(self._tickets)
+        self._unwritten.setdefault(segment, {})[ticket] = _Chunk(self._segments[segment], data)
+        self._unwritten_bytes += len(data)
+        self._io.submit(Job("append", segment, data=data, ticket=ticket))
         self._segments[segment] += len(data)
         self._count += len(records)
         if self._segments[segment] >= self.segment_bytes:
             self._close_writer()
 
-    def _new_segment(self) -> IO[bytes]:
+    def _new_segment(self) -> int:
         number = self._next_segment
         self._next_segment += 1
-        writer = (self.directory / _segment_name(number)).open("xb")
+        self._io.submit(Job("create", number))
         self._segments[number] = 0
         if len(self._segments) == 1:
             self._cursor = self._read_pos = Position(number, 0)
-        _fsync_dir(self.directory)
-        self._writer, self._writer_segment = writer, number
-        return writer
+        self._writer_segment = number
+        return number
 
-    def _close_writer(self, truncate_to: int | None = None) -> None:
-        writer, self._writer = self._writer, None
-        if writer is None:
-            return
-        try:
-            if truncate_to is not None:
-                writer.truncate(truncate_to)  # a failed batch must not leave half a record
-        finally:
-            writer.close()
+    def _close_writer(self) -> None:
+        if self._writer_segment >= 0:
+            self._io.submit(Job("seal", self._writer_segment))
+        self._writer_segment = -1
+
+    def _reap(self) -> None:
+        """Take in the writer's reports: durable chunks leave memory; a failure is kept for `append`."""
+        for done in self._io.completed():
+            if done.error is None:
+                chunk = self._unwritten.get(done.segment, {}).pop(done.ticket, None)
+                if chunk is not None:
+                    self._unwritten_bytes -= len(chunk.data)
+                continue
+            self._write_error = done.error  # the chunk stays readable from memory
+            if done.segment == self._writer_segment:
+                self._writer_segment = -1  # nothing more after the hole: a new segment
+
+    def flush(self) -> None:
+        """Block until everything handed to the writer is on disk; OSError if some of it failed
+        (not for the event loop: tests and shutdown)."""
+        self._io.wait_idle()
+        self._reap()
+        if self._write_error is not None:
+            error, self._write_error = self._write_error, None
+            raise error
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -210,19 +257,30 @@ class Spool:
                 self._count = len(self._handed_out)
                 return None
             pos = Position(later[0], 0)
+        payload, end = self._read_at(pos)
+        if payload is None:  # checked at open; changed under us: end this segment here
+            self._segments[pos.segment] = pos.offset
+            self._read_pos = pos
+            return self._next_payload()
+        self._read_pos = Position(pos.segment, end)
+        self._handed_out.append((self._read_pos, True))
+        return payload
+
+    def _read_at(self, pos: Position) -> tuple[bytes | None, int]:
+        """The record at `pos` and the offset after it: from memory while its batch is not yet
+        reported durable, else from the file (page cache: written before it was reported)."""
+        self._reap()
+        for chunk in self._unwritten.get(pos.segment, {}).values():
+            if chunk.offset <= pos.offset < chunk.offset + len(chunk.data):
+                buf = io.BytesIO(chunk.data)
+                buf.seek(pos.offset - chunk.offset)
+                return read_record(buf, len(chunk.data)), chunk.offset + buf.tell()
         if self._reader is None or self._reader_segment != pos.segment:
             self._close_reader()
             self._reader = (self.directory / _segment_name(pos.segment)).open("rb")
             self._reader_segment = pos.segment
         self._reader.seek(pos.offset)
-        payload = read_record(self._reader, self._segments[pos.segment])
-        if payload is None:  # checked at open; changed under us: end this segment here
-            self._segments[pos.segment] = pos.offset
-            self._read_pos = pos
-            return self._next_payload()
-        self._read_pos = Position(pos.segment, self._reader.tell())
-        self._handed_out.append((self._read_pos, True))
-        return payload
+        return read_record(self._reader, self._segments[pos.segment]), self._reader.tell()
 
     def commit(self, n: int) -> None:
         """The first n records handed out (by read) are done: advance the cursor, delete used segments.
@@ -248,7 +306,7 @@ class Spool:
         if self._cursor.offset >= self._segments[self._cursor.segment] and self._cursor.segment != max(self._segments):
             self._delete_segment(self._cursor.segment)
             self._cursor = Position(min(self._segments), 0)
-        _save_cursor(self.directory, self._cursor)
+        self._io.submit(Job("cursor", cursor=(self._cursor.segment, self._cursor.offset)))
 
     def rewind(self) -> None:
         """Forget what was handed out: the next read starts again at the cursor."""
@@ -277,7 +335,7 @@ class Spool:
         """Everything is published: remove the cursor first (a crash in between only replays)."""
         self._close_writer()
         self._close_reader()
-        (self.directory / _CURSOR).unlink(missing_ok=True)
+        self._io.submit(Job("drop_cursor"))
         for number in list(self._segments):
             self._delete_segment(number)
         self._cursor = self._read_pos = Position(self._next_segment, 0)
@@ -285,11 +343,13 @@ class Spool:
 
     def _delete_segment(self, number: int) -> None:
         if number == self._writer_segment:
-            self._close_writer()
+            self._writer_segment = -1
         if number == self._reader_segment:
             self._close_reader()
         del self._segments[number]
-        (self.directory / _segment_name(number)).unlink(missing_ok=True)
+        for chunk in self._unwritten.pop(number, {}).values():  # committed: no longer needed
+            self._unwritten_bytes -= len(chunk.data)
+        self._io.submit(Job("delete", number))
 
     def _close_reader(self) -> None:
         reader, self._reader, self._reader_segment = self._reader, None, -1
@@ -297,9 +357,11 @@ class Spool:
             reader.close()
 
     def close(self) -> None:
-        """Close the files; the records stay on disk for the next open."""
+        """Let the writer finish (blocks), close the files; the records stay on disk for the next open."""
         self._close_writer()
         self._close_reader()
+        self._io.close()
+        self._reap()
 
 
 def _load_cursor(directory: Path) -> Position | None:
@@ -313,21 +375,4 @@ def _load_cursor(directory: Path) -> Position | None:
         return None  # replay from the oldest segment; published records are recognised by ID
 
 
-def _save_cursor(directory: Path, cursor: Position) -> None:
-    tmp = directory / (_CURSOR + ".tmp")
-    with tmp.open("w") as f:
-        json.dump({"segment": cursor.segment, "offset": cursor.offset}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(directory / _CURSOR)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-__all__ = ["DEFAULT_SEGMENT_BYTES", "Spool", "SpoolRecord"]
+__all__ = ["DEFAULT_SEGMENT_BYTES", "HANDOFF_MAX_BYTES", "Spool", "SpoolRecord"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
 import zlib
 from pathlib import Path
@@ -143,12 +146,15 @@ def test_segments_are_deleted_once_published(tmp_path: Path) -> None:
     try:
         for i in range(10):
             spool.append([record(i)])
+        spool.flush()  # the files change on the writer thread
         assert len(segment_files(tmp_path)) == 4
         spool.read(7)
         spool.commit(7)  # segments 1 and 2 are fully published, 3 has one record left
+        spool.flush()
         assert len(segment_files(tmp_path)) == 2
         spool.read(10)
         spool.commit(3)
+        spool.flush()
         assert segment_files(tmp_path) == [] and not (tmp_path / "cursor").exists()
         spool.append([record(10)])
         assert seqs(spool.read(10)) == [("cam1", 10)]
@@ -198,6 +204,7 @@ def test_backlog_never_spills_past_a_write_in_flight_and_keeps_order(tmp_path: P
             out += [s.item.seq for s in batch]
             backlog.settle({s.ticket for s in batch})
         assert out == list(range(1, 14))
+        spool.flush()
         assert segment_files(tmp_path) == []
     finally:
         backlog.shut()
@@ -216,6 +223,57 @@ def test_an_undecodable_record_is_skipped_not_retried_forever(tmp_path: Path) ->
         assert len(reopened) == 2
         assert seqs(reopened.read(10)) == [("cam1", 0)]
         reopened.commit(1)
+        reopened.flush()
         assert len(reopened) == 0 and segment_files(tmp_path) == []
     finally:
         reopened.close()
+
+
+CRASH_CHILD = """
+import sys, time
+from pathlib import Path
+from daemon.spool import Spool
+from tests.unit.test_spool import record
+
+spool = Spool.open(Path(sys.argv[1]), 1 << 30, segment_bytes=4096)
+seq = 0
+for batch in range(10_000):
+    spool.append([record(seq + i) for i in range(10)])
+    seq += 10
+    if batch % 3 == 2:
+        spool.read(5)
+        spool.commit(5)
+    if batch == 50:
+        spool.flush()
+        print(seq, flush=True)  # everything appended so far is on disk
+    time.sleep(0.001)
+"""
+
+
+def test_a_process_killed_mid_write_leaves_an_ordered_gapless_spool(tmp_path: Path) -> None:
+    """SIGKILL while the writer thread appends, seals, deletes and saves the cursor: what the next
+    run finds is a contiguous run of records in order, and everything flushed before is there."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", CRASH_CHILD, str(tmp_path)],
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        flushed = int(child.stdout.readline())
+        time.sleep(0.3)  # well into the next batches, with jobs in the writer's queue
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+    reopened = Spool.open(tmp_path, 1 << 30)
+    try:
+        found = [s for _, s in seqs(reopened.read(1_000_000))]
+    finally:
+        reopened.close()
+    assert found, "the spool lost everything"
+    assert found == list(range(found[0], found[0] + len(found)))  # in order, no gap, no duplicate
+    assert found[-1] + 1 >= flushed  # nothing that had been flushed was lost
+    assert found[0] <= flushed  # the cursor never got past what was appended
