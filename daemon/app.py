@@ -33,6 +33,7 @@ from daemon.rebuild import EngineBuilder
 from daemon.resilience import InferenceEngine, ResilientEngine
 from daemon.router import ModelRouter
 from daemon.sinks import RedisSink
+from daemon.thermal_monitor import ThermalMonitor
 from daemon.sources import CameraSource
 
 log = structlog.get_logger("beltsight.app")
@@ -111,6 +112,14 @@ class Daemon:
         self.sources: list[CameraSource] = []
         self.health: HealthServer | None = None
         self.liveview = LiveView(self.metrics, settings.health.snapshot_min_interval_s)
+        self.thermal = ThermalMonitor(
+            settings.thermal,
+            settings.engine,
+            self.metrics,
+            apply=self._apply_share,
+            on_event=self.sink.accept_event,
+            on_status=self.notifier.status,
+        )
         self.state = "starting"
         self._stop = asyncio.Event()
         self._infos: dict[int, ModelInfo] = {}
@@ -133,6 +142,7 @@ class Daemon:
                 tg.create_task(self.sink.run(), name="sink")
                 await self._start_sources()
                 await self._start_health()
+                tg.create_task(self.thermal.run(), name="thermal")
                 for size in list(self._prebuilt):
                     self._ensure_lane(size)
                 self.state = "running"
@@ -151,6 +161,7 @@ class Daemon:
             for s in self.sources
         }
         degraded = not self.sink.connected or any(c["state"] != "up" for c in cameras.values())
+        degraded = degraded or self.thermal.throttle.level == "paused"
         status = self.state if self.state != "running" else ("degraded" if degraded else "ok")
         return {
             "ok": self.state == "running",
@@ -158,6 +169,7 @@ class Daemon:
             "cameras": cameras,
             "redis": {"connected": self.sink.connected, "buffered": self.sink.buffered},
             "models": {str(size): self._lane_health(lane) for size, lane in sorted(self.lanes.items())},
+            "thermal": self.thermal.health(),
         }
 
     def _lane_health(self, lane: Lane) -> dict[str, Any]:
@@ -181,7 +193,7 @@ class Daemon:
         """
         loop = asyncio.get_running_loop()
         self._infos = await loop.run_in_executor(None, validate_models, self.settings)
-        overrides = {c.model for c in self.settings.enabled_cameras() if c.model is not None}
+        overrides = {c.model for c in self.settings.instance_cameras() if c.model is not None}
         for size in sorted(overrides):
             self._prebuilt[size] = await loop.run_in_executor(None, self._build_engine, size, "startup")
         if not overrides:
@@ -192,7 +204,17 @@ class Daemon:
         return self._factory.build(self._infos[size], reason=reason)
 
     async def _start_sources(self) -> None:
-        cameras = self.settings.enabled_cameras()
+        cameras = self.settings.instance_cameras()  # this instance's share ([instance], daemon.sharding)
+        inst = self.settings.instance
+        self.metrics.instance_cameras.labels(shard=str(inst.shard), shards=str(inst.shards)).set(len(cameras))
+        if inst.shards > 1:
+            log.info(
+                "instance_cameras",
+                shard=inst.shard,
+                shards=inst.shards,
+                cameras=[c.id for c in cameras],
+                of=len(self.settings.enabled_cameras()),
+            )
         router = ModelRouter(self._infos, {c.id: c.model for c in cameras if c.model is not None})
         loop = asyncio.get_running_loop()
 
@@ -243,7 +265,7 @@ class Daemon:
         ecfg = self.settings.engine
         label_ids = {label: i for i, label in enumerate(info.names)}
         rules: dict[str, CameraRules] = {}
-        for cam in self.settings.enabled_cameras():
+        for cam in self.settings.instance_cameras():
             classes = None
             if cam.classes is not None:
                 classes = frozenset(label_ids[c] for c in cam.classes)
@@ -268,7 +290,8 @@ class Daemon:
         policy = BatchPolicy(
             max_batch, ecfg.max_wait_ms / 1000, ecfg.max_age_ms / 1000, workers=count, per_worker=worker_batch(ecfg)
         )
-        lane.batcher = Batcher(lane.size, self.hub, policy, asyncio.get_running_loop(), time.monotonic)
+        lane.batcher = Batcher(lane.size, self.hub, policy, asyncio.get_running_loop(), time.monotonic, metrics=self.metrics)
+        lane.batcher.set_share(self.thermal.share)
         assert self._tg is not None
         lane.tasks = [
             self._tg.create_task(self._run_worker(lane, w), name=f"lane-{lane.size}-{w.index}") for w in lane.workers
@@ -295,9 +318,10 @@ class Daemon:
         loop = asyncio.get_running_loop()
         assert lane.batcher is not None and worker.stage is not None
         stage = worker.stage
-        while frames := await lane.batcher.next_batch():
+        busy_s = 0.0  # the last batch's time in the engine: the thermal duty cycle rests in proportion
+        while frames := await lane.batcher.next_batch(busy_s):
             ticket = lane.order.ticket()
-            worker.busy_since = time.monotonic()
+            started = worker.busy_since = time.monotonic()
             results: list[FrameResult] = []
             try:
                 results = await loop.run_in_executor(worker.executor, stage.infer, frames)
@@ -308,8 +332,15 @@ class Daemon:
                 for frame in frames:
                     self.metrics.dropped(frame.camera_id, "engine_error")
             finally:
+                busy_s = time.monotonic() - started
                 worker.busy_since = None
                 self._publish(lane.order.complete(ticket, results))
+
+    def _apply_share(self, share: float) -> None:
+        """The thermal governor's share, to every lane's batcher (a new lane starts with it)."""
+        for lane in self.lanes.values():
+            if lane.batcher is not None:
+                lane.batcher.set_share(share)
 
     def _publish(self, results: list[FrameResult]) -> None:
         for result in results:
@@ -344,7 +375,7 @@ class Daemon:
         log.info("shutdown_complete", unflushed=unflushed)
         if self._tg is not None:
             for task in asyncio.all_tasks():
-                if task is not asyncio.current_task() and task.get_name() in {"sink", "watchdog"}:
+                if task is not asyncio.current_task() and task.get_name() in {"sink", "watchdog", "thermal"}:
                     task.cancel()
 
     def _join_sources(self, timeout_s: float) -> None:

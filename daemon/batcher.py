@@ -16,18 +16,28 @@ At most `engine.workers` batches per model size are in flight (one per session):
 run, newer frames replace older ones in the slots, so the next batch is always built from the
 freshest frames. `InOrder` hands their results on in the order the batches were taken, so a
 camera's detections reach Redis in frame order even when a later, smaller batch ends first.
+
+Thermal throttling (`set_share`, from the governor in `daemon.thermal`): below a share of 1 a
+worker rests after each batch for `busy x (1 - share) / share` before it takes the next, so each
+session runs at most `share` of the time (the GPU draws proportionally less power); the frames
+that arrive meanwhile replace older ones in the slots, so the batch after the rest is built from
+the freshest frames, oldest-waiting camera first as always. At share 0 (paused) every frame that
+arrives is taken and dropped (`thermal`) instead of waiting; cameras stay connected. At share 1
+nothing of this runs: the batcher behaves exactly as without a governor.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from daemon.frames import Frame
 from daemon.hub import FrameHub, Pending
+from daemon.metrics import Metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +92,10 @@ class Batcher:
         policy: BatchPolicy,
         loop: asyncio.AbstractEventLoop,
         clock: Callable[[], float],
+        *,
+        metrics: Metrics | None = None,
     ) -> None:
+        """`metrics` counts the frames dropped while paused (reason `thermal`)."""
         self.size = size
         self._hub = hub
         self._policy = policy
@@ -91,7 +104,23 @@ class Batcher:
         self._wakeup = asyncio.Event()
         self._stopping = False
         self._waiting = 0  # workers inside next_batch; changed on the loop only
+        self._metrics = metrics
+        self._share = 1.0
+        self._share_changed = asyncio.Event()
         hub.subscribe(size, self.notify)
+
+    @property
+    def share(self) -> float:
+        return self._share
+
+    def set_share(self, share: float) -> None:
+        """The admitted share of full speed (1.0 full, 0.0 paused); on the loop. Resting and
+        waiting workers re-plan at once."""
+        share = min(1.0, max(0.0, share))
+        if share != self._share:
+            self._share = share
+            self._share_changed.set()
+            self._wakeup.set()
 
     def notify(self) -> None:
         # Race-free without a lock: a worker counts itself in before it reads the hub, and the
@@ -105,19 +134,46 @@ class Batcher:
         waiting for a deadline, and `next_batch` returns [] once nothing is left."""
         self._stopping = True
         self._wakeup.set()
+        self._share_changed.set()
 
-    async def next_batch(self) -> list[Frame]:
+    async def next_batch(self, busy_s: float = 0.0) -> list[Frame]:
         """The next batch to run; empty only after `stop()`, when no frame is left. Several
-        workers may wait here at once: each batch goes to one of them. Cancellation propagates."""
+        workers may wait here at once: each batch goes to one of them. Cancellation propagates.
+
+        `busy_s`: how long the caller's previous batch kept it busy (it ended just now); below
+        a share of 1 the caller first rests in proportion (see the module docstring)."""
+        if busy_s > 0 and self._share < 1.0:
+            await self._rest(busy_s)
         self._waiting += 1
         try:
             return await self._next_batch()
         finally:
             self._waiting -= 1
 
+    async def _rest(self, busy_s: float) -> None:
+        """Idle for `busy_s x (1 - share) / share` from now, re-planned when the share changes;
+        not at all once paused (the drop loop takes over) or stopping."""
+        started = self._clock()
+        while not self._stopping and 0.0 < self._share < 1.0:
+            remaining = started + busy_s * (1.0 - self._share) / self._share - self._clock()
+            if remaining <= 0:
+                return
+            self._share_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._share_changed.wait(), remaining)
+
+    def _drop_while_paused(self) -> None:
+        for frame in self._hub.take(self.size, 1 << 30, math.inf):
+            if self._metrics is not None:
+                self._metrics.dropped(frame.camera_id, "thermal")
+
     async def _next_batch(self) -> list[Frame]:
         while True:
             self._wakeup.clear()
+            if self._share <= 0.0 and not self._stopping:
+                self._drop_while_paused()
+                await self._wakeup.wait()
+                continue
             pending = self._hub.pending(self.size)
             if self._stopping and pending.count == 0:
                 self._wakeup.set()  # wake the other waiting workers too

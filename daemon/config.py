@@ -32,6 +32,7 @@ from daemon.config_models import ModelConfig
 from daemon.config_redis import RedisConfig as RedisConfig  # re-exported: daemon.config.RedisConfig
 from daemon.config_redis import read_secret_file as _read_secret_file
 from daemon.config_redis import with_password as _with_password
+from daemon.config_thermal import ThermalConfig as ThermalConfig  # re-exported: daemon.config.ThermalConfig
 from daemon.frames import MODEL_SIZES
 from daemon.redaction import SECRETS, redact_url
 from daemon.sharding import InstanceConfig, runs
@@ -163,6 +164,8 @@ class Settings(BaseSettings):
     engine: EngineConfig = EngineConfig()
     logging: LoggingConfig = LoggingConfig()
     health: HealthConfig = HealthConfig()
+    thermal: ThermalConfig = ThermalConfig()
+    """Thermal throttling: sensors, the limit held, the pause (see daemon/thermal.py)."""
     cameras: list[CameraConfig] = Field(default_factory=list)
     instance: InstanceConfig = InstanceConfig()
     """Which share of the cameras this instance runs (see daemon.sharding)."""

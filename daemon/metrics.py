@@ -17,6 +17,7 @@ DROP_REASONS = (
     "engine_error",  # inference failed for its batch
     "buffer_full",  # the sink buffer (and spool) was full: the oldest entry was dropped
     "shutdown",  # still unpublished when the shutdown grace period ended
+    "thermal",  # arrived while the thermal governor had paused inference
 )
 
 
@@ -30,6 +31,7 @@ class Metrics:
         self._inference_metrics(self.registry)
         self._sink_metrics(self.registry)
         self._http_metrics(self.registry)
+        self._thermal_metrics(self.registry)
 
     def _frame_metrics(self, r: CollectorRegistry) -> None:
         """Every frame's path: decoded, then dropped (by reason) or inferred and published."""
@@ -131,6 +133,22 @@ class Metrics:
         )
         self.snapshot_encodes = Counter(
             "beltsight_snapshot_encodes_total", "Live-view JPEGs drawn and encoded", ["camera"], registry=r
+        )
+
+    def _thermal_metrics(self, r: CollectorRegistry) -> None:
+        """The thermal governor: what the sensors read and the share of full speed it admits."""
+        self.temperature = Gauge(
+            "beltsight_temperature_celsius", "Temperature per sensor (absent while offline)", ["sensor"], registry=r
+        )
+        self.throttle_share = Gauge(
+            "beltsight_throttle_share", "Share of full inference speed admitted (1 full, 0 paused)", registry=r
+        )
+        self.throttle_share.set(1.0)
+        self.throttle_level = Gauge(
+            "beltsight_throttle_level", "Thermal throttle level: 0 normal, 1 regulating, 2 paused", registry=r
+        )
+        self.throttle_seconds = Counter(
+            "beltsight_throttle_seconds", "Seconds spent at each throttle level", ["level"], registry=r
         )
 
     def dropped(self, camera_id: str, reason: str, n: int = 1) -> None:

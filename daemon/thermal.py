@@ -1,82 +1,256 @@
-"""Temperature sensors: NVML on GPU boxes, thermal zones in sysfs on a Jetson.
+"""The thermal governor: sensor readings in, the admitted share of full speed out.
 
-Both implement `TemperatureSensor`; `detect_sensors()` returns those that work here, plus
-the reason each of the others does not. (The throttle governor builds on these.)
+Policy (feedback, not a switch), in the spirit of the kernel's `power_allocator` and Android's
+thermal headroom forecast:
+- the controlled quantity is the hottest relevant sensor's excess over its limit (`limit_c`, or
+  the hardware's slowdown threshold less `margin_c`), forecast `forecast_s` ahead with a
+  least-squares slope over the last `trend_window_s`, so the governor acts before the limit;
+- an incremental PI on that forecast: the share moves by `proportional_gain` x the change of the
+  error plus an integral step, `cut_gain` while over the limit and the slower `raise_gain` while
+  under it, none within `deadband_c` of it (the sensors step in whole degrees); the share is
+  clamped to [`min_share`, 1], which is its anti-windup (the increments stop at the bounds);
+- `reset_below_c` under the limit, now and forecast, it goes straight back to full speed;
+- a hardware slowdown reported by the sensor counts as over the limit whatever the temperature;
+- at `critical_c` inference pauses (share 0) for at least `min_pause_s` and until every sensor
+  is back at `resume_c`; a pause soon after a resume lasts twice as long as the one before, so
+  paused and running never alternate quickly.
+`update` reads no clock and does no I/O: time is the caller's `now_s`, so a simulated plant
+can drive it (tests/unit/test_thermal_governor.py, tools/thermal_sim.py).
 """
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
+from fnmatch import fnmatchcase
 
-JETSON_THERMAL_ROOT = Path("/sys/devices/virtual/thermal")
+from daemon.config_thermal import ThermalConfig
+from daemon.thermal_sensors import (
+    NvmlSensor,
+    Reading,
+    SensorInfo,
+    SysfsThermalSensor,
+    TemperatureSensor,
+    detect_sensors,
+)
+
+__all__ = [
+    "Limits",
+    "NvmlSensor",
+    "Reading",
+    "SensorInfo",
+    "SysfsThermalSensor",
+    "TemperatureSensor",
+    "ThermalGovernor",
+    "Throttle",
+    "detect_sensors",
+]
+
+LEVELS = ("normal", "regulating", "paused")
+_RAISE_CLAMP_C = 5.0  # the integral raises the share as if at most this far under the limit
+_NORMAL_AFTER_S = 10.0  # at full speed this long before "regulating" becomes "normal" again
 
 
 @dataclass(frozen=True, slots=True)
-class Reading:
+class Throttle:
+    """The governor's decision: `share` of full speed (0.0 paused, 1.0 full), its level and why.
+    `sensor` and `celsius` name the hottest relevant sensor (relative to its limit)."""
+
+    share: float
+    level: str
+    reason: str
+    sensor: str = ""
+    celsius: float | None = None
+
+
+FULL = Throttle(1.0, "normal", "no reading yet")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one sensor is held to: regulate at `limit_c`, pause at `critical_c`, resume at `resume_c`."""
+
+    limit_c: float
+    critical_c: float
+    resume_c: float
+
+
+def limits_for(config: ThermalConfig, slowdown_c: float | None) -> Limits:
+    """A sensor's limits from the config, and from the slowdown threshold its hardware reports."""
+    if config.limit_c is not None:
+        limit = config.limit_c
+    elif slowdown_c is not None:
+        limit = slowdown_c - config.margin_c
+    else:
+        limit = config.fallback_limit_c
+    if config.critical_c is not None:
+        critical = config.critical_c
+    else:
+        critical = limit + 4.0
+        if slowdown_c is not None:
+            critical = max(limit + 1.0, min(critical, slowdown_c - 1.0))
+    resume = config.resume_c if config.resume_c is not None else min(limit, critical) - 5.0
+    return Limits(limit, critical, resume)
+
+
+def relevant(config: ThermalConfig, sensor: str) -> bool:
+    if any(fnmatchcase(sensor, pattern) for pattern in config.ignore):
+        return False
+    return not config.include or any(fnmatchcase(sensor, pattern) for pattern in config.include)
+
+
+def lsq_slope(samples: Sequence[tuple[float, float]]) -> float:
+    """Least-squares slope (per second) of (t, value) samples; 0 with fewer than three."""
+    n = len(samples)
+    if n < 3:
+        return 0.0
+    mean_t = sum(t for t, _ in samples) / n
+    mean_v = sum(v for _, v in samples) / n
+    var = sum((t - mean_t) ** 2 for t, _ in samples)
+    if var <= 0:
+        return 0.0
+    return sum((t - mean_t) * (v - mean_v) for t, v in samples) / var
+
+
+@dataclass(frozen=True, slots=True)
+class _Hottest:
     sensor: str
     celsius: float
+    excess_c: float  # over its limit (negative: headroom)
+    limits: Limits
+    critical: bool  # this or another sensor at its critical temperature
+    cooled: bool  # every sensor at or under its resume temperature, none in hardware slowdown
+    hw_slowdown: bool
 
 
-class TemperatureSensor(Protocol):
-    name: str
+class ThermalGovernor:
+    """Turns readings into a `Throttle`; see the module docstring for the policy."""
 
-    def read(self) -> list[Reading]: ...
+    def __init__(self, config: ThermalConfig) -> None:
+        self.config = config
+        self._share = 1.0
+        self._level = "normal"
+        self._history: deque[tuple[float, float]] = deque()
+        self._last_t: float | None = None
+        self._last_error: float | None = None
+        self._full_since: float | None = None
+        self._paused_at: float | None = None
+        self._pause_s = config.min_pause_s
+        self._resumed_at: float | None = None
+        self._reset_armed = True  # after a pause, only once back at the limit (no jump to full)
+        self.throttle = FULL
 
+    def limits(self, reading: Reading) -> Limits:
+        return limits_for(self.config, reading.slowdown_c)
 
-class NvmlSensor:
-    """GPU core temperature of every device NVML sees (package nvidia-ml-py, module pynvml)."""
+    def update(self, now_s: float, readings: Sequence[Reading]) -> Throttle:
+        hottest = self._hottest(readings)
+        if hottest is None:
+            self.throttle = self._decide(self._share, self._level, "no sensor reading", None)
+            return self.throttle
+        dt = 0.0 if self._last_t is None else max(0.0, now_s - self._last_t)
+        self._last_t = now_s
+        self._history.append((now_s, hottest.excess_c))
+        while self._history and self._history[0][0] < now_s - self.config.trend_window_s:
+            self._history.popleft()
+        if self._level == "paused":
+            self.throttle = self._while_paused(now_s, hottest)
+        elif hottest.critical:
+            self.throttle = self._pause(now_s, hottest)
+        else:
+            self.throttle = self._regulate(now_s, dt, hottest)
+        return self.throttle
 
-    name = "nvml"
-
-    def __init__(self) -> None:
-        import pynvml  # noqa: PLC0415 - optional at runtime; raises NVMLError without a driver
-
-        pynvml.nvmlInit()
-        self._nvml = pynvml
-        self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
-
-    def read(self) -> list[Reading]:
-        gpu = self._nvml.NVML_TEMPERATURE_GPU
-        return [
-            Reading(f"gpu{i}", float(self._nvml.nvmlDeviceGetTemperature(h, gpu)))
-            for i, h in enumerate(self._handles)
-        ]
-
-
-class SysfsThermalSensor:
-    """Linux thermal zones (`thermal_zone*/type` and `temp` in millidegrees), as on a Jetson."""
-
-    name = "sysfs"
-
-    def __init__(self, root: Path = JETSON_THERMAL_ROOT) -> None:
-        self._zones = sorted(root.glob("thermal_zone*"))
-        if not self._zones:
-            raise FileNotFoundError(f"no thermal zones under {root}")
-
-    def read(self) -> list[Reading]:
-        readings = []
-        for zone in self._zones:
-            try:
-                kind = (zone / "type").read_text().strip()
-                milli = int((zone / "temp").read_text().strip())
-            except (OSError, ValueError):
+    # -- pieces of update ------------------------------------------------------------------
+    def _hottest(self, readings: Sequence[Reading]) -> _Hottest | None:
+        best: _Hottest | None = None
+        critical, cooled, any_hw = False, True, False
+        for r in readings:
+            if not r.online or not relevant(self.config, r.sensor):
                 continue
-            readings.append(Reading(kind, milli / 1000.0))
-        return readings
+            lim = self.limits(r)
+            critical = critical or r.celsius >= lim.critical_c
+            cooled = cooled and r.celsius <= lim.resume_c and not r.hw_slowdown
+            any_hw = any_hw or r.hw_slowdown
+            excess = r.celsius - lim.limit_c
+            if r.hw_slowdown:  # the hardware says too hot, whatever the temperature says
+                excess = max(excess, self.config.deadband_c + 3.0)
+            if best is None or excess > best.excess_c:
+                best = _Hottest(r.sensor, r.celsius, excess, lim, False, False, r.hw_slowdown)
+        if best is None:
+            return None
+        return _Hottest(best.sensor, best.celsius, best.excess_c, best.limits, critical, cooled, any_hw)
 
+    def _forecast(self) -> tuple[float, float]:
+        """(smoothed excess now, forecast excess) from the least-squares line over the window."""
+        samples = list(self._history)
+        now, current = samples[-1]
+        slope = lsq_slope(samples)
+        if len(samples) >= 3:
+            mean_t = sum(t for t, _ in samples) / len(samples)
+            mean_v = sum(v for _, v in samples) / len(samples)
+            fitted = mean_v + slope * (now - mean_t)
+            # the fit smooths the 1 C steps, but a jump (a new hottest sensor) is taken at once
+            current = fitted if abs(fitted - current) < 1.0 else current
+        return current, current + slope * self.config.forecast_s
 
-def detect_sensors(sysfs_root: Path = JETSON_THERMAL_ROOT) -> tuple[list[TemperatureSensor], dict[str, str]]:
-    """Sensors that work on this machine, and for the others why not."""
-    found: list[TemperatureSensor] = []
-    missing: dict[str, str] = {}
-    try:
-        found.append(NvmlSensor())
-    except Exception as exc:  # pynvml raises NVMLError subclasses, or ImportError
-        missing["nvml"] = f"{type(exc).__name__}: {exc}"
-    try:
-        found.append(SysfsThermalSensor(sysfs_root))
-    except OSError as exc:
-        missing["sysfs"] = str(exc)
-    return found, missing
+    def _regulate(self, now_s: float, dt: float, hot: _Hottest) -> Throttle:
+        cfg = self.config
+        current, forecast = self._forecast()
+        error = forecast
+        share = self._share
+        if abs(error) <= cfg.deadband_c:
+            self._reset_armed = True
+        far_below = current < -cfg.reset_below_c and forecast < -cfg.reset_below_c
+        if far_below and self._reset_armed and not hot.hw_slowdown:
+            share = 1.0
+        else:
+            if self._last_error is not None:
+                # the P term acts near and above the limit only: far below it, a rising forecast
+                # is no reason to give up throughput
+                floor = -2.0 * cfg.deadband_c - 1.0
+                share -= cfg.proportional_gain * (max(error, floor) - max(self._last_error, floor))
+            if error > cfg.deadband_c:
+                share -= cfg.cut_gain * (error - cfg.deadband_c) * dt
+            elif error < -cfg.deadband_c:  # at most 5 C worth: a slow, steady climb back
+                share += cfg.raise_gain * min(-error - cfg.deadband_c, _RAISE_CLAMP_C) * dt
+        self._last_error = error
+        self._share = min(1.0, max(cfg.min_share, share))
+        if self._share < 1.0:
+            self._full_since = None
+            level = "regulating"
+        else:
+            self._full_since = now_s if self._full_since is None else self._full_since
+            level = "normal" if self._level == "normal" or now_s - self._full_since >= _NORMAL_AFTER_S else self._level
+        why = f"{hot.sensor} {hot.celsius:.1f} C, forecast {forecast + hot.limits.limit_c:.1f} C"
+        why += f", limit {hot.limits.limit_c:.1f} C" + (", hardware slowdown" if hot.hw_slowdown else "")
+        return self._decide(self._share, level, why, hot)
+
+    def _pause(self, now_s: float, hot: _Hottest) -> Throttle:
+        soon_after_resume = self._resumed_at is not None and now_s - self._resumed_at < 4 * self._pause_s
+        longest = 16 * self.config.min_pause_s
+        self._pause_s = min(longest, 2 * self._pause_s) if soon_after_resume else self.config.min_pause_s
+        self._paused_at = now_s
+        self._last_error = None
+        self._reset_armed = False
+        why = f"{hot.sensor} {hot.celsius:.1f} C: critical (pause at {hot.limits.critical_c:.1f} C)"
+        return self._decide(0.0, "paused", why, hot)
+
+    def _while_paused(self, now_s: float, hot: _Hottest) -> Throttle:
+        assert self._paused_at is not None
+        if now_s - self._paused_at >= self._pause_s and hot.cooled:
+            self._resumed_at = now_s
+            self._share = self.config.min_share
+            why = f"{hot.sensor} {hot.celsius:.1f} C: cooled to {hot.limits.resume_c:.1f} C, resuming"
+            return self._decide(self._share, "regulating", why, hot)
+        why = f"{hot.sensor} {hot.celsius:.1f} C: paused until {hot.limits.resume_c:.1f} C"
+        return self._decide(0.0, "paused", why, hot)
+
+    def _decide(self, share: float, level: str, reason: str, hot: _Hottest | None) -> Throttle:
+        self._level = level
+        if level == "paused":
+            share = 0.0
+        return Throttle(
+            round(share, 4), level, reason, hot.sensor if hot else "", round(hot.celsius, 1) if hot else None
+        )

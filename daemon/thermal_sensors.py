@@ -1,0 +1,315 @@
+"""Temperature sensors: NVML on GPU boxes, Linux thermal zones in sysfs on a Jetson.
+
+Both implement `TemperatureSensor`: `read()` returns one `Reading` per device or zone, with the
+slowdown threshold the hardware reports and whether it is slowing its clocks for heat now;
+`info()` what doctor shows (thresholds, trip points). A sensor that cannot be read this time
+(an NVML error, an unreadable file, -256 C) gives an offline reading (NaN), never a number.
+`read()` does blocking I/O: call it from a thread.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Protocol
+
+from daemon.config_thermal import DEFAULT_SYSFS_ROOT
+
+OFFLINE = math.nan
+_OFFLINE_BELOW_C = -200.0  # thermal zones report -256 C for a sensor that is not there
+
+# nvmlClocksEventReasons bits (the same values as the older ClocksThrottleReasons)
+SW_THERMAL_SLOWDOWN = 0x20
+HW_THERMAL_SLOWDOWN = 0x40
+HW_SLOWDOWN = 0x08
+HW_POWER_BRAKE = 0x80
+THERMAL_REASONS = SW_THERMAL_SLOWDOWN | HW_THERMAL_SLOWDOWN | HW_SLOWDOWN
+REASON_NAMES = {
+    SW_THERMAL_SLOWDOWN: "sw_thermal_slowdown",
+    HW_THERMAL_SLOWDOWN: "hw_thermal_slowdown",
+    HW_SLOWDOWN: "hw_slowdown",
+    HW_POWER_BRAKE: "hw_power_brake",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One sensor's temperature (NaN: offline). `slowdown_c`: where its hardware starts slowing
+    itself (NVML SLOWDOWN / GPU_MAX, a zone's passive trip), None if it reports none;
+    `hw_slowdown`: it reports a thermal clock slowdown now; `power_w`: board power, if known."""
+
+    sensor: str
+    celsius: float
+    slowdown_c: float | None = None
+    shutdown_c: float | None = None
+    hw_slowdown: bool = False
+    power_w: float | None = None
+
+    @property
+    def online(self) -> bool:
+        return math.isfinite(self.celsius) and self.celsius > _OFFLINE_BELOW_C
+
+
+@dataclass(frozen=True, slots=True)
+class SensorInfo:
+    """What a sensor knows about one device or zone, for doctor."""
+
+    sensor: str
+    kind: str
+    thresholds: dict[str, float] = field(default_factory=dict)
+    trip_points: tuple[tuple[str, float], ...] = ()
+    note: str = ""
+
+
+class TemperatureSensor(Protocol):
+    name: str
+
+    def read(self) -> list[Reading]: ...
+
+    def info(self) -> list[SensorInfo]: ...
+
+    def close(self) -> None: ...
+
+
+def _nvml_error(nvml: ModuleType) -> type[Exception]:
+    error = getattr(nvml, "NVMLError", Exception)
+    return error if isinstance(error, type) and issubclass(error, Exception) else Exception
+
+
+_VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # by nvmlValueType_t
+
+
+class NvmlSensor:
+    """GPU temperature of the devices the engine uses (package nvidia-ml-py, module `pynvml`).
+
+    `nvml` is the module (a fake one with the same functions in tests). Thresholds come from
+    `nvmlDeviceGetTemperatureThreshold` (SLOWDOWN, GPU_MAX, SHUTDOWN), where a GPU reports none
+    from the `NVML_FI_DEV_TEMPERATURE_*_TLIMIT` field values (absolute, or offsets to the T.Limit
+    made absolute with `nvmlDeviceGetMarginTemperature`). Clock-event reasons come from
+    `nvmlDeviceGetCurrentClocksEventReasons`, on drivers without it from
+    `...ClocksThrottleReasons`. Any NVMLError from a call leaves that value unknown (the
+    temperature: the reading offline); it never escapes `read()`.
+    """
+
+    name = "nvml"
+
+    def __init__(self, nvml: ModuleType | None = None, device_ids: Sequence[int] | None = None) -> None:
+        if nvml is None:
+            import pynvml  # noqa: PLC0415 - optional at runtime; raises NVMLError without a driver
+
+            nvml = pynvml
+        self._nvml = nvml
+        self._error = _nvml_error(nvml)
+        nvml.nvmlInit()
+        try:
+            ids = list(device_ids) if device_ids is not None else list(range(nvml.nvmlDeviceGetCount()))
+            self._handles = {i: nvml.nvmlDeviceGetHandleByIndex(i) for i in ids}
+        except self._error:
+            nvml.nvmlShutdown()
+            raise
+        self._thresholds = {i: self._read_thresholds(h) for i, h in self._handles.items()}
+        self._reasons_fn: str | None = "nvmlDeviceGetCurrentClocksEventReasons"
+        self._power = True
+
+    def _call(self, fn: str, *args: Any) -> Any:
+        """nvml.fn(*args), or None when the call fails or this binding lacks the function."""
+        function = getattr(self._nvml, fn, None)
+        if function is None:
+            return None
+        try:
+            return function(*args)
+        except self._error:
+            return None
+
+    def _read_thresholds(self, handle: Any) -> dict[str, float]:
+        nvml, found = self._nvml, {}
+        for key in ("SLOWDOWN", "GPU_MAX", "SHUTDOWN"):
+            const = getattr(nvml, f"NVML_TEMPERATURE_THRESHOLD_{key}", None)
+            value = None if const is None else self._call("nvmlDeviceGetTemperatureThreshold", handle, const)
+            if isinstance(value, int | float) and value > 0:
+                found[key.lower()] = float(value)
+        if not found:
+            found = self._field_thresholds(handle)
+        return found
+
+    def _field_thresholds(self, handle: Any) -> dict[str, float]:
+        nvml = self._nvml
+        keys = [k for k in ("SLOWDOWN", "GPU_MAX", "SHUTDOWN") if hasattr(nvml, f"NVML_FI_DEV_TEMPERATURE_{k}_TLIMIT")]
+        ids = [getattr(nvml, f"NVML_FI_DEV_TEMPERATURE_{k}_TLIMIT") for k in keys]
+        values = self._call("nvmlDeviceGetFieldValues", handle, ids) if ids else None
+        if values is None:
+            return {}
+        found: dict[str, float] = {}
+        for key, value in zip(keys, values, strict=False):
+            if getattr(value, "nvmlReturn", 0) != 0:
+                continue
+            member = _VALUE_MEMBERS[int(getattr(value, "valueType", 5)) % len(_VALUE_MEMBERS)]
+            number = getattr(value.value, member, None)
+            if isinstance(number, int | float):
+                found[key.lower()] = float(number)
+        if found and max(found.values()) < 40:  # offsets to the T.Limit, not temperatures
+            margin = self._call("nvmlDeviceGetMarginTemperature", handle)
+            temp = self._call("nvmlDeviceGetTemperature", handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0))
+            margin_c = getattr(margin, "margin", margin)
+            if not isinstance(margin_c, int | float) or not isinstance(temp, int | float):
+                return {}
+            found = {k: float(temp) + float(margin_c) - v for k, v in found.items()}
+        return found
+
+    def _reasons(self, handle: Any) -> int | None:
+        for fn in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
+            if self._reasons_fn not in (None, fn):
+                continue
+            function = getattr(self._nvml, fn, None)
+            if function is None:
+                continue
+            try:
+                value = int(function(handle))
+            except self._error as exc:
+                if getattr(exc, "value", None) == getattr(self._nvml, "NVML_ERROR_FUNCTION_NOT_FOUND", 13):
+                    continue  # an older driver: fall back to the older function, for good
+                return None
+            self._reasons_fn = fn
+            return value
+        self._reasons_fn = None
+        return None
+
+    def _power_w(self, handle: Any) -> float | None:
+        if not self._power:
+            return None
+        milliwatts = self._call("nvmlDeviceGetPowerUsage", handle)
+        if milliwatts is None:
+            self._power = False  # not supported here: do not ask every second
+            return None
+        return float(milliwatts) / 1000.0
+
+    def read(self) -> list[Reading]:
+        gpu = getattr(self._nvml, "NVML_TEMPERATURE_GPU", 0)
+        readings = []
+        for i, handle in self._handles.items():
+            temp = self._call("nvmlDeviceGetTemperature", handle, gpu)
+            celsius = float(temp) if isinstance(temp, int | float) else OFFLINE
+            reasons = self._reasons(handle) if math.isfinite(celsius) else None
+            th = self._thresholds[i]
+            slowdown = min((th[k] for k in ("slowdown", "gpu_max") if k in th), default=None)
+            readings.append(
+                Reading(
+                    f"gpu{i}",
+                    celsius,
+                    slowdown_c=slowdown,
+                    shutdown_c=th.get("shutdown"),
+                    hw_slowdown=bool(reasons is not None and reasons & THERMAL_REASONS),
+                    power_w=self._power_w(handle) if math.isfinite(celsius) else None,
+                )
+            )
+        return readings
+
+    def info(self) -> list[SensorInfo]:
+        result = []
+        for i, handle in self._handles.items():
+            reasons = self._reasons(handle)
+            names = [n for bit, n in REASON_NAMES.items() if reasons is not None and reasons & bit]
+            note = "clock-event reasons unavailable" if reasons is None else "reasons: " + (", ".join(names) or "none")
+            result.append(SensorInfo(f"gpu{i}", "nvml", dict(self._thresholds[i]), (), note))
+        return result
+
+    def close(self) -> None:
+        self._call("nvmlShutdown")
+
+
+class SysfsThermalSensor:
+    """Linux thermal zones under `root` (`thermal_zone*/type`, `temp` in millidegrees and the
+    zone's `trip_point_N_temp` / `_type`), as on a Jetson: JetPack 6 names them `gpu-thermal`,
+    `cpu-thermal`, `tj-thermal`..., older L4T `GPU-therm`, `CPU-therm`. A zone's lowest passive
+    trip is its slowdown threshold, its critical (or hot) trip its shutdown."""
+
+    name = "sysfs"
+
+    def __init__(self, root: Path = DEFAULT_SYSFS_ROOT) -> None:
+        zones = sorted(root.glob("thermal_zone*"), key=lambda p: (len(p.name), p.name))
+        if not zones:
+            raise FileNotFoundError(f"no thermal zones under {root}")
+        kinds = [self._text(z / "type") or z.name for z in zones]
+        self._zones = [
+            (z, kind if kinds.count(kind) == 1 else f"{kind}@{z.name}") for z, kind in zip(zones, kinds, strict=True)
+        ]
+        self._trips = {name: self._trip_points(z) for z, name in self._zones}
+
+    @staticmethod
+    def _text(path: Path) -> str | None:
+        try:
+            return path.read_text().strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    @classmethod
+    def _millidegrees(cls, path: Path) -> float:
+        text = cls._text(path)
+        try:
+            celsius = int(text or "") / 1000.0
+        except ValueError:
+            return OFFLINE
+        return celsius if celsius > _OFFLINE_BELOW_C else OFFLINE
+
+    def _trip_points(self, zone: Path) -> tuple[tuple[str, float], ...]:
+        trips = []
+        for temp_file in sorted(zone.glob("trip_point_*_temp")):
+            kind = self._text(zone / temp_file.name.replace("_temp", "_type")) or "unknown"
+            celsius = self._millidegrees(temp_file)
+            if math.isfinite(celsius) and celsius > 0:
+                trips.append((kind, celsius))
+        return tuple(trips)
+
+    def _threshold(self, name: str, kinds: tuple[str, ...]) -> float | None:
+        return min((c for kind, c in self._trips[name] if kind in kinds), default=None)
+
+    def read(self) -> list[Reading]:
+        return [
+            Reading(
+                name,
+                self._millidegrees(zone / "temp"),
+                slowdown_c=self._threshold(name, ("passive",)),
+                shutdown_c=self._threshold(name, ("critical", "hot")),
+            )
+            for zone, name in self._zones
+        ]
+
+    def info(self) -> list[SensorInfo]:
+        result = []
+        for _zone, name in self._zones:
+            th = {
+                "slowdown": self._threshold(name, ("passive",)),
+                "shutdown": self._threshold(name, ("critical", "hot")),
+            }
+            known = {k: v for k, v in th.items() if v is not None}
+            result.append(SensorInfo(name, "sysfs", known, self._trips[name]))
+        return result
+
+    def close(self) -> None:
+        pass
+
+
+def detect_sensors(
+    sysfs_root: Path = DEFAULT_SYSFS_ROOT,
+    *,
+    nvml: ModuleType | None = None,
+    device_ids: Sequence[int] | None = None,
+    kinds: Sequence[str] = ("nvml", "sysfs"),
+) -> tuple[list[TemperatureSensor], dict[str, str]]:
+    """The sensors of `kinds` that work on this machine, and for the others why not."""
+    found: list[TemperatureSensor] = []
+    missing: dict[str, str] = {}
+    if "nvml" in kinds:
+        try:
+            found.append(NvmlSensor(nvml, device_ids))
+        except Exception as exc:  # pynvml raises NVMLError subclasses, or ImportError
+            missing["nvml"] = f"{type(exc).__name__}: {exc}"
+    if "sysfs" in kinds:
+        try:
+            found.append(SysfsThermalSensor(sysfs_root))
+        except OSError as exc:
+            missing["sysfs"] = str(exc)
+    return found, missing
