@@ -153,8 +153,13 @@ class BoundedServer(web.Server):
     `__call__` (the protocol factory the listening socket calls for each accepted connection)
     is where the bound is enforced, before aiohttp sees the connection."""
 
-    def __init__(self, handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]], limits: HttpLimits,
-                 metrics: Metrics | None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]],
+        limits: HttpLimits,
+        metrics: Metrics | None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(handler, **kwargs)
         self.limits = limits
         self._metrics = metrics

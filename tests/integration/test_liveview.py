@@ -179,8 +179,7 @@ def test_the_page_lists_every_camera_with_its_snapshot_in_headless_chromium(
         models = {c["id"]: c["model"] for c in http_get(port_of(d), "/api/cameras").json()["cameras"]}
     assert dom.returncode == 0, dom.stderr[-2000:]
     cards = {
-        m.group(1): m.group(0)
-        for m in re.finditer(r'<section class="camera" data-camera="([^"]+)"[^>]*>', dom.stdout)
+        m.group(1): m.group(0) for m in re.finditer(r'<section class="camera" data-camera="([^"]+)"[^>]*>', dom.stdout)
     }
     assert set(cards) == {"belt", "replay"}, dom.stdout[-3000:]
     for camera, tag in cards.items():
