@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from pathlib import Path
 
+import pytest
 import structlog
 
+from daemon import spool as spool_module
 from daemon.backlog import Backlog, Slot
 from daemon.frames import Detection, FrameResult
 from daemon.schema import EntryId
@@ -277,3 +282,67 @@ def test_a_process_killed_mid_write_leaves_an_ordered_gapless_spool(tmp_path: Pa
     assert found == list(range(found[0], found[0] + len(found)))  # in order, no gap, no duplicate
     assert found[-1] + 1 >= flushed  # nothing that had been flushed was lost
     assert found[0] <= flushed  # the cursor never got past what was appended
+
+
+def test_a_failed_fsync_is_reported_by_the_next_append_and_loses_no_accepted_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_fsync = os.fsync
+    failures = [OSError(errno.EIO, "I/O error")]
+
+    def flaky_fsync(fd: int) -> None:
+        if failures:
+            raise failures.pop()
+        real_fsync(fd)
+
+    spool = Spool.open(tmp_path, 1 << 20)
+    try:
+        spool.append([record(0)])
+        spool.flush()
+        monkeypatch.setattr(os, "fsync", flaky_fsync)
+        spool.append([record(1), record(2)])
+        with pytest.raises(OSError, match="fsync"):
+            spool.flush()  # the writer's failure reaches the caller once
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        spool.append([record(3)])  # a new segment: nothing after the hole
+        spool.flush()
+        assert len(segment_files(tmp_path)) == 2
+        assert seqs(spool.read(10)) == [("cam1", i) for i in range(4)]  # 1 and 2 from memory
+    finally:
+        spool.close()
+    reopened = Spool.open(tmp_path, 1 << 20)
+    try:  # a restart finds what reached the disk; 1 and 2 were only in memory
+        assert seqs(reopened.read(10)) == [("cam1", 0), ("cam1", 3)]
+    finally:
+        reopened.close()
+
+
+def test_a_writer_too_far_behind_refuses_at_once_instead_of_blocking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_fsync = os.fsync
+    disk_stuck = threading.Event()
+
+    def stuck_fsync(fd: int) -> None:
+        disk_stuck.wait(10)
+        real_fsync(fd)
+
+    one = len(encode_record(record(0)))
+    monkeypatch.setattr(spool_module, "HANDOFF_MAX_BYTES", 3 * one)
+    monkeypatch.setattr(os, "fsync", stuck_fsync)
+    spool = Spool.open(tmp_path, 1 << 20)
+    try:
+        for i in range(3):
+            spool.append([record(i)])
+        started = time.monotonic()
+        with pytest.raises(OSError) as refused:
+            spool.append([record(3)])
+        assert refused.value.errno == errno.EAGAIN
+        assert time.monotonic() - started < 5  # refused, not stuck behind the disk (10 s)
+        assert seqs(spool.read(10)) == [("cam1", i) for i in range(3)]  # served from memory
+        disk_stuck.set()
+        spool.flush()
+        spool.append([record(3)])  # the writer caught up: accepted again
+    finally:
+        disk_stuck.set()
+        spool.close()
