@@ -123,6 +123,24 @@ EVENTS: tuple[LogEvent, ...] = (
     ),
     LogEvent("model_invalid", "error", "a model file is invalid: exit 78", ("error",)),
     LogEvent(
+        "model_labels_missing",
+        "warning",
+        "neither the model file nor [models.<size>] labels name the classes: class ids are published as labels",
+        ("model", "classes"),
+    ),
+    LogEvent(
+        "model_outputs_ignored",
+        "warning",
+        "values after the class scores (segment mask coefficients, pose keypoints) are not decoded",
+        ("model", "values", "why"),
+    ),
+    LogEvent(
+        "model_recognised",
+        "info",
+        "a model file's layout (and why), classes and input convention, once at startup",
+        ("model", "size", "layout", "form", "reason", "classes", "input"),
+    ),
+    LogEvent(
         "primary_batch_failed",
         "warning",
         "a batch failed on the primary provider (counts towards opening the breaker)",

@@ -100,19 +100,70 @@ class OnnxDetector:
         self.input = self.session.get_inputs()[0].name
 
     def raw(self, batch: np.ndarray) -> np.ndarray:
-        return self.session.run(None, {self.input: batch})[0]
+        if self.session.get_inputs()[0].type == "tensor(float16)":
+            batch = batch.astype(np.float16)
+        return np.asarray(self.session.run(None, {self.input: batch})[0], dtype=np.float32)
 
     def __call__(self, frame: np.ndarray, conf: float = 0.001, iou: float = 0.65) -> list[tuple[int, float, list]]:
         """uint8 HxWx3 RGB frame -> [(cls, score, [x1, y1, x2, y2] in frame pixels)]."""
         x, r, (left, top) = letterbox(frame, self.size)
-        det = decode(self.raw(x[None])[0], conf, iou)
-        h, w = frame.shape[:2]
+        return self.to_frame(self.raw(x[None])[0], r, (left, top), frame.shape, conf, iou)
+
+    def to_frame(self, out: np.ndarray, r: float, pad: tuple[int, int], shape: tuple[int, ...], conf: float,
+                 iou: float) -> list[tuple[int, float, list]]:
+        """One image's raw output -> detections in frame pixels."""
+        left, top = pad
+        det = decode(out, conf, iou)
+        h, w = shape[:2]
         res = []
         for x1, y1, x2, y2, s, c in det:
             box = [float(np.clip((x1 - left) / r, 0, w)), float(np.clip((y1 - top) / r, 0, h)),
                    float(np.clip((x2 - left) / r, 0, w)), float(np.clip((y2 - top) / r, 0, h))]
             res.append((int(c), float(s), box))
         return res
+
+
+def held_out(seed: int, count: int, size: int) -> list[tuple[np.ndarray, list[tuple[int, list[float]]]]]:
+    """The held-out frames and their ground truth (rendered once, shared by every model compared)."""
+    frames = []
+    for i in range(count):
+        w, h = eval_frame_size(seed + i, size)
+        img, labels = render_scene(seed + i, w, h)
+        frames.append((img, [(d["cls"], d["box"]) for d in labels]))
+    return frames
+
+
+def compare_models(paths: list[Path], *, count: int = 100, seed: int = 12_345_678, threads: int = 2,
+                   conf: float = 0.001, iou: float = 0.65) -> list[dict[str, float]]:
+    """mAP50, mAP50-95 and session.run time per image of each model on the same held-out frames.
+
+    The models are timed in turns, image by image (A, B, A, B, ...), so a change in the host's
+    speed during the run hits each model alike. Prints one line per model and returns the figures.
+    """
+    dets = [OnnxDetector(p, threads) for p in paths]
+    size = dets[0].size
+    if any(d.size != size for d in dets):
+        sys.exit(f"models differ in input size: {[d.size for d in dets]}")
+    frames = held_out(seed, count, size)
+    found: list[dict[int, list]] = [{} for _ in dets]
+    run_s = [0.0] * len(dets)
+    for i, (img, _) in enumerate(frames):
+        x, r, (left, top) = letterbox(img, size)
+        for k, det in enumerate(dets):
+            t = time.perf_counter()
+            raw = det.raw(x[None])
+            run_s[k] += time.perf_counter() - t
+            found[k][i] = det.to_frame(raw[0], r, (left, top), img.shape, conf, iou)
+    gts = {i: gt for i, (_, gt) in enumerate(frames)}
+    results = []
+    for k, path in enumerate(paths):
+        res = evaluate(gts, found[k], NAMES, size, size)
+        ms = run_s[k] / count * 1000
+        results.append({"mAP50": res["mAP50"], "mAP50_95": res["mAP50_95"], "ms_per_image": ms})
+        speed = f"  {run_s[0] / run_s[k]:.2f}x the first" if k else ""
+        print(f"{path}: mAP50={res['mAP50']:.3f} mAP50-95={res['mAP50_95']:.3f} session.run {ms:.1f} ms/img"
+              f" ({count} images, seed {seed}, {threads} threads){speed}")
+    return results
 
 
 ASPECTS = ((16, 9), (4, 3), (1, 1), (3, 4))
@@ -137,7 +188,12 @@ def main() -> None:
     ap.add_argument("--conf", type=float, default=0.001)
     ap.add_argument("--iou", type=float, default=0.65)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--compare", type=Path, nargs="+", help="other files of the same model: same frames, same run")
     args = ap.parse_args()
+    if args.compare:
+        compare_models([args.model, *args.compare], count=args.count, seed=args.seed, threads=args.threads,
+                       conf=args.conf, iou=args.iou)
+        return
     if args.seed < 1_000_000:
         print("warning: seeds < 1_000_000 overlap the training data", file=sys.stderr)
     det = OnnxDetector(args.model, args.threads)

@@ -253,3 +253,88 @@ def test_to_detections_rejects_nan_and_labels_unknown_classes() -> None:
     assert (det.cls, det.label, det.score) == (7, "7", pytest.approx(0.5))
     assert det.box == pytest.approx((60.0, 60.0, 90.0, 90.0))
     assert all(isinstance(v, float) for v in det.box)
+
+
+# --- other layouts: decoded as their own reference code would --------------------------------------
+
+
+def _layout(name: str, form: str, rows: int, size: int = 64) -> Any:
+    from daemon.model_layout import ModelLayout  # noqa: PLC0415
+
+    return ModelLayout(name, form, ("output0",), C, rows, size, (8, 16, 32), 0, "test")  # type: ignore[arg-type]
+
+
+def yolox_reference(raw: npt.NDArray[np.float32], size: int) -> npt.NDArray[np.float32]:
+    """YOLOX demo/ONNXRuntime `demo_postprocess` + score = obj x cls, as its onnx_inference.py does."""
+    grids, strides = [], []
+    for stride in (8, 16, 32):
+        n = size // stride
+        xv, yv = np.meshgrid(np.arange(n), np.arange(n))
+        grids.append(np.stack((xv, yv), 2).reshape(1, -1, 2))
+        strides.append(np.full((1, n * n, 1), stride))
+    out = raw.copy()
+    out[..., :2] = (out[..., :2] + np.concatenate(grids, 1)) * np.concatenate(strides, 1)
+    out[..., 2:4] = np.exp(out[..., 2:4]) * np.concatenate(strides, 1)
+    return out
+
+
+def test_yolox_raw_head_decodes_like_yolox_demo_postprocess() -> None:
+    size = 64
+    anchors = sum((size // s) ** 2 for s in (8, 16, 32))
+    rng = np.random.default_rng(5)
+    raw = np.zeros((2, anchors, 5 + C), np.float32)
+    raw[..., :2] = rng.uniform(-0.5, 1.5, (2, anchors, 2))
+    raw[..., 2:4] = rng.uniform(0.0, 1.5, (2, anchors, 2))
+    raw[..., 4] = rng.uniform(0, 1, (2, anchors))
+    raw[..., 5:] = rng.uniform(0, 1, (2, anchors, C)) ** 4
+    ref = yolox_reference(raw, size)
+    got = decode(raw, layout=_layout("yolox", "raw-head", anchors), conf_threshold=0.3, iou_threshold=1.0)
+    for b in range(2):
+        scores = ref[b, :, 4:5] * ref[b, :, 5:]
+        cls = scores.argmax(1)
+        best = scores[np.arange(anchors), cls]
+        keep = np.flatnonzero(best >= 0.3)
+        order = keep[np.argsort(-best[keep], kind="stable")]
+        cx, cy, w, h = ref[b, order, :4].T
+        want = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2, best[order], cls[order]], 1)
+        np.testing.assert_allclose(got[b], want, rtol=1e-5, atol=1e-4)
+    decoded = ref.copy()  # the same head exported with decode_in_inference: same rows
+    same = decode(decoded, layout=_layout("yolox", "decoded", anchors), conf_threshold=0.3, iou_threshold=1.0)
+    for a, b in zip(got, same, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
+
+
+def test_yolov5_score_is_objectness_times_class() -> None:
+    out = np.zeros((1, 6, 5 + C), np.float32)
+    out[0, :, :4] = (30, 30, 10, 10)
+    out[0, 0, 4], out[0, 0, 5 + 2] = 0.5, 0.8  # 0.4: kept at 0.3
+    out[0, 1, 4], out[0, 1, 5 + 1] = 0.4, 0.6  # 0.24: below
+    (rows,) = decode(out, layout=_layout("yolov5", "decoded", 6), conf_threshold=0.3)
+    np.testing.assert_allclose(rows, [[25, 25, 35, 35, 0.4, 2]], rtol=1e-6)
+
+
+def test_end2end_rows_are_filtered_not_suppressed_again() -> None:
+    out = np.zeros((2, 5, 6), np.float32)
+    out[0, 0] = (10, 10, 50, 50, 0.9, 1)
+    out[0, 1] = (12, 12, 52, 52, 0.8, 1)  # overlaps row 0: the graph's NMS kept it, so do we
+    out[0, 2] = (60, 60, 90, 90, 0.2, 0)  # below threshold
+    out[0, 3] = (60, 60, 50, 90, 0.9, 0)  # empty box
+    out[1, 0] = (1, 2, 3, 4, 0.7, 3)
+    out[1, 1] = (1, 2, 3, 4, np.nan, 3)
+    lay = _layout("end2end", "rows", 5)
+    first, second = decode(out, layout=lay)
+    assert first[:, 4].tolist() == pytest.approx([0.9, 0.8]) and second[:, 5].tolist() == [3]
+    (only,) = decode(out, layout=lay, images=1)  # a static batch of 2 with one real image
+    assert only.shape == (2, 6)
+    masked = decode(out, layout=lay, class_mask=np.array([True, False, True, True]))
+    assert masked[0].shape == (0, 6) and masked[1].shape == (1, 6)
+
+
+def test_batch_rows_carry_their_image_index() -> None:
+    rows = np.array(
+        [[1, 5, 5, 20, 20, 2, 0.9], [0, 1, 1, 9, 9, 0, 0.5], [1, 30, 30, 40, 40, 1, 0.6], [3, 0, 0, 9, 9, 0, 0.9]],
+        np.float32,
+    )
+    a, b = decode(rows, layout=_layout("end2end", "batch-rows", 0), images=2)
+    np.testing.assert_allclose(a, [[1, 1, 9, 9, 0.5, 0]])
+    np.testing.assert_allclose(b, [[5, 5, 20, 20, 0.9, 2], [30, 30, 40, 40, 0.6, 1]])
