@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from daemon.config_engine import EngineConfig, Provider
 from daemon.metrics import Metrics
 from daemon.model_file import ModelError, ModelInfo, load_model_info
 from daemon.model_layout import ModelOverrides, join_outputs, warm_up_mismatch
+from daemon.nvml import gpu_memory_used_mb
 from daemon.providers import (
     ORT_PROVIDERS,
     EngineError,
@@ -327,26 +327,6 @@ class DoctorReport:
             out += [f"  {line}" for line in m.details]
         out.append("result: " + ("ok" if self.ok else "NOT OK: inference would not run where configured"))
         return out
-
-
-def gpu_memory_used_mb(device_id: int) -> tuple[float | None, str]:
-    """Device memory in use (all processes) via NVML, or (None, why not) where NVML is absent."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the deprecated `pynvml` wrapper warns on import
-            import pynvml  # noqa: PLC0415 - optional, only doctor needs it
-    except ImportError:
-        return None, "pynvml (nvidia-ml-py) not installed"
-    try:
-        pynvml.nvmlInit()
-        try:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(device_id)
-            used = float(pynvml.nvmlDeviceGetMemoryInfo(handle).used) / 2**20
-        finally:
-            pynvml.nvmlShutdown()
-    except pynvml.NVMLError as exc:  # NVMLError_LibraryNotFound without a driver; Jetson has no NVML
-        return None, f"unavailable ({exc})"
-    return round(used, 1), "ok"
 
 
 def _doctor_model(cfg: EngineConfig, size: int, path: Path, overrides: ModelOverrides | None) -> ModelCheck:

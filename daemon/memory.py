@@ -7,7 +7,7 @@ import ctypes.util
 import os
 from dataclasses import dataclass
 
-from daemon.engine import gpu_memory_used_mb
+from daemon.nvml import gpu_memory_used_mb
 
 
 @dataclass(frozen=True, slots=True)
