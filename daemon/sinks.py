@@ -122,6 +122,8 @@ class RedisSink:
         self._ids = StreamIds(cfg.stream_for)
         self._frames = Backlog(cfg.buffer_max, spool, self._ids.assign_spill_id)
         self._events: Buffer[StatusEvent] = Buffer(EVENTS_BUFFER_MAX)
+        # tickets this client wrote whose replicas have not confirmed them yet (min_replicas)
+        self._unconfirmed: set[int] = set()
         self._client: RedisClient | None = None
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
@@ -228,14 +230,16 @@ class RedisSink:
             return None
 
     async def _publish_batch(self, client: RedisClient) -> None:
-        frames = self._frames.peek(self.cfg.publish_batch)
+        # entries waiting for replicas ride along (not written again), so new ones still go out
+        frames = self._frames.peek(self.cfg.publish_batch + len(self._unconfirmed))
+        self._unconfirmed &= {s.ticket for s in frames}
         events = self._events.peek(self.cfg.publish_batch)
         done_frames: set[int] = set()
         done_events: set[int] = set()
         refusal: Exception | None = None
         short: ReplicasShortError | None = None
         try:
-            await self._ids.resolve(client, frames)
+            await self._ids.resolve(client, frames, self._unconfirmed)
             to_send = [s for s in frames if not s.duplicate]
             replies, waits = await self._send(client, to_send, events, frames)
             confirmed, fewest = self._confirmed(client, waits, replies[len(replies) - len(waits) :])
@@ -245,6 +249,8 @@ class RedisSink:
                     refusal = refusal or reply
                 else:
                     done_events.add(ev.ticket)
+            written = {s.ticket for s, r in zip(to_send, replies, strict=False) if not isinstance(r, Exception)}
+            self._unconfirmed = {s.ticket for s in frames if s.duplicate or s.ticket in written} - done_frames
             waiting = sum(s.ticket not in done_frames for s in frames)
             if confirmed is not None and refusal is None and waiting:
                 short = ReplicasShortError(
@@ -362,7 +368,9 @@ class RedisSink:
         self.connected = False
         self.metrics.redis_up.set(0)
         delay_s = self._backoff.failed()
-        if not isinstance(exc, ReplicasShortError):  # replies all read: keep the connection WAIT counts on
+        if isinstance(exc, ReplicasShortError):  # replies all read: keep the connection WAIT counts on
+            delay_s = min(delay_s, self.cfg.wait_timeout_ms / 1000)  # each WAIT already waited that long
+        else:
             self._ids.forget_tops()  # a write may have landed without its reply: re-read the tops
             await self._drop_client()
         tls = tls_error(exc)
@@ -415,6 +423,7 @@ class RedisSink:
         return redact_url(self.cfg.url.get_secret_value())
 
     async def _drop_client(self) -> None:
+        self._unconfirmed.clear()  # a new connection looks them up again
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()

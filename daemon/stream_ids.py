@@ -12,6 +12,7 @@ renumbered above the top. Order per camera holds as long as one sink writes the 
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 
 from redis.exceptions import ResponseError
 
@@ -47,8 +48,13 @@ class StreamIds:
             slot.entry_id = next_entry_id(self._last.get(stream), slot.item.captured_ms)
         self._advance(stream, slot.entry_id)
 
-    async def resolve(self, client: RedisClient, frames: list[Slot[FrameResult]]) -> None:
-        """Give every slot an ID above the stream's top, or mark it a duplicate of a stored entry."""
+    async def resolve(
+        self, client: RedisClient, frames: list[Slot[FrameResult]], stored: AbstractSet[int] = frozenset()
+    ) -> None:
+        """Give every slot an ID above the stream's top, or mark it a duplicate of a stored entry.
+
+        `stored`: tickets of slots this connection wrote at their `entry_id` (not yet confirmed
+        by replicas): duplicates without a lookup."""
         streams = {self._stream_for(s.item.camera_id) for s in frames}
         await self._load_tops(client, [s for s in streams if s not in self._top])
         tentative: list[EntryId] = []
@@ -62,14 +68,14 @@ class StreamIds:
         suspects = [
             (slot, eid)
             for slot, eid in zip(frames, tentative, strict=True)
-            if eid <= self._top[self._stream_for(slot.item.camera_id)]
+            if eid <= self._top[self._stream_for(slot.item.camera_id)] and slot.ticket not in stored
         ]
-        stored = await self._lookup(client, suspects)
+        looked_up = await self._lookup(client, suspects)
         floor = {s: self._top[s] for s in streams}  # what the next new entry must exceed
         for slot, eid in zip(frames, tentative, strict=True):
             stream = self._stream_for(slot.item.camera_id)
-            found = stored.get(slot.ticket)
-            slot.duplicate = found is not None and same_frame(found, slot.item)
+            found = looked_up.get(slot.ticket)
+            slot.duplicate = slot.ticket in stored or (found is not None and same_frame(found, slot.item))
             if slot.duplicate:
                 slot.entry_id = eid
             else:
