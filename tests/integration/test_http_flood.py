@@ -71,8 +71,7 @@ class Flood:
     async def _main(self) -> None:
         kinds = itertools.cycle(("slow", "slow", "idle", "slow", "idle", "oversized", "garbage"))
         clients = [asyncio.create_task(self._client(next(kinds), i)) for i in range(self.connections)]
-        while not self._stop.is_set():
-            await asyncio.sleep(0.1)
+        await asyncio.to_thread(self._stop.wait)
         for task in clients:
             task.cancel()
         await asyncio.gather(*clients, return_exceptions=True)
@@ -171,7 +170,7 @@ def entries(redis: RedisServer, camera: str) -> list[dict[str, str]]:
     return [f for _id, f in stream(redis, camera)]
 
 
-def outage(kill: Callable[[], None], restart: Callable[[], None], redis: RedisServer, field_name: str) -> float:
+def outage(kill: Callable[[], object], restart: Callable[[], object], redis: RedisServer, field_name: str) -> float:
     """Kill, wait 3 s, restart; how long until the camera's stream got an entry newer than the restart."""
     kill()
     time.sleep(3.0)

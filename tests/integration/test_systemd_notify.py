@@ -147,10 +147,12 @@ def replay_config(
 
 
 def metric(report: dict[str, Any], name: str, **labels: str) -> float:
-    return sum(
-        s["value"]
-        for s in report["samples"]
-        if s["name"] == name and all(s["labels"].get(k) == v for k, v in labels.items())
+    return float(
+        sum(
+            s["value"]
+            for s in report["samples"]
+            if s["name"] == name and all(s["labels"].get(k) == v for k, v in labels.items())
+        )
     )
 
 
