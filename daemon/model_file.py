@@ -129,7 +129,18 @@ def _open(path: Path) -> ort.InferenceSession:
         raise ModelError(path, f"not a loadable ONNX model (ONNX Runtime: {first[:300]})") from None
 
 
-def _check_input(path: Path, inputs: Sequence[Any], expected_size: int | None) -> tuple[str, int, int | None, str]:
+def _dynamic_size(meta: Mapping[str, str], expected_size: int | None) -> int | None:
+    """The size to run a file whose input height and width are symbolic (`dynamic=True` exports):
+    its metadata `imgsz` when square, else the size it is configured as."""
+    imgsz = _parse_literal(meta.get("imgsz", ""))
+    if isinstance(imgsz, list) and len(imgsz) in (1, 2) and len(set(imgsz)) == 1 and isinstance(imgsz[0], int):
+        return int(imgsz[0])
+    return expected_size
+
+
+def _check_input(
+    path: Path, inputs: Sequence[Any], expected_size: int | None, meta: Mapping[str, str]
+) -> tuple[str, int, int | None, str]:
     """(input name, size S, fixed batch or None, dtype)."""
     if len(inputs) != 1:
         raise ModelError(path, f"has {len(inputs)} inputs {[i.name for i in inputs]}; expected one image input")
@@ -137,9 +148,16 @@ def _check_input(path: Path, inputs: Sequence[Any], expected_size: int | None) -
     if inp.type not in _DTYPES:
         raise ModelError(path, f"input '{inp.name}' is {inp.type}; expected float32 or float16 (tensor(float))")
     shape = list(inp.shape)
+    if len(shape) == 4 and not isinstance(shape[2], int) and not isinstance(shape[3], int):
+        dynamic = _dynamic_size(meta, expected_size)
+        shape[2:] = [dynamic, dynamic] if dynamic is not None else shape[2:]
     square = len(shape) == 4 and isinstance(shape[2], int) and shape[2] == shape[3] and shape[2] > 0
     if not square or shape[1] != 3:
-        raise ModelError(path, f"input '{inp.name}' has shape {shape}; expected [N, 3, S, S] with a fixed size S")
+        raise ModelError(
+            path,
+            f"input '{inp.name}' has shape {list(inp.shape)}; expected [N, 3, S, S] with a "
+            "square size S (one of the model sizes)",
+        )
     size = int(shape[2])
     if expected_size is not None and size != expected_size:
         raise ModelError(
@@ -271,13 +289,19 @@ def _convention(
     if len(set(from_meta) | set(from_config)) < len(values):
         parts.append(default_origin)
     return InputConvention(
-        values["color"], float(values["scale"]), values["padding"], int(values["pad_value"]), dtype,  # type: ignore[arg-type]
-        batch, ", ".join(parts),
+        values["color"],
+        float(values["scale"]),
+        values["padding"],
+        int(values["pad_value"]),
+        dtype,  # type: ignore[arg-type]
+        batch,
+        ", ".join(parts),
     )
 
 
-def _labels(path: Path, layout: ModelLayout, meta_names: tuple[str, ...] | None, config: tuple[str, ...] | None
-            ) -> tuple[tuple[str, ...], str]:
+def _labels(
+    path: Path, layout: ModelLayout, meta_names: tuple[str, ...] | None, config: tuple[str, ...] | None
+) -> tuple[tuple[str, ...], str]:
     labels, origin = (config, "config labels") if config is not None else (meta_names, "metadata names")
     if labels is None:
         return tuple(str(i) for i in range(layout.num_classes)), "no labels in the file or config: class ids"
@@ -295,7 +319,7 @@ def load_model_info(
     overrides = overrides or ModelOverrides()
     session = _open(path)
     meta = dict(session.get_modelmeta().custom_metadata_map)
-    input_name, size, batch, dtype = _check_input(path, session.get_inputs(), expected_size)
+    input_name, size, batch, dtype = _check_input(path, session.get_inputs(), expected_size, meta)
     _check_imgsz(path, meta, size)
     strides = _strides(path, meta)
     meta_names = _meta_names(path, meta)

@@ -185,8 +185,9 @@ def _main_output(outputs: Sequence[OutputInfo]) -> tuple[OutputInfo, int]:
         raise LayoutError(f"no output of rank 2 or 3 among {_shape_text(outputs)}; not a YOLO detector")
     main = next((o for o in ranked if o.name == "output0"), ranked[0])
     others = [o for o in outputs if o is not main]
-    if len(others) > 1 or (others and len(others[0].shape) != 4):
+    if any(len(o.shape) < 4 for o in others) or len(protos) > 1:
         raise LayoutError(f"several unrelated outputs {_shape_text(outputs)}; expected one detection output")
+    # beside it: a segment model's prototypes [N, M, H/4, W/4], or YOLOv5's per-level raw maps (rank 5)
     return main, (protos[0].shape[1] if protos else 0)
 
 

@@ -57,6 +57,7 @@ def write_yolo_model(
     batch_dim: int | str = "batch",
     transposed: bool = False,
     image_gain: float = 1.0,
+    spatial: tuple[int | str, int | str] | None = None,
 ) -> Path:
     """Write a model: output = template (+ image mean x gain at [:, 4, 0]), optionally transposed."""
     tmpl = template_output(size) if template is None else template.astype(np.float32)
@@ -81,7 +82,7 @@ def write_yolo_model(
     graph = helper.make_graph(
         nodes,
         "yolo_stub",
-        [helper.make_tensor_value_info("images", input_dtype, [batch_dim, channels, size, size])],
+        [helper.make_tensor_value_info("images", input_dtype, [batch_dim, channels, *(spatial or (size, size))])],
         [helper.make_tensor_value_info("output0", TensorProto.FLOAT, out_shape)],
         initializer=[
             numpy_helper.from_array(tmpl, "template"),

@@ -1,7 +1,7 @@
 """Throughput and latency of the real daemon, against the bare model and the naive pipeline.
 
     .venv/bin/python tools/bench.py [--cameras 4] [--fps 15] [--size 640x480] [--bitrate 1M] [--seconds 60]
-        [--model 640] [--max-batch N] [--max-wait-ms M] [--workers W] [--worker-batch B] [--sweep 1,2,4,6]
+        [--model 640|FILE.onnx] [--max-batch N] [--max-wait-ms M] [--workers W] [--worker-batch B] [--sweep 1,2,4,6]
         [--naive-seconds S] [--out DIR]
 
 1. renders K synthetic clips (cached in runs/bench-cache), starts redis-server and tools/rtsp_server.py;
@@ -54,7 +54,7 @@ from daemon.config_engine import EngineConfig  # noqa: E402
 from daemon.logs import configure_logging  # noqa: E402
 from daemon.memory import tune_malloc  # noqa: E402
 from daemon.metrics import Metrics  # noqa: E402
-from daemon.model_file import load_model_info  # noqa: E402
+from daemon.model_file import ModelError, load_model_info  # noqa: E402
 from daemon.providers import intra_op_threads, lane_workers, worker_batch  # noqa: E402
 from daemon.schema import decode_entry  # noqa: E402
 from tests.integration.daemon_harness import MODELS, write_config  # noqa: E402
@@ -346,7 +346,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--fps", type=int, default=15)
     p.add_argument("--size", default="640x480")
     p.add_argument("--seconds", type=float, default=60)
-    p.add_argument("--model", type=int, default=640, choices=(416, 640, 800))
+    p.add_argument("--model", default="640",
+                   help="model size (416/640/800: the committed demo model) or an ONNX file "
+                        "(e.g. models/conveyor-416-int8.onnx): the daemon and the bare runs use it at its input size")
     p.add_argument("--bitrate", default="1M",
                    help="bit-rate cap of the rendered H.264 clips, as an IP camera's encoder sets it "
                         "('' = uncapped crf 20: about 3.8 Mbit/s at 640x480 and 15 fps)")
@@ -360,9 +362,28 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--bare-seconds", type=float, default=10)
     p.add_argument("--out", type=Path)
     args = p.parse_args()
+    args.model = model_size(p, args.model)
     args.width, args.height = (int(v) for v in args.size.lower().split("x"))
     args.out = args.out or REPO / "runs" / time.strftime("bench-%Y%m%d-%H%M%S")
     return args
+
+
+def model_size(parser: argparse.ArgumentParser, model: str) -> int:
+    """`--model`: a size of the demo models, or a file, which then serves that size for this run
+    (its entry in the harness's model table, which the daemon config and the bare runs read)."""
+    if model.isdigit():
+        if int(model) not in MODELS:
+            parser.error(f"--model {model}: not one of {sorted(MODELS)} (or give an ONNX file)")
+        return int(model)
+    path = Path(model).resolve()
+    try:
+        size = load_model_info(path).size
+    except ModelError as exc:
+        parser.error(f"--model: {exc}")
+    if size not in MODELS:
+        parser.error(f"--model {path}: input {size}x{size} is not one of the daemon's sizes {sorted(MODELS)}")
+    MODELS[size] = path
+    return size
 
 
 def beside_line(beside: dict[str, Any] | str, daemon_ratio: float) -> str:

@@ -190,3 +190,17 @@ def test_check_config_describes_each_model(tmp_path: Path, capsys: pytest.Captur
     assert "layout: yolov8 (channels-first), 4 classes" in err
     assert "BGR, pixel x 1/255, padding symmetric with 114, float32, dynamic batch" in err
     assert "missing.onnx): not checked here: file not found" in err
+
+
+def test_dynamic_height_and_width_run_at_imgsz_or_the_configured_size(tmp_path: Path) -> None:
+    """Ultralytics `dynamic=True` and YOLOv5 `--dynamic` exports leave height and width symbolic."""
+    from tests.onnx_models import write_yolo_model  # noqa: PLC0415
+
+    meta = {"names": "{0: 'bolt', 1: 'hex_nut', 2: 'washer', 3: 'l_bracket'}", "stride": "32", "imgsz": "[416, 416]"}
+    path = write_yolo_model(tmp_path / "dyn.onnx", 416, metadata=meta, spatial=("height", "width"))
+    info = load_model_info(path, 416)
+    assert (info.size, info.batch, info.layout) == (416, None, "yolov8")
+    bare = write_yolo_model(tmp_path / "bare.onnx", 416, metadata={}, spatial=("h", "w"))
+    assert load_model_info(bare, 416).size == 416
+    with pytest.raises(ModelError, match="square size"):
+        load_model_info(bare)
