@@ -103,12 +103,15 @@ def cmd_tail(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from daemon.app import Daemon  # noqa: PLC0415
     from daemon.engine import ModelError, ProviderError  # noqa: PLC0415
+    from daemon.fd_limit import raise_nofile_limit  # noqa: PLC0415
     from daemon.memory import tune_malloc  # noqa: PLC0415
 
     malloc = tune_malloc()  # before any thread starts
     settings = _load(args.config)
     configure_logging(settings.logging.format, settings.logging.level)
     log.debug("malloc_tuned", **malloc)
+    nofile = raise_nofile_limit()  # systemd's default soft 1,024 is too few for an HTTP flood
+    log.info("open_files_limit", soft=nofile.soft, hard=nofile.hard, before=nofile.before, error=nofile.error)
     daemon = Daemon(settings)
     try:
         asyncio.run(_serve(daemon))
@@ -148,7 +151,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except ConfigError as exc:
-        print(SECRETS.scrub(str(exc)), file=sys.stderr)
+        message = SECRETS.scrub(str(exc))
+        if args.command == "run" and not sys.stderr.isatty():  # journald: one JSON line, like the rest
+            configure_logging("json", "info", sys.stderr)
+            log.error("config_invalid", error=message)
+        else:
+            print(message, file=sys.stderr)
         return EX_CONFIG
 
 

@@ -81,6 +81,7 @@ EVENTS: tuple[LogEvent, ...] = (
         "the first frame of a connection arrived",
         ("camera", "size", "codec", "connect_s"),
     ),
+    LogEvent("config_invalid", "error", "`run` found the configuration invalid: exit 78 (on stderr)", ("error",)),
     LogEvent("daemon_ready", "info", "models validated, lanes started, READY=1 sent", ("cameras", "models")),
     LogEvent("engine_stuck", "error", "an inference call has run far too long; watchdog pings stop", ("lanes",)),
     LogEvent(
@@ -139,6 +140,12 @@ EVENTS: tuple[LogEvent, ...] = (
         "info",
         "a model file's layout (and why), classes and input convention, once at startup",
         ("model", "size", "layout", "form", "reason", "classes", "input"),
+    ),
+    LogEvent(
+        "open_files_limit",
+        "info",
+        "at startup: the open-files limit after raising the soft one to the hard one (`error` if refused)",
+        ("soft", "hard", "before", "error"),
     ),
     LogEvent(
         "primary_batch_failed",

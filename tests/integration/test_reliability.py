@@ -21,7 +21,6 @@ from daemon.config import Settings
 from daemon.engine import EngineFactory, ModelInfo, Placement
 from daemon.metrics import Metrics
 from daemon.rebuild import HostArray, InferenceEngine
-from tests.faults import FaultyFactory
 from tests.fixtures_redis import RedisServer
 from tests.fixtures_rtsp import Clip, RtspServer
 from tests.integration.daemon_harness import InProcessDaemon, wait_until, write_config
@@ -244,45 +243,6 @@ def test_replay_publishes_its_final_frame_while_the_engine_is_busy(
         d.stop()
         assert drops(d, "replay", "superseded") == 0
     assert [int(f["seq"]) for _id, f in stream(redis, "replay")] == list(range(clip.frames))
-
-
-def test_injected_primary_engine_failures_open_the_breaker_and_lose_no_frame(
-    tmp_path: Path, redis_server: Callable[..., RedisServer], clip_factory: Callable[..., Clip]
-) -> None:
-    """A failing primary: batches served by the CPU fallback, breaker open, primary back after the timeout."""
-    clip = small_clip(clip_factory, seconds=8.0, seed=8)
-    redis = redis_server()
-    config = write_config(
-        tmp_path / "beltsight.toml",
-        redis_url=redis.url,
-        cameras=[{"id": "replay", "url": str(clip.path), "realtime": False}],
-        providers=["cuda", "cpu"],
-    )
-    breaker = "\n[engine.breaker]\nfail_max = 2\nreset_timeout_s = 1.0\n\n[health]"
-    config.write_text(config.read_text().replace("\n[health]", breaker, 1))
-    factories: list[FaultyFactory] = []
-
-    def make_factory(settings: Settings, metrics: Metrics) -> FaultyFactory:
-        factories.append(FaultyFactory(EngineFactory(settings.engine, metrics)))
-        factories[0].switch.on()  # the "GPU" fails from the first batch
-        return factories[0]
-
-    with InProcessDaemon(config, engine_factory=make_factory) as d:
-        wait_until(lambda: total(d, "beltsight_breaker_open", model="416") == 1, 60, "the breaker to open", d)
-        factories[0].switch.off()  # the device recovers
-        wait_until(lambda: len(stream(redis, "replay")) >= clip.frames, 90, "every frame in Redis", d)
-        wait_until(lambda: total(d, "beltsight_breaker_open", model="416") == 0, 30, "the breaker to close", d)
-        d.stop()
-        assert drops(d, "replay", "engine_error", "stale", "superseded") == 0
-    entries = stream(redis, "replay")
-    assert [int(f["seq"]) for _id, f in entries] == list(range(clip.frames))
-    assert "breaker_probe" in factories[0].reasons()
-    client = redis.client()
-    try:
-        kinds = [fields["kind"] for _id, fields in client.xrange("beltsight:events")]
-    finally:
-        client.close()
-    assert "breaker_open" in kinds and "breaker_closed" in kinds
 
 
 class _SlowEngine:

@@ -1,7 +1,10 @@
-"""ResilientEngine with the committed 416 detector and real ONNX Runtime CPU sessions.
+"""ResilientEngine with the committed 416 detector and real ONNX Runtime CPU sessions, alone and
+inside the whole daemon.
 
 The "GPU" primary is a real CPU engine behind `tests.faults.FaultyEngine` (a GPU fault cannot
-happen on this machine); every output is compared with a separate, directly built session.
+happen on this machine); every output is compared with a separate, directly built session. In
+the daemon's test the clip plays in real time, so the breaker's reset timeout passes with frames
+still arriving however fast the machine runs them: the test waits until the breaker closes.
 """
 
 from __future__ import annotations
@@ -9,19 +12,24 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 import pytest
 
+from daemon.config import Settings
 from daemon.config_engine import BreakerConfig, EngineConfig, RebuildConfig
 from daemon.engine import Engine, EngineFactory, ModelInfo, load_model_info
 from daemon.frames import StatusEvent
 from daemon.metrics import Metrics
 from daemon.resilience import ResilientEngine
 from tests.faults import FaultyEngine, FaultyFactory
+from tests.fixtures_redis import RedisServer
+from tests.fixtures_rtsp import Clip
+from tests.integration.daemon_harness import InProcessDaemon, wait_until, write_config
+from tests.integration.test_reliability import assert_exactly_once_in_order, drops, inferred, small_clip, stream, total
 
 MODEL = Path(__file__).resolve().parents[2] / "models" / "conveyor-416.onnx"
 SIZE = 416
@@ -159,3 +167,55 @@ def test_rebuilds_under_continuous_load_change_no_output_and_block_no_batch(
     for t in engine_threads:
         t.join(60)
     assert all(isinstance(b.engine, FaultyEngine) and b.engine.closed for b in factory.builds)
+
+
+def test_in_the_daemon_a_failing_primary_opens_the_breaker_and_it_closes_again_with_no_frame_lost(
+    tmp_path: Path, redis_server: Callable[..., RedisServer], clip_factory: Callable[..., Clip]
+) -> None:
+    """Batches go to the CPU fallback while the "GPU" fails, the breaker closes once it is back,
+    and every frame inferred meanwhile is in Redis exactly once."""
+    clip = small_clip(clip_factory, seconds=4.0, seed=8)
+    redis = redis_server()
+    config = write_config(
+        tmp_path / "beltsight.toml",
+        redis_url=redis.url,
+        cameras=[{"id": "replay", "url": str(clip.path), "realtime": True, "loop": True}],
+        providers=["cuda", "cpu"],
+        extra="[engine.breaker]\nfail_max = 2\nreset_timeout_s = 1.0\n",
+    )
+    factories: list[FaultyFactory] = []
+
+    def make_factory(settings: Settings, metrics: Metrics) -> FaultyFactory:
+        factories.append(FaultyFactory(EngineFactory(settings.engine, metrics)))
+        factories[0].switch.on()  # the "GPU" fails from the first batch
+        return factories[0]
+
+    def breaker(d: InProcessDaemon) -> str | None:
+        """The lane's worst worker's breaker state (each worker has its own breaker)."""
+        state = d.daemon.health_report()["models"].get("416", {}).get("breaker")
+        return str(state) if state is not None else None
+
+    with InProcessDaemon(config, engine_factory=make_factory) as d:
+        wait_until(lambda: total(d, "beltsight_breaker_open", model="416") == 1, 60, "the breaker to open", d)
+        wait_until(lambda: len(stream(redis, "replay")) >= 10, 60, "frames served by the fallback", d)
+        assert breaker(d) == "open"
+        factories[0].switch.off()  # the device recovers; frames keep arriving at the clip's rate
+        wait_until(lambda: breaker(d) == "closed", 60, "every worker's breaker to close", d)
+        assert total(d, "beltsight_breaker_open", model="416") == 0
+        closed_at = inferred(d, "replay")
+        wait_until(lambda: inferred(d, "replay") >= closed_at + 10, 60, "frames on the primary again", d)
+        d.stop()
+        frames = inferred(d, "replay")
+        assert total(d, "beltsight_entries_published_total", camera="replay") == frames
+        assert drops(d, "replay", "engine_error", "buffer_full", "shutdown") == 0
+    assert_exactly_once_in_order(stream(redis, "replay"), frames)
+    probes = [b for b in factories[0].builds if b.reason == "breaker_probe"]
+    assert probes and all(isinstance(p.engine, FaultyEngine) for p in probes)
+    assert sum(p.engine.runs for p in probes if isinstance(p.engine, FaultyEngine)) >= 10  # the primary serves again
+    client = redis.client()
+    try:
+        kinds = [fields["kind"] for _id, fields in client.xrange("beltsight:events")]
+    finally:
+        client.close()
+    assert "breaker_open" in kinds and "breaker_closed" in kinds
+    assert kinds.index("breaker_open") < len(kinds) - 1 - kinds[::-1].index("breaker_closed")
