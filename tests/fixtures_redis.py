@@ -403,3 +403,9 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable
     yield start
     for cluster in clusters:
         cluster.close()
+
+
+# TLS servers live in their own module; importing the fixtures here registers them with pytest.
+from tests.fixtures_redis_tls import redis_tls_server, tls_material  # noqa: E402
+
+__all__ = ["redis_cluster", "redis_server", "redis_tls_server", "tls_material"]
