@@ -1,4 +1,5 @@
-"""The `[engine]` settings section: providers, batching, threads, breaker, rebuilds, CUDA options.
+"""The `[engine]` settings section: providers, array device, batching, threads, breaker, rebuilds,
+CUDA and TensorRT options.
 
 `daemon.config` assembles the full Settings from this and the other sections; `Section` is the
 base of every section (unknown keys are errors, values are frozen).
@@ -6,6 +7,7 @@ base of every section (unknown keys are errors, values are frozen).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -47,13 +49,37 @@ class RebuildConfig(Section):
     """Rebuild when RSS or device memory grew by more than this since the last build (0: off)."""
 
 
-Provider = Literal["cuda", "cpu"]
+class TensorRTOptions(Section):
+    """`[engine.tensorrt]`: used when `providers` starts with "tensorrt" (opt-in; on a Jetson the
+    provider to choose). Engines and timing caches live in `cache_dir`, one subdirectory per
+    model file, ONNX Runtime and TensorRT version (`daemon.providers.tensorrt_cache_dir`): a cache
+    built for anything else is rebuilt, not loaded. The first build takes minutes (tens of them
+    on a Jetson); it happens while the session is built and warmed up, before READY."""
+
+    fp16: bool = False
+    """Let TensorRT choose FP16 kernels (`trt_fp16_enable`): faster, slightly different boxes."""
+    cache_dir: Path | None = None
+    """Where engine and timing caches go; default the state directory: `$STATE_DIRECTORY/tensorrt`
+    (systemd's StateDirectory=), else `$XDG_STATE_HOME/beltsight/tensorrt` (~/.local/state)."""
+    max_workspace_mb: int | None = Field(None, gt=0)
+    """TensorRT's builder workspace (`trt_max_workspace_size`; None: TensorRT's default)."""
+    builder_optimization_level: int | None = Field(None, ge=0, le=5)
+    """0..5 (`trt_builder_optimization_level`; None: TensorRT's default, 3); lower builds faster."""
+
+
+Provider = Literal["tensorrt", "cuda", "cpu"]
 _DEFAULT_PROVIDERS: tuple[Provider, ...] = ("cuda", "cpu")
+ArrayDevice = Literal["cpu", "cuda", "auto"]
 
 
 class EngineConfig(Section):
     providers: list[Provider] = Field(default_factory=lambda: list(_DEFAULT_PROVIDERS), min_length=1)
-    """Execution providers in order; the first one is required unless `allow_fallback`."""
+    """Execution providers in order; the first one is required unless `allow_fallback`.
+    `["tensorrt", "cuda", "cpu"]` opts in to TensorRT (`[engine.tensorrt]`)."""
+    device: ArrayDevice = "cpu"
+    """Where pre- and post-processing run (`daemon.xp.choose_device`): "cpu" (NumPy), "cuda"
+    (CuPy on `cuda.device_id`; an error at startup if the session did not get CUDA or CuPy
+    cannot use the device), or "auto" (CUDA only when both hold, else the CPU, logged)."""
     allow_fallback: bool = False
     max_batch: int = Field(8, ge=1, le=64)
     max_wait_ms: float = Field(15.0, ge=0)
@@ -92,6 +118,7 @@ class EngineConfig(Section):
     iou_threshold: float = Field(0.5, gt=0, le=1)
     max_det: int = Field(300, gt=0)
     cuda: CudaOptions = CudaOptions()
+    tensorrt: TensorRTOptions = TensorRTOptions()
     breaker: BreakerConfig = BreakerConfig()
     rebuild: RebuildConfig = RebuildConfig()
 
@@ -100,4 +127,6 @@ class EngineConfig(Section):
     def _unique(cls, v: list[Provider]) -> list[Provider]:
         if len(set(v)) != len(v):
             raise ValueError("providers must not repeat")
+        if "tensorrt" in v and "cuda" not in v[v.index("tensorrt") :]:
+            raise ValueError('"tensorrt" needs "cuda" after it (nodes TensorRT cannot take run there)')
         return v

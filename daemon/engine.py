@@ -13,6 +13,7 @@ as `InferenceError`, the one exception a breaker counts.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 import structlog
 
+from daemon import tensorrt_cache
 from daemon.config_engine import EngineConfig, Provider
 from daemon.metrics import Metrics
 from daemon.model_file import ModelError, ModelInfo, load_model_info
@@ -126,17 +128,34 @@ class Engine:
         """Build the session, verify its providers (unless `verify` is False) and warm it up."""
         names, allow_fallback = placement_providers(cfg, placement)
         stream = cuda_stream if cuda_stream is not None else _cuda_stream(cfg, names)
+        trt = tensorrt_cache.prepare(cfg.tensorrt, info.path) if "tensorrt" in names else None
+        with tensorrt_cache.building(trt) if trt is not None else contextlib.nullcontext():
+            return cls._build(info, cfg, names=names, fallback=allow_fallback, stream=stream, trt=trt, verify=verify)
+
+    @classmethod
+    def _build(
+        cls,
+        info: ModelInfo,
+        cfg: EngineConfig,
+        *,
+        names: list[Provider],
+        fallback: bool,
+        stream: Any | None,
+        trt: tensorrt_cache.CacheState | None,
+        verify: bool,
+    ) -> Engine:
         stream_ptr = int(stream.ptr) if stream is not None else None
+        trt_dir = trt.directory if trt is not None else None
         try:
             session = ort.InferenceSession(
                 str(info.path),
                 sess_options=session_options(cfg),
-                providers=provider_specs(names, cfg.cuda, stream_ptr),
+                providers=provider_specs(names, cfg.cuda, stream_ptr, tensorrt=cfg.tensorrt, trt_cache_dir=trt_dir),
             )
         except Exception as exc:
             raise EngineError(f"model {info.path}: could not create a session on {names}: {exc}") from exc
         if verify:
-            verify_providers(info.name, names, session.get_providers(), allow_fallback=allow_fallback)
+            verify_providers(info.name, names, session.get_providers(), allow_fallback=fallback)
         # the largest batch this session will run: warm-up and the input buffer are sized by it
         max_batch = min(n for n in (cfg.max_batch, info.batch, worker_batch(cfg)) if n is not None)
         on_cuda = ORT_PROVIDERS["cuda"] in session.get_providers()

@@ -11,16 +11,21 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Literal
 
 import onnxruntime as ort
 import structlog
 
-from daemon.config_engine import CudaOptions, EngineConfig, Provider
+from daemon.config_engine import CudaOptions, EngineConfig, Provider, TensorRTOptions
 
 log = structlog.get_logger("beltsight.engine")
 
-ORT_PROVIDERS: dict[Provider, str] = {"cuda": "CUDAExecutionProvider", "cpu": "CPUExecutionProvider"}
+ORT_PROVIDERS: dict[Provider, str] = {
+    "tensorrt": "TensorrtExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "cpu": "CPUExecutionProvider",
+}
 
 Placement = Literal["configured", "cuda", "cpu"]
 """configured: `engine.providers` with `engine.allow_fallback`; cuda: CUDA required (a breaker's
@@ -53,11 +58,51 @@ def cuda_provider_options(cuda: CudaOptions, stream_ptr: int | None = None) -> d
     return opts
 
 
-def provider_specs(names: Sequence[Provider], cuda: CudaOptions, stream_ptr: int | None = None) -> list[ProviderSpec]:
-    """Config provider names -> the `providers` argument of `ort.InferenceSession`."""
-    return [
-        (ORT_PROVIDERS[n], cuda_provider_options(cuda, stream_ptr)) if n == "cuda" else ORT_PROVIDERS[n] for n in names
-    ]
+def tensorrt_provider_options(
+    trt: TensorRTOptions, cuda: CudaOptions, cache_dir: Path, stream_ptr: int | None = None
+) -> dict[str, str]:
+    """TensorRT provider options: engine and timing caches in `cache_dir` (one directory per
+    model/ORT/TensorRT version, `daemon.tensorrt_cache`), FP16 if asked, the shared stream."""
+    opts = {
+        "device_id": str(cuda.device_id),
+        "trt_engine_cache_enable": "1",
+        "trt_engine_cache_path": str(cache_dir),
+        "trt_timing_cache_enable": "1",
+        "trt_timing_cache_path": str(cache_dir),
+        "trt_fp16_enable": "1" if trt.fp16 else "0",
+    }
+    if trt.max_workspace_mb is not None:
+        opts["trt_max_workspace_size"] = str(trt.max_workspace_mb * 1024 * 1024)
+    if trt.builder_optimization_level is not None:
+        opts["trt_builder_optimization_level"] = str(trt.builder_optimization_level)
+    if stream_ptr is not None:
+        opts["has_user_compute_stream"] = "1"
+        opts["user_compute_stream"] = str(stream_ptr)
+    return opts
+
+
+def provider_specs(
+    names: Sequence[Provider],
+    cuda: CudaOptions,
+    stream_ptr: int | None = None,
+    *,
+    tensorrt: TensorRTOptions | None = None,
+    trt_cache_dir: Path | None = None,
+) -> list[ProviderSpec]:
+    """Config provider names -> the `providers` argument of `ort.InferenceSession`
+    ("tensorrt" needs `trt_cache_dir`, from `daemon.tensorrt_cache.prepare`)."""
+    specs: list[ProviderSpec] = []
+    for n in names:
+        if n == "cuda":
+            specs.append((ORT_PROVIDERS[n], cuda_provider_options(cuda, stream_ptr)))
+        elif n == "tensorrt":
+            if trt_cache_dir is None:
+                raise ValueError("the TensorRT provider needs its cache directory")
+            trt = tensorrt or TensorRTOptions()
+            specs.append((ORT_PROVIDERS[n], tensorrt_provider_options(trt, cuda, trt_cache_dir, stream_ptr)))
+        else:
+            specs.append(ORT_PROVIDERS[n])
+    return specs
 
 
 def cpu_cores() -> int:
@@ -127,12 +172,19 @@ def placement_providers(cfg: EngineConfig, placement: Placement) -> tuple[list[P
     """(providers to ask for, whether losing the first one is allowed)."""
     if placement == "configured":
         return list(cfg.providers), cfg.allow_fallback
-    if placement == "cuda":
-        return ["cuda", "cpu"], False
+    if placement == "cuda":  # the GPU providers configured (TensorRT kept), the CPU for the rest
+        gpu = [p for p in cfg.providers if p != "cpu"]
+        return [*(gpu if "cuda" in gpu else ["cuda"]), "cpu"], False
     return ["cpu"], False
 
 
 def _fix_hint(first: Provider) -> str:
+    if first == "tensorrt":
+        return (
+            f"onnxruntime-gpu {ort.__version__} loads the TensorRT it was built for (libnvinfer) from the "
+            "library path (JetPack ships it; on x86_64 NVIDIA's tensorrt packages); run "
+            '`beltsight doctor`, or set engine.providers = ["cuda", "cpu"] to run without TensorRT'
+        )
     if first == "cuda":
         return (
             f"onnxruntime-gpu {ort.__version__} needs CUDA 13 and cuDNN 9 on the library path "
