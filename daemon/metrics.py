@@ -104,6 +104,11 @@ class Metrics:
         self.sink_buffered = Gauge(
             "beltsight_sink_buffered_entries", "Entries accepted and not yet in Redis", registry=r
         )
+        self.sink_spooled = Gauge(
+            "beltsight_sink_spooled_entries",
+            "Entries waiting in the disk spool (part of beltsight_sink_buffered_entries)",
+            registry=r,
+        )
         self.redis_up = Gauge("beltsight_redis_up", "1 while Redis accepts writes", registry=r)
         self.replica_waits = Counter(
             "beltsight_redis_replica_waits",

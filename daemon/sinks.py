@@ -121,6 +121,7 @@ class RedisSink:
             spool = Spool.open(cfg.spool_dir, cfg.spool_max_mb * 1024 * 1024)
         self._ids = StreamIds(cfg.stream_for)
         self._frames = Backlog(cfg.buffer_max, spool, self._ids.assign_spill_id)
+        metrics.sink_spooled.set_function(lambda: self._frames.spooled)
         self._events: Buffer[StatusEvent] = Buffer(EVENTS_BUFFER_MAX)
         # tickets this client wrote whose replicas have not confirmed them yet (min_replicas)
         self._unconfirmed: set[int] = set()

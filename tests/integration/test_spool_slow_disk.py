@@ -80,6 +80,8 @@ def test_a_slow_fsync_during_an_outage_never_stalls_the_loop(
             sink.accept(result(sent[camera], camera, captured_ms=BASE_MS + sent[camera] * 20))
             sent[camera] += 1
             most_spooled = max(most_spooled, sink.spooled)
+            gauge = metrics.registry.get_sample_value("beltsight_sink_spooled_entries") or 0.0
+            assert gauge == sink.spooled  # the spool's depth, as exported
             await asyncio.sleep(0.01)
 
     sink = make_sink(cfg, metrics)

@@ -236,3 +236,17 @@ def test_the_install_script_installs_everything_and_is_idempotent(tmp_path: Path
     assert load_settings(root / "etc/beltsight/1.toml").health.listen == "127.0.0.1:9109"
     for secret in ("redis-password", "camera-password"):
         assert (root / "etc/beltsight" / secret).stat().st_mode & 0o777 == 0o600
+
+
+def test_startup_raises_the_soft_open_files_limit_to_the_hard_one() -> None:
+    """As under systemd's default (soft 1,024): the process ends up with soft == hard."""
+    script = (
+        "import resource; from daemon.fd_limit import raise_nofile_limit; "
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE); "
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard)); "
+        "r = raise_nofile_limit(); print(r.before, r.soft, r.hard, r.error, hard)"
+    )
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    before, soft, hard, error, original_hard = out.stdout.split()
+    assert (before, error) == ("256", "None")
+    assert soft == hard == original_hard
