@@ -26,8 +26,8 @@ import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tools.eval_model import compare_models, eval_frame_size, letterbox  # noqa: E402
-from tools.synth import render_scene  # noqa: E402
+from tools.eval_model import compare_models, eval_frame_size, letterbox
+from tools.synth import render_scene
 
 CALIBRATION_SEED = 2_000_000
 _FLOAT_TAIL_OPS = {"Softmax", "Sub", "Add", "Mul", "Div", "Concat", "Sigmoid", "Transpose", "Reshape", "Split", "Slice"}
