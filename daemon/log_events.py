@@ -104,6 +104,12 @@ EVENTS: tuple[LogEvent, ...] = (
         ("model", "frames", "error"),
     ),
     LogEvent(
+        "instance_cameras",
+        "info",
+        "with [instance] shards > 1: the cameras this instance runs (its share by daemon.sharding)",
+        ("shard", "shards", "cameras", "of"),
+    ),
+    LogEvent(
         "lane_started",
         "info",
         "a model's inference lane (sessions, batcher, workers) started",
@@ -169,6 +175,26 @@ EVENTS: tuple[LogEvent, ...] = (
         ("url", "reason", "buffered", "hint"),
     ),
     LogEvent("redis_down", "warning", "Redis unreachable (once per outage)", ("url", "reason", "buffered")),
+    LogEvent(
+        "redis_replicas_short",
+        "warning",
+        "min_replicas: Redis took entries but fewer replicas confirmed them within wait_timeout_ms; they stay "
+        "buffered until a later WAIT confirms them (once per outage)",
+        ("url", "reason", "buffered", "min_replicas"),
+    ),
+    LogEvent(
+        "redis_tls_failed",
+        "error",
+        "the TLS handshake with Redis failed: server certificate not signed by tls_ca_file, wrong host name, "
+        "client certificate missing or refused (once per outage; hint says which)",
+        ("url", "reason", "buffered", "hint"),
+    ),
+    LogEvent(
+        "redis_tls_unverified",
+        "warning",
+        "rediss:// with tls_verify or tls_check_hostname turned off: the server is not authenticated",
+        ("url", "verify", "check_hostname"),
+    ),
     LogEvent("redis_up", "info", "Redis reachable again", ("url", "after_failures")),
     LogEvent(
         "redis_write_failed",

@@ -208,15 +208,25 @@ RedisServerFactory = Callable[..., RedisServer]
 
 @pytest.fixture
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServerFactory]:
-    """Factory: `redis_server(appendonly=False, password=None, acl_users=())` -> started RedisServer."""
+    """Factory: `redis_server(appendonly=False, password=None, acl_users=(), replica_of=None)` -> started
+    RedisServer; with `replica_of` (a started RedisServer) it replicates that one (`--replicaof`)."""
     binary = find_redis_server()
     if binary is None:
         pytest.skip("redis-server not installed (Debian: apt-get install redis-server)")
     servers: list[RedisServer] = []
 
-    def start(*, appendonly: bool = False, password: str | None = None, acl_users: Sequence[str] = ()) -> RedisServer:
+    def start(
+        *,
+        appendonly: bool = False,
+        password: str | None = None,
+        acl_users: Sequence[str] = (),
+        replica_of: RedisServer | None = None,
+    ) -> RedisServer:
         data_dir = tmp_path_factory.mktemp("redis")
-        server = RedisServer(binary, data_dir, appendonly=appendonly, password=password, acl_users=acl_users)
+        extra = ["--replicaof", "127.0.0.1", str(replica_of.port)] if replica_of is not None else []
+        server = RedisServer(
+            binary, data_dir, appendonly=appendonly, password=password, acl_users=acl_users, extra_args=extra
+        )
         servers.append(server)
         return server.start()
 

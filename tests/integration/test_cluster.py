@@ -30,7 +30,7 @@ from tests.fixtures_redis import CLUSTER_NODE_TIMEOUT_MS, RedisClusterProcs
 from tests.fixtures_rtsp import Clip, RtspServer
 from tests.integration.daemon_harness import InProcessDaemon, wait_until, write_config
 from tests.integration.test_reliability import assert_exactly_once_in_order, drops, inferred, small_clip, total
-from tests.integration.test_sink import BASE_MS, make_sink, result, running, sample
+from tests.integration.test_sink import BASE_MS, make_sink, readme_acl, result, running, sample
 from tests.integration.test_sink import wait_until as async_wait_until
 
 STREAM = "beltsight:detections:{}"
@@ -285,3 +285,28 @@ def test_daemons_keep_every_frame_exactly_once_through_a_master_failover(
     assert max(late) >= CLUSTER_NODE_TIMEOUT_MS / 2, "frames captured during the failover were not held and sent late"
     for d in daemons:
         assert total(d, "beltsight_redis_replica_waits_total", outcome="confirmed") > 0
+
+
+def test_the_documented_acl_users_work_against_the_cluster(redis_cluster: Callable[[], RedisClusterProcs]) -> None:
+    cluster = redis_cluster()
+    for node in cluster.nodes:  # ACLs are per node
+        node.ask(*readme_acl("beltsight", "pw-w"))
+        node.ask(*readme_acl("plc", "pw-r"))
+    cameras = cameras_on_each_master("acl-")
+    port = cluster.nodes[0].port
+    cfg = cluster_config(f"redis://beltsight:pw-w@127.0.0.1:{port}", min_replicas=1)
+    metrics = Metrics()
+
+    async def scenario() -> None:
+        async with running(make_sink(cfg, metrics)) as sink:
+            for camera in cameras:
+                for seq in range(3):
+                    sink.accept(result(seq, camera))
+            await async_wait_until(lambda: sink.buffered == 0 and sink.connected, timeout_s=20)
+
+    asyncio.run(scenario())
+    out = io.StringIO()
+    reader = cluster_config(f"redis://plc:pw-r@127.0.0.1:{port}")
+    asyncio.run(tail(reader, cameras, group="plc", consumer="c1", count=9, from_start=True, out=out))
+    assert sorted(line.split()[1] for line in out.getvalue().splitlines()) == sorted(cameras * 3)
+    assert sample(metrics, "beltsight_redis_replica_waits_total", outcome="confirmed") > 0

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 import structlog
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
@@ -510,3 +511,79 @@ def test_redis_killed_mid_stream_with_aof_keeps_exactly_once(redis_server: Any) 
     asyncio.run(scenario())
     entries = stored(server.client(), cfg.stream_for("cam1"))
     assert [e["seq"] for e in entries] == list(range(300))
+
+
+def test_min_replicas_keeps_entries_buffered_until_the_replica_has_them(redis_server: Any) -> None:
+    """One Redis with a replica (as under Sentinel): WAIT after each batch; while the replica is
+    away entries are in Redis but stay buffered, and are counted once it confirmed them."""
+    master = redis_server()
+    replica = redis_server(replica_of=master)
+    cfg = config(master.url, publish_batch=8, min_replicas=1, wait_timeout_ms=200)
+    metrics = Metrics()
+
+    def replica_linked() -> bool:
+        return master.client().info("replication").get("slave0", {}).get("state") == "online"
+
+    async def scenario() -> None:
+        await wait_until(replica_linked)
+        async with running(make_sink(cfg, metrics)) as sink:
+            for seq in range(10):
+                sink.accept(result(seq))
+            await wait_until(lambda: sink.buffered == 0 and sink.connected)
+            await asyncio.to_thread(replica.kill)
+            for seq in range(10, 30):
+                sink.accept(result(seq))
+                sink.accept(result(seq, "cam2"))
+            await wait_until(lambda: master.client().xlen(cfg.stream_for("cam2")) == 20)  # all written...
+            await asyncio.sleep(0.3)
+            assert sink.buffered == 40 and not sink.connected  # ...none confirmed
+            assert sample(metrics, "beltsight_redis_up") == 0
+            await asyncio.to_thread(replica.restart)
+            await wait_until(lambda: sink.buffered == 0 and sink.connected)
+
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(scenario())
+    assert [e["seq"] for e in stored(master.client(), cfg.stream_for("cam1"))] == list(range(30))
+    assert [e["seq"] for e in stored(replica.client(), cfg.stream_for("cam2"))] == list(range(10, 30))
+    assert sample(metrics, "beltsight_entries_published_total", camera="cam1") == 30
+    assert sample(metrics, "beltsight_entries_published_total", camera="cam2") == 20
+    assert sample(metrics, "beltsight_redis_replica_waits_total", outcome="short") > 0
+    assert [e["event"] for e in logs].count("redis_replicas_short") == 1
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_acl(user: str, password: str) -> list[str]:
+    """The README's `ACL SETUSER <user> ...` line, with its password placeholder filled in."""
+    line = next(x for x in README.read_text().splitlines() if x.startswith(f"ACL SETUSER {user} "))
+    return line.replace(">CHANGE-ME", f">{password}").split()
+
+
+def test_the_documented_acl_users_can_publish_and_read_and_nothing_more(redis_server: Any) -> None:
+    server = redis_server()
+    admin = server.client()
+    admin.execute_command(*readme_acl("beltsight", "pw-w"))
+    admin.execute_command(*readme_acl("plc", "pw-r"))
+    cfg = config(server.auth_url("pw-w", user="beltsight"))
+    metrics = Metrics()
+
+    async def scenario() -> None:
+        async with running(make_sink(cfg, metrics)) as sink:
+            for seq in range(5):
+                sink.accept(result(seq))
+            sink.accept_event(StatusEvent("camera_up", "ok", "cam1", at_ms=BASE_MS))
+            await wait_until(lambda: sink.buffered == 0 and admin.xlen(cfg.events_stream) == 1)
+
+    asyncio.run(scenario())
+    out = io.StringIO()
+    reader = config(server.auth_url("pw-r", user="plc"))
+    asyncio.run(tail(reader, ["cam1"], group="plc", consumer="c1", count=5, from_start=True, out=out))
+    assert [line.split()[2] for line in out.getvalue().splitlines()] == [f"seq={i}" for i in range(5)]
+    writer = server.client(password="pw-w", user="beltsight")
+    with pytest.raises(NoPermissionError):
+        writer.set("beltsight:detections:cam1-x", 1)  # its keys, not its commands
+    with pytest.raises(NoPermissionError):
+        writer.xadd("other", {"a": 1})  # its command, not its keys
+    with pytest.raises(NoPermissionError):
+        server.client(password="pw-r", user="plc").xadd(cfg.stream_for("cam1"), {"a": 1})
