@@ -2,21 +2,27 @@
 
 Code that runs on either device takes `xp` as an argument (the CuPy `get_array_module`
 pattern) and is written once; `to_host` brings any result back as a NumPy array.
-CuPy is imported lazily, so a CPU-only install never needs it.
+CuPy is imported lazily, so a CPU-only install never needs it. `choose_device` turns
+`[engine] device` and the session's providers into the module the stages use.
 """
 
 from __future__ import annotations
 
 import types
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
+import structlog
 
 ArrayModule: TypeAlias = types.ModuleType
 """`numpy` or `cupy`: both expose the subset of the NumPy API the postprocess code uses."""
 
 Device = Literal["cpu", "cuda"]
+
+log = structlog.get_logger("beltsight.engine")
 
 _CUPY_HINT = (
     "install the CuPy build matching ONNX Runtime's CUDA: `pip install beltsight[gpu]` "
@@ -62,6 +68,59 @@ def cupy_status(device_id: int = 0) -> tuple[bool, str]:
     version = getattr(cupy, "__version__", "?")
     runtime = int(cupy.cuda.runtime.runtimeGetVersion())
     return True, f"CuPy {version}, CUDA runtime {runtime // 1000}.{runtime % 1000 // 10}, device {device_id}"
+
+
+CUDA_PROVIDER = "CUDAExecutionProvider"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceChoice:
+    """Where pre- and post-processing run: `xp` (NumPy or CuPy), on `device`, and why."""
+
+    asked: str
+    device: Device
+    xp: ArrayModule
+    reason: str
+
+
+def choose_device(asked: str, session_providers: Sequence[str], device_id: int = 0) -> DeviceChoice:
+    """The array module for `[engine] device` ("cpu" | "cuda" | "auto") given the providers the
+    session really got: CUDA needs both the CUDA provider in that session and CuPy able to use
+    `device_id`. "cuda" raises GpuUnavailableError (with why) when either is missing; "auto"
+    then picks the CPU. Logs `array_device` with the outcome."""
+    if asked not in ("cpu", "cuda", "auto"):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'auto', got {asked!r}")
+    if asked == "cpu":
+        choice = DeviceChoice(asked, "cpu", np, "configured")
+    else:
+        problem = None
+        if CUDA_PROVIDER not in session_providers:
+            problem = f"the session did not get {CUDA_PROVIDER} (it has {list(session_providers)})"
+        try:
+            module = get_xp("cuda", device_id)
+        except GpuUnavailableError as exc:
+            problem = f"{problem}; {exc}" if problem else str(exc)
+        if problem is None:
+            choice = DeviceChoice(asked, "cuda", module, f"CUDA session and CuPy on device {device_id}")
+        elif asked == "cuda":
+            raise GpuUnavailableError(f'[engine] device = "cuda" but {problem}')
+        else:
+            choice = DeviceChoice(asked, "cpu", np, f"auto: {problem}")
+    log.info("array_device", asked=asked, device=choice.device, reason=choice.reason)
+    return choice
+
+
+def pinned_empty(shape: tuple[int, ...], dtype: npt.DTypeLike, device: Device) -> npt.NDArray[Any]:
+    """A host array for uploads: page-locked (CUDA pinned) memory for "cuda", so a copy to the
+    device can run asynchronously on a stream; ordinary memory for "cpu"."""
+    dt = np.dtype(dtype)
+    if device == "cpu":
+        return np.empty(shape, dt)
+    cupy = _import_cupy()
+    count = int(np.prod(shape))
+    memory = cupy.cuda.alloc_pinned_memory(max(1, count * dt.itemsize))
+    out: npt.NDArray[Any] = np.frombuffer(memory, dt, count).reshape(shape)
+    return out
 
 
 def is_device_array(arr: object) -> bool:
