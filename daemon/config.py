@@ -29,7 +29,7 @@ from pydantic_settings import (
 
 from daemon.config_engine import EngineConfig, Seconds, Section
 from daemon.config_models import ModelConfig
-from daemon.config_redis import RedisConfig as RedisConfig  # re-exported: daemon.config.RedisConfig
+from daemon.config_redis import RedisConfig as RedisConfig  # noqa: PLC0414 - re-exported: daemon.config.RedisConfig
 from daemon.config_redis import read_secret_file as _read_secret_file
 from daemon.config_redis import with_password as _with_password
 from daemon.config_thermal import ThermalConfig as ThermalConfig  # re-exported: daemon.config.ThermalConfig

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
@@ -15,7 +14,7 @@ from daemon.backoff import Backoff
 from daemon.config_redis import RedisConfig
 from daemon.frames import FrameResult, StatusEvent
 from daemon.metrics import Metrics
-from daemon.redaction import SECRETS, redact_url
+from daemon.redaction import SECRETS
 from daemon.redis_conn import (
     RETRYABLE,
     Connector,
@@ -23,21 +22,17 @@ from daemon.redis_conn import (
     ReplicasShortError,
     SinkError,
     Waits,
-    auth_hint,
-    is_auth_error,
     is_transient,
     queue_waits,
-    tls_error,
-    tls_hint,
 )
 from daemon.schema import EntryId, encode_entry, encode_event
+from daemon.sink_report import OutageReport
 from daemon.spool import Spool
 from daemon.stream_ids import StreamIds
 
 log = structlog.get_logger("beltsight.sink")
 
 EVENTS_BUFFER_MAX = 1000
-DROP_LOG_INTERVAL_S = 5.0
 _ID_TOO_SMALL = "equal or smaller than the target stream top item"
 
 
@@ -53,13 +48,6 @@ class SystemClock:
 
     def monotonic(self) -> float:
         return time.monotonic()
-
-
-@dataclass
-class _Outage:
-    reported: str | None = None  # "down" / "auth" / "tls" / "replicas" while an outage has been logged
-    drops_unlogged: dict[str, int] = field(default_factory=dict)
-    drop_logged_at: float = float("-inf")
 
 
 class RedisSink:
@@ -128,16 +116,10 @@ class RedisSink:
         self._client: RedisClient | None = None
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
-        self._outage = _Outage()
+        self._report = OutageReport(cfg)
         self.connected = False
         metrics.redis_up.set(0)
-        if cfg.tls and not (cfg.tls_verify and cfg.tls_check_hostname):
-            log.warning(
-                "redis_tls_unverified",
-                url=self._safe_url(),
-                verify=cfg.tls_verify,
-                check_hostname=cfg.tls_verify and cfg.tls_check_hostname,
-            )
+        self._report.tls_unverified()
 
     # -- intake (event loop, never blocks) ----------------------------------------------
 
@@ -358,10 +340,9 @@ class RedisSink:
 
     def _on_success(self) -> None:
         if not self.connected:
-            log.info("redis_up", url=self._safe_url(), after_failures=self._backoff.failures)
+            self._report.up(self._backoff.failures)
         self.connected = True
         self._backoff.succeeded()
-        self._outage.reported = None
         self.metrics.redis_up.set(1)
 
     async def _on_failure(self, exc: BaseException) -> float:
@@ -374,54 +355,13 @@ class RedisSink:
         else:
             self._ids.forget_tops()  # a write may have landed without its reply: re-read the tops
             await self._drop_client()
-        tls = tls_error(exc)
-        reason = SECRETS.scrub(f"{type(exc).__name__}: {tls or exc}")
-        kind = (
-            "auth"
-            if is_auth_error(exc)
-            else "tls"
-            if tls
-            else "replicas"
-            if isinstance(exc, ReplicasShortError)
-            else "down"
-        )
-        if self._outage.reported == kind:
-            return delay_s
-        self._outage.reported = kind
-        fields = {"url": self._safe_url(), "reason": reason, "buffered": len(self._frames)}
-        if kind == "auth":
-            log.error("redis_auth_failed", hint=auth_hint(exc), **fields)
-        elif tls is not None:
-            log.error("redis_tls_failed", hint=tls_hint(tls), **fields)
-        elif kind == "replicas":
-            log.warning("redis_replicas_short", min_replicas=self.cfg.min_replicas, **fields)
-        elif isinstance(exc, SinkError):
-            log.error("redis_write_failed", **fields)
-        else:
-            log.warning("redis_down", **fields)
+        self._report.failed(exc, len(self._frames))
         return delay_s
 
     def _count_drops(self, drops: Drops) -> None:
         for camera_id, n in drops.items():
             self.metrics.dropped(camera_id, "buffer_full", n)
-            self._log_drop(camera_id, n)
-
-    def _log_drop(self, camera_id: str, n: int = 1) -> None:
-        out = self._outage
-        out.drops_unlogged[camera_id] = out.drops_unlogged.get(camera_id, 0) + n
-        now = self._clock.monotonic()
-        if now - out.drop_logged_at >= DROP_LOG_INTERVAL_S:
-            log.warning(
-                "sink_buffer_full",
-                dropped=dict(out.drops_unlogged),
-                capacity=self.cfg.buffer_max,
-                spool_max_mb=self.cfg.spool_max_mb if self.cfg.spool_dir is not None else None,
-            )
-            out.drops_unlogged.clear()
-            out.drop_logged_at = now
-
-    def _safe_url(self) -> str:
-        return redact_url(self.cfg.url.get_secret_value())
+            self._report.dropped(camera_id, n, self._clock.monotonic())
 
     async def _drop_client(self) -> None:
         self._unconfirmed.clear()  # a new connection looks them up again
