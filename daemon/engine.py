@@ -30,8 +30,9 @@ from daemon import tensorrt_cache
 from daemon.config_engine import EngineConfig, Provider
 from daemon.metrics import Metrics
 from daemon.model_file import ModelError, ModelInfo, load_model_info
-from daemon.model_layout import ModelOverrides, join_outputs, warm_up_mismatch
+from daemon.model_layout import ModelOverrides, warm_up_mismatch
 from daemon.nvml import gpu_memory_used_mb
+from daemon.postprocess import join_outputs
 from daemon.providers import (
     ORT_PROVIDERS,
     EngineError,

@@ -230,7 +230,8 @@ def _split_classes(total: int, found: _Found, what: str) -> tuple[int, int, str]
     return total, 0, ""
 
 
-def _end2end(main: OutputInfo, size: int, names: int | None, task: str, why: str) -> ModelLayout:
+def _end2end(main: OutputInfo, found: _Found, why: str) -> ModelLayout:
+    size, names, task, masks = found.size, found.names, found.task, found.masks
     what = f"output '{main.name}' {list(main.shape)}"
     if len(main.shape) == 2:
         if main.shape[1] != 7:
@@ -242,6 +243,7 @@ def _end2end(main: OutputInfo, size: int, names: int | None, task: str, why: str
     if width < 6:
         raise LayoutError(f"{what}: rows after NMS need 6 values (x1, y1, x2, y2, score, class), got {width}")
     extra = width - 6
+    task = "segment" if masks and extra == masks else task  # prototypes beside: mask coefficients
     if extra and task not in ("segment", "pose"):
         raise LayoutError(f"{what}: {width} values per row after NMS; expected 6 or 7 (task {task or 'detect'})")
     note = f"; {extra} {task} values per row ignored" if extra else ""
@@ -293,7 +295,7 @@ def recognise(
     kind = _classify(main, found)
     if kind == "end2end":
         why = "metadata end2end" if found.end2end_meta else "rows after NMS in the graph"
-        return _end2end(main, size, names, task, why if override == "auto" else "configured end2end")
+        return _end2end(main, found, why if override == "auto" else "configured end2end")
     return _dense(main, kind, found, probe)
 
 
@@ -321,7 +323,8 @@ def _classify(main: OutputInfo, found: _Found) -> str:
         return "yolov8"
     if rows == anchors and cols > 4 and override in ("auto", "yolov8", "yolox"):
         return _anchors_first(cols, found)
-    if override == "auto" and cols in (6, 7) and rows not in (anchors, 3 * anchors):
+    after_nms = cols in (6, 7) or (found.masks > 0 and cols == 6 + found.masks)
+    if override == "auto" and after_nms and rows not in (anchors, 3 * anchors):
         return "end2end"
     raise LayoutError(
         f"output '{main.name}' is {list(shape)}; for a {found.size}x{found.size} input with strides "
@@ -360,25 +363,6 @@ def _dense(main: OutputInfo, kind: str, found: _Found, probe: npt.NDArray[Any] |
         f"column x {follows} the anchor grid (correlation {corr:.2f}): {form}{note}"
     )
     return ModelLayout("yolox", form, (main.name,), classes, anchors, size, strides, extra, why)
-
-
-def join_outputs(xp: ArrayModule, outputs: Sequence[Any], layout: ModelLayout) -> Any:
-    """The model's outputs as the one array post-processing reads.
-
-    The four-output NMS form becomes `[N, K, 6]` rows (x1, y1, x2, y2, score, class), the
-    rows at or past a image's `num_dets` with score -1 (never above a threshold).
-    """
-    if layout.form != "four-outputs":
-        return outputs[0]
-    num_dets, boxes, scores, classes = outputs
-    n, k = int(boxes.shape[0]), int(boxes.shape[1])
-    count = xp.asarray(num_dets).reshape(n, -1)[:, :1].astype(xp.int64)
-    valid = xp.arange(k)[None, :] < count
-    rows = xp.empty((n, k, 6), dtype=xp.float32)
-    rows[..., :4] = boxes
-    rows[..., 4] = xp.where(valid, scores.astype(xp.float32), xp.float32(-1.0))
-    rows[..., 5] = classes
-    return rows
 
 
 def default_convention(layout: LayoutName) -> tuple[Color, float, Padding, str]:

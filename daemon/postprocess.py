@@ -12,6 +12,7 @@ best ones), and at most `max_det` per image leave it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -269,6 +270,25 @@ def _v8_layout(output: Any) -> ModelLayout:
     """The YOLOv8 layout of a bare `[B, 4 + C, A]` output (callers that pass no layout)."""
     rows, anchors = int(output.shape[1]), int(output.shape[2])
     return ModelLayout("yolov8", "channels-first", ("output0",), rows - 4, anchors, 0, (), 0, "default")
+
+
+def join_outputs(xp: ArrayModule, outputs: Sequence[Any], layout: ModelLayout) -> Any:
+    """The model's outputs as the one array post-processing reads.
+
+    The four-output NMS form becomes `[N, K, 6]` rows (x1, y1, x2, y2, score, class), the
+    rows at or past a image's `num_dets` with score -1 (never above a threshold).
+    """
+    if layout.form != "four-outputs":
+        return outputs[0]
+    num_dets, boxes, scores, classes = outputs
+    n, k = int(boxes.shape[0]), int(boxes.shape[1])
+    count = xp.asarray(num_dets).reshape(n, -1)[:, :1].astype(xp.int64)
+    valid = xp.arange(k)[None, :] < count
+    rows = xp.empty((n, k, 6), dtype=xp.float32)
+    rows[..., :4] = boxes
+    rows[..., 4] = xp.where(valid, scores.astype(xp.float32), xp.float32(-1.0))
+    rows[..., 5] = classes
+    return rows
 
 
 def to_detections(

@@ -12,7 +12,8 @@ from onnx import TensorProto, helper, numpy_helper
 from daemon.__main__ import main
 from daemon.config import EX_CONFIG
 from daemon.model_file import ModelError, load_model_info
-from daemon.model_layout import LayoutError, ModelLayout, OutputInfo, anchor_grid, join_outputs, recognise
+from daemon.model_layout import LayoutError, ModelLayout, OutputInfo, anchor_grid, recognise
+from daemon.postprocess import join_outputs
 
 ULTRALYTICS = {"stride": "32", "task": "detect", "batch": "1", "imgsz": "[640, 640]"}
 
@@ -96,6 +97,8 @@ def test_segment_and_pose_extras_are_ignored_not_read_as_classes() -> None:
         out("output0", 1, 300, 38), out("output1", 1, 32, 160, 160), meta={"task": "segment", "end2end": "True"}
     )
     assert (seg_nms.form, seg_nms.extra) == ("rows", 32)
+    bare_seg_nms = rec(out("output0", 1, 300, 38), out("output1", 1, 32, 160, 160), names=None)
+    assert (bare_seg_nms.form, bare_seg_nms.extra) == ("rows", 32)
 
 
 REFUSED = {
