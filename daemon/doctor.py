@@ -14,6 +14,7 @@ from typing import TextIO
 
 from daemon.config import Settings
 from daemon.config_models import model_overrides, model_paths
+from daemon.doctor_gpu import gpu_findings
 from daemon.engine import doctor_report
 from daemon.providers import cpu_cores, intra_op_threads, lane_workers, worker_batch
 from daemon.thermal import detect_sensors
@@ -27,12 +28,16 @@ def _rss_mb() -> float:
 def run_doctor(settings: Settings, *, out: TextIO = sys.stdout, as_json: bool = False) -> int:
     rss_before = _rss_mb()
     report = doctor_report(settings.engine, model_paths(settings.models), model_overrides(settings.models))
+    got = next((m.providers for m in report.models if m.providers), ())
+    gpu = gpu_findings(settings.engine, model_paths(settings.models), got)
+    ok = report.ok and gpu.ok
     sensors, missing = detect_sensors()
     temperatures = {s.name: [(r.sensor, r.celsius) for r in s.read()] for s in sensors}
     if as_json:
-        data = report.as_dict() | {"temperature": temperatures, "temperature_missing": missing}
+        data = report.as_dict() | {"temperature": temperatures, "temperature_missing": missing, "gpu": gpu.data}
+        data["ok"] = ok
         print(json.dumps(data, default=str, indent=2), file=out)
-        return 0 if report.ok else 1
+        return 0 if ok else 1
     for line in report.lines()[:-1]:
         print(line, file=out)
     print(f"host memory (peak RSS): {rss_before:.0f} MiB before sessions, {_rss_mb():.0f} MiB after", file=out)
@@ -50,5 +55,10 @@ def run_doctor(settings: Settings, *, out: TextIO = sys.stdout, as_json: bool = 
             print(f"temperature ({name}): {shown or 'no readings'}", file=out)
     else:
         print("temperature: no sensor (" + "; ".join(f"{k}: {v}" for k, v in missing.items()) + ")", file=out)
-    print(report.lines()[-1], file=out)
-    return 0 if report.ok else 1
+    for line in gpu.lines:
+        print(line, file=out)
+    if report.ok and not gpu.ok:
+        print("result: NOT OK: the GPU pipeline that [engine] device asks for cannot run here", file=out)
+    else:
+        print(report.lines()[-1], file=out)
+    return 0 if ok else 1
