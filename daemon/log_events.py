@@ -31,6 +31,12 @@ class LogEvent:
 
 EVENTS: tuple[LogEvent, ...] = (
     LogEvent(
+        "array_device",
+        "info",
+        "where pre- and post-processing run: [engine] device against the session's providers and CuPy",
+        ("asked", "device", "reason"),
+    ),
+    LogEvent(
         "breaker_closed",
         "info",
         "a model's circuit breaker closed: the primary provider serves again",
@@ -96,6 +102,12 @@ EVENTS: tuple[LogEvent, ...] = (
         "the health endpoint closed connections itself (over max_connections or past request_timeout_s); "
         "summarised: at most one line a minute, counts since the last line",
         ("open", "max_connections", "evicted", "refused", "deadline"),
+    ),
+    LogEvent(
+        "hwdecode_fallback",
+        "warning",
+        "NVDEC could not take a stream (or there is no CUDA device): it is decoded on the CPU instead",
+        ("camera", "device", "reason"),
     ),
     LogEvent(
         "inference_failed",
@@ -276,6 +288,20 @@ EVENTS: tuple[LogEvent, ...] = (
         ("camera", "kind", "error"),
     ),
     LogEvent("stop_requested", "info", "SIGTERM/SIGINT received: draining", ("signal",)),
+    LogEvent(
+        "tensorrt_build",
+        "info",
+        "a session using TensorRT is being built (from its engine cache, or a first build taking minutes)",
+        ("model", "cached", "directory"),
+    ),
+    LogEvent("tensorrt_building", "info", "a TensorRT build still running (every 30 s)", ("model", "elapsed_s")),
+    LogEvent("tensorrt_built", "info", "the TensorRT session build finished", ("model", "seconds")),
+    LogEvent(
+        "tensorrt_cache_stale",
+        "warning",
+        "a TensorRT cache built for another model file, ORT or TensorRT version was removed (rebuilt, not loaded)",
+        ("model", "removed", "key"),
+    ),
     LogEvent(
         "thermal_read_failed",
         "error",
