@@ -24,6 +24,7 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import (
+    AskError,
     AuthenticationError,
     AuthorizationError,
     BusyLoadingError,
@@ -112,6 +113,7 @@ TRANSIENT = (
     TryAgainError,
     ReadOnlyError,  # a demoted master answering before the client learnt the new topology
     ClusterError,
+    AskError,  # also MovedError: a redirect not followed (min_replicas: the sink re-reads the slot map)
     RedisClusterException,  # no seed node reachable, slot not covered
     OSError,
     TimeoutError,
@@ -236,6 +238,15 @@ def queue_waits(client: RedisClient, pipe: Any, streams: Iterable[str], numrepli
     return Waits(numreplicas, tuple(queued))
 
 
+async def execute(client: RedisClient, pipe: Any, *, follow_redirects: bool = True) -> list[Any]:
+    """Run a pipeline without raising on per-command errors. In a cluster, `follow_redirects`
+    lets redis-py re-send MOVED/ASK commands to the node named (one by one, outside the node's
+    pipeline); without it they come back as MovedError/AskError replies."""
+    if isinstance(client, RedisCluster):
+        return list(await pipe.execute(raise_on_error=False, allow_redirections=follow_redirects))
+    return list(await pipe.execute(raise_on_error=False))
+
+
 def slot_groups(client: RedisClient, keys: list[str]) -> list[list[str]]:
     """`keys` split so that each group can go into one multi-key command (one slot in a cluster)."""
     if not isinstance(client, RedisCluster):
@@ -263,6 +274,7 @@ __all__ = [
     "Waits",
     "as_text",
     "auth_hint",
+    "execute",
     "is_auth_error",
     "is_transient",
     "make_client",

@@ -22,6 +22,7 @@ from daemon.redis_conn import (
     ReplicasShortError,
     SinkError,
     Waits,
+    execute,
     is_transient,
     queue_waits,
 )
@@ -281,7 +282,9 @@ class RedisSink:
                     approximate=True,
                 )
             waits = queue_waits(client, pipe, streams, self.cfg.min_replicas, self.cfg.wait_timeout_ms)
-            return list(await pipe.execute(raise_on_error=False)), waits
+            # a write redis-py redirects (MOVED/ASK) would land outside its WAIT: with replicas to
+            # wait for, a redirect fails the batch and the next attempt re-reads the slot map
+            return await execute(client, pipe, follow_redirects=not self.cfg.min_replicas), waits
 
     def _confirmed(self, client: RedisClient, waits: Waits, replies: list[Any]) -> tuple[set[str] | None, int]:
         """(streams whose writes the replicas confirmed, fewest replicas a WAIT counted);

@@ -142,6 +142,57 @@ def test_writes_the_old_master_took_but_never_replicated_are_written_again_to_th
     assert sample(metrics, "beltsight_redis_replica_waits_total", outcome="short") > 0
 
 
+def move_slot(cluster: RedisClusterProcs, key: str, dst: Any) -> None:
+    """Migrate `key`'s slot to the master `dst` the way `redis-cli --cluster reshard` does:
+    IMPORTING/MIGRATING, MIGRATE the keys (ASK replies meanwhile), then SETSLOT NODE (MOVED)."""
+    src = cluster.master_of(key)
+    slot = str(key_slot(key.encode()))
+    src_id, dst_id = src.ask("CLUSTER", "MYID"), dst.ask("CLUSTER", "MYID")
+    dst.ask("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+    src.ask("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+    time.sleep(0.3)  # writes meet the migration in progress
+    keys = src.ask("CLUSTER", "GETKEYSINSLOT", slot, "100")
+    src.ask("MIGRATE", "127.0.0.1", str(dst.port), "", "0", "5000", "KEYS", *keys)
+    time.sleep(0.3)  # ASK replies now
+    for node in cluster.alive():
+        if node.role() == "master":
+            node.ask("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+
+
+@pytest.mark.parametrize("min_replicas", [0, 1])
+def test_a_stream_whose_slot_moves_to_another_master_keeps_every_entry_once(
+    redis_cluster: Callable[[], RedisClusterProcs], min_replicas: int
+) -> None:
+    cluster = redis_cluster()
+    cameras = cameras_on_each_master("move-")
+    cfg = cluster_config(cluster.url, publish_batch=4, min_replicas=min_replicas, wait_timeout_ms=300)
+    stream = cfg.stream_for(cameras[0])
+    dst = cluster.master_of(cfg.stream_for(cameras[1]))
+    metrics = Metrics()
+    sent = 0
+
+    async def scenario() -> None:
+        nonlocal sent
+        async with running(make_sink(cfg, metrics)) as sink:
+
+            async def produce(seconds: float) -> None:
+                nonlocal sent
+                for _ in range(int(seconds * 100)):
+                    sink.accept(result(sent, cameras[0], captured_ms=BASE_MS + sent))
+                    sent += 1
+                    await asyncio.sleep(0.01)
+
+            await produce(0.3)
+            await asyncio.gather(produce(1.5), asyncio.to_thread(move_slot, cluster, stream, dst))
+            await produce(0.3)
+            await async_wait_until(lambda: sink.buffered == 0 and sink.connected, timeout_s=30)
+
+    asyncio.run(scenario())
+    assert cluster.master_of(stream) is dst
+    assert [int(f["seq"]) for _i, f in entries(cluster, cameras[0])] == list(range(sent))
+    assert sample(metrics, "beltsight_entries_published_total", camera=cameras[0]) == sent
+
+
 def test_a_spool_written_while_the_cluster_was_away_is_replayed_into_it_exactly_once(
     redis_cluster: Callable[[], RedisClusterProcs], tmp_path: Path
 ) -> None:
