@@ -11,10 +11,17 @@ clips from `tools.synth_video.render_video`, 640x480 and 1280x720 at 10 fps, alt
     camera_kill    SIGKILL one camera's RTSP server, restart it on the same port 5 s later
     camera_stall   SIGSTOP one camera's RTSP server, SIGCONT 8 s later
     redis_kill     SIGKILL redis-server, restart it (same port, same AOF) 10 s later
+    http_flood     `--flood-connections` hostile clients on the health endpoint for 20 s (slow
+                   senders, idle connections, oversized request lines, garbage; a separate
+                   process, `tools.soak_procs.FloodProc`)
+
+The daemon runs with RLIMIT_NOFILE `--nofile` (default 1024, systemd's default soft limit), so
+the default flood of 1500 connections is more than it has descriptors.
 
 Every `--sample-s` seconds it samples the daemon's RSS (/proc/PID/status), open fds
-(/proc/PID/fd), threads (/proc/PID/task) and its /metrics (frames inferred / published /
-dropped per camera). At the end it sends SIGTERM (the daemon must exit 0), checks every stream
+(/proc/PID/fd), threads (/proc/PID/task), its /metrics (frames inferred / published /
+dropped per camera) and how long a plain `GET /healthz` took (the verdict wants every one
+answered within 1 s, floods included). At the end it sends SIGTERM (the daemon must exit 0), checks every stream
 in Redis (no duplicate (camera, seq, captured_ms), entry IDs increasing with captured_ms),
 prints a table and a verdict, and writes `soak.json` and `soak.png` to the output directory.
 
@@ -37,11 +44,14 @@ import argparse
 import contextlib
 import itertools
 import json
+import resource
 import signal
 import statistics
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -52,12 +62,26 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tests.fixtures_redis import free_port  # noqa: E402  (the one port picker, shared with tests and bench)
-from tools.soak_procs import RedisProc, RtspProc, kill_proc, render_clips, write_config  # noqa: E402
+from tools.soak_procs import FloodProc, RedisProc, RtspProc, kill_proc, render_clips, write_config  # noqa: E402
 from tools.soak_stats import Sample, by_label, proc_stats, scrape, theil_sen  # noqa: E402
 
-FAULT_KINDS = ("camera_kill", "camera_stall", "redis_kill")
-FAULT_DOWN_S = {"camera_kill": 5.0, "camera_stall": 8.0, "redis_kill": 10.0}
+FAULT_KINDS = ("camera_kill", "camera_stall", "redis_kill", "http_flood")
+FAULT_DOWN_S = {"camera_kill": 5.0, "camera_stall": 8.0, "redis_kill": 10.0, "http_flood": 20.0}
+HEALTHZ_WITHIN_S = 1.0
 QUIET_TAIL_S = 60.0  # no fault ends this close to the end, so the final samples are settled
+
+
+def healthz_time(port: int) -> float | None:
+    """Seconds a plain GET /healthz took (None: no answer within HEALTHZ_WITHIN_S x 5)."""
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5 * HEALTHZ_WITHIN_S) as reply:
+            reply.read()
+    except urllib.error.HTTPError as exc:  # 503 while not running is still an answer
+        exc.close()
+    except OSError:
+        return None
+    return time.monotonic() - started
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -83,6 +107,8 @@ class Soak:
         self.t0 = 0.0
         self.daemon_rc: int | None = None
         self.extra: dict[str, float] = {}
+        self.flood_counts: list[dict[str, int]] = []
+        self.floods: list[FloodProc] = []
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -109,12 +135,18 @@ class Soak:
             rebuild_every=self.args.rebuild_every,
         )
         log = (self.out / "logs" / "daemon.log").open("ab")
+        nofile = self.args.nofile
+
+        def limit_descriptors() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
         self.daemon = subprocess.Popen(
             [sys.executable, "-m", "daemon", "run", "-c", str(config)],
             cwd=REPO,
             stdout=log,
             stderr=log,
             stdin=subprocess.DEVNULL,
+            preexec_fn=limit_descriptors if nofile else None,  # noqa: PLW1509  (setrlimit only)
         )
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
@@ -134,7 +166,9 @@ class Soak:
         kinds = self.args.faults
         while kinds and t + FAULT_DOWN_S[kinds[i % len(kinds)]] < self.duration_s - quiet_s:
             kind = kinds[i % len(kinds)]
-            target = "redis" if kind == "redis_kill" else self.cams[(i // len(kinds)) % len(self.cams)].mount
+            target = {"redis_kill": "redis", "http_flood": "health"}.get(kind) or self.cams[
+                (i // len(kinds)) % len(self.cams)
+            ].mount
             plan.append((t, kind, target))
             t += self.args.fault_every_s
             i += 1
@@ -175,6 +209,11 @@ class Soak:
             assert self.redis is not None
             self.redis.kill()
             return end_at, self.redis.start, fault
+        if kind == "http_flood":
+            flood = FloodProc(self.health_port, self.args.flood_connections, self.out / "logs" / "flood.log")
+            flood.start()
+            self.floods.append(flood)
+            return end_at, flood.end, fault
         cam = next(c for c in self.cams if c.mount == target)
         if kind == "camera_kill":
             cam.kill()
@@ -185,6 +224,7 @@ class Soak:
     def sample(self, *, fault_active: bool) -> None:
         assert self.daemon is not None
         rss, fds, threads = proc_stats(self.daemon.pid)
+        healthz_s = healthz_time(self.health_port)
         try:
             values = scrape(self.health_port)
         except OSError:
@@ -204,6 +244,8 @@ class Soak:
             "buffered": sum(values.get("beltsight_sink_buffered_entries", {}).values()),
             "rss_anon_mib": round(rss.get("RssAnon", 0.0), 1),
             "rss_file_mib": round(rss.get("RssFile", 0.0), 1),
+            "healthz_ms": -1.0 if healthz_s is None else round(healthz_s * 1000, 1),
+            "http_shed": sum(values.get("beltsight_http_connections_closed_total", {}).values()),
         }
         if self.samples:
             prev = self.samples[-1]
@@ -225,7 +267,8 @@ class Soak:
             f"{s.t_s:7.0f} {s.rss_mib:8.1f} {s.fds:4d} {s.threads:4d}  {fps}  "
             f"proc={int(sum(s.inferred.values())):7d} pub={int(sum(s.published.values())):7d} "
             f"anon={extra.get('rss_anon_mib', 0):.0f} file={extra.get('rss_file_mib', 0):.0f} "
-            f"rebuilds={int(extra.get('rebuilds', 0))} drop[{drops}] {events or ''}"
+            f"rebuilds={int(extra.get('rebuilds', 0))} healthz={extra.get('healthz_ms', 0):.0f}ms "
+            f"drop[{drops}] {events or ''}"
         )
 
     # -- end ----------------------------------------------------------------------------------
@@ -234,6 +277,7 @@ class Soak:
         if self.redis.proc is None:
             self.redis.start()
         self.sample(fault_active=False)
+        self.flood_counts = [flood.stop() for flood in self.floods]
         self.daemon.send_signal(signal.SIGTERM)
         try:
             self.daemon_rc = self.daemon.wait(timeout=60)
@@ -290,6 +334,7 @@ class Soak:
             "published_at_least_last_scrape": all(
                 v["entries"] >= final.published.get(c, 0) for c, v in streams.items()
             ),
+            "healthz_within_1s": all(0 <= s.extra.get("healthz_ms", -1) <= 1000 * HEALTHZ_WITHIN_S for s in samples),
         }
         return {
             "baseline_t_s": [base[0].t_s, base[-1].t_s],
@@ -308,6 +353,8 @@ class Soak:
             "threads_end": final.threads,
             "threads_max": max(s.threads for s in samples),
             "daemon_exit_code": self.daemon_rc,
+            "healthz_ms_max": max(s.extra.get("healthz_ms", -1) for s in samples),
+            "floods": self.flood_counts,
             "checks": checks,
             "pass": all(checks.values()),
         }
@@ -363,7 +410,7 @@ class Soak:
         axes[3].set_ylabel("inferred fps")
         axes[3].legend(loc="lower right")
         axes[3].set_xlabel("minutes")
-        colors = {"camera_kill": "red", "camera_stall": "orange", "redis_kill": "purple"}
+        colors = {"camera_kill": "red", "camera_stall": "orange", "redis_kill": "purple", "http_flood": "green"}
         for ax in axes:
             for f in self.faults:
                 ax.axvspan(f.start_s / 60, (f.end_s or f.start_s) / 60, color=colors[f.kind], alpha=0.25, lw=0)
@@ -375,6 +422,8 @@ class Soak:
         plt.close(fig)
 
     def cleanup(self) -> None:
+        for flood in self.floods:
+            kill_proc(flood.proc)
         for cam in self.cams:
             cam.signal(signal.SIGCONT)
             cam.kill()
@@ -397,11 +446,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--fault-every-s", type=float, default=60.0)
     p.add_argument("--first-fault-s", type=float, default=45.0)
     p.add_argument("--clip-s", type=float, default=10.0, help="seconds per looped clip")
-    p.add_argument("--faults", default=",".join(FAULT_KINDS),
-                   help="fault kinds to cycle through, comma-separated ('' = none), to isolate one path")
+    p.add_argument("--flood-connections", type=int, default=1500, help="clients of each http_flood")
+    p.add_argument("--nofile", type=int, default=1024, help="the daemon's RLIMIT_NOFILE (0: inherit)")
     p.add_argument(
-        "--baseline-s", type=float, default=600.0, help="start of the measured window (after the warm-up)"
+        "--faults",
+        default=",".join(FAULT_KINDS),
+        help="fault kinds to cycle through, comma-separated ('' = none), to isolate one path",
     )
+    p.add_argument("--baseline-s", type=float, default=600.0, help="start of the measured window (after the warm-up)")
     args = p.parse_args(argv)
     args.faults = [k for k in args.faults.split(",") if k]
     unknown = set(args.faults) - set(FAULT_KINDS)

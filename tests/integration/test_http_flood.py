@@ -13,12 +13,10 @@ Redis exactly once, and every line of the daemon's log is JSON.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import json
 import os
-import random
 import resource
 import signal
 import subprocess
@@ -36,6 +34,7 @@ from tests.fixtures_rtsp import Clip, RtspServer
 from tests.integration.daemon_harness import REPO, http_get, wait_until, write_config
 from tests.integration.test_reliability import small_clip, stream
 from tests.integration.test_systemd_notify import metric
+from tools.soak_procs import Flood
 
 pytestmark = pytest.mark.slow
 
@@ -45,74 +44,6 @@ FLOOD_CONNECTIONS = 2 * NOFILE
 BACK_WITHIN_S = 10.0
 """A camera or Redis back this long after its restart (the camera's reconnect backoff is capped
 at 4 s with full jitter; the same bound test_reliability holds the camera to without a flood)."""
-
-
-# -- the flood ---------------------------------------------------------------------------------
-@dataclass
-class Flood:
-    """`FLOOD_CONNECTIONS` hostile clients on their own event loop in a thread."""
-
-    port: int
-    connections: int = FLOOD_CONNECTIONS
-    opened: int = 0
-    closed_by_server: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), name="http-flood")
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(30)
-
-    async def _main(self) -> None:
-        kinds = itertools.cycle(("slow", "slow", "idle", "slow", "idle", "oversized", "garbage"))
-        clients = [asyncio.create_task(self._client(next(kinds), i)) for i in range(self.connections)]
-        await asyncio.to_thread(self._stop.wait)
-        for task in clients:
-            task.cancel()
-        await asyncio.gather(*clients, return_exceptions=True)
-
-    async def _client(self, kind: str, index: int) -> None:
-        rng = random.Random(index)
-        await asyncio.sleep(rng.uniform(0, 1.0))
-        while not self._stop.is_set():
-            writer = None
-            try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", self.port), 5)
-                self.opened += 1
-                await self._behave(kind, rng, reader, writer)
-                self.closed_by_server += 1
-            except (OSError, TimeoutError):
-                pass
-            finally:
-                if writer is not None:
-                    writer.close()
-            await asyncio.sleep(rng.uniform(0.3, 1.0))
-
-    async def _behave(
-        self, kind: str, rng: random.Random, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        """Misbehave until the server closes the connection (read returns EOF)."""
-        if kind == "slow":
-            writer.write(b"GET /healthz HTTP/1.1\r\n")
-            while not reader.at_eof():
-                writer.write(f"X-Slow-{rng.randrange(10**6)}: {'a' * 20}\r\n".encode())
-                await writer.drain()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(reader.read(4096), 3.0)
-        elif kind == "oversized":
-            writer.write(b"GET /" + b"a" * 65536 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
-        elif kind == "garbage":
-            writer.write(bytes(rng.randrange(256) for _ in range(2048)))
-        if kind != "slow":
-            with contextlib.suppress(OSError):
-                await writer.drain()
-            while await reader.read(65536):
-                pass
 
 
 # -- a normal client ---------------------------------------------------------------------------
@@ -218,7 +149,7 @@ def test_a_flood_on_the_endpoint_costs_the_cameras_redis_and_healthz_nothing(
             stdin=subprocess.DEVNULL,
             preexec_fn=limit_descriptors,  # noqa: PLW1509  (setrlimit only; the child execs at once)
         )
-    flood, prober = Flood(port), Prober(port)
+    flood, prober = Flood(port, FLOOD_CONNECTIONS), Prober(port)
     try:
         wait_until(lambda: len(entries(redis, "belt")) >= 10, 120, "the camera's first entries")
         base_camera_s = outage(camera.kill, camera.restart, redis, "captured_ms")
