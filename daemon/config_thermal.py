@@ -39,12 +39,13 @@ class ThermalConfig(Section):
     fallback_limit_c: float = Field(80.0, gt=0, lt=150)
     """The limit for a sensor that reports no threshold (and no `limit_c` is set)."""
     critical_c: float | None = Field(None, gt=0, lt=160)
-    """At this temperature inference pauses (None: the limit + 4 C, below the hardware slowdown)."""
+    """At this temperature inference pauses (None: the limit + 5 C, and at least 1 C under the
+    hardware's own slowdown threshold where it reports one)."""
     resume_c: float | None = Field(None, gt=0, lt=150)
     """A pause ends once the hottest sensor is back at or below this (None: the limit - 5 C)."""
     min_pause_s: Seconds = 20.0
-    """A pause lasts at least this long; one that follows a resume within `4 x min_pause_s`
-    lasts twice as long as the one before (up to 16 x), so the two never alternate quickly."""
+    """A pause lasts at least this long; one that follows a resume within 8 times the last
+    pause's length lasts twice as long as that one (up to 16 x), so the two never alternate quickly."""
     interval_s: Seconds = 1.0
     """Seconds between sensor reads and governor updates."""
     min_share: float = Field(0.1, gt=0, le=1)

@@ -12,8 +12,8 @@ thermal headroom forecast:
 - `reset_below_c` under the limit, now and forecast, it goes straight back to full speed;
 - a hardware slowdown reported by the sensor counts as over the limit whatever the temperature;
 - at `critical_c` inference pauses (share 0) for at least `min_pause_s` and until every sensor
-  is back at `resume_c`; a pause soon after a resume lasts twice as long as the one before, so
-  paused and running never alternate quickly.
+  is back at `resume_c`; a pause within 8 pauses' time of the last resume lasts twice as long as
+  the one before (up to 16 x `min_pause_s`), so paused and running never alternate quickly.
 `update` reads no clock and does no I/O: time is the caller's `now_s`, so a simulated plant
 can drive it (tests/unit/test_thermal_governor.py, tools/thermal_sim.py).
 """
@@ -48,6 +48,9 @@ __all__ = [
 ]
 
 LEVELS = ("normal", "regulating", "paused")
+_CUT_BOOST_FROM_C = 1.5  # further over (forecast) than the deadband and this, each C more cuts faster
+
+_SETTLED_C_PER_S = 0.1
 _RAISE_CLAMP_C = 5.0  # the integral raises the share as if at most this far under the limit
 _NORMAL_AFTER_S = 10.0  # at full speed this long before "regulating" becomes "normal" again
 
@@ -87,7 +90,7 @@ def limits_for(config: ThermalConfig, slowdown_c: float | None) -> Limits:
     if config.critical_c is not None:
         critical = config.critical_c
     else:
-        critical = limit + 4.0
+        critical = limit + 5.0
         if slowdown_c is not None:
             critical = max(limit + 1.0, min(critical, slowdown_c - 1.0))
     resume = config.resume_c if config.resume_c is not None else min(limit, critical) - 5.0
@@ -182,8 +185,8 @@ class ThermalGovernor:
             return None
         return _Hottest(best.sensor, best.celsius, best.excess_c, best.limits, critical, cooled, any_hw)
 
-    def _forecast(self) -> tuple[float, float]:
-        """(smoothed excess now, forecast excess) from the least-squares line over the window."""
+    def _forecast(self) -> tuple[float, float, float]:
+        """(smoothed excess now, forecast excess, slope) from the least-squares line over the window."""
         samples = list(self._history)
         now, current = samples[-1]
         slope = lsq_slope(samples)
@@ -193,16 +196,18 @@ class ThermalGovernor:
             fitted = mean_v + slope * (now - mean_t)
             # the fit smooths the 1 C steps, but a jump (a new hottest sensor) is taken at once
             current = fitted if abs(fitted - current) < 1.0 else current
-        return current, current + slope * self.config.forecast_s
+        return current, current + slope * self.config.forecast_s, slope
 
     def _regulate(self, now_s: float, dt: float, hot: _Hottest) -> Throttle:
         cfg = self.config
-        current, forecast = self._forecast()
+        current, forecast, slope = self._forecast()
         error = forecast
         share = self._share
         if abs(error) <= cfg.deadband_c:
             self._reset_armed = True
-        far_below = current < -cfg.reset_below_c and forecast < -cfg.reset_below_c
+        # far below and no longer cooling: the cause of the cut is gone (a cut of our own still
+        # shows as a fall, and jumping back to full speed from there would only cut again)
+        far_below = current < -cfg.reset_below_c and forecast < -cfg.reset_below_c and slope > -_SETTLED_C_PER_S
         if far_below and self._reset_armed and not hot.hw_slowdown:
             share = 1.0
         else:
@@ -211,8 +216,9 @@ class ThermalGovernor:
                 # is no reason to give up throughput
                 floor = -2.0 * cfg.deadband_c - 1.0
                 share -= cfg.proportional_gain * (max(error, floor) - max(self._last_error, floor))
-            if error > cfg.deadband_c:
-                share -= cfg.cut_gain * (error - cfg.deadband_c) * dt
+            if error > cfg.deadband_c:  # the further over, the faster: a fast plant's overshoot is cut at once
+                over = error - cfg.deadband_c
+                share -= cfg.cut_gain * over * (1.0 + max(0.0, over - _CUT_BOOST_FROM_C)) * dt
             elif error < -cfg.deadband_c:  # at most 5 C worth: a slow, steady climb back
                 share += cfg.raise_gain * min(-error - cfg.deadband_c, _RAISE_CLAMP_C) * dt
         self._last_error = error
@@ -228,7 +234,7 @@ class ThermalGovernor:
         return self._decide(self._share, level, why, hot)
 
     def _pause(self, now_s: float, hot: _Hottest) -> Throttle:
-        soon_after_resume = self._resumed_at is not None and now_s - self._resumed_at < 4 * self._pause_s
+        soon_after_resume = self._resumed_at is not None and now_s - self._resumed_at < 8 * self._pause_s
         longest = 16 * self.config.min_pause_s
         self._pause_s = min(longest, 2 * self._pause_s) if soon_after_resume else self.config.min_pause_s
         self._paused_at = now_s
