@@ -11,7 +11,8 @@ Only the CLI (and tools) call `configure_logging`. Every line has an `event` nam
 - A traceback is a field (`exception`: a list of dicts in JSON, text in the console), never raw lines.
 - Secrets: every value is scrubbed before rendering, and the final rendered line is scrubbed again
   (URL passwords and every value in `daemon.redaction.SECRETS`), in every format.
-- Uncaught exceptions (main thread and other threads) are logged as `unhandled_exception`.
+- Uncaught exceptions (main thread and other threads) are logged as `unhandled_exception` once
+  `capture_uncaught()` installed the hooks (`beltsight run` does).
 """
 
 from __future__ import annotations
@@ -172,8 +173,6 @@ def configure_logging(fmt: str = "auto", level: str = "info", stream: TextIO | N
         cache_logger_on_first_use=False,
     )
     _capture_ffmpeg(level == "debug")
-    sys.excepthook = _log_uncaught
-    threading.excepthook = _log_thread_uncaught
 
 
 def _capture_ffmpeg(enabled: bool) -> None:
@@ -187,6 +186,19 @@ def _capture_ffmpeg(enabled: bool) -> None:
         av.logging.set_level(av.logging.WARNING)
     else:
         av.logging.set_level(None)
+
+
+_saved_hooks: list[tuple[Any, Any]] = []
+
+
+def capture_uncaught() -> None:
+    """Log exceptions nobody caught (main thread, other threads) as `unhandled_exception`.
+
+    Process-wide hooks: `beltsight run` installs them; `reset_logging` puts the previous ones back."""
+    if not _saved_hooks:
+        _saved_hooks.append((sys.excepthook, threading.excepthook))
+    sys.excepthook = _log_uncaught
+    threading.excepthook = _log_thread_uncaught
 
 
 def _log_uncaught(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
@@ -209,6 +221,6 @@ def reset_logging() -> None:
     for old in [h for h in root.handlers if h.get_name() == "beltsight"]:
         root.removeHandler(old)
     logging.captureWarnings(False)
-    sys.excepthook = sys.__excepthook__
-    threading.excepthook = threading.__excepthook__
+    if _saved_hooks:
+        sys.excepthook, threading.excepthook = _saved_hooks.pop()
     structlog.reset_defaults()

@@ -8,6 +8,7 @@ import asyncio
 import io
 import json
 import logging
+import sys
 import threading
 import warnings
 from collections.abc import Iterator
@@ -18,7 +19,14 @@ import structlog
 
 from daemon import logs
 from daemon.log_events import LIBRARY_EVENT
-from daemon.logs import LIBRARY_BURST, LIBRARY_WINDOW_S, LibraryFilter, configure_logging, reset_logging
+from daemon.logs import (
+    LIBRARY_BURST,
+    LIBRARY_WINDOW_S,
+    LibraryFilter,
+    capture_uncaught,
+    configure_logging,
+    reset_logging,
+)
 from daemon.redaction import SECRETS, SecretRegistry
 
 URL_PASSWORD = "cam-pw-7781"
@@ -36,8 +44,10 @@ class TtyStream(io.StringIO):
 @pytest.fixture(autouse=True)
 def _restore_logging() -> Iterator[None]:
     SECRETS.add(REGISTERED)
+    hooks = (sys.excepthook, threading.excepthook)
     yield
     reset_logging()
+    assert (sys.excepthook, threading.excepthook) == hooks  # pytest's own hooks are back
 
 
 def _crash() -> None:
@@ -97,6 +107,7 @@ def _asyncio_callback_error() -> None:
 def test_every_line_is_one_json_object_whatever_wrote_it() -> None:
     stream = io.StringIO()
     configure_logging("json", "info", stream)
+    capture_uncaught()  # as `beltsight run` does
     structlog.get_logger("beltsight.test").info("camera_up", camera="c1", note="line one\nline two")
     _asyncio_callback_error()
     with warnings.catch_warnings():
