@@ -1,0 +1,102 @@
+"""LiveView without a daemon: which frame it keeps, when it encodes, where it draws.
+
+Frames are real `Frame`s with planes made here; the JPEG is decoded with Pillow and its box
+outlines looked for at the detections' positions scaled into the letterbox content."""
+
+from __future__ import annotations
+
+import asyncio
+from io import BytesIO
+
+import numpy as np
+from PIL import Image
+
+from daemon.frames import Detection, Frame, FrameResult, Letterbox
+from daemon.liveview import BOX_WIDTH, LiveView, class_colour
+from daemon.metrics import Metrics
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def frame_and_result(
+    seq: int, captured_mono: float, dets: tuple[Detection, ...] = (), src: tuple[int, int] = (640, 480), size: int = 640
+) -> tuple[Frame, FrameResult]:
+    lb = Letterbox.fit(src[0], src[1], size)
+    grey = np.full((lb.new_h, lb.new_w), 60, np.uint8)
+    frame = Frame("cam", seq, 1_700_000_000_000 + seq, captured_mono, lb, (grey, grey.copy(), grey.copy()))
+    result = FrameResult("cam", seq, frame.captured_ms, captured_mono, src[0], src[1], size, "m@1", dets)
+    return frame, result
+
+
+def batch(seq: int, captured_mono: float) -> tuple[list[Frame], list[FrameResult]]:
+    """One frame's (frames, results) as a lane worker hands them over."""
+    frame, result = frame_and_result(seq, captured_mono)
+    return [frame], [result]
+
+
+def encodes(metrics: Metrics) -> float:
+    return metrics.registry.get_sample_value("beltsight_snapshot_encodes_total", {"camera": "cam"}) or 0.0
+
+
+def test_keeps_the_newest_frame_even_when_batches_finish_out_of_order() -> None:
+    view = LiveView(Metrics(), 1.0, Clock())
+    view.offer(*batch(5, 10.5))
+    view.offer(*batch(4, 10.4))  # an older batch finishing late
+    assert view.camera_info("cam")["seq"] == 5
+    assert view.camera_info("other") == {"model": None, "latency_ms": None, "seq": None, "detections": None}
+
+
+def test_encodes_only_when_asked_once_per_interval_and_once_for_concurrent_viewers() -> None:
+    metrics, clock = Metrics(), Clock()
+    view = LiveView(metrics, 1.0, clock)
+
+    async def scenario() -> None:
+        assert await view.snapshot("cam") is None  # nothing inferred yet
+        for seq in range(50):
+            view.offer(*batch(seq, 50.0 + seq))
+        assert encodes(metrics) == 0  # frames kept, none drawn
+        snaps = await asyncio.gather(*(view.snapshot("cam") for _ in range(10)))
+        assert encodes(metrics) == 1 and {s.seq for s in snaps if s is not None} == {49}
+        view.offer(*batch(50, 100.0))
+        clock.now += 0.5
+        cached = await view.snapshot("cam")
+        assert cached is not None and cached.seq == 49 and encodes(metrics) == 1  # within the interval
+        clock.now += 0.6
+        fresh = await view.snapshot("cam")
+        assert fresh is not None and fresh.seq == 50 and encodes(metrics) == 2
+        clock.now += 5.0
+        same = await view.snapshot("cam")
+        assert same is fresh and encodes(metrics) == 2  # no newer frame: nothing to draw again
+        view.close()
+
+    asyncio.run(scenario())
+
+
+def test_boxes_are_drawn_where_the_detections_are_in_a_scaled_letterbox() -> None:
+    dets = (
+        Detection(0, "bolt", 0.91, (200.0, 100.0, 600.0, 500.0)),
+        Detection(1, "nut", 0.55, (800.0, 300.0, 1200.0, 700.0)),
+    )
+    frame, result = frame_and_result(1, 1.0, dets, src=(1280, 720), size=800)  # content 800 x 450
+    view = LiveView(Metrics(), 1.0, Clock())
+    view.offer([frame], [result])
+    snap = asyncio.run(view.snapshot("cam"))
+    view.close()
+    assert snap is not None and (snap.image_w, snap.image_h) == (800, 450)
+    assert snap.describe()["dets"] == [d.as_json() for d in dets]
+    image = np.asarray(Image.open(BytesIO(snap.jpeg)).convert("RGB")).astype(np.int16)
+    scale = 800 / 1280
+    for det in dets:
+        x1, y1, x2, y2 = (v * scale for v in det.box)
+        colour = np.array(class_colour(det.cls), np.int16)
+        mid_y = round((y1 + y2) / 2)
+        inside = round(x1 + BOX_WIDTH / 2)
+        assert np.abs(image[mid_y, inside] - colour).max() <= 40, (det, image[mid_y, inside])  # left edge
+        assert np.abs(image[round(y2) - 2, round((x1 + x2) / 2)] - colour).max() <= 40  # bottom edge
+        assert np.abs(image[mid_y, round((x1 + x2) / 2)] - 60).max() <= 12  # the box's inside is the frame
