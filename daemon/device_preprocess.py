@@ -223,7 +223,7 @@ class DeviceBatchTensor:
             raise ValueError(f"a {frame.width}x{frame.height} frame with a letterbox for {lb.src_w}x{lb.src_h}")
         k = Coefficients.of(frame.matrix, frame.full_range)
         if self.kernel is not None:
-            self.kernel.write(self.array, index, frame, lb, k, self.convention)  # the whole slot, padding too
+            self.kernel.write(self.array, index, frame, lb=lb, k=k, conv=self.convention)  # padding too
             self._slots[index] = lb
             return
         xp, scale = self.xp, self.convention.scale
