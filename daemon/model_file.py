@@ -131,11 +131,13 @@ def _open(path: Path) -> ort.InferenceSession:
 
 def _dynamic_size(meta: Mapping[str, str], expected_size: int | None) -> int | None:
     """The size to run a file whose input height and width are symbolic (`dynamic=True` exports):
-    its metadata `imgsz` when square, else the size it is configured as."""
+    the size it is configured as, else its metadata `imgsz` when square."""
+    if expected_size is not None:
+        return expected_size
     imgsz = _parse_literal(meta.get("imgsz", ""))
     if isinstance(imgsz, list) and len(imgsz) in (1, 2) and len(set(imgsz)) == 1 and isinstance(imgsz[0], int):
         return int(imgsz[0])
-    return expected_size
+    return None
 
 
 def _check_input(
@@ -320,7 +322,8 @@ def load_model_info(
     session = _open(path)
     meta = dict(session.get_modelmeta().custom_metadata_map)
     input_name, size, batch, dtype = _check_input(path, session.get_inputs(), expected_size, meta)
-    _check_imgsz(path, meta, size)
+    if all(isinstance(d, int) for d in session.get_inputs()[0].shape[2:]):
+        _check_imgsz(path, meta, size)  # a file of dynamic height and width runs at any size
     strides = _strides(path, meta)
     meta_names = _meta_names(path, meta)
     override, who = _layout_override(path, meta, overrides)

@@ -312,6 +312,12 @@ def _anchors_first(cols: int, found: _Found) -> str:
 
 def _classify(main: OutputInfo, found: _Found) -> str:
     shape, override, anchors = main.shape, found.override, found.anchors
+    if len(shape) == 2 and shape[1] != 7:
+        raise LayoutError(
+            f"output '{main.name}' is {list(shape)}: not a detector output; a rank-2 output must be [D, 7] "
+            f"rows after NMS (batch, x1, y1, x2, y2, class, score), else expected [N, 4 + C, {anchors}] (yolov8), "
+            f"[N, {3 * anchors}, 5 + C] (yolov5), [N, {anchors}, 5 + C] (yolox) or [N, K, 6] (end2end)"
+        )
     if len(shape) == 2 or override == "end2end" or found.end2end_meta:
         return "end2end"
     rows, cols = shape[1], shape[2]
