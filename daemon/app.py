@@ -33,8 +33,8 @@ from daemon.rebuild import EngineBuilder
 from daemon.resilience import InferenceEngine, ResilientEngine
 from daemon.router import ModelRouter
 from daemon.sinks import RedisSink
-from daemon.thermal_monitor import ThermalMonitor
 from daemon.sources import CameraSource
+from daemon.thermal_monitor import ThermalMonitor
 
 log = structlog.get_logger("beltsight.app")
 
@@ -290,7 +290,8 @@ class Daemon:
         policy = BatchPolicy(
             max_batch, ecfg.max_wait_ms / 1000, ecfg.max_age_ms / 1000, workers=count, per_worker=worker_batch(ecfg)
         )
-        lane.batcher = Batcher(lane.size, self.hub, policy, asyncio.get_running_loop(), time.monotonic, metrics=self.metrics)
+        loop = asyncio.get_running_loop()
+        lane.batcher = Batcher(lane.size, self.hub, policy, loop, time.monotonic, metrics=self.metrics)
         lane.batcher.set_share(self.thermal.share)
         assert self._tg is not None
         lane.tasks = [

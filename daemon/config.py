@@ -32,7 +32,7 @@ from daemon.config_models import ModelConfig
 from daemon.config_redis import RedisConfig as RedisConfig  # noqa: PLC0414 - re-exported: daemon.config.RedisConfig
 from daemon.config_redis import read_secret_file as _read_secret_file
 from daemon.config_redis import with_password as _with_password
-from daemon.config_thermal import ThermalConfig as ThermalConfig  # re-exported: daemon.config.ThermalConfig
+from daemon.config_thermal import ThermalConfig as ThermalConfig  # noqa: PLC0414 - re-exported
 from daemon.frames import MODEL_SIZES
 from daemon.redaction import SECRETS, redact_url
 from daemon.sharding import InstanceConfig, runs

@@ -15,7 +15,6 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from types import ModuleType
 from typing import Any
 
 import structlog
@@ -31,7 +30,7 @@ log = structlog.get_logger("beltsight.thermal")
 
 
 def open_sensors(
-    config: ThermalConfig, engine: EngineConfig, nvml: ModuleType | None = None
+    config: ThermalConfig, engine: EngineConfig, nvml: Any = None
 ) -> tuple[list[TemperatureSensor], dict[str, str]]:
     """The sensors the governor should watch here (blocking: call from a thread).
 
@@ -70,7 +69,7 @@ class ThermalMonitor:
         apply: Callable[[float], None],
         on_event: Callable[[StatusEvent], None],
         on_status: Callable[[str], None],
-        nvml: ModuleType | None = None,
+        nvml: Any = None,
     ) -> None:
         self.config = config
         self.governor = ThermalGovernor(config)

@@ -13,7 +13,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Protocol
 
 from daemon.config_thermal import DEFAULT_SYSFS_ROOT
@@ -74,11 +73,12 @@ class TemperatureSensor(Protocol):
     def close(self) -> None: ...
 
 
-def _nvml_error(nvml: ModuleType) -> type[Exception]:
+def _nvml_error(nvml: Any) -> type[Exception]:
     error = getattr(nvml, "NVMLError", Exception)
     return error if isinstance(error, type) and issubclass(error, Exception) else Exception
 
 
+_REASON_FUNCTIONS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
 _VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # by nvmlValueType_t
 
 
@@ -96,7 +96,7 @@ class NvmlSensor:
 
     name = "nvml"
 
-    def __init__(self, nvml: ModuleType | None = None, device_ids: Sequence[int] | None = None) -> None:
+    def __init__(self, nvml: Any = None, device_ids: Sequence[int] | None = None) -> None:
         if nvml is None:
             import pynvml  # noqa: PLC0415 - optional at runtime; raises NVMLError without a driver
 
@@ -111,7 +111,7 @@ class NvmlSensor:
             nvml.nvmlShutdown()
             raise
         self._thresholds = {i: self._read_thresholds(h) for i, h in self._handles.items()}
-        self._reasons_fn: str | None = "nvmlDeviceGetCurrentClocksEventReasons"
+        self._reasons_at = 0  # index into _REASON_FUNCTIONS: the newest this driver has
         self._power = True
 
     def _call(self, fn: str, *args: Any) -> Any:
@@ -160,21 +160,19 @@ class NvmlSensor:
         return found
 
     def _reasons(self, handle: Any) -> int | None:
-        for fn in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
-            if self._reasons_fn not in (None, fn):
-                continue
-            function = getattr(self._nvml, fn, None)
+        """The clock-event reason bits, or None when unknown. A driver or binding without the
+        newer function (FunctionNotFound, or no such attribute) moves to the older one for good."""
+        while self._reasons_at < len(_REASON_FUNCTIONS):
+            function = getattr(self._nvml, _REASON_FUNCTIONS[self._reasons_at], None)
             if function is None:
+                self._reasons_at += 1
                 continue
             try:
-                value = int(function(handle))
+                return int(function(handle))
             except self._error as exc:
-                if getattr(exc, "value", None) == getattr(self._nvml, "NVML_ERROR_FUNCTION_NOT_FOUND", 13):
-                    continue  # an older driver: fall back to the older function, for good
-                return None
-            self._reasons_fn = fn
-            return value
-        self._reasons_fn = None
+                if getattr(exc, "value", None) != getattr(self._nvml, "NVML_ERROR_FUNCTION_NOT_FOUND", 13):
+                    return None
+                self._reasons_at += 1
         return None
 
     def _power_w(self, handle: Any) -> float | None:
@@ -295,7 +293,7 @@ class SysfsThermalSensor:
 def detect_sensors(
     sysfs_root: Path = DEFAULT_SYSFS_ROOT,
     *,
-    nvml: ModuleType | None = None,
+    nvml: Any = None,
     device_ids: Sequence[int] | None = None,
     kinds: Sequence[str] = ("nvml", "sysfs"),
 ) -> tuple[list[TemperatureSensor], dict[str, str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from typing import Any
 
@@ -339,3 +340,143 @@ def test_with_two_workers_a_batch_is_full_at_half_the_cameras_and_takes_only_tha
 
     first, second = asyncio.run(scenario())
     assert len(first) == len(second) == 2 and sorted(first + second) == ["a", "b", "c", "d"]
+
+
+# -- thermal throttling: the admitted share as a duty cycle -----------------------------------------
+
+
+def test_at_full_share_a_busy_worker_takes_the_next_batch_without_resting() -> None:
+    async def scenario() -> tuple[list[str], float]:
+        loop = asyncio.get_running_loop()
+        hub = FrameHub(Metrics())
+        policy = BatchPolicy(max_batch=1, max_wait_s=0.0, max_age_s=5.0, per_worker=1)
+        batcher = Batcher(640, hub, policy, loop, loop.time)
+        hub.put(make_frame("a", 0, loop.time()))
+        started = loop.time()
+        frames = await asyncio.wait_for(batcher.next_batch(busy_s=30.0), 2.0)  # a 30 s rest would time out
+        return [f.camera_id for f in frames], loop.time() - started
+
+    cameras, _ = asyncio.run(scenario())
+    assert cameras == ["a"]
+
+
+def test_below_full_share_a_worker_rests_in_proportion_then_takes_the_freshest_frames() -> None:
+    async def scenario() -> tuple[float, list[tuple[str, int]]]:
+        loop = asyncio.get_running_loop()
+        metrics = Metrics()
+        hub = FrameHub(metrics)
+        policy = BatchPolicy(max_batch=4, max_wait_s=0.0, max_age_s=5.0)
+        batcher = Batcher(640, hub, policy, loop, loop.time, metrics=metrics)
+        batcher.set_share(0.25)
+        for cam in ("a", "b"):
+            hub.put(make_frame(cam, 0, loop.time()))
+        started = loop.time()
+        rest = asyncio.create_task(batcher.next_batch(busy_s=0.05))  # 0.05 x 3 = 0.15 s of rest
+        for seq in range(1, 4):  # the cameras go on while the worker rests
+            await asyncio.sleep(0.02)
+            for cam in ("a", "b"):
+                hub.put(make_frame(cam, seq, loop.time()))
+        frames = await asyncio.wait_for(rest, 2.0)
+        return loop.time() - started, sorted((f.camera_id, f.seq) for f in frames)
+
+    waited, taken = asyncio.run(scenario())
+    assert waited >= 0.14
+    assert taken == [("a", 3), ("b", 3)]  # every camera its part, and the newest of each
+
+
+def test_a_share_change_ends_a_rest_at_once() -> None:
+    async def scenario() -> list[str]:
+        loop = asyncio.get_running_loop()
+        hub = FrameHub(Metrics())
+        batcher = Batcher(640, hub, BatchPolicy(max_batch=4, max_wait_s=0.0, max_age_s=5.0), loop, loop.time)
+        batcher.set_share(0.01)
+        hub.put(make_frame("a", 0, loop.time()))
+        waiting = asyncio.create_task(batcher.next_batch(busy_s=1.0))  # would rest 99 s
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        batcher.set_share(1.0)
+        return [f.camera_id for f in await asyncio.wait_for(waiting, 2.0)]
+
+    assert asyncio.run(scenario()) == ["a"]
+
+
+def test_paused_frames_are_dropped_as_thermal_not_queued_and_inference_resumes_with_fresh_ones() -> None:
+    async def scenario() -> tuple[list[tuple[str, int]], float, float, bool]:
+        loop = asyncio.get_running_loop()
+        metrics = Metrics()
+        hub = FrameHub(metrics)
+        policy = BatchPolicy(max_batch=4, max_wait_s=0.0, max_age_s=5.0)
+        batcher = Batcher(640, hub, policy, loop, loop.time, metrics=metrics)
+        batcher.set_share(0.0)
+        waiting = asyncio.create_task(batcher.next_batch(busy_s=0.02))
+        for seq in range(5):
+            await asyncio.to_thread(hub.put, make_frame("a", seq, loop.time()))
+            await asyncio.sleep(0.01)
+        hub.put(make_frame("b", 0, loop.time()))
+        await asyncio.sleep(0.02)
+        still_waiting = not waiting.done()
+        cameras_known = hub.cameras()  # the cameras are still attached to their model
+        batcher.set_share(0.5)
+        hub.put(make_frame("a", 9, loop.time()))
+        frames = await asyncio.wait_for(waiting, 2.0)
+        assert cameras_known == {"a": 640, "b": 640}
+        return (
+            [(f.camera_id, f.seq) for f in frames],
+            dropped(metrics, "a", "thermal"),
+            dropped(metrics, "b", "thermal"),
+            still_waiting,
+        )
+
+    frames, dropped_a, dropped_b, still_waiting = asyncio.run(scenario())
+    assert still_waiting
+    assert frames == [("a", 9)]
+    assert (dropped_a, dropped_b) == (5, 1)
+
+
+def test_duty_cycled_batches_stay_fair_across_cameras() -> None:
+    """Six cameras, one frame per batch (the CPU policy), half share: all served alike."""
+
+    async def scenario() -> dict[str, int]:
+        loop = asyncio.get_running_loop()
+        hub = FrameHub(Metrics())
+        policy = BatchPolicy(max_batch=1, max_wait_s=0.0, max_age_s=5.0, per_worker=1)
+        batcher = Batcher(640, hub, policy, loop, loop.time)
+        batcher.set_share(0.5)
+        cameras = [f"cam{i}" for i in range(6)]
+        served = dict.fromkeys(cameras, 0)
+        seq = 0
+
+        async def produce() -> None:
+            nonlocal seq
+            while True:
+                seq += 1
+                for cam in cameras:
+                    hub.put(make_frame(cam, seq, loop.time()))
+                await asyncio.sleep(0.002)
+
+        producer = asyncio.create_task(produce())
+        busy = 0.0
+        for _ in range(36):
+            frames = await asyncio.wait_for(batcher.next_batch(busy_s=busy), 2.0)
+            served[frames[0].camera_id] += 1
+            busy = 0.004
+        producer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await producer
+        return served
+
+    assert set(asyncio.run(scenario()).values()) == {6}
+
+
+def test_stop_ends_a_pause_and_runs_what_waits() -> None:
+    async def scenario() -> list[str]:
+        loop = asyncio.get_running_loop()
+        hub = FrameHub(Metrics())
+        batcher = Batcher(640, hub, BatchPolicy(max_batch=4, max_wait_s=60.0, max_age_s=5.0), loop, loop.time)
+        batcher.set_share(0.0)
+        waiting = asyncio.create_task(batcher.next_batch())
+        await asyncio.sleep(0.01)
+        batcher.stop()
+        return [f.camera_id for f in await asyncio.wait_for(waiting, 2.0)]
+
+    assert asyncio.run(scenario()) == []
