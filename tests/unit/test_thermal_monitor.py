@@ -1,0 +1,76 @@
+"""The daemon's thermal loop without the daemon: governor -> actuator, metrics, events, status."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from daemon.config import ThermalConfig
+from daemon.config_engine import EngineConfig
+from daemon.frames import StatusEvent
+from daemon.metrics import Metrics
+from daemon.thermal import Reading
+from daemon.thermal_monitor import ThermalMonitor
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.shares: list[float] = []
+        self.events: list[StatusEvent] = []
+        self.status: list[str] = []
+
+
+def monitor(config: ThermalConfig) -> tuple[ThermalMonitor, Recorder, Metrics]:
+    rec, metrics = Recorder(), Metrics()
+    mon = ThermalMonitor(
+        config,
+        EngineConfig(providers=["cpu"]),
+        metrics,
+        apply=rec.shares.append,
+        on_event=rec.events.append,
+        on_status=rec.status.append,
+    )
+    return mon, rec, metrics
+
+
+def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def test_every_level_change_is_an_event_a_status_line_and_metrics() -> None:
+    mon, rec, metrics = monitor(ThermalConfig(limit_c=70, critical_c=80, resume_c=60, min_pause_s=5))
+    temps = [50.0] * 5 + [75.0] * 10 + [85.0] * 3 + [40.0] * 20
+    for t, celsius in enumerate(temps):
+        mon.step(float(t), [Reading("gpu-thermal", celsius), Reading("cv0-thermal", float("nan"))])
+    details = [json.loads(e.detail) for e in rec.events]
+    assert [(d["from"], d["to"]) for d in details] == [
+        ("normal", "regulating"),
+        ("regulating", "paused"),
+        ("paused", "regulating"),
+    ]
+    assert all(e.kind == "throttle_changed" for e in rec.events)
+    assert details[1]["sensor"] == "gpu-thermal" and details[1]["celsius"] == 85.0 and details[1]["share"] == 0.0
+    assert len(rec.status) == 3 and rec.status[1].startswith("thermal paused")
+    assert rec.shares[:5] == [1.0] * 5 and min(rec.shares) == 0.0 and len(rec.shares) == len(temps)
+    assert sample(metrics, "beltsight_temperature_celsius", sensor="gpu-thermal") == 40.0
+    assert sample(metrics, "beltsight_temperature_celsius", sensor="cv0-thermal") is None  # offline: absent
+    assert sample(metrics, "beltsight_throttle_level") == 1.0
+    assert sample(metrics, "beltsight_throttle_share") == pytest.approx(mon.share)
+    paused_s = sample(metrics, "beltsight_throttle_seconds_total", level="paused")
+    assert paused_s is not None and paused_s >= 5.0
+    levels = ("normal", "regulating", "paused")
+    total = sum(sample(metrics, "beltsight_throttle_seconds_total", level=lv) or 0.0 for lv in levels)
+    assert total == pytest.approx(len(temps) - 1)
+    health = mon.health()
+    assert health["level"] == "regulating" and health["sensors"]["gpu-thermal"]["limit_c"] == 70.0
+    assert health["sensors"]["cv0-thermal"]["celsius"] is None
+
+
+def test_without_sensors_the_daemon_runs_at_full_speed_and_health_says_why(tmp_path: Path) -> None:
+    mon, rec, _ = monitor(ThermalConfig(sysfs_root=tmp_path))
+    asyncio.run(mon.run())  # returns: nothing to watch
+    assert mon.share == 1.0 and rec.shares == []
+    assert "sysfs" in mon.health()["missing"]
