@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from daemon.config import EX_CONFIG, ConfigError, Settings, load_settings, resolve_config_path
-from daemon.logs import capture_uncaught, configure_logging
+from daemon.logs import capture_uncaught, configure_logging, quiet_native_loggers
 from daemon.redaction import SECRETS
 
 EX_UNAVAILABLE = 69
@@ -110,6 +110,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = _load(args.config)
     configure_logging(settings.logging.format, settings.logging.level)
     capture_uncaught()
+    quiet_native_loggers()
     log.debug("malloc_tuned", **malloc)
     nofile = raise_nofile_limit()  # systemd's default soft 1,024 is too few for an HTTP flood
     log.info("open_files_limit", soft=nofile.soft, hard=nofile.hard, before=nofile.before, error=nofile.error)

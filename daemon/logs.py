@@ -201,6 +201,14 @@ def capture_uncaught() -> None:
     threading.excepthook = _log_thread_uncaught
 
 
+def quiet_native_loggers() -> None:
+    """ONNX Runtime's C++ logger writes straight to stderr, past this pipeline: keep it to errors
+    (which also reach Python as exceptions, logged as JSON); its warnings would be raw lines."""
+    import onnxruntime  # noqa: PLC0415 - heavy; only `beltsight run` needs it
+
+    onnxruntime.set_default_logger_severity(3)
+
+
 def _log_uncaught(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
     if issubclass(kind, KeyboardInterrupt):
         sys.__excepthook__(kind, exc, tb)
