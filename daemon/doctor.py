@@ -15,7 +15,7 @@ from typing import TextIO
 from daemon.config import Settings
 from daemon.config_models import model_overrides, model_paths
 from daemon.doctor_gpu import gpu_findings
-from daemon.engine import doctor_report
+from daemon.doctor_report import doctor_report
 from daemon.providers import cpu_cores, intra_op_threads, lane_workers, worker_batch
 from daemon.thermal import detect_sensors
 

@@ -1,4 +1,4 @@
-"""ONNX Runtime sessions: providers verified, warm-up, IO binding; and `doctor_report`.
+"""ONNX Runtime sessions: providers verified, warm-up, IO binding (`daemon.iobinding`).
 
 Model files are checked by `daemon.model_file` (`load_model_info`, re-exported here) and
 providers mapped and verified by `daemon.providers`: a session whose first configured
@@ -16,8 +16,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +25,11 @@ import numpy.typing as npt
 import onnxruntime as ort
 import structlog
 
-from daemon import tensorrt_cache
+from daemon import iobinding, tensorrt_cache
 from daemon.config_engine import EngineConfig, Provider
 from daemon.metrics import Metrics
 from daemon.model_file import ModelError, ModelInfo, load_model_info
-from daemon.model_layout import ModelOverrides, warm_up_mismatch
+from daemon.model_layout import warm_up_mismatch
 from daemon.nvml import gpu_memory_used_mb
 from daemon.postprocess import join_outputs
 from daemon.providers import (
@@ -44,21 +43,19 @@ from daemon.providers import (
     verify_providers,
     worker_batch,
 )
-from daemon.xp import GpuUnavailableError, cupy_status, get_xp, is_device_array, to_host
+from daemon.xp import GpuUnavailableError, get_xp, is_device_array, to_host
 
 __all__ = [
     "ORT_PROVIDERS",
-    "DoctorReport",
     "Engine",
     "EngineError",
     "EngineFactory",
     "InferenceError",
-    "ModelCheck",
     "ModelError",
     "ModelInfo",
     "Placement",
     "ProviderError",
-    "doctor_report",
+    "gpu_memory_used_mb",
     "load_model_info",
 ]
 
@@ -216,37 +213,46 @@ class Engine:
         out: HostArray = join_outputs(np, outs, self.info.decoding)
         return out
 
-    def run_device(self, batch: HostArray | Any) -> Any:
-        """Inference with IO binding on CUDA: input and output stay on the device (CuPy output)."""
+    def run_device(self, batch: HostArray | Any, *, synchronize: bool = True) -> Any:
+        """Inference with IO binding on CUDA: input and outputs stay on the device; returns the
+        joined output as CuPy (every layout, float32 or float16 input; `daemon.iobinding`).
+        With the shared stream, `synchronize=False` returns without waiting for ORT's kernels:
+        work queued next on `cuda_stream` (the NMS) runs after them, in order."""
         if not self.on_cuda:
             raise ValueError(f"run_device needs a CUDA session; this one has {list(self._providers)}")
         self._check_batch(batch)
         cupy = get_xp("cuda", self.device_id)
-        if self.info.decoding.form != "channels-first" or self.info.convention.dtype != "float32":
-            return cupy.asarray(self.run(to_host(batch)))  # outputs of other layouts: through the host
+        dtype = cupy.float16 if self.info.convention.dtype == "float16" else cupy.float32
         with cupy.cuda.Device(self.device_id), self._lock:
             session = self._live_session()
             current = cupy.cuda.get_current_stream()
-            if self.cuda_stream is None or current.ptr != self.cuda_stream.ptr:
+            shared = self.cuda_stream is not None and current.ptr == self.cuda_stream.ptr
+            if not shared:
                 current.synchronize()  # the input may still be being written on another stream
             stream = self.cuda_stream if self.cuda_stream is not None else current
             with stream:
-                images = cupy.ascontiguousarray(cupy.asarray(batch, dtype=cupy.float32))
-                out = cupy.empty((images.shape[0], 4 + self.info.num_classes, self.info.anchors), cupy.float32)
-                if self.cuda_stream is not None:
-                    stream.synchronize()  # ORT binds raw pointers: the upload must be complete
+                images = cupy.ascontiguousarray(cupy.asarray(batch, dtype=dtype))
+                fixed = {}
+                if self.info.decoding.form == "channels-first" and len(self.info.output_names) == 1:
+                    shape = (images.shape[0], 4 + self.info.num_classes, self.info.anchors)
+                    fixed[self.info.output_name] = cupy.empty(shape, cupy.float32)
+                if self.cuda_stream is None:
+                    stream.synchronize()  # ORT runs on its own stream: the upload must be complete
             try:
-                binding = session.io_binding()
-                binding.bind_input(
-                    self.info.input_name, "cuda", self.device_id, np.float32, list(images.shape), images.data.ptr
+                outs = iobinding.run_bound(
+                    session,
+                    images,
+                    input_name=self.info.input_name,
+                    output_names=self.info.output_names,
+                    device_id=self.device_id,
+                    cupy=cupy,
+                    preallocated=fixed,
+                    synchronize=synchronize or self.cuda_stream is None,
                 )
-                binding.bind_output(
-                    self.info.output_name, "cuda", self.device_id, np.float32, list(out.shape), out.data.ptr
-                )
-                session.run_with_iobinding(binding)  # synchronises its outputs before returning
             except Exception as exc:
                 raise InferenceError(f"model {self.info.name} on {self._providers[0]}: {_first_line(exc)}") from exc
-        return out
+            with stream:
+                return join_outputs(cupy, outs, self.info.decoding)
 
     def _live_session(self) -> ort.InferenceSession:
         if self._session is None:
@@ -292,108 +298,13 @@ class EngineFactory:
         return self.build(load_model_info(path, size), reason=reason)
 
 
-# --- `beltsight doctor`: where inference will really run -------------------------------------
+_DOCTOR_NAMES = ("DoctorReport", "ModelCheck", "doctor_report")
 
 
-@dataclass(frozen=True, slots=True)
-class ModelCheck:
-    """One configured model as `doctor` found it."""
+def __getattr__(name: str) -> Any:
+    """`daemon.engine.doctor_report` and its types, now in `daemon.doctor_report` (older imports)."""
+    if name in _DOCTOR_NAMES:
+        from daemon import doctor_report  # noqa: PLC0415 - it imports this module
 
-    size: int
-    path: str
-    ok: bool
-    problem: str | None = None
-    name: str | None = None
-    providers: tuple[str, ...] = ()
-    warmup_ms: float | None = None
-    device_mem_before_mb: float | None = None
-    device_mem_after_mb: float | None = None
-    details: tuple[str, ...] = ()
-    """Layout and why, classes, input convention (`ModelInfo.lines`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DoctorReport:
-    """`ok` is False when a model fails to load or the first configured provider would not be used."""
-
-    ok: bool
-    ort_version: str
-    ort_build_device: str
-    available_providers: tuple[str, ...]
-    configured_providers: tuple[str, ...]
-    cupy_ok: bool
-    cupy_detail: str
-    nvml_detail: str
-    models: tuple[ModelCheck, ...] = field(default_factory=tuple)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def lines(self) -> list[str]:
-        out = [
-            f"onnxruntime {self.ort_version} (build: {self.ort_build_device})",
-            f"available providers: {', '.join(self.available_providers)} (listed is not usable: see below)",
-            f"configured providers: {', '.join(self.configured_providers)}",
-            f"cupy: {'ok' if self.cupy_ok else 'unavailable'}: {self.cupy_detail}",
-            f"nvml: {self.nvml_detail}",
-        ]
-        for m in self.models:
-            head = f"model {m.size} ({m.path}): {'ok' if m.ok else 'NOT OK'}"
-            if m.name:
-                mem = f", device memory {m.device_mem_before_mb} -> {m.device_mem_after_mb} MiB"
-                head += f" {m.name}, session got {list(m.providers)}, warm-up {m.warmup_ms} ms"
-                head += mem if m.device_mem_after_mb is not None else ""
-            out.append(head + (f": {m.problem}" if m.problem else ""))
-            out += [f"  {line}" for line in m.details]
-        out.append("result: " + ("ok" if self.ok else "NOT OK: inference would not run where configured"))
-        return out
-
-
-def _doctor_model(cfg: EngineConfig, size: int, path: Path, overrides: ModelOverrides | None) -> ModelCheck:
-    try:
-        info = load_model_info(path, size, overrides)
-    except ModelError as exc:
-        return ModelCheck(size, str(path), ok=False, problem=exc.what)
-    before, _ = gpu_memory_used_mb(cfg.cuda.device_id)
-    try:
-        engine = Engine.create(info, cfg, verify=False)
-    except EngineError as exc:
-        return ModelCheck(size, str(path), ok=False, problem=str(exc), name=info.name, details=tuple(info.lines()))
-    after, _ = gpu_memory_used_mb(cfg.cuda.device_id)
-    first = ORT_PROVIDERS[cfg.providers[0]]
-    used = first in engine.providers
-    engine.close()
-    return ModelCheck(
-        size,
-        str(path),
-        ok=used,
-        problem=None if used else f"configured {first} but the session got {list(engine.providers)}",
-        name=info.name,
-        providers=engine.providers,
-        warmup_ms=round((engine.warmup_s or 0.0) * 1000, 1),
-        device_mem_before_mb=before,
-        device_mem_after_mb=after,
-        details=tuple(info.lines()),
-    )
-
-
-def doctor_report(
-    cfg: EngineConfig, models: Mapping[int, Path], overrides: Mapping[int, ModelOverrides] | None = None
-) -> DoctorReport:
-    """Build every configured model's session as the daemon would and report what it got
-    (`overrides`: each size's `[models.<size>]` layout and input convention settings)."""
-    cupy_ok, cupy_detail = cupy_status(cfg.cuda.device_id)
-    _, nvml_detail = gpu_memory_used_mb(cfg.cuda.device_id)
-    given = overrides or {}
-    checks = tuple(_doctor_model(cfg, size, Path(path), given.get(size)) for size, path in sorted(models.items()))
-    return DoctorReport(
-        ok=bool(checks) and all(c.ok for c in checks),
-        ort_version=ort.__version__,
-        ort_build_device=ort.get_device(),
-        available_providers=tuple(ort.get_available_providers()),
-        configured_providers=tuple(ORT_PROVIDERS[p] for p in cfg.providers),
-        cupy_ok=cupy_ok,
-        cupy_detail=cupy_detail,
-        nvml_detail=nvml_detail,
-        models=checks,
-    )
+        return getattr(doctor_report, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
