@@ -141,7 +141,6 @@ class ThermalGovernor:
         self._paused_at: float | None = None
         self._pause_s = config.min_pause_s
         self._resumed_at: float | None = None
-        self._reset_armed = True  # after a pause, only once back at the limit (no jump to full)
         self.throttle = FULL
 
     def limits(self, reading: Reading) -> Limits:
@@ -203,12 +202,10 @@ class ThermalGovernor:
         current, forecast, slope = self._forecast()
         error = forecast
         share = self._share
-        if abs(error) <= cfg.deadband_c:
-            self._reset_armed = True
         # far below and no longer cooling: the cause of the cut is gone (a cut of our own still
         # shows as a fall, and jumping back to full speed from there would only cut again)
         far_below = current < -cfg.reset_below_c and forecast < -cfg.reset_below_c and slope > -_SETTLED_C_PER_S
-        if far_below and self._reset_armed and not hot.hw_slowdown:
+        if far_below and not hot.hw_slowdown:
             share = 1.0
         else:
             if self._last_error is not None:
@@ -239,7 +236,6 @@ class ThermalGovernor:
         self._pause_s = min(longest, 2 * self._pause_s) if soon_after_resume else self.config.min_pause_s
         self._paused_at = now_s
         self._last_error = None
-        self._reset_armed = False
         why = f"{hot.sensor} {hot.celsius:.1f} C: critical (pause at {hot.limits.critical_c:.1f} C)"
         return self._decide(0.0, "paused", why, hot)
 
