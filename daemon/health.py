@@ -185,18 +185,24 @@ class BoundedServer(web.Server):
         return handler
 
     def _evict_one(self) -> bool:
-        for handler, conn in self._open.items():
-            if not conn.busy:
-                self._count("evicted")
-                conn.transport.abort()  # connection_lost (below) removes it
-                self._open.pop(handler, None)
-                return True
-        return False
+        idle = next((handler for handler, conn in self._open.items() if not conn.busy), None)
+        if idle is None:
+            return False
+        self._close(idle, "evicted")
+        return True
+
+    def _close(self, handler: RequestHandler, reason: str) -> None:
+        conn = self._open.pop(handler, None)
+        if conn is not None:
+            conn.deadline.cancel()  # (holding the handler for the deadline would keep it alive)
+            self._count(reason)
+            conn.transport.abort()  # the descriptor is closed on the loop's next turn
+            self._gauge()
 
     def connection_made(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
         super().connection_made(handler, transport)
         self._unmade.pop(handler, None)
-        timer = asyncio.get_running_loop().call_later(self.limits.request_timeout_s, self._expire, handler)
+        timer = asyncio.get_running_loop().call_later(self.limits.request_timeout_s, self._close, handler, "deadline")
         self._open[handler] = _Conn(transport, timer)
         self._gauge()
 
@@ -213,13 +219,6 @@ class BoundedServer(web.Server):
         conn = self._open.get(handler)
         if conn is not None:
             conn.busy = True
-
-    def _expire(self, handler: RequestHandler) -> None:
-        conn = self._open.pop(handler, None)
-        if conn is not None:
-            self._count("deadline")
-            conn.transport.abort()
-            self._gauge()
 
     def _count(self, reason: str) -> None:
         self._shed[reason] += 1
