@@ -15,7 +15,7 @@ One Redis or a Redis Cluster behind the same calls, so the sink does not branch:
 from __future__ import annotations
 
 import ssl
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,6 +180,7 @@ class Connector:
 class _Wait:
     node: str  # "" for a single Redis
     streams: frozenset[str]
+    marked: bool  # an XSETID (a write that changes nothing) precedes the WAIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +191,8 @@ class Waits:
     queued: tuple[_Wait, ...] = ()
 
     def __len__(self) -> int:
-        return len(self.queued)
+        """Replies at the end of the pipeline that belong to the WAITs (and their XSETIDs)."""
+        return sum(1 + w.marked for w in self.queued)
 
     def confirmed(self, client: RedisClient, replies: list[Any]) -> tuple[set[str], int]:
         """(streams whose writes reached `numreplicas` replicas, fewest replicas any WAIT saw).
@@ -199,12 +201,14 @@ class Waits:
         there) is not confirmed: the WAIT ran on the node it left."""
         ok: set[str] = set()
         fewest = self.numreplicas
-        for wait, reply in zip(self.queued, replies, strict=True):
-            got = reply if isinstance(reply, int) else -1
+        pending = iter(replies)
+        for wait in self.queued:
+            mark_failed = wait.marked and isinstance(next(pending), Exception)
+            reply = next(pending)
+            got = reply if isinstance(reply, int) and not mark_failed else -1
             fewest = min(fewest, got)
-            if got < self.numreplicas:
-                continue
-            ok |= {s for s in wait.streams if _node_name(client, s) == wait.node}
+            if got >= self.numreplicas:
+                ok |= {s for s in wait.streams if _node_name(client, s) == wait.node}
         return ok, max(fewest, 0)
 
 
@@ -215,26 +219,41 @@ def _node_name(client: RedisClient, key: str) -> str:
     return node.name if node is not None else "?"
 
 
-def queue_waits(client: RedisClient, pipe: Any, streams: Iterable[str], numreplicas: int, timeout_ms: int) -> Waits:
+def queue_waits(
+    client: RedisClient,
+    pipe: Any,
+    streams: Iterable[str],
+    numreplicas: int,
+    timeout_ms: int,
+    *,
+    written: Iterable[str] = (),
+    tops: Mapping[str, str] | None = None,
+) -> Waits:
     """Queue `WAIT numreplicas timeout_ms` on `pipe` after its writes: once for a single Redis,
     once per master holding one of `streams` in a cluster (redis-py sends each node's commands
-    on one connection, in order, so the WAIT follows that node's writes)."""
+    on one connection, in order, so the WAIT follows that node's writes).
+
+    WAIT counts from this connection's last write. Where the pipeline writes none of `written`
+    (the keys it XADDs to) on a master, the WAIT is preceded by `XSETID <stream> <its last ID>`
+    from `tops`: a write that changes nothing but enters the replication stream after every
+    earlier write, so the WAIT covers entries an earlier connection wrote there."""
     keys = sorted(set(streams))
     if numreplicas <= 0 or not keys:
         return Waits(numreplicas)
-    if not isinstance(client, RedisCluster):
-        pipe.execute_command("WAIT", numreplicas, timeout_ms)
-        return Waits(numreplicas, (_Wait("", frozenset(keys)),))
-    by_node: dict[str, tuple[ClusterNode, set[str]]] = {}
+    groups: dict[str, tuple[ClusterNode | None, set[str]]] = {}
     for key in keys:
-        node = client.get_node_from_key(key)
-        if node is None:
-            continue
-        by_node.setdefault(node.name, (node, set()))[1].add(key)
+        node = client.get_node_from_key(key) if isinstance(client, RedisCluster) else None
+        if node is not None or not isinstance(client, RedisCluster):
+            groups.setdefault(node.name if node is not None else "", (node, set()))[1].add(key)
+    fresh = {_node_name(client, key) for key in written}
     queued = []
-    for name, (node, members) in by_node.items():
-        pipe.execute_command("WAIT", numreplicas, timeout_ms, target_nodes=node)
-        queued.append(_Wait(name, frozenset(members)))
+    for name, (node, members) in groups.items():
+        target = {"target_nodes": node} if node is not None else {}
+        marker = next((s for s in sorted(members) if (tops or {}).get(s)), None) if name not in fresh else None
+        if marker is not None:
+            pipe.execute_command("XSETID", marker, (tops or {})[marker])
+        pipe.execute_command("WAIT", numreplicas, timeout_ms, **target)
+        queued.append(_Wait(name, frozenset(members), marker is not None))
     return Waits(numreplicas, tuple(queued))
 
 

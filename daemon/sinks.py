@@ -84,8 +84,8 @@ class RedisSink:
       logged `redis_replicas_short` and backed off like an outage, on the same connection (WAIT
       counts that connection's writes). Events are not held for replicas.
     - Cluster, TLS: inside the client (`daemon.redis_conn.Connector`); nothing here branches.
-    - Redis user needs: XADD, XINFO, XRANGE on the detection and event streams (+ WAIT, and
-      CLUSTER SLOTS/SHARDS for a cluster).
+    - Redis user needs: XADD, XINFO, XRANGE on the detection and event streams (+ WAIT and
+      XSETID for min_replicas, CLUSTER SLOTS and COMMAND for a cluster: README's ACL lines).
     - `close()` spills what is still in memory to the spool (the next run publishes it); without
       a spool it counts it as `dropped{camera, shutdown}`. Call it after `run()` has stopped.
     """
@@ -281,7 +281,12 @@ class RedisSink:
                     maxlen=self.cfg.events_maxlen,
                     approximate=True,
                 )
-            waits = queue_waits(client, pipe, streams, self.cfg.min_replicas, self.cfg.wait_timeout_ms)
+            written = {self.cfg.stream_for(s.item.camera_id) for s in frames}
+            written |= {self.cfg.events_stream} if events else set()
+            tops = {s: str(top) for s in streams if (top := self._ids.top(s)) is not None}
+            waits = queue_waits(
+                client, pipe, streams, self.cfg.min_replicas, self.cfg.wait_timeout_ms, written=written, tops=tops
+            )
             # a write redis-py redirects (MOVED/ASK) would land outside its WAIT: with replicas to
             # wait for, a redirect fails the batch and the next attempt re-reads the slot map
             return await execute(client, pipe, follow_redirects=not self.cfg.min_replicas), waits

@@ -37,6 +37,10 @@ class StreamIds:
     def forget_top(self, stream: str) -> None:
         self._top.pop(stream, None)
 
+    def top(self, stream: str) -> EntryId | None:
+        """The stream's last-generated-id as known (None: to be read again)."""
+        return self._top.get(stream)
+
     def written(self, stream: str, entry_id: EntryId) -> None:
         """Redis confirmed `entry_id` in `stream`."""
         self._top[stream] = max(self._top.get(stream, entry_id), entry_id)

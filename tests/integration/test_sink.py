@@ -587,3 +587,36 @@ def test_the_documented_acl_users_can_publish_and_read_and_nothing_more(redis_se
         writer.xadd("other", {"a": 1})  # its command, not its keys
     with pytest.raises(NoPermissionError):
         server.client(password="pw-r", user="plc").xadd(cfg.stream_for("cam1"), {"a": 1})
+
+
+def test_entries_found_stored_after_a_reconnect_are_confirmed_only_once_the_replica_has_them(
+    redis_server: Any,
+) -> None:
+    """After a reconnect the stored entries are found again, not written: they still wait for the
+    replica (attached but frozen, so a WAIT that covered nothing would pass). Redis 7.0 already
+    counts a new connection's WAIT from its first command; the sink's XSETID before such a WAIT
+    does not rely on that."""
+    master = redis_server()
+    replica = redis_server(replica_of=master)
+    cfg = config(master.url, publish_batch=8, min_replicas=1, wait_timeout_ms=200)
+    metrics = Metrics()
+    admin = master.client()
+
+    async def scenario() -> None:
+        await wait_until(lambda: admin.info("replication").get("slave0", {}).get("state") == "online")
+        async with running(make_sink(cfg, metrics)) as sink:
+            sink.accept(result(0))
+            await wait_until(lambda: sink.buffered == 0 and sink.connected)
+            replica.freeze()  # its link stays up: the master still counts it as attached
+            for seq in range(1, 6):
+                sink.accept(result(seq))
+            await wait_until(lambda: admin.xlen(cfg.stream_for("cam1")) == 6)
+            admin.client_kill_filter(_type="normal", skipme=True)  # the sink's connection goes
+            await asyncio.sleep(1.0)  # reconnected, found the 5 stored, WAITed
+            assert sink.buffered == 5
+            replica.thaw()
+            await wait_until(lambda: sink.buffered == 0 and sink.connected)
+
+    asyncio.run(scenario())
+    assert [e["seq"] for e in stored(master.client(), cfg.stream_for("cam1"))] == list(range(6))
+    assert sample(metrics, "beltsight_entries_published_total", camera="cam1") == 6
