@@ -42,7 +42,7 @@ def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
 
 def test_every_level_change_is_an_event_a_status_line_and_metrics() -> None:
     mon, rec, metrics = monitor(ThermalConfig(limit_c=70, critical_c=80, resume_c=60, min_pause_s=5))
-    temps = [50.0] * 5 + [75.0] * 10 + [85.0] * 3 + [40.0] * 20
+    temps = [50.0] * 5 + [75.0] * 10 + [85.0] * 3 + [40.0] * 35
     for t, celsius in enumerate(temps):
         mon.step(float(t), [Reading("gpu-thermal", celsius), Reading("cv0-thermal", float("nan"))])
     details = [json.loads(e.detail) for e in rec.events]
@@ -50,14 +50,15 @@ def test_every_level_change_is_an_event_a_status_line_and_metrics() -> None:
         ("normal", "regulating"),
         ("regulating", "paused"),
         ("paused", "regulating"),
+        ("regulating", "normal"),  # cool again: back to full speed, and normal once it stays there
     ]
     assert all(e.kind == "throttle_changed" for e in rec.events)
     assert details[1]["sensor"] == "gpu-thermal" and details[1]["celsius"] == 85.0 and details[1]["share"] == 0.0
-    assert len(rec.status) == 3 and rec.status[1].startswith("thermal paused")
+    assert len(rec.status) == 4 and rec.status[1].startswith("thermal paused")
     assert rec.shares[:5] == [1.0] * 5 and min(rec.shares) == 0.0 and len(rec.shares) == len(temps)
     assert sample(metrics, "beltsight_temperature_celsius", sensor="gpu-thermal") == 40.0
     assert sample(metrics, "beltsight_temperature_celsius", sensor="cv0-thermal") is None  # offline: absent
-    assert sample(metrics, "beltsight_throttle_level") == 1.0
+    assert sample(metrics, "beltsight_throttle_level") == 0.0
     assert sample(metrics, "beltsight_throttle_share") == pytest.approx(mon.share)
     paused_s = sample(metrics, "beltsight_throttle_seconds_total", level="paused")
     assert paused_s is not None and paused_s >= 5.0
@@ -65,7 +66,7 @@ def test_every_level_change_is_an_event_a_status_line_and_metrics() -> None:
     total = sum(sample(metrics, "beltsight_throttle_seconds_total", level=lv) or 0.0 for lv in levels)
     assert total == pytest.approx(len(temps) - 1)
     health = mon.health()
-    assert health["level"] == "regulating" and health["sensors"]["gpu-thermal"]["limit_c"] == 70.0
+    assert health["level"] == "normal" and health["share"] == 1.0 and health["sensors"]["gpu-thermal"]["limit_c"] == 70.0
     assert health["sensors"]["cv0-thermal"]["celsius"] is None
 
 
