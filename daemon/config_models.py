@@ -13,6 +13,7 @@ Either form, per size (both may be mixed):
     padding = "top-left"      # symmetric | top-left
     pad_value = 114
     labels = ["part"]         # when the file carries no names
+    nms = "class-agnostic"    # class-aware (default) | class-agnostic (what YOLOX's demo does)
 
 A key left out comes from the file's metadata, else from the layout's own ecosystem (YOLOX:
 BGR, 0..255, top-left; the others: RGB, 1/255, symmetric), else the defaults above. The names
@@ -42,6 +43,8 @@ class ModelConfig(Section):
     padding: Literal["symmetric", "top-left"] | None = None
     pad_value: int | None = Field(None, ge=0, le=255)
     labels: list[str] | None = None
+    nms: Literal["class-aware", "class-agnostic"] = "class-aware"
+    """Dense layouts: NMS per class (Ultralytics, YOLOv5) or across classes (YOLOX's own demo)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -67,6 +70,7 @@ class ModelConfig(Section):
             padding=self.padding,
             pad_value=self.pad_value,
             labels=tuple(self.labels) if self.labels is not None else None,
+            nms=self.nms,
         )
 
     def resolved(self, base: Path) -> ModelConfig:

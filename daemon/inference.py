@@ -145,6 +145,7 @@ class InferenceStage:
             max_det=self._post.max_det,
             layout=self._layout,
             images=len(frames),
+            class_agnostic=self.info.class_agnostic_nms,
         )
         results: list[FrameResult] = []
         for frame, frame_rows, rule in zip(frames, rows, rules, strict=True):

@@ -79,6 +79,8 @@ class ModelInfo:
     model_layout: ModelLayout | None = None
     convention: InputConvention = field(default_factory=InputConvention)
     labels_origin: str = "metadata"
+    class_agnostic_nms: bool = False
+    """Dense layouts: one NMS across all classes instead of one per class."""
 
     @property
     def decoding(self) -> ModelLayout:
@@ -98,8 +100,11 @@ class ModelInfo:
     def lines(self) -> list[str]:
         """What doctor and check-config print about this model."""
         shown = ", ".join(self.names[:12]) + (f", ... ({len(self.names)})" if len(self.names) > 12 else "")
+        nms = "in the graph" if self.decoding.nms_in_graph else (
+            "class-agnostic" if self.class_agnostic_nms else "class-aware"
+        )
         return [
-            f"layout: {self.decoding.describe()}",
+            f"layout: {self.decoding.describe()}; NMS {nms}",
             f"classes: {len(self.names)} [{shown}] ({self.labels_origin})",
             f"input '{self.input_name}': {self.convention.describe()}",
         ]
@@ -368,6 +373,7 @@ def load_model_info(
         model_layout=layout,
         convention=convention,
         labels_origin=labels_origin,
+        class_agnostic_nms=overrides.nms == "class-agnostic",
     )
 
 

@@ -60,6 +60,8 @@ class ModelOverrides:
     padding: Padding | None = None
     pad_value: int | None = None
     labels: tuple[str, ...] | None = None
+    nms: str = "class-aware"
+    """Dense layouts: NMS per class (Ultralytics, YOLOv5) or across classes (YOLOX's demo)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -226,6 +226,7 @@ def decode_batch(
     max_candidates: int = DEFAULT_MAX_CANDIDATES,
     layout: ModelLayout | None = None,
     images: int | None = None,
+    class_agnostic: bool = False,
 ) -> list[Rows]:
     """Decode a model output (by `layout`; default: YOLOv8 `[B, 4 + C, A]`) into per-image rows.
 
@@ -236,7 +237,8 @@ def decode_batch(
     camera). `class_mask`: optional bool (C,) or (B, C); False classes can never be reported
     (in dense layouts they do not win the argmax either). At most `max_candidates` per image
     and class enter NMS. `images`: how many leading images of the batch are real (a static-batch
-    model runs padded batches). Returns that many host arrays (N <= max_det, 6) float32, best first.
+    model runs padded batches). `class_agnostic`: one NMS across the classes of an image (YOLOX's
+    demo) instead of one per class. Returns that many host arrays (N <= max_det, 6) float32, best first.
     """
     if layout is None:
         if output.ndim != 3 or output.shape[1] < 5:
@@ -253,7 +255,7 @@ def decode_batch(
         img, boxes, scores, cls = _candidates(xp, output[:batch], layout, thr, class_mask)
         if int(img.shape[0]) == 0:
             return [_empty_rows() for _ in range(batch)]
-        groups = img * max(layout.num_classes, 1) + cls
+        groups = img if class_agnostic else img * max(layout.num_classes, 1) + cls
         kept = grouped_nms(xp, boxes, scores, groups, iou_threshold=iou_threshold, cap=max_candidates)
         kept = kept[_group_best_first(xp, img[kept], scores[kept])]  # image-major, best first
     kept = kept[_rank_within(xp, img[kept]) < max_det]

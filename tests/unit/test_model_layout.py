@@ -186,11 +186,11 @@ def test_check_config_describes_each_model(tmp_path: Path, capsys: pytest.Captur
     config = tmp_path / "c.toml"
     config.write_text(
         f'[redis]\nurl = "redis://127.0.0.1:1/0"\n\n[models]\n640 = "missing.onnx"\n\n[models.416]\npath = "{demo}"\n'
-        'color = "bgr"\n\n[[cameras]]\nid = "a"\nurl = "rtsp://127.0.0.1:1/x"\n'
+        'color = "bgr"\nnms = "class-agnostic"\n\n[[cameras]]\nid = "a"\nurl = "rtsp://127.0.0.1:1/x"\n'
     )
     assert main(["check-config", "-c", str(config)]) == 0
     err = capsys.readouterr().err
-    assert "layout: yolov8 (channels-first), 4 classes" in err
+    assert "layout: yolov8 (channels-first), 4 classes" in err and "NMS class-agnostic" in err
     assert "BGR, pixel x 1/255, padding symmetric with 114, float32, dynamic batch" in err
     assert "missing.onnx): not checked here: file not found" in err
 

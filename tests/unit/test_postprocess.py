@@ -338,3 +338,11 @@ def test_batch_rows_carry_their_image_index() -> None:
     a, b = decode(rows, layout=_layout("end2end", "batch-rows", 0), images=2)
     np.testing.assert_allclose(a, [[1, 1, 9, 9, 0.5, 0]])
     np.testing.assert_allclose(b, [[5, 5, 20, 20, 0.9, 2], [30, 30, 40, 40, 0.6, 1]])
+
+
+def test_class_agnostic_nms_lets_the_best_class_suppress_others() -> None:
+    out = make_output(1, [[(100, 100, 200, 200, 1, 0.9), (105, 105, 205, 205, 3, 0.7), (300, 300, 340, 340, 3, 0.5)]])
+    (aware,) = decode(out)
+    (agnostic,) = decode(out, class_agnostic=True)
+    assert aware[:, 4].tolist() == pytest.approx([0.9, 0.7, 0.5])
+    assert agnostic[:, 4].tolist() == pytest.approx([0.9, 0.5])
