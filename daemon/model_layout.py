@@ -140,7 +140,8 @@ def anchor_grid(xp: ArrayModule, size: int, strides: tuple[int, ...]) -> tuple[A
     cells, steps = [], []
     for stride in strides:
         n = size // stride
-        ys, xs = xp.divmod(xp.arange(n * n, dtype=xp.int64), n)
+        index = xp.arange(n * n, dtype=xp.int64)
+        ys, xs = index // n, index % n
         cells.append(xp.stack((xs, ys), axis=1).astype(xp.float32))
         steps.append(xp.full((n * n,), stride, dtype=xp.float32))
     return xp.concatenate(cells, axis=0), xp.concatenate(steps, axis=0)

@@ -96,6 +96,11 @@ def _candidates(xp: ArrayModule, output: Any, layout: ModelLayout, thr: Any, cla
     return img[ok], boxes[ok], best[img, anchor][ok].astype(xp.float32, copy=False), cls[img, anchor][ok]
 
 
+def _int_or(xp: ArrayModule, values: Any, missing: int) -> Any:
+    """Float ids as int64, `missing` where a value is not finite."""
+    return xp.where(xp.isfinite(values), values, xp.float32(missing)).astype(xp.int64)
+
+
 def _nms_rows(xp: ArrayModule, output: Any, layout: ModelLayout, images: int) -> tuple[Any, Any, Any, Any]:
     """Rows after NMS in the graph: image index, xyxy boxes, scores, classes (all rows)."""
     if layout.form == "batch-rows":  # batch, x1, y1, x2, y2, class, score
@@ -103,7 +108,7 @@ def _nms_rows(xp: ArrayModule, output: Any, layout: ModelLayout, images: int) ->
         if output.ndim == 3:
             img = xp.repeat(xp.arange(int(output.shape[0])), int(output.shape[1]))
         else:
-            img = xp.nan_to_num(flat[:, 0], nan=-1.0).astype(xp.int64)
+            img = _int_or(xp, flat[:, 0], -1)
         return img, flat[:, 1:5], flat[:, 6], flat[:, 5]
     flat = output[:images, :, :6].reshape(-1, 6).astype(xp.float32, copy=False)
     img = xp.repeat(xp.arange(images), int(output.shape[1]))
@@ -117,7 +122,7 @@ def _nms_candidates(
     img, boxes, scores, cls_f = _nms_rows(xp, output, layout, images)
     in_batch = (img >= 0) & (img < images)
     img = xp.where(in_batch, img, 0)
-    cls = xp.nan_to_num(cls_f, nan=-1.0).astype(xp.int64)
+    cls = _int_or(xp, cls_f, -1)
     ok = in_batch & xp.isfinite(boxes).all(axis=1) & (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
     ok &= (scores >= xp.broadcast_to(thr, (images, 1))[img, 0]) & (cls >= 0) & (cls_f == cls)
     if layout.num_classes:
