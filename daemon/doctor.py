@@ -17,7 +17,7 @@ from daemon.config_models import model_overrides, model_paths
 from daemon.doctor_gpu import gpu_findings
 from daemon.doctor_report import doctor_report
 from daemon.providers import cpu_cores, intra_op_threads, lane_workers, worker_batch
-from daemon.thermal import detect_sensors
+from daemon.thermal_monitor import thermal_report
 
 
 def _rss_mb() -> float:
@@ -31,10 +31,9 @@ def run_doctor(settings: Settings, *, out: TextIO = sys.stdout, as_json: bool = 
     got = next((m.providers for m in report.models if m.providers), ())
     gpu = gpu_findings(settings.engine, model_paths(settings.models), got)
     ok = report.ok and gpu.ok
-    sensors, missing = detect_sensors()
-    temperatures = {s.name: [(r.sensor, r.celsius) for r in s.read()] for s in sensors}
+    thermal, thermal_lines = thermal_report(settings.thermal, settings.engine)
     if as_json:
-        data = report.as_dict() | {"temperature": temperatures, "temperature_missing": missing, "gpu": gpu.data}
+        data = report.as_dict() | {"thermal": thermal, "gpu": gpu.data}
         data["ok"] = ok
         print(json.dumps(data, default=str, indent=2), file=out)
         return 0 if ok else 1
@@ -49,12 +48,8 @@ def run_doctor(settings: Settings, *, out: TextIO = sys.stdout, as_json: bool = 
         f"max_batch {settings.engine.max_batch}",
         file=out,
     )
-    if temperatures:
-        for name, readings in temperatures.items():
-            shown = ", ".join(f"{sensor} {celsius:.0f} C" for sensor, celsius in readings)
-            print(f"temperature ({name}): {shown or 'no readings'}", file=out)
-    else:
-        print("temperature: no sensor (" + "; ".join(f"{k}: {v}" for k, v in missing.items()) + ")", file=out)
+    for line in thermal_lines:
+        print(line, file=out)
     for line in gpu.lines:
         print(line, file=out)
     if report.ok and not gpu.ok:

@@ -189,3 +189,49 @@ class ThermalMonitor:
         if self._missing and not self._sensors:
             report["missing"] = self._missing
         return report
+
+
+def thermal_report(config: ThermalConfig, engine: EngineConfig, nvml: Any = None) -> tuple[dict[str, Any], list[str]]:
+    """What doctor shows (as data, and as lines): the sensors the governor would watch, their
+    readings, thresholds and trip points, and the limits that would apply to each."""
+    sensors, missing = open_sensors(config, engine, nvml)
+    governor = ThermalGovernor(config)
+    found: list[dict[str, Any]] = []
+    lines: list[str] = []
+    for sensor in sensors:
+        infos = {i.sensor: i for i in sensor.info()}
+        for r in read_all([sensor]):
+            info = infos.get(r.sensor)
+            limits = governor.limits(r)
+            counts = relevant(config, r.sensor)
+            entry: dict[str, Any] = {
+                "sensor": r.sensor,
+                "kind": sensor.name,
+                "celsius": r.celsius if r.online else None,
+                "counts": counts,
+                "thresholds": info.thresholds if info else {},
+                "trip_points": [list(t) for t in info.trip_points] if info else [],
+                "hw_slowdown": r.hw_slowdown,
+                "power_w": r.power_w,
+                "limit_c": limits.limit_c,
+                "critical_c": limits.critical_c,
+                "resume_c": limits.resume_c,
+            }
+            found.append(entry)
+            now = f"{r.celsius:.1f} C" if r.online else "offline"
+            th = ", ".join(f"{k} {v:g} C" for k, v in entry["thresholds"].items()) or "no thresholds reported"
+            trips = ", ".join(f"{kind} {c:g} C" for kind, c in (info.trip_points if info else ()))
+            rule = (
+                f"limit {limits.limit_c:.1f} C, pause at {limits.critical_c:.1f} C, resume at {limits.resume_c:.1f} C"
+                if counts
+                else "ignored ([thermal] ignore/include)"
+            )
+            extra = (f"; trip points {trips}" if trips else "") + (f"; {info.note}" if info and info.note else "")
+            lines.append(f"thermal {sensor.name} {r.sensor}: {now} ({th}{extra}) -> {rule}")
+        sensor.close()
+    if not found:
+        why = "; ".join(f"{k}: {v}" for k, v in missing.items())
+        lines.append(f"thermal: no sensor ({why}): inference would run unthrottled")
+    if not config.enabled:
+        lines.append("thermal: governor disabled ([thermal] enabled = false)")
+    return {"enabled": config.enabled, "sensors": found, "missing": missing}, lines

@@ -13,7 +13,7 @@ from daemon.config_engine import EngineConfig
 from daemon.frames import StatusEvent
 from daemon.metrics import Metrics
 from daemon.thermal import Reading
-from daemon.thermal_monitor import ThermalMonitor
+from daemon.thermal_monitor import ThermalMonitor, thermal_report
 
 
 class Recorder:
@@ -66,7 +66,8 @@ def test_every_level_change_is_an_event_a_status_line_and_metrics() -> None:
     total = sum(sample(metrics, "beltsight_throttle_seconds_total", level=lv) or 0.0 for lv in levels)
     assert total == pytest.approx(len(temps) - 1)
     health = mon.health()
-    assert health["level"] == "normal" and health["share"] == 1.0 and health["sensors"]["gpu-thermal"]["limit_c"] == 70.0
+    assert health["level"] == "normal" and health["share"] == 1.0
+    assert health["sensors"]["gpu-thermal"]["limit_c"] == 70.0
     assert health["sensors"]["cv0-thermal"]["celsius"] is None
 
 
@@ -75,3 +76,26 @@ def test_without_sensors_the_daemon_runs_at_full_speed_and_health_says_why(tmp_p
     asyncio.run(mon.run())  # returns: nothing to watch
     assert mon.share == 1.0 and rec.shares == []
     assert "sysfs" in mon.health()["missing"]
+
+
+def test_doctor_report_shows_sensors_thresholds_trip_points_and_the_limits_applied(tmp_path: Path) -> None:
+    zone = tmp_path / "thermal_zone0"
+    zone.mkdir()
+    (zone / "type").write_text("gpu-thermal\n")
+    (zone / "temp").write_text("51000\n")
+    (zone / "trip_point_0_type").write_text("passive\n")
+    (zone / "trip_point_0_temp").write_text("92000\n")
+    (zone / "trip_point_1_type").write_text("critical\n")
+    (zone / "trip_point_1_temp").write_text("104000\n")
+    pmic = tmp_path / "thermal_zone1"
+    pmic.mkdir()
+    (pmic / "type").write_text("PMIC-Die\n")
+    (pmic / "temp").write_text("100000\n")
+    data, lines = thermal_report(ThermalConfig(sysfs_root=tmp_path), EngineConfig(providers=["cpu"]))
+    gpu, die = data["sensors"]
+    assert (gpu["sensor"], gpu["celsius"], gpu["limit_c"], gpu["critical_c"]) == ("gpu-thermal", 51.0, 87.0, 91.0)
+    assert gpu["trip_points"] == [["passive", 92.0], ["critical", 104.0]] and gpu["counts"]
+    assert die["sensor"] == "PMIC-Die" and not die["counts"]
+    assert "limit 87.0 C, pause at 91.0 C" in lines[0] and "ignored" in lines[1]
+    _, none = thermal_report(ThermalConfig(sysfs_root=tmp_path / "absent"), EngineConfig(providers=["cpu"]))
+    assert "no sensor" in none[0]
