@@ -1,63 +1,220 @@
-"""Check the GPU path on a GPU host: CuPy NMS vs NumPy, CUDA sessions, IO binding with CuPy.
+"""Prove the GPU pipeline on a GPU host, in one run (under 5 minutes): the same frames and batches
+through the CPU path and the GPU path, compared, and each stage timed on both.
 
 Run on the GPU box / Jetson after installing `beltsight[gpu]` (or `[jetson]`)::
 
-    python tools/gpu_check.py [--models models] [--device-id 0]
+    python tools/gpu_check.py --require-gpu --json gpu_check.json
 
-Checks (each prints PASS/FAIL; exit status 1 if any failed):
-  1. CuPy imports and sees the device;
-  2. `decode_batch` with CuPy returns the same rows as with NumPy, on random outputs and on
-     the real model's outputs for rendered scenes;
-  3. a session asked for CUDA really gets `CUDAExecutionProvider`, and its output matches
-     the CPU session's;
-  4. IO binding: a CuPy batch made on the engine's stream runs without a host copy
-     (`run_device`), and matches the host-input result.
-It cannot run on a machine without a GPU (nothing is mocked).
+Checks (each prints PASS / FAIL / SKIP with why; exit status 1 if any failed, and with
+`--require-gpu` also if a GPU check was skipped):
+  1. environment: CuPy and its device, NVML, NVDEC, ORT's providers and CUDA version;
+  2. pre-processing: the YUV letterbox (daemon.device_preprocess) under NumPy against the CPU
+     path (swscale + BatchTensor), under CuPy (xp path, and the CUDA kernel) against NumPy;
+  3. NVDEC frames against CPU-decoded frames (Y plane, and the letterboxed batch);
+  4. inference: IO binding against `session.run` (on the CPU here, on CUDA where it exists),
+     `run_device` against `run`;
+  5. post-processing: `decode_batch` and `greedy_nms` under CuPy against NumPy (identical kept
+     indices, max box difference), on random outputs and the model's own;
+  6. the time per batch of each stage on both paths, as a table and (with --json) a JSON file.
+Without a GPU it still runs every CPU-side check and says what it skipped and why.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import platform
+import statistics
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import av
 import numpy as np
+import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from daemon import hwdecode, nvml
 from daemon.config_engine import CudaOptions, EngineConfig
+from daemon.decoding import scale
+from daemon.device_preprocess import DeviceBatchTensor
+from daemon.doctor_gpu import ort_cuda_version
 from daemon.engine import Engine, EngineError, load_model_info
-from daemon.postprocess import decode_batch
-from daemon.xp import GpuUnavailableError, cupy_status, get_xp
+from daemon.frames import Frame, Letterbox
+from daemon.inference import BatchTensor
+from daemon.iobinding import run_bound
+from daemon.postprocess import decode_batch, greedy_nms
+from daemon.xp import cupy_status, get_xp, to_host
+from tools.synth_video import h264_writer
 
-FAILED: list[str] = []
+REPORT: dict[str, Any] = {"checks": [], "skipped": [], "timings": {}, "host": platform.node()}
+POST: dict[str, Any] = {"conf_threshold": 0.25, "iou_threshold": 0.5, "max_det": 300}
 
 
-def report(name: str, ok: bool, detail: str = "") -> None:
+def check(name: str, ok: bool, detail: str = "") -> None:
     print(f"[{'PASS' if ok else 'FAIL'}] {name}{': ' + detail if detail else ''}", flush=True)
-    if not ok:
-        FAILED.append(name)
+    REPORT["checks"].append({"name": name, "ok": ok, "detail": detail})
 
 
-def same_rows(a: list[np.ndarray], b: list[np.ndarray]) -> tuple[bool, str]:
-    if [r.shape for r in a] != [r.shape for r in b]:
-        return False, f"shapes {[r.shape for r in a]} vs {[r.shape for r in b]}"
-    worst = max((float(np.abs(x - y).max()) for x, y in zip(a, b, strict=True) if x.size), default=0.0)
-    return worst < 1e-3, f"{sum(len(r) for r in a)} rows, max difference {worst:.2e}"
+def skip(name: str, why: str) -> None:
+    print(f"[SKIP] {name}: {why}", flush=True)
+    REPORT["skipped"].append({"name": name, "why": why})
 
 
-def check_decode(cupy: Any, outputs: dict[str, np.ndarray]) -> None:
-    args: dict[str, Any] = {"conf_threshold": 0.25, "iou_threshold": 0.5, "max_det": 300}
-    for name, out in outputs.items():
-        on_cpu = decode_batch(np, out, **args)
-        decode_batch(cupy, cupy.asarray(out), **args)  # first call compiles kernels
+def timed(stage: str, path: str, fn: Callable[[], Any], cupy: Any | None = None, repeat: int = 5) -> Any:
+    """Run `fn` once to warm up, then `repeat` times; records the median ms per batch."""
+    result = fn()
+    times = []
+    for _ in range(repeat):
         start = time.perf_counter()
-        on_gpu = decode_batch(cupy, cupy.asarray(out), **args)
-        gpu_ms = (time.perf_counter() - start) * 1000
-        ok, detail = same_rows(on_cpu, on_gpu)
-        report(f"decode_batch numpy == cupy ({name})", ok, f"{detail}, cupy {gpu_ms:.1f} ms")
+        result = fn()
+        if cupy is not None:
+            cupy.cuda.Device().synchronize()
+        times.append((time.perf_counter() - start) * 1000)
+    REPORT["timings"].setdefault(stage, {})[path] = round(statistics.median(times), 2)
+    return result
+
+
+def make_clip(folder: Path, width: int, height: int, count: int) -> Path:
+    path = folder / f"check_{width}x{height}.mp4"
+    try:
+        from tools.synth import render_image  # noqa: PLC0415 - Pillow, a dev/demo dependency
+    except ImportError:
+        render_image = None
+    rng = np.random.default_rng(0)
+    with h264_writer(path, width, height, 10, crf=18, preset="veryfast") as write:
+        for i in range(count):
+            if render_image is not None:
+                write(render_image(i + 1, width, height)[0])
+            else:
+                write(rng.integers(0, 255, (height, width, 3), dtype=np.uint8))
+    return path
+
+
+def decode_cpu(path: Path) -> list[av.VideoFrame]:
+    with av.open(str(path)) as container:
+        return list(container.decode(video=0))
+
+
+def environment(device_id: int) -> Any | None:
+    ok, detail = cupy_status(device_id)
+    if ok:
+        check("CuPy sees the device", True, detail)
+    else:
+        skip("every CuPy/CUDA check", detail)
+    print(f"       NVML: {nvml.describe(device_id)[1]}")
+    print(f"       NVDEC: {hwdecode.nvdec_status(device_id).line()}")
+    print(
+        f"       onnxruntime {ort.__version__} (CUDA {ort_cuda_version()}), providers {ort.get_available_providers()}"
+    )
+    return get_xp("cuda", device_id) if ok else None
+
+
+def preprocess(cupy: Any | None, frames: list[av.VideoFrame], info: Any) -> np.ndarray:
+    """The batch on every path; returns the NumPy xp path's batch (host)."""
+    size, conv, n = info.size, info.convention, len(frames)
+    lb = Letterbox.fit(frames[0].width, frames[0].height, size)
+    cpu_tensor = BatchTensor(n, size, conv)
+
+    def cpu_path() -> Any:
+        made = [Frame("cam", i, 0, 0.0, lb, scale(f, lb)) for i, f in enumerate(frames)]
+        return cpu_tensor.fill(made)
+
+    reference = timed("pre-processing", "cpu (swscale + BatchTensor)", cpu_path)
+    np_tensor = DeviceBatchTensor(np, n, size, conv)
+    host = timed(
+        "pre-processing",
+        "numpy (device_preprocess)",
+        lambda: np_tensor.fill([(hwdecode.yuv_frame(f, np), lb) for f in frames]),
+    ).copy()
+    diff = np.abs(host.astype(np.float32) - reference.astype(np.float32))
+    check("letterbox numpy vs the CPU path (swscale)", float(diff.mean()) < 2.5 * conv.scale, f"mean {diff.mean():.2e}")
+    if cupy is None:
+        skip("letterbox cupy vs numpy (xp path and kernel)", "no usable CUDA device / CuPy")
+        return host
+    from daemon.letterbox_kernel import LetterboxKernel  # noqa: PLC0415 - compiles CUDA on first use
+
+    uploaded = timed("upload (YUV planes)", "cupy", lambda: [hwdecode.yuv_frame(f, cupy) for f in frames], cupy)
+    for name, tensor in (
+        ("cupy xp path", DeviceBatchTensor(cupy, n, size, conv)),
+        ("cupy kernel", DeviceBatchTensor(cupy, n, size, conv, kernel=LetterboxKernel(cupy))),
+    ):
+        out = timed("pre-processing", name, lambda t=tensor: t.fill([(f, lb) for f in uploaded]), cupy)
+        worst = float(np.abs(to_host(out).astype(np.float32) - host.astype(np.float32)).max())
+        check(f"letterbox {name} vs numpy", worst < 2e-3 * max(1.0, conv.scale * 255), f"max {worst:.2e}")
+    return host
+
+
+def nvdec(cupy: Any | None, clip: Path, cpu_frames: list[av.VideoFrame], size: int, device_id: int) -> None:
+    status = hwdecode.nvdec_status(device_id)
+    if cupy is None or not status.available:
+        skip("NVDEC frames vs CPU-decoded frames", status.reason if not status.available else "no CuPy")
+        return
+
+    def decode_hw() -> list[Any]:
+        container, on_nvdec = hwdecode.open_input(str(clip), device_id=device_id, on_device=True)
+        with container:
+            return [hwdecode.yuv_frame(f, cupy) for f in container.decode(video=0)] if on_nvdec else []
+
+    hw = timed("decode", "nvdec (device frames)", decode_hw, cupy, repeat=2)
+    timed("decode", "cpu (libavcodec)", lambda: decode_cpu(clip), repeat=2)
+    if len(hw) != len(cpu_frames):
+        check("NVDEC decodes every frame", False, f"{len(hw)} of {len(cpu_frames)}")
+        return
+    w, h = cpu_frames[0].width, cpu_frames[0].height
+    worst = max(
+        int(np.abs(to_host(d.y)[:h, :w].astype(int) - hwdecode.yuv_frame(c, np).y[:h, :w]).max())
+        for d, c in zip(hw, cpu_frames, strict=True)
+    )
+    check("NVDEC Y planes vs CPU-decoded", worst <= 2, f"max pixel difference {worst}")
+    lb = Letterbox.fit(w, h, size)
+    dev = to_host(DeviceBatchTensor(cupy, len(hw), size).fill([(f, lb) for f in hw]))
+    ref = DeviceBatchTensor(np, len(hw), size).fill([(hwdecode.yuv_frame(f, np), lb) for f in cpu_frames])
+    diff = float(np.abs(dev - ref).max())
+    check("letterbox of NVDEC frames vs CPU-decoded", diff < 3 / 255, f"max {diff:.2e}")
+
+
+def inference(cupy: Any | None, model: Path, batch: np.ndarray, device_id: int) -> np.ndarray:
+    info = load_model_info(model)
+    n = int(batch.shape[0])
+    cpu = Engine.create(info, EngineConfig(providers=["cpu"], max_batch=n, worker_batch=n))
+    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    names = list(info.output_names)
+    want = sess.run(names, {info.input_name: batch})
+    images = np.ascontiguousarray(batch)
+    got = run_bound(
+        sess, images, input_name=info.input_name, output_names=names, device_id=0, cupy=np, device_type="cpu"
+    )
+    same = all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))
+    check(f"IO binding vs session.run on the CPU ({model.name})", same)
+    ref = timed("inference", f"cpu session.run ({model.name})", lambda: cpu.run(batch))
+    cpu.close()
+    if cupy is None:
+        skip(f"CUDA session, run_device ({model.name})", "no usable CUDA device / CuPy")
+        return ref
+    cfg = EngineConfig(providers=["cuda", "cpu"], max_batch=n, cuda=CudaOptions(device_id=device_id))
+    try:
+        gpu = Engine.create(info, cfg)
+    except EngineError as exc:
+        check(f"CUDA session ({model.name})", False, str(exc))
+        return ref
+    check(f"CUDA session ({model.name})", gpu.on_cuda, f"providers {list(gpu.providers)}, warm-up {gpu.warmup_s:.2f} s")
+    host_in = timed("inference", f"cuda run, host in/out ({model.name})", lambda: gpu.run(batch), cupy)
+    diff = float(np.abs(host_in - ref).max())
+    check(f"CUDA output vs CPU output ({model.name})", diff < 2e-2, f"max {diff:.2e}")
+    with cupy.cuda.Device(device_id), gpu.cuda_stream or cupy.cuda.get_current_stream():
+        device_batch = cupy.asarray(batch)
+        out = timed(
+            "inference", f"cuda run_device, IO binding ({model.name})", lambda: gpu.run_device(device_batch), cupy
+        )
+    diff = float(np.abs(to_host(out) - host_in).max())
+    check(f"IO binding run_device vs run ({model.name})", diff < 1e-4, f"max {diff:.2e}")
+    gpu.close()
+    return ref
 
 
 def random_output(rng: np.random.Generator, batch: int, size: int = 640) -> np.ndarray:
@@ -69,74 +226,87 @@ def random_output(rng: np.random.Generator, batch: int, size: int = 640) -> np.n
     return out
 
 
-def scene_batch(size: int, count: int) -> np.ndarray:
-    batch = np.full((count, 3, size, size), 114 / 255, np.float32)
-    try:
-        from tools.synth import render_image  # noqa: PLC0415 - needs PIL, a dev dependency
-    except ImportError:
-        return np.random.default_rng(0).uniform(0, 1, batch.shape).astype(np.float32)
-    for i in range(count):
-        image, _ = render_image(i + 1, size, size)
-        batch[i] = image.transpose(2, 0, 1) / 255
-    return batch
+def postprocess(cupy: Any | None, outputs: dict[str, np.ndarray]) -> None:
+    for name, out in outputs.items():
+        on_cpu = timed("post-processing", f"numpy ({name})", lambda o=out: decode_batch(np, o, **POST))
+        if cupy is None:
+            continue
+        dev = cupy.asarray(out)
+        on_gpu = timed("post-processing", f"cupy ({name})", lambda d=dev: decode_batch(cupy, d, **POST), cupy)
+        same = [len(a) == len(b) and np.array_equal(a[:, 4:], b[:, 4:]) for a, b in zip(on_cpu, on_gpu, strict=True)]
+        worst = max(
+            (
+                float(np.abs(a[:, :4] - b[:, :4]).max())
+                for a, b in zip(on_cpu, on_gpu, strict=True)
+                if len(a) and len(a) == len(b)
+            ),
+            default=0.0,
+        )
+        rows = sum(len(r) for r in on_cpu)
+        check(f"decode_batch cupy vs numpy ({name})", all(same) and worst < 1e-3, f"{rows} rows, max box {worst:.2e}")
+    if cupy is None:
+        skip("decode_batch / greedy_nms cupy vs numpy", "no usable CUDA device / CuPy")
+        return
+    rng = np.random.default_rng(1)
+    xy = rng.uniform(0, 600, (500, 2)).astype(np.float32)
+    boxes = np.concatenate([xy, xy + rng.uniform(5, 80, (500, 2)).astype(np.float32)], axis=1)
+    groups = rng.integers(0, 4, 500)
+    kept_np = greedy_nms(np, boxes, groups, 0.45)
+    kept_cp = to_host(greedy_nms(cupy, cupy.asarray(boxes), cupy.asarray(groups), 0.45))
+    check("greedy_nms kept indices cupy == numpy", np.array_equal(kept_np, kept_cp), f"{len(kept_np)} kept of 500")
 
 
-def check_sessions(cupy: Any, model: Path, device_id: int) -> np.ndarray | None:
-    info = load_model_info(model)
-    cuda_opts = CudaOptions(device_id=device_id)
-    cpu = Engine.create(info, EngineConfig(providers=["cpu"], max_batch=4))
-    try:
-        gpu = Engine.create(info, EngineConfig(providers=["cuda", "cpu"], max_batch=4, cuda=cuda_opts))
-    except EngineError as exc:
-        report(f"CUDA session for {model.name}", False, str(exc))
-        return None
-    report(
-        f"CUDA session for {model.name}",
-        gpu.on_cuda,
-        f"providers {list(gpu.providers)}, warm-up {gpu.warmup_s or 0:.3f} s, shared stream {gpu.cuda_stream}",
-    )
-    batch = scene_batch(info.size, 4)
-    host_in = gpu.run(batch)
-    ref = cpu.run(batch)
-    diff = float(np.abs(host_in - ref).max())
-    report("CUDA output == CPU output (host input)", diff < 1e-2, f"max difference {diff:.2e}")
-    stream = gpu.cuda_stream if gpu.cuda_stream is not None else cupy.cuda.get_current_stream()
-    with cupy.cuda.Device(device_id), stream:
-        device_batch = cupy.asarray(batch)
-    start = time.perf_counter()
-    device_out = gpu.run_device(device_batch)
-    run_ms = (time.perf_counter() - start) * 1000
-    is_cupy = type(device_out).__module__.startswith("cupy")
-    diff = float(np.abs(cupy.asnumpy(device_out) - host_in).max()) if is_cupy else float("inf")
-    report("IO binding with a CuPy batch", is_cupy and diff < 1e-4, f"max difference {diff:.2e}, {run_ms:.1f} ms")
-    gpu.close()
-    cpu.close()
-    return ref
+def table() -> list[str]:
+    lines = ["| stage | path | ms per batch |", "| --- | --- | --- |"]
+    for stage, paths in REPORT["timings"].items():
+        lines += [f"| {stage} | {path} | {ms} |" for path, ms in paths.items()]
+    return lines
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", type=Path, default=Path("models"))
+    parser.add_argument("--model", default="conveyor-640.onnx", help="the model timed and compared (in --models)")
     parser.add_argument("--device-id", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=8, help="frames per batch")
+    parser.add_argument("--json", type=Path, help="write checks, skips and timings here")
+    parser.add_argument("--require-gpu", action="store_true", help="a skipped GPU check is a failure")
     args = parser.parse_args()
-    ok, detail = cupy_status(args.device_id)
-    report("CuPy sees the device", ok, detail)
-    if not ok:
+    start = time.monotonic()
+    cupy = environment(args.device_id)
+    model = args.models / args.model
+    if not model.is_file():
+        check(f"model {model}", False, "not found (tools/bootstrap.sh builds the demo models)")
         return 1
-    try:
-        cupy = get_xp("cuda", args.device_id)
-    except GpuUnavailableError as exc:
-        report("CuPy module", False, str(exc))
-        return 1
+    info = load_model_info(model)
+    with tempfile.TemporaryDirectory() as tmp:
+        clip = make_clip(Path(tmp), 1280, 720, args.batch)
+        frames = decode_cpu(clip)
+        timed("decode", "cpu (libavcodec)", lambda: decode_cpu(clip), repeat=2)
+        batch = preprocess(cupy, frames, info)
+        nvdec(cupy, clip, frames, info.size, args.device_id)
+    ref = inference(cupy, model, batch.astype(np.float32), args.device_id)
     rng = np.random.default_rng(0)
-    outputs = {"random batch 1": random_output(rng, 1), "random batch 8": random_output(rng, 8)}
-    for model in sorted(args.models.glob("*.onnx")):
-        ref = check_sessions(cupy, model, args.device_id)
-        if ref is not None:
-            outputs[f"{model.name} on rendered scenes"] = ref
-    check_decode(cupy, outputs)
-    print("all checks passed" if not FAILED else f"FAILED: {FAILED}")
-    return 1 if FAILED else 0
+    postprocess(
+        cupy,
+        {
+            "random, batch 1": random_output(rng, 1),
+            f"random, batch {args.batch}": random_output(rng, args.batch),
+            f"{model.name} output": ref,
+        },
+    )
+    REPORT["seconds"] = round(time.monotonic() - start, 1)
+    print("\n" + "\n".join(table()))
+    failed = [c["name"] for c in REPORT["checks"] if not c["ok"]]
+    print(
+        f"\n{len(REPORT['checks']) - len(failed)} passed, {len(failed)} failed, {len(REPORT['skipped'])} skipped "
+        f"in {REPORT['seconds']} s"
+    )
+    for s in REPORT["skipped"]:
+        print(f"skipped: {s['name']}: {s['why']}")
+    if args.json:
+        args.json.write_text(json.dumps(REPORT, indent=2), encoding="utf-8")
+    return 1 if failed or (args.require_gpu and REPORT["skipped"]) else 0
 
 
 if __name__ == "__main__":
