@@ -9,8 +9,8 @@ cameras, Redis or inference of descriptors or loop time:
   one that has not yet sent a whole request head (a slow or idle sender); when every open
   connection is busy with a request, the new one is answered `503` and closed at once. Either
   way the daemon's descriptors in use by the endpoint stay at `max_connections` plus the few
-  being turned away, and nothing waits in a queue holding one. The listen backlog is small:
-  what the kernel queues beyond it costs the daemon nothing.
+  being turned away (at most `ACCEPT_BURST` per loop turn), and nothing waits holding one: what
+  the kernel queues before accept costs the daemon no descriptor.
 - one deadline for the whole connection (`request_timeout_s` from accept to the end of the
   response), not per line; every response closes the connection.
 - request line and header field at most `MAX_LINE_BYTES`, at most `MAX_HEADERS` headers:
@@ -43,7 +43,12 @@ log = structlog.get_logger("beltsight.health")
 MAX_LINE_BYTES = 4096
 """Longest request line, and longest header field, the endpoint accepts."""
 MAX_HEADERS = 32
-LISTEN_BACKLOG = 16
+ACCEPT_BURST = 16
+"""Connections accepted per turn of the event loop (asyncio's `backlog`): the most descriptors
+that connections being turned away hold at once."""
+KERNEL_BACKLOG = 512
+"""The listen queue in the kernel: what waits there holds none of the daemon's descriptors, and a
+full queue would drop a normal client's SYN (a 1 s retransmit) while a flood churns."""
 SHED_LOG_INTERVAL_S = 60.0
 """Connections turned away are logged as one summary per interval, not one line each."""
 
@@ -243,6 +248,22 @@ class BoundedServer(web.Server):
             self._metrics.http_connections_open.set(self.open_connections)
 
 
+def _listening_socket(host: str, port: int) -> socket.socket:
+    name = host.strip("[]") or None  # "[::1]" -> "::1"; "" -> every address
+    family, kind, proto, _name, address = socket.getaddrinfo(
+        name, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 class HealthServer:
     """GET /healthz (JSON, 200 when ok, 503 when not) and GET /metrics (Prometheus text), plus the
     routes added with `route()` (the live view's); 404 for any other path, 405 for another method."""
@@ -300,7 +321,9 @@ class HealthServer:
         self._runner = web.ServerRunner(self._server, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         loop = asyncio.get_running_loop()
-        self._listener = await loop.create_server(self._server, self._host, self._port, backlog=LISTEN_BACKLOG)
+        sock = _listening_socket(self._host, self._port)
+        self._listener = await loop.create_server(self._server, sock=sock, backlog=ACCEPT_BURST)
+        sock.listen(KERNEL_BACKLOG)  # after asyncio's listen(ACCEPT_BURST): a longer kernel queue, same burst
         log.info("health_listening", url=f"http://{self._host}:{self.port}/healthz")
 
     async def close(self) -> None:
