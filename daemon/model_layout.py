@@ -1,11 +1,10 @@
 """Model layouts and input conventions: what a detector's outputs mean and what its input wants.
 
-A `ModelLayout` says how to read a model's output (post-processing reads it); an
-`InputConvention` says how to fill its input (pre-processing reads it). Both are worked out
-once per model file by `recognise` / `input_convention` from the graph (output ranks and
-shapes, anchor counts against the strides, a probe run, metadata), with an explicit override
-per model from `[models.<size>]` (`ModelOverrides`). Every decision keeps its reason, which
-`doctor` and `check-config` print.
+A `ModelLayout` (how to read the output; post-processing reads it) is recognised once per file
+by `recognise` from the graph (output ranks and shapes, anchor counts against the strides, a
+probe run, metadata), unless `[models.<size>]` names it (`ModelOverrides`); an `InputConvention`
+(how to fill the input; pre-processing reads it) comes from `daemon.model_file`. Both keep
+where they came from, which `doctor` and `check-config` print.
 
 Layouts (boxes always in model-input pixels):
 - `yolov8`: `[N, 4 + C (+ M), A]` (form `channels-first`) or `[N, A, 4 + C (+ M)]`
@@ -18,8 +17,9 @@ Layouts (boxes always in model-input pixels):
   or already decoded (`decoded`); score = objectness x class score.
 - `end2end`, after NMS in the graph: `[N, K, 6 (+ M)]` rows x1, y1, x2, y2, score, class
   (`rows`, YOLOv10 / Ultralytics `nms=True`); `[N, K, 7]` or `[D, 7]` rows batch, x1, y1,
-  x2, y2, class, score (`batch-rows`, YOLOv7's end-to-end export); the four outputs
-  num_dets, boxes, scores, classes (`four-outputs`, joined into `rows` by `join_outputs`).
+  x2, y2, class, score (`batch-rows`, YOLOv7's end-to-end export; `batch-class-rows` for an
+  output named `batchno_classid_x1y1x2y2_score`); the four outputs num_dets, boxes, scores,
+  classes (`four-outputs`, joined into `rows` by `postprocess.join_outputs`).
 """
 
 from __future__ import annotations
@@ -239,7 +239,8 @@ def _end2end(main: OutputInfo, found: _Found, why: str) -> ModelLayout:
     if len(main.shape) == 2:
         if main.shape[1] != 7:
             raise LayoutError(f"{what}: rows after NMS must be [D, 7] (batch, x1, y1, x2, y2, class, score)")
-        return ModelLayout("end2end", "batch-rows", (main.name,), names or 0, 0, size, (), 0, f"{what}: {why}")
+        form = "batch-class-rows" if "classid_x1y1x2y2" in main.name.lower() else "batch-rows"
+        return ModelLayout("end2end", form, (main.name,), names or 0, 0, size, (), 0, f"{what}: {why}")
     k, width = main.shape[1], main.shape[2]
     if width == 7 and task not in ("segment", "pose"):
         return ModelLayout("end2end", "batch-rows", (main.name,), names or 0, k, size, (), 0, f"{what}: {why}")
@@ -389,7 +390,7 @@ def warm_up_mismatch(layout: ModelLayout, out: Any, batch: int) -> str:
         expected: tuple[int, ...] | None = (batch, width, layout.rows)
     elif layout.form in ("anchors-first", "decoded", "raw-head"):
         expected = (batch, layout.rows, width)
-    elif layout.form == "batch-rows":
+    elif layout.form in ("batch-rows", "batch-class-rows"):
         fits = shape[-1] == 7 and (len(shape) == 2 or shape[0] == batch)
         return "" if fits else f"expected [{batch}, K, 7] or [D, 7] rows after NMS"
     else:

@@ -103,13 +103,15 @@ def _int_or(xp: ArrayModule, values: Any, missing: int) -> Any:
 
 def _nms_rows(xp: ArrayModule, output: Any, layout: ModelLayout, images: int) -> tuple[Any, Any, Any, Any]:
     """Rows after NMS in the graph: image index, xyxy boxes, scores, classes (all rows)."""
-    if layout.form == "batch-rows":  # batch, x1, y1, x2, y2, class, score
+    if layout.form in ("batch-rows", "batch-class-rows"):
         flat = output.reshape(-1, 7).astype(xp.float32, copy=False)
         if output.ndim == 3:
             img = xp.repeat(xp.arange(int(output.shape[0])), int(output.shape[1]))
         else:
             img = _int_or(xp, flat[:, 0], -1)
-        return img, flat[:, 1:5], flat[:, 6], flat[:, 5]
+        if layout.form == "batch-class-rows":  # batch, class, x1, y1, x2, y2, score (PINTO's post-process)
+            return img, flat[:, 2:6], flat[:, 6], flat[:, 1]
+        return img, flat[:, 1:5], flat[:, 6], flat[:, 5]  # batch, x1, y1, x2, y2, class, score (YOLOv7)
     flat = output[:images, :, :6].reshape(-1, 6).astype(xp.float32, copy=False)
     img = xp.repeat(xp.arange(images), int(output.shape[1]))
     return img, flat[:, :4], flat[:, 4], flat[:, 5]

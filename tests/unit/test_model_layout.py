@@ -77,6 +77,7 @@ def test_end2end_forms() -> None:
     assert rec(out("output0", 1, 300, 6), names=None).form == "rows"  # YOLOv10 without metadata
     assert rec(out("output", 1, 100, 7)).form == "batch-rows"
     assert rec(out("output", 0, 7)).form == "batch-rows"  # YOLOv7 end-to-end: [D, 7]
+    assert rec(out("batchno_classid_x1y1x2y2_score", 0, 7)).form == "batch-class-rows"
     four = rec(
         out("num_dets", 1, 1, dtype="tensor(int32)"),
         out("det_boxes", 1, 100, 4),

@@ -346,3 +346,11 @@ def test_class_agnostic_nms_lets_the_best_class_suppress_others() -> None:
     (agnostic,) = decode(out, class_agnostic=True)
     assert aware[:, 4].tolist() == pytest.approx([0.9, 0.7, 0.5])
     assert agnostic[:, 4].tolist() == pytest.approx([0.9, 0.5])
+
+
+def test_batch_class_rows_read_their_own_column_order() -> None:
+    """PINTO model zoo post-process: `batchno_classid_x1y1x2y2_score` [D, 7]."""
+    rows = np.array([[0, 2, 5, 5, 20, 20, 0.9], [1, 1, 1, 1, 9, 9, 0.5]], np.float32)
+    a, b = decode(rows, layout=_layout("end2end", "batch-class-rows", 0), images=2)
+    np.testing.assert_allclose(a, [[5, 5, 20, 20, 0.9, 2]])
+    np.testing.assert_allclose(b, [[1, 1, 9, 9, 0.5, 1]])
