@@ -15,6 +15,7 @@ CuPy; a CPU frame's planes as NumPy views of FFmpeg's buffers, uploaded when `xp
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ import structlog
 
 from daemon.device_preprocess import AVCOL_RANGE_JPEG, YuvFrame, matrix_for
 from daemon.redaction import SECRETS
-from daemon.xp import ArrayModule
+from daemon.xp import ArrayModule, pinned_empty
 
 log = structlog.get_logger("beltsight.hwdecode")
 
@@ -116,6 +117,37 @@ def open_input(
         log.warning("hwdecode_fallback", camera=camera, device=device_id, reason=_why(exc))
         return av.open(url, options=opts, timeout=timeout), False
     return container, True
+
+
+class YuvUploader:
+    """CPU-decoded frames' YUV planes to the device through pinned staging buffers.
+
+    One staging and one device buffer per (batch slot, plane, shape), reused: the copy is
+    queued on CuPy's current stream (the engine's), so a slot's buffers may be refilled once
+    that stream has passed the batch (the engine's run synchronises at its end). With NumPy
+    it returns the frame as it is (no copy)."""
+
+    def __init__(self, xp: ArrayModule) -> None:
+        self.xp = xp
+        self._buffers: dict[tuple[int, int, tuple[int, ...]], tuple[Any, Any]] = {}
+
+    def upload(self, slot: int, frame: YuvFrame) -> YuvFrame:
+        xp = self.xp
+        if xp is np:
+            return frame
+        planes = [frame.y, frame.u] if frame.v is None else [frame.y, frame.u, frame.v]
+        moved = []
+        for index, plane in enumerate(planes):
+            key = (slot, index, tuple(plane.shape))
+            buffers = self._buffers.get(key)
+            if buffers is None:
+                buffers = (pinned_empty(key[2], np.uint8, "cuda"), xp.empty(key[2], dtype=xp.uint8))
+                self._buffers[key] = buffers
+            staging, device = buffers
+            np.copyto(staging, plane)
+            device.set(staging, stream=xp.cuda.get_current_stream())  # asynchronous from pinned memory
+            moved.append(device)
+        return dataclasses.replace(frame, y=moved[0], u=moved[1], v=moved[2] if len(moved) > 2 else None)
 
 
 def yuv_frame(vframe: Any, xp: ArrayModule) -> YuvFrame:
