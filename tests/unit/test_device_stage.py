@@ -7,7 +7,6 @@ filter. On a GPU host the same class runs on CuPy (tests/gpu, tools/gpu_check.py
 
 from __future__ import annotations
 
-
 import av
 import numpy as np
 import pytest
