@@ -8,6 +8,8 @@ Run on the GPU box / Jetson after installing `beltsight[gpu]` (or `[jetson]`)::
 Checks (each prints PASS / FAIL / SKIP with why; exit status 1 if any failed, and with
 `--require-gpu` also if a GPU check was skipped):
   1. environment: CuPy and its device, NVML, NVDEC, ORT's providers and CUDA version;
+     thermal (tools/gpu_check_thermal.py): the daemon's real NVML reader on the device:
+     temperature, slowdown thresholds, clock-event reasons, power, and the governor's limit;
   2. pre-processing: the YUV letterbox (daemon.device_preprocess) under NumPy against the CPU
      path (swscale + BatchTensor), under CuPy (xp path, and the CUDA kernel) against NumPy;
   3. NVDEC frames against CPU-decoded frames (Y plane, and the letterboxed batch);
@@ -49,6 +51,7 @@ from daemon.inference import BatchTensor
 from daemon.iobinding import run_bound
 from daemon.postprocess import decode_batch, greedy_nms
 from daemon.xp import cupy_status, get_xp, to_host
+from tools.gpu_check_thermal import thermal_checks
 from tools.synth_video import h264_writer
 
 REPORT: dict[str, Any] = {"checks": [], "skipped": [], "timings": {}, "host": platform.node()}
@@ -274,6 +277,7 @@ def main() -> int:
     args = parser.parse_args()
     start = time.monotonic()
     cupy = environment(args.device_id)
+    thermal_checks(args.device_id, check, skip)
     model = args.models / args.model
     if not model.is_file():
         check(f"model {model}", False, "not found (tools/bootstrap.sh builds the demo models)")
