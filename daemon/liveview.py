@@ -27,13 +27,17 @@ from io import BytesIO
 from typing import Any
 
 import numpy as np
+import structlog
 from aiohttp import web
 from PIL import Image, ImageDraw
 
 from daemon.frames import Detection, Frame, FrameResult
 from daemon.health import HealthProvider, HealthServer
 from daemon.metrics import Metrics
+from daemon.redaction import SECRETS
 from daemon.schema import model_tag
+
+log = structlog.get_logger("beltsight.liveview")
 
 JPEG_QUALITY = 85
 LATENCY_SMOOTHING = 0.1
@@ -150,6 +154,7 @@ class LiveView:
         self._cache: dict[str, Snapshot] = {}
         self._pending: dict[str, asyncio.Task[Snapshot]] = {}
         self._executor: ThreadPoolExecutor | None = None
+        self._failing: set[str] = set()
 
     def offer(self, frames: Sequence[Frame], results: Sequence[FrameResult]) -> None:
         """Keep the newest pair per camera (workers may finish batches out of order)."""
@@ -206,6 +211,12 @@ class LiveView:
         self._metrics.snapshot_encodes.labels(camera=snapshot.camera_id).inc()
         return snapshot
 
+    def _report_failure(self, camera_id: str, exc: Exception) -> None:
+        """Logged once per camera until a snapshot of it works again (viewers retry every 2 s)."""
+        if camera_id not in self._failing:
+            self._failing.add(camera_id)
+            log.error("snapshot_failed", camera=camera_id, error=SECRETS.scrub(f"{type(exc).__name__}: {exc}"))
+
     def close(self) -> None:
         for task in self._pending.values():
             task.cancel()
@@ -231,7 +242,12 @@ class LiveView:
             camera_id = params["camera"]
             if camera_id not in cameras():
                 return web.Response(status=404, text=f"no camera {camera_id!r}\n")
-            snap = await self.snapshot(camera_id)
+            try:
+                snap = await self.snapshot(camera_id)
+            except Exception as exc:  # a frame that cannot be drawn: this request fails, nothing else
+                self._report_failure(camera_id, exc)
+                return web.Response(status=500, text=f"snapshot failed: {type(exc).__name__}\n")
+            self._failing.discard(camera_id)
             if snap is None:
                 return web.Response(status=503, text="no inferred frame yet\n", headers={"Retry-After": "1"})
             if params["kind"] == "json":

@@ -251,6 +251,12 @@ EVENTS: tuple[LogEvent, ...] = (
         ("spilled", "dropped"),
     ),
     LogEvent(
+        "snapshot_failed",
+        "error",
+        "a live-view snapshot could not be drawn (that request gets 500); once per camera until one works again",
+        ("camera", "error"),
+    ),
+    LogEvent(
         "spool_corrupt_tail",
         "warning",
         "a spool segment ends in a torn or corrupt record (a crash mid-write); the rest is kept",

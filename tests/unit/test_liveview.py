@@ -6,12 +6,15 @@ outlines looked for at the detections' positions scaled into the letterbox conte
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from io import BytesIO
 
 import numpy as np
+import structlog
 from PIL import Image
 
 from daemon.frames import Detection, Frame, FrameResult, Letterbox
+from daemon.health import HealthServer
 from daemon.liveview import BOX_WIDTH, LiveView, class_colour
 from daemon.metrics import Metrics
 
@@ -100,3 +103,35 @@ def test_boxes_are_drawn_where_the_detections_are_in_a_scaled_letterbox() -> Non
         assert np.abs(image[mid_y, inside] - colour).max() <= 40, (det, image[mid_y, inside])  # left edge
         assert np.abs(image[round(y2) - 2, round((x1 + x2) / 2)] - colour).max() <= 40  # bottom edge
         assert np.abs(image[mid_y, round((x1 + x2) / 2)] - 60).max() <= 12  # the box's inside is the frame
+
+
+def test_a_frame_that_cannot_be_drawn_fails_its_request_with_500_and_one_log_line() -> None:
+    def broken() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        raise RuntimeError("the decoder's frame is gone")
+
+    frame, result = frame_and_result(1, 1.0)
+    metrics = Metrics()
+    view = LiveView(metrics, 0.0, Clock())
+    view.offer([dataclasses.replace(frame, pixels=broken)], [result])
+    server = HealthServer("127.0.0.1", 0, metrics.registry, lambda: {"ok": True, "cameras": {"cam": {"state": "up"}}})
+    view.register(server, lambda: {"ok": True, "cameras": {"cam": {"state": "up", "fps": 1.0}}})
+
+    async def scenario() -> list[int]:
+        await server.start()
+        try:
+            statuses = []
+            for _ in range(3):
+                reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+                writer.write(b"GET /cameras/cam/snapshot.jpg HTTP/1.1\r\nHost: x\r\n\r\n")
+                statuses.append(int((await reader.read()).split(b" ", 2)[1]))
+                writer.close()
+            return statuses
+        finally:
+            await server.close()
+            view.close()
+
+    with structlog.testing.capture_logs() as logs:
+        assert asyncio.run(scenario()) == [500, 500, 500]
+    failures = [e for e in logs if e["event"] == "snapshot_failed"]
+    assert len(failures) == 1 and failures[0]["camera"] == "cam" and "decoder's frame is gone" in failures[0]["error"]
+    assert encodes(metrics) == 0
