@@ -203,8 +203,8 @@ class Waits:
         fewest = self.numreplicas
         pending = iter(replies)
         for wait in self.queued:
-            mark_failed = wait.marked and isinstance(next(pending), Exception)
-            reply = next(pending)
+            mark_failed = wait.marked and isinstance(next(pending, None), Exception | None)
+            reply = next(pending, None)
             got = reply if isinstance(reply, int) and not mark_failed else -1
             fewest = min(fewest, got)
             if got >= self.numreplicas:
