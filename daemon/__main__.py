@@ -21,6 +21,7 @@ import structlog
 from daemon.config import EX_CONFIG, ConfigError, Settings, load_settings, resolve_config_path
 from daemon.logs import capture_uncaught, configure_logging, quiet_native_loggers
 from daemon.redaction import SECRETS
+from daemon.sharding import describe
 
 EX_UNAVAILABLE = 69
 EX_FORCED = 130
@@ -71,6 +72,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         print("invalid model files:\n" + "\n".join(f"  - {e}" for e in errors), file=sys.stderr)
         return EX_CONFIG
     print(f"config OK: {len(settings.enabled_cameras())} cameras, models {sorted(settings.models)}", file=sys.stderr)
+    enabled = settings.enabled_cameras()
+    for line in describe([c.id for c in enabled], settings.instance, {c.id: c.shard for c in enabled}):
+        print(line, file=sys.stderr)
     return 0
 
 

@@ -72,8 +72,8 @@ def describe(cameras: Iterable[str], instance: InstanceConfig, pins: Mapping[str
     per_shard = assignment(ids, instance.shards, pins)
     mine = per_shard[instance.shard]
     lines = [
-        f"instance: shard {instance.shard} of 0..{instance.shards - 1} runs {len(mine)} of {len(ids)} cameras: "
-        + (", ".join(mine) or "(none)")
+        f"instance: shard {instance.shard} of {instance.shards} (0..{instance.shards - 1})"
+        f" runs {len(mine)} of {len(ids)} cameras: " + (", ".join(mine) or "(none)")
     ]
     if instance.shards > 1:
         for shard, members in enumerate(per_shard):

@@ -31,15 +31,15 @@ A minimal consumer for a PLC gateway, to copy (the same loop in 20 lines):
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from datetime import datetime
 from typing import Any, TextIO
 
-import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from daemon.config import RedisConfig
-from daemon.redis_conn import make_client
+from daemon.config_redis import RedisConfig
+from daemon.redis_conn import RedisClient, make_client, slot_groups
 from daemon.schema import decode_entry
 
 BLOCK_MS = 1000
@@ -68,7 +68,9 @@ async def tail(
 ) -> int:
     """Print entries of the cameras' streams until `count` entries were printed (or cancelled).
 
-    Returns the exit code: 0, or 2 when there is no camera to read.
+    Works the same against one Redis and a Redis Cluster (`[redis] cluster`): streams are read
+    in groups that share a slot, side by side. Returns the exit code: 0, or 2 when there is no
+    camera to read.
     """
     if not cameras:
         print("no cameras to read: configure [[cameras]] or pass --camera", file=sys.stderr)
@@ -88,25 +90,28 @@ async def tail(
 
 
 async def _read_plain(
-    client: aioredis.Redis, streams: list[str], count: int | None, from_start: bool, out: TextIO
+    client: RedisClient, streams: list[str], count: int | None, from_start: bool, out: TextIO
 ) -> None:
     # Resolve "$" once: re-sending "$" after an empty read would skip entries added in between.
     positions = {s: ("0-0" if from_start else await _last_id(client, s)) for s in streams}
+    groups = slot_groups(client, streams)
     printed = 0
     while count is None or printed < count:
-        reply = await client.xread(positions, count=READ_COUNT, block=BLOCK_MS)  # type: ignore[arg-type]
-        for stream, entries in _by_stream(reply):
+        replies = await asyncio.gather(
+            *(client.xread({s: positions[s] for s in g}, count=READ_COUNT, block=BLOCK_MS) for g in groups)
+        )
+        for stream, entries in [pair for reply in replies for pair in _by_stream(reply)]:
             for entry_id, fields in entries:
+                if count is not None and printed >= count:
+                    break
                 positions[stream] = entry_id
                 out.write(format_entry(entry_id, decode_entry(fields)) + "\n")
                 printed += 1
-                if count is not None and printed >= count:
-                    break
         out.flush()
 
 
 async def _read_group(
-    client: aioredis.Redis,
+    client: RedisClient,
     streams: list[str],
     *,
     group: str,
@@ -122,12 +127,17 @@ async def _read_group(
             if "BUSYGROUP" not in str(exc):
                 raise
     positions = {s: "0" for s in streams}  # own pending entries first, then ">" (new ones)
+    groups = slot_groups(client, streams)
     printed = 0
     while count is None or printed < count:
         want = READ_COUNT if count is None else min(READ_COUNT, count - printed)
-        block = None if all(p == "0" for p in positions.values()) else BLOCK_MS
-        reply = await client.xreadgroup(group, consumer, positions, count=want, block=block)  # type: ignore[arg-type]
-        got = dict(_by_stream(reply))
+
+        async def read(members: list[str], want: int = want) -> Any:
+            block = None if all(positions[s] == "0" for s in members) else BLOCK_MS
+            return await client.xreadgroup(group, consumer, {s: positions[s] for s in members}, count=want, block=block)
+
+        replies = await asyncio.gather(*(read(g) for g in groups))
+        got = dict(pair for reply in replies for pair in _by_stream(reply))
         for stream in streams:
             entries = got.get(stream, [])
             if positions[stream] != ">":
@@ -144,7 +154,7 @@ async def _read_group(
                 printed += 1
 
 
-async def _last_id(client: aioredis.Redis, stream: str) -> str:
+async def _last_id(client: RedisClient, stream: str) -> str:
     try:
         info = await client.xinfo_stream(stream)
     except ResponseError as exc:
