@@ -45,7 +45,8 @@ class ThermalConfig(Section):
     """A pause ends once the hottest sensor is back at or below this (None: the limit - 5 C)."""
     min_pause_s: Seconds = 20.0
     """A pause lasts at least this long; one that follows a resume within 8 times the last
-    pause's length lasts twice as long as that one (up to 16 x), so the two never alternate quickly."""
+    pause's length lasts twice as long as that one (up to 16 x) and resumes only 5 C further under
+    `resume_c` (up to 15 C), so the two never alternate quickly."""
     interval_s: Seconds = 1.0
     """Seconds between sensor reads and governor updates."""
     min_share: float = Field(0.1, gt=0, le=1)

@@ -13,7 +13,9 @@ thermal headroom forecast:
 - a hardware slowdown reported by the sensor counts as over the limit whatever the temperature;
 - at `critical_c` inference pauses (share 0) for at least `min_pause_s` and until every sensor
   is back at `resume_c`; a pause within 8 pauses' time of the last resume lasts twice as long as
-  the one before (up to 16 x `min_pause_s`), so paused and running never alternate quickly.
+  the one before (up to 16 x `min_pause_s`) and waits for 5 C more cooling (up to 15 C), so paused
+  and running never alternate quickly: a device that cannot hold even `min_share` stays paused
+  until its surroundings cool.
 `update` reads no clock and does no I/O: time is the caller's `now_s`, so a simulated plant
 can drive it (tests/unit/test_thermal_governor.py, tools/thermal_sim.py).
 """
@@ -51,7 +53,8 @@ LEVELS = ("normal", "regulating", "paused")
 _CUT_BOOST_FROM_C = 1.5  # further over (forecast) than the deadband and this, each C more cuts faster
 
 _SETTLED_C_PER_S = 0.1
-_RAISE_CLAMP_C = 5.0  # the integral raises the share as if at most this far under the limit
+_RAISE_CLAMP_C = 5.0
+_MAX_RESUME_DROP_C = 15.0  # the integral raises the share as if at most this far under the limit
 _NORMAL_AFTER_S = 10.0  # at full speed this long before "regulating" becomes "normal" again
 
 
@@ -141,6 +144,7 @@ class ThermalGovernor:
         self._paused_at: float | None = None
         self._pause_s = config.min_pause_s
         self._resumed_at: float | None = None
+        self._resume_drop_c = 0.0  # the resume temperature lowered after resumes that came too early
         self.throttle = FULL
 
     def limits(self, reading: Reading) -> Limits:
@@ -173,7 +177,7 @@ class ThermalGovernor:
                 continue
             lim = self.limits(r)
             critical = critical or r.celsius >= lim.critical_c
-            cooled = cooled and r.celsius <= lim.resume_c and not r.hw_slowdown
+            cooled = cooled and r.celsius <= lim.resume_c - self._resume_drop_c and not r.hw_slowdown
             any_hw = any_hw or r.hw_slowdown
             excess = r.celsius - lim.limit_c
             if r.hw_slowdown:  # the hardware says too hot, whatever the temperature says
@@ -234,6 +238,9 @@ class ThermalGovernor:
         soon_after_resume = self._resumed_at is not None and now_s - self._resumed_at < 8 * self._pause_s
         longest = 16 * self.config.min_pause_s
         self._pause_s = min(longest, 2 * self._pause_s) if soon_after_resume else self.config.min_pause_s
+        # the last resume was too early (even the minimum share overheated): wait for more cooling
+        # too, so a device that idles warm stays paused until its surroundings cool
+        self._resume_drop_c = min(_MAX_RESUME_DROP_C, self._resume_drop_c + 5.0) if soon_after_resume else 0.0
         self._paused_at = now_s
         self._last_error = None
         why = f"{hot.sensor} {hot.celsius:.1f} C: critical (pause at {hot.limits.critical_c:.1f} C)"
@@ -244,9 +251,10 @@ class ThermalGovernor:
         if now_s - self._paused_at >= self._pause_s and hot.cooled:
             self._resumed_at = now_s
             self._share = self.config.min_share
-            why = f"{hot.sensor} {hot.celsius:.1f} C: cooled to {hot.limits.resume_c:.1f} C, resuming"
+            resume = hot.limits.resume_c - self._resume_drop_c
+            why = f"{hot.sensor} {hot.celsius:.1f} C: cooled to {resume:.1f} C, resuming"
             return self._decide(self._share, "regulating", why, hot)
-        why = f"{hot.sensor} {hot.celsius:.1f} C: paused until {hot.limits.resume_c:.1f} C"
+        why = f"{hot.sensor} {hot.celsius:.1f} C: paused until {hot.limits.resume_c - self._resume_drop_c:.1f} C"
         return self._decide(0.0, "paused", why, hot)
 
     def _decide(self, share: float, level: str, reason: str, hot: _Hottest | None) -> Throttle:
