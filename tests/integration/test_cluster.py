@@ -26,7 +26,7 @@ from daemon.frames import FrameResult
 from daemon.metrics import Metrics
 from daemon.sharding import InstanceConfig, assignment, runs
 from daemon.tail import tail
-from tests.fixtures_redis import CLUSTER_NODE_TIMEOUT_MS, RedisClusterProcs
+from tests.fixtures_redis_cluster import CLUSTER_NODE_TIMEOUT_MS, RedisClusterProcs
 from tests.fixtures_rtsp import Clip, RtspServer
 from tests.integration.daemon_harness import InProcessDaemon, wait_until, write_config
 from tests.integration.test_reliability import assert_exactly_once_in_order, drops, inferred, small_clip, total
