@@ -46,14 +46,20 @@ def open_sensors(
     return found, missing | more
 
 
-def read_all(sensors: Sequence[TemperatureSensor]) -> list[Reading]:
-    """Every sensor's readings; a sensor that fails unexpectedly gives none this time."""
+def read_all(sensors: Sequence[TemperatureSensor], failing: set[str] | None = None) -> list[Reading]:
+    """Every sensor's readings; a sensor that fails unexpectedly gives none this time (logged
+    once until it reads again, when `failing` keeps track across calls)."""
+    failing = set() if failing is None else failing
     readings: list[Reading] = []
     for sensor in sensors:
         try:
             readings.extend(sensor.read())
         except Exception as exc:  # a bug or an odd driver must not stop the thermal loop
-            log.error("thermal_read_failed", sensor=sensor.name, error=f"{type(exc).__name__}: {exc}")
+            if sensor.name not in failing:
+                log.error("thermal_read_failed", sensor=sensor.name, error=f"{type(exc).__name__}: {exc}")
+            failing.add(sensor.name)
+        else:
+            failing.discard(sensor.name)
     return readings
 
 
@@ -82,6 +88,7 @@ class ThermalMonitor:
         self._sensors: list[TemperatureSensor] = []
         self._missing: dict[str, str] = {}
         self._readings: list[Reading] = []
+        self._failing: set[str] = set()
         self._last_update: float | None = None
         self.throttle = Throttle(1.0, "normal", "not started")
 
@@ -92,6 +99,7 @@ class ThermalMonitor:
     async def run(self) -> None:
         """Read, decide, apply, report every `interval_s` until cancelled (cancellation propagates)."""
         if not self.config.enabled:
+            self.throttle = Throttle(1.0, "normal", "disabled")
             return
         loop = asyncio.get_running_loop()
         self._sensors, self._missing = await loop.run_in_executor(
@@ -109,7 +117,7 @@ class ThermalMonitor:
         )
         try:
             while True:
-                readings = await loop.run_in_executor(None, read_all, self._sensors)
+                readings = await loop.run_in_executor(None, read_all, self._sensors, self._failing)
                 self.step(time.monotonic(), readings)
                 await asyncio.sleep(self.config.interval_s)
         finally:

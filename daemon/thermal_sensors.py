@@ -82,6 +82,17 @@ _REASON_FUNCTIONS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCur
 _VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # by nvmlValueType_t
 
 
+def _field_number(value: Any) -> float | None:
+    """A c_nvmlFieldValue_t's number (None when its call failed); a bare number as it is."""
+    if isinstance(value, int | float):
+        return float(value)
+    if getattr(value, "nvmlReturn", 0) != 0:
+        return None
+    member = _VALUE_MEMBERS[int(getattr(value, "valueType", 5)) % len(_VALUE_MEMBERS)]
+    number = getattr(getattr(value, "value", None), member, None)
+    return float(number) if isinstance(number, int | float) else None
+
+
 class NvmlSensor:
     """GPU temperature of the devices the engine uses (package nvidia-ml-py, module `pynvml`).
 
@@ -144,12 +155,9 @@ class NvmlSensor:
             return {}
         found: dict[str, float] = {}
         for key, value in zip(keys, values, strict=False):
-            if getattr(value, "nvmlReturn", 0) != 0:
-                continue
-            member = _VALUE_MEMBERS[int(getattr(value, "valueType", 5)) % len(_VALUE_MEMBERS)]
-            number = getattr(value.value, member, None)
-            if isinstance(number, int | float):
-                found[key.lower()] = float(number)
+            number = _field_number(value)
+            if number is not None:
+                found[key.lower()] = number
         if found and max(found.values()) < 40:  # offsets to the T.Limit, not temperatures
             margin = self._call("nvmlDeviceGetMarginTemperature", handle)
             temp = self._call("nvmlDeviceGetTemperature", handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0))

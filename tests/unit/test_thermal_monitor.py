@@ -12,8 +12,8 @@ from daemon.config import ThermalConfig
 from daemon.config_engine import EngineConfig
 from daemon.frames import StatusEvent
 from daemon.metrics import Metrics
-from daemon.thermal import Reading
-from daemon.thermal_monitor import ThermalMonitor, thermal_report
+from daemon.thermal import Reading, SensorInfo
+from daemon.thermal_monitor import ThermalMonitor, read_all, thermal_report
 
 
 class Recorder:
@@ -99,3 +99,39 @@ def test_doctor_report_shows_sensors_thresholds_trip_points_and_the_limits_appli
     assert "limit 87.0 C, pause at 91.0 C" in lines[0] and "ignored" in lines[1]
     _, none = thermal_report(ThermalConfig(sysfs_root=tmp_path / "absent"), EngineConfig(providers=["cpu"]))
     assert "no sensor" in none[0]
+
+
+class FlakySensor:
+    """A TemperatureSensor whose driver raises something unexpected on every other read."""
+
+    name = "flaky"
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def read(self) -> list[Reading]:
+        self.reads += 1
+        if self.reads % 2:
+            raise RuntimeError("driver hiccup")
+        return [Reading("flaky0", 50.0)]
+
+    def info(self) -> list[SensorInfo]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+class SteadySensor(FlakySensor):
+    name = "steady"
+
+    def read(self) -> list[Reading]:
+        return [Reading("steady0", 42.0)]
+
+
+def test_a_sensor_that_raises_gives_no_reading_that_time_and_the_others_still_count() -> None:
+    flaky, failing = FlakySensor(), set[str]()
+    first = read_all([flaky, SteadySensor()], failing)
+    assert [r.sensor for r in first] == ["steady0"] and failing == {"flaky"}
+    second = read_all([flaky, SteadySensor()], failing)
+    assert [r.sensor for r in second] == ["flaky0", "steady0"] and failing == set()

@@ -241,7 +241,7 @@ def test_an_nvml_error_at_any_read_call_leaves_that_value_unknown_and_never_esca
         assert reading.hw_slowdown is False  # a failure is not a FunctionNotFound: unknown, not hot
 
 
-@pytest.mark.parametrize("failing", ["nvmlInit", "nvmlDeviceGetHandleByIndex"])
+@pytest.mark.parametrize("failing", ["nvmlInit", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex"])
 def test_an_nvml_error_while_opening_is_reported_as_missing(failing: str) -> None:
     found, missing = detect_sensors(nvml=FakeNvml([a100()], fail={failing}), kinds=("nvml",))
     assert found == [] and missing["nvml"].startswith("NVMLError")
