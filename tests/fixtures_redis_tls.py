@@ -7,7 +7,9 @@
 
 `tls_material` (session): `ca` (the test CA), `server_cert`/`server_key` (signed by it, for
 127.0.0.1 and localhost), `client_cert`/`client_key` (signed by it), `rogue_ca` and
-`rogue_cert`/`rogue_key` (a server certificate for the same names from a CA nobody trusts).
+`rogue_cert`/`rogue_key` (a server certificate for the same names from a CA nobody trusts),
+`other_cert`/`other_key` (signed by the CA, for another host name only).
+`redis_tls_server(wrong_name=True)` serves the latter.
 These fixtures are registered through tests/fixtures_redis.py.
 """
 
@@ -35,6 +37,8 @@ class TlsMaterial:
     rogue_ca: Path
     rogue_cert: Path
     rogue_key: Path
+    other_cert: Path
+    other_key: Path
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -66,6 +70,7 @@ def tls_material(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
     _make_cert(d, "server", "ca", "localhost", "IP:127.0.0.1,DNS:localhost")
     _make_cert(d, "client", "ca", "beltsight", "DNS:beltsight")
     _make_cert(d, "rogue", "rogue-ca", "localhost", "IP:127.0.0.1,DNS:localhost")
+    _make_cert(d, "other", "ca", "redis.elsewhere", "DNS:redis.elsewhere")
     return TlsMaterial(
         ca=d / "ca.crt",
         server_cert=d / "server.crt",
@@ -75,17 +80,22 @@ def tls_material(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
         rogue_ca=d / "rogue-ca.crt",
         rogue_cert=d / "rogue.crt",
         rogue_key=d / "rogue.key",
+        other_cert=d / "other.crt",
+        other_key=d / "other.key",
     )
 
 
 class TlsRedisServer(RedisServer):
     """redis-server with only a TLS port (`--port 0 --tls-port N`); `url` is rediss://."""
 
-    def __init__(self, binary: str, data_dir: Path, material: TlsMaterial, *, auth_clients: bool, rogue: bool) -> None:
+    def __init__(
+        self, binary: str, data_dir: Path, material: TlsMaterial, *, auth_clients: bool, rogue: bool, wrong_name: bool
+    ) -> None:
         super().__init__(binary, data_dir)
         self.material = material
         self.auth_clients = auth_clients
         self.rogue = rogue
+        self.wrong_name = wrong_name
 
     @property
     def url(self) -> str:
@@ -100,6 +110,8 @@ class TlsRedisServer(RedisServer):
         argv[argv.index("--port") + 1] = "0"
         m = self.material
         cert, key = (m.rogue_cert, m.rogue_key) if self.rogue else (m.server_cert, m.server_key)
+        if self.wrong_name:
+            cert, key = m.other_cert, m.other_key
         argv += ["--tls-port", str(self.port), "--tls-cert-file", str(cert), "--tls-key-file", str(key)]
         argv += ["--tls-ca-cert-file", str(m.ca), "--tls-auth-clients", "yes" if self.auth_clients else "no"]
         return argv
@@ -113,6 +125,7 @@ class TlsRedisServer(RedisServer):
             ssl_ca_certs=str(self._server_ca),
             ssl_certfile=str(m.client_cert),
             ssl_keyfile=str(m.client_key),
+            ssl_check_hostname=not self.wrong_name,
             **kw,  # type: ignore[arg-type]
         )
 
@@ -130,15 +143,20 @@ TlsServerFactory = Callable[..., TlsRedisServer]
 
 @pytest.fixture
 def redis_tls_server(tmp_path_factory: pytest.TempPathFactory, tls_material: TlsMaterial) -> Iterator[TlsServerFactory]:
-    """Factory: `redis_tls_server(auth_clients=False, rogue=False)` -> started TlsRedisServer."""
+    """Factory: `redis_tls_server(auth_clients=False, rogue=False, wrong_name=False)` -> started server."""
     binary = find_redis_server()
     if binary is None:
         pytest.skip("redis-server not installed (Debian: apt-get install redis-server)")
     servers: list[TlsRedisServer] = []
 
-    def start(*, auth_clients: bool = False, rogue: bool = False) -> TlsRedisServer:
+    def start(*, auth_clients: bool = False, rogue: bool = False, wrong_name: bool = False) -> TlsRedisServer:
         server = TlsRedisServer(
-            binary, tmp_path_factory.mktemp("redis-tls"), tls_material, auth_clients=auth_clients, rogue=rogue
+            binary,
+            tmp_path_factory.mktemp("redis-tls"),
+            tls_material,
+            auth_clients=auth_clients,
+            rogue=rogue,
+            wrong_name=wrong_name,
         )
         servers.append(server)
         server.start()

@@ -87,6 +87,21 @@ def test_turning_verification_off_is_explicit_and_logged(
     assert rogue.client().xlen(cfg.stream_for("cam1")) == 3
 
 
+def test_a_certificate_for_another_host_name_is_refused_unless_that_check_is_turned_off(
+    redis_tls_server: Callable[..., TlsRedisServer], tls_material: TlsMaterial
+) -> None:
+    server = redis_tls_server(wrong_name=True)  # signed by the CA, for redis.elsewhere only
+    logs = publish_some(tls_config(server, tls_material), 2, Metrics())
+    failed = [e for e in logs if e["event"] == "redis_tls_failed"]
+    assert len(failed) == 1 and "host" in failed[0]["hint"]
+    assert server.client().xlen("beltsight:detections:cam1") == 0
+
+    logs = publish_some(tls_config(server, tls_material, tls_check_hostname=False), 2, Metrics())
+    unverified = [e for e in logs if e["event"] == "redis_tls_unverified"]
+    assert len(unverified) == 1 and unverified[0]["verify"] is True and unverified[0]["check_hostname"] is False
+    assert server.client().xlen("beltsight:detections:cam1") == 2
+
+
 def test_a_client_certificate_is_required_when_the_server_asks_for_one(
     redis_tls_server: Callable[..., TlsRedisServer], tls_material: TlsMaterial
 ) -> None:
