@@ -203,12 +203,16 @@ class ThermalGovernor:
 
     def _regulate(self, now_s: float, dt: float, hot: _Hottest) -> Throttle:
         cfg = self.config
-        current, forecast, slope = self._forecast()
+        _current, forecast, slope = self._forecast()
         error = forecast
         share = self._share
         # far below and no longer cooling: the cause of the cut is gone (a cut of our own still
         # shows as a fall, and jumping back to full speed from there would only cut again)
-        far_below = current < -cfg.reset_below_c and forecast < -cfg.reset_below_c and slope > -_SETTLED_C_PER_S
+        far_below = (
+            forecast < -cfg.reset_below_c
+            and slope > -_SETTLED_C_PER_S
+            and all(v < -cfg.reset_below_c for _, v in self._history)  # the whole window, not one dip
+        )
         if far_below and not hot.hw_slowdown:
             share = 1.0
         else:
