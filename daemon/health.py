@@ -145,6 +145,26 @@ class _Refused(asyncio.Protocol):
         transport.close()
 
 
+class _Handler(RequestHandler):
+    """aiohttp's connection handler, telling the server as soon as a whole request head has
+    arrived (before aiohttp schedules the request's task), so a flood of new connections cannot
+    evict a client that has already asked."""
+
+    __slots__ = ("_bounded", "_last_bytes")
+
+    def __init__(self, manager: BoundedServer, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._bounded = manager
+        self._last_bytes = b""
+
+    def data_received(self, data: bytes) -> None:
+        seen = self._last_bytes + data
+        if b"\r\n\r\n" in seen:
+            self._bounded.mark_busy(self)
+        self._last_bytes = seen[-3:]
+        super().data_received(data)
+
+
 @dataclass(slots=True)
 class _Conn:
     transport: asyncio.Transport
@@ -185,7 +205,7 @@ class BoundedServer(web.Server):
         if self.open_connections >= self.limits.max_connections and not self._evict_one():
             self._count("refused")
             return _Refused()  # type: ignore[return-value]
-        handler = super().__call__()
+        handler = _Handler(self, loop=self._loop, **self._kwargs)
         self._unmade[handler] = now
         return handler
 
