@@ -4,12 +4,15 @@ Policy (feedback, not a switch), in the spirit of the kernel's `power_allocator`
 thermal headroom forecast:
 - the controlled quantity is the hottest relevant sensor's excess over its limit (`limit_c`, or
   the hardware's slowdown threshold less `margin_c`), forecast `forecast_s` ahead with a
-  least-squares slope over the last `trend_window_s`, so the governor acts before the limit;
+  least-squares slope over the last `trend_window_s` (over its last half when a fast change
+  shows there clearly), so the governor acts before the limit;
 - an incremental PI on that forecast: the share moves by `proportional_gain` x the change of the
-  error plus an integral step, `cut_gain` while over the limit and the slower `raise_gain` while
-  under it, none within `deadband_c` of it (the sensors step in whole degrees); the share is
-  clamped to [`min_share`, 1], which is its anti-windup (the increments stop at the bounds);
-- `reset_below_c` under the limit, now and forecast, it goes straight back to full speed;
+  error plus an integral step, `cut_gain` while over the limit (faster the further over: a fast
+  plant's overshoot is cut at once) and the slower `raise_gain` while under it (as if at most
+  5 C under: a bounded climb back), none within `deadband_c` of it (the sensors step in whole
+  degrees); the share is clamped to [`min_share`, 1], which is its anti-windup;
+- once the whole trend window has stayed `reset_below_c` under the limit for 2.5 windows and the
+  temperature no longer falls, it goes straight back to full speed (the cause of the cut is gone);
 - a hardware slowdown reported by the sensor counts as over the limit whatever the temperature;
 - at `critical_c` inference pauses (share 0) for at least `min_pause_s` and until every sensor
   is back at `resume_c`; a pause within 8 pauses' time of the last resume lasts twice as long as
@@ -53,6 +56,8 @@ LEVELS = ("normal", "regulating", "paused")
 _CUT_BOOST_FROM_C = 1.5  # further over (forecast) than the deadband and this, each C more cuts faster
 
 _SETTLED_C_PER_S = 0.1
+_RESET_AFTER_WINDOWS = 2.5  # trend windows the temperature must stay far below before a reset
+_STEP_C = 1.0  # the resolution sensors report (NVML: whole degrees)
 _RAISE_CLAMP_C = 5.0
 _MAX_RESUME_DROP_C = 15.0  # the integral raises the share as if at most this far under the limit
 _NORMAL_AFTER_S = 10.0  # at full speed this long before "regulating" becomes "normal" again
@@ -141,6 +146,7 @@ class ThermalGovernor:
         self._last_t: float | None = None
         self._last_error: float | None = None
         self._full_since: float | None = None
+        self._far_since: float | None = None  # since when the whole trend window is far below the limit
         self._paused_at: float | None = None
         self._pause_s = config.min_pause_s
         self._resumed_at: float | None = None
@@ -193,6 +199,12 @@ class ThermalGovernor:
         samples = list(self._history)
         now, current = samples[-1]
         slope = lsq_slope(samples)
+        recent = [(t, v) for t, v in samples if t >= now - self.config.trend_window_s / 2]
+        values = [v for _, v in recent]
+        if len(recent) >= 3 and max(values) - min(values) >= 2 * _STEP_C:
+            # a fast change shows clearly in the last half window: follow it without the full lag
+            fast = lsq_slope(recent)
+            slope = fast if fast * slope > 0 and abs(fast) > abs(slope) else slope
         if len(samples) >= 3:
             mean_t = sum(t for t, _ in samples) / len(samples)
             mean_v = sum(v for _, v in samples) / len(samples)
@@ -206,12 +218,17 @@ class ThermalGovernor:
         _current, forecast, slope = self._forecast()
         error = forecast
         share = self._share
-        # far below and no longer cooling: the cause of the cut is gone (a cut of our own still
-        # shows as a fall, and jumping back to full speed from there would only cut again)
+        if all(v < -cfg.reset_below_c for _, v in self._history) and forecast < -cfg.reset_below_c:
+            self._far_since = now_s if self._far_since is None else self._far_since
+        else:
+            self._far_since = None
+        # far below for a while and no longer cooling: the cause of the cut is gone. A cut of our
+        # own shows as a fall, and the climb back from it as a short stay far below: jumping to
+        # full speed from there would only cut again.
         far_below = (
-            forecast < -cfg.reset_below_c
+            self._far_since is not None
+            and now_s - self._far_since >= _RESET_AFTER_WINDOWS * cfg.trend_window_s
             and slope > -_SETTLED_C_PER_S
-            and all(v < -cfg.reset_below_c for _, v in self._history)  # the whole window, not one dip
         )
         if far_below and not hot.hw_slowdown:
             share = 1.0

@@ -42,7 +42,7 @@ def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
 
 def test_every_level_change_is_an_event_a_status_line_and_metrics() -> None:
     mon, rec, metrics = monitor(ThermalConfig(limit_c=70, critical_c=80, resume_c=60, min_pause_s=5))
-    temps = [50.0] * 5 + [75.0] * 10 + [85.0] * 3 + [40.0] * 35
+    temps = [50.0] * 5 + [75.0] * 10 + [85.0] * 3 + [40.0] * 50
     for t, celsius in enumerate(temps):
         mon.step(float(t), [Reading("gpu-thermal", celsius), Reading("cv0-thermal", float("nan"))])
     details = [json.loads(e.detail) for e in rec.events]
