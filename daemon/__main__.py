@@ -1,8 +1,8 @@
 """`beltsight` / `python -m daemon`: parse arguments, load settings, configure logging, run.
 
 Exit codes: 0 done; 78 (EX_CONFIG) invalid configuration or model file; 69 (EX_UNAVAILABLE)
-the configured execution provider is not available (systemd may retry: a driver can come up
-late at boot); 1 unexpected error; 130 forced exit on a second signal.
+the configured execution provider is not available, or `[engine] device = "cuda"` cannot be
+served (systemd may retry: a driver can come up late at boot); 1 unexpected error; 130 forced exit on a second signal.
 """
 
 from __future__ import annotations
@@ -109,6 +109,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from daemon.engine import ModelError, ProviderError  # noqa: PLC0415
     from daemon.fd_limit import raise_nofile_limit  # noqa: PLC0415
     from daemon.memory import tune_malloc  # noqa: PLC0415
+    from daemon.xp import GpuUnavailableError  # noqa: PLC0415
 
     malloc = tune_malloc()  # before any thread starts
     settings = _load(args.config)
@@ -126,6 +127,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EX_CONFIG
     except ProviderError as exc:
         log.error("provider_unavailable", error=str(exc))
+        return EX_UNAVAILABLE
+    except GpuUnavailableError as exc:  # [engine] device = "cuda" without a CUDA session and CuPy
+        log.error("gpu_unavailable", error=str(exc))
         return EX_UNAVAILABLE
     return 0
 

@@ -20,6 +20,7 @@ import structlog
 
 from daemon.batcher import Batcher, BatchPolicy, InOrder
 from daemon.config import ConfigError, Settings
+from daemon.device_stage import for_lane, source_decode
 from daemon.engine import EngineFactory, InferenceError, ModelInfo, load_model_info
 from daemon.frames import FrameResult, StatusEvent
 from daemon.health import HealthServer, HttpLimits, SystemdNotifier
@@ -35,6 +36,7 @@ from daemon.router import ModelRouter
 from daemon.sinks import RedisSink
 from daemon.sources import CameraSource
 from daemon.thermal_monitor import ThermalMonitor
+from daemon.xp import DeviceChoice, choose_device
 
 log = structlog.get_logger("beltsight.app")
 
@@ -101,8 +103,11 @@ class Daemon:
         metrics: Metrics | None = None,
         notifier: SystemdNotifier | None = None,
         engine_factory: EngineBuilder | None = None,
+        device: DeviceChoice | None = None,
     ) -> None:
-        """`engine_factory` replaces the ONNX Runtime factory (fault-injection tests and tools)."""
+        """`engine_factory` replaces the ONNX Runtime factory (fault-injection tests and tools);
+        `device` replaces `choose_device`'s pick (tests run the device path with NumPy as `xp`)."""
+        self._device = device
         self.settings = settings
         self.metrics = metrics or Metrics()
         self.notifier = notifier or SystemdNotifier()
@@ -196,9 +201,13 @@ class Daemon:
         overrides = {c.model for c in self.settings.instance_cameras() if c.model is not None}
         for size in sorted(overrides):
             self._prebuilt[size] = await loop.run_in_executor(None, self._build_engine, size, "startup")
+        built = list(self._prebuilt.values())
         if not overrides:
             probe = await loop.run_in_executor(None, self._build_engine, min(self._infos), "provider_check")
             probe.close()
+            built = [probe]
+        ecfg = self.settings.engine  # where pre- and post-processing run, from the session's providers
+        self._device = self._device or choose_device(ecfg.device, built[0].providers, ecfg.cuda.device_id)
 
     def _build_engine(self, size: int, reason: str) -> InferenceEngine:
         return self._factory.build(self._infos[size], reason=reason)
@@ -222,9 +231,10 @@ class Daemon:
             loop.call_soon_threadsafe(self._ensure_lane, size)
 
         self.hub.on_new_size(lane_needed)
+        hw = source_decode(self._device, self.settings.engine.cuda.device_id)  # None: the CPU path
         for camera in cameras:
             source = CameraSource(
-                camera, consumer=self.hub, route=router, on_status=self._on_status, metrics=self.metrics
+                camera, consumer=self.hub, route=router, on_status=self._on_status, metrics=self.metrics, hwdecode=hw
             )
             self.sources.append(source)
             source.start()
@@ -271,8 +281,9 @@ class Daemon:
                 classes = frozenset(label_ids[c] for c in cam.classes)
             rules[cam.id] = CameraRules(cam.conf_threshold or ecfg.conf_threshold, classes)
         post = PostprocessConfig(ecfg.conf_threshold, ecfg.iou_threshold, ecfg.max_det)
+        device = for_lane(self._device, engine, info, engine.max_batch)  # None on the CPU path
         return InferenceStage(
-            info, engine, max_batch=engine.max_batch, post=post, rules=rules, metrics=self.metrics
+            info, engine, max_batch=engine.max_batch, post=post, rules=rules, metrics=self.metrics, device=device
         )
 
     async def _start_lane(self, lane: Lane) -> None:

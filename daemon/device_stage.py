@@ -9,6 +9,12 @@ sync, and the output stays on the device for `decode_batch(xp, ...)`, all queued
 engine's CUDA stream. When the engine cannot run on the device right now (a breaker serving
 on its CPU fallback, or `xp` is NumPy), the batch goes through `engine.run` on the host and the
 output is put back on `xp`: the same code path with NumPy is how it is tested here.
+
+Wiring (`daemon.app`): `choose_device` once at startup, before READY; `for_lane` gives each
+lane worker's `InferenceStage` its `DeviceInference` when the choice is "cuda", and
+`source_decode` the camera sources their `HwDecode`. The stage takes this path for a batch when
+`serves(frames)`: every frame carries its decoded planes and the engine can run on the device
+now; otherwise (a breaker serving on its CPU fallback) the host path of the CPU pipeline.
 """
 
 from __future__ import annotations
@@ -21,10 +27,11 @@ import numpy as np
 
 from daemon.device_preprocess import DeviceBatchTensor, YuvFrame
 from daemon.engine_types import DeviceEngine, InferenceEngine
-from daemon.frames import Letterbox
-from daemon.hwdecode import YuvUploader, yuv_frame
+from daemon.frames import Frame, Letterbox
+from daemon.hwdecode import HwDecode, YuvUploader, yuv_frame
+from daemon.letterbox_kernel import LetterboxKernel
 from daemon.model_file import ModelInfo
-from daemon.xp import ArrayModule, is_device_array, to_host
+from daemon.xp import ArrayModule, DeviceChoice, is_device_array, to_host
 
 
 class DeviceInference:
@@ -41,6 +48,32 @@ class DeviceInference:
     def _stream(self) -> Any:
         stream = getattr(self.engine, "cuda_stream", None) if self.xp is not np else None
         return stream if stream is not None else contextlib.nullcontext()
+
+    def stream(self) -> contextlib.AbstractContextManager[Any]:
+        """The engine's CUDA stream as CuPy's current stream (a no-op with NumPy): fill, run and
+        the stage's decode + NMS inside it are queued on that one stream, in order."""
+        context: contextlib.AbstractContextManager[Any] = self._stream()
+        return context
+
+    def serves(self, frames: Sequence[Frame]) -> bool:
+        """Whether this batch can take the device path now: the engine is on the device (not a
+        breaker's CPU fallback) and every frame carries its decoded planes (`Frame.decoded`)."""
+        engine = self.engine
+        on_device = isinstance(engine, DeviceEngine) and engine.on_cuda
+        return on_device and all(f.decoded is not None for f in frames)
+
+    def infer(self, batch: Any) -> Any:
+        """The engine's `run_device` on a filled batch, without a host sync: the output stays on
+        the device for the decode queued after it on the same stream. Call inside `stream()`."""
+        engine = self.engine
+        if not isinstance(engine, DeviceEngine):
+            raise TypeError(f"{type(engine).__name__} cannot run a device batch")
+        before = engine.cuda_stream
+        output = engine.run_device(batch, synchronize=False)
+        after = engine.cuda_stream
+        if after is not None and after is not before:  # a rebuilt session swapped in: its own stream
+            after.synchronize()
+        return output
 
     def fill(self, frames: Sequence[tuple[Any, Letterbox]]) -> Any:
         """The batch from (decoded frame or YuvFrame, letterbox) pairs, on `xp`'s device."""
@@ -60,3 +93,21 @@ class DeviceInference:
             if is_device_array(batch) and isinstance(engine, DeviceEngine) and engine.on_cuda:
                 return engine.run_device(batch, synchronize=False)
             return self.xp.asarray(engine.run(to_host(batch)))
+
+
+def for_lane(
+    choice: DeviceChoice | None, engine: InferenceEngine, info: ModelInfo, max_batch: int
+) -> DeviceInference | None:
+    """A lane worker's device path when `[engine] device` chose CUDA (the CUDA letterbox kernel
+    where `xp` is CuPy; the xp letterbox with NumPy, the test seam), else None (the CPU path)."""
+    if choice is None or choice.device != "cuda":
+        return None
+    kernel = LetterboxKernel(choice.xp) if choice.xp is not np else None
+    return DeviceInference(choice.xp, engine, info, max_batch, kernel=kernel)
+
+
+def source_decode(choice: DeviceChoice | None, device_id: int) -> HwDecode | None:
+    """How camera sources open their streams for a lane on the device (None: the CPU path)."""
+    if choice is None or choice.device != "cuda":
+        return None
+    return HwDecode(device_id, on_device=choice.xp is not np)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -94,6 +94,9 @@ class Frame:
     `seq` is the frame's index within the current connection (decoded frames; frames
     dropped later leave gaps). `captured_ms` is wall-clock Unix ms at decode,
     `captured_mono` the same instant on the monotonic clock (for ages and latency).
+    `decoded` is the decoded frame itself (an `av.VideoFrame`, host or NVDEC device memory) from
+    live sources, for the inference stage's device path (`daemon.device_stage`), which letterboxes
+    its YUV planes on the GPU instead of calling `pixels`; None where only planes exist.
     """
 
     camera_id: str
@@ -102,6 +105,7 @@ class Frame:
     captured_mono: float
     letterbox: Letterbox
     pixels: RGBPlanes | Callable[[], RGBPlanes]
+    decoded: Any = None
 
     @property
     def planes(self) -> RGBPlanes:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import av
+import av.container
 import av.error
 import numpy as np
 import structlog
@@ -117,6 +118,31 @@ def open_input(
         log.warning("hwdecode_fallback", camera=camera, device=device_id, reason=_why(exc))
         return av.open(url, options=opts, timeout=timeout), False
     return container, True
+
+
+@dataclass(frozen=True, slots=True)
+class HwDecode:
+    """How a camera source opens its streams when the lanes run on the device: NVDEC on CUDA
+    `device_id` where the stream allows (else CPU decoding, logged), frames left in device memory
+    when `on_device` (`xp` is CuPy), else copied back to the host as NV12."""
+
+    device_id: int = 0
+    on_device: bool = False
+
+    def open(
+        self,
+        url: str,
+        *,
+        options: Mapping[str, str] | None = None,
+        timeout: float | tuple[float, float] | None = None,
+        camera: str = "",
+    ) -> av.container.InputContainer:
+        """The opened input container (see `open_input`)."""
+        container: av.container.InputContainer
+        container, _nvdec = open_input(
+            url, options=options, timeout=timeout, device_id=self.device_id, on_device=self.on_device, camera=camera
+        )
+        return container
 
 
 class YuvUploader:

@@ -10,10 +10,10 @@ straight into it, and the padding of a slot is rewritten only when its geometry 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +24,10 @@ from daemon.metrics import Metrics
 from daemon.model_layout import InputConvention
 from daemon.postprocess import decode_batch, to_detections
 from daemon.resilience import InferenceEngine
+from daemon.xp import array_module_of
+
+if TYPE_CHECKING:
+    from daemon.device_stage import DeviceInference
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +112,10 @@ class InferenceStage:
         rules: Mapping[str, CameraRules],
         metrics: Metrics,
         xp: ModuleType = np,
+        device: DeviceInference | None = None,
     ) -> None:
+        """`device` (lanes where `[engine] device` chose CUDA): the device path, taken for every
+        batch it `serves`; the others (a breaker on its CPU fallback) take the host path below."""
         self.info = info
         self.engine = engine
         self._tensor = BatchTensor(max_batch, info.size, info.convention)
@@ -117,11 +124,14 @@ class InferenceStage:
         self._rules = dict(rules)
         self._metrics = metrics
         self._xp = xp
+        self._device = device
         self._model_label = str(info.size)
 
     def swap_engine(self, engine: InferenceEngine) -> InferenceEngine:
         """Put a new engine in service between batches; returns the old one (caller closes it)."""
         old, self.engine = self.engine, engine
+        if self._device is not None:
+            self._device.engine = engine
         return old
 
     def _rules_for(self, camera_id: str) -> CameraRules:
@@ -129,16 +139,26 @@ class InferenceStage:
         return rules if rules is not None else CameraRules(self._post.conf_threshold)
 
     def infer(self, frames: list[Frame]) -> list[FrameResult]:
-        batch = self._tensor.fill(frames)
+        device = self._device
+        if device is not None and device.serves(frames):  # YUV planes -> device batch -> run_device
+            with device.stream():  # fill, inference, decode + NMS queued on the engine's stream
+                batch = device.fill([(f.decoded, f.letterbox) for f in frames])
+                return self._infer(frames, batch, device.infer, None)
+        return self._infer(frames, self._tensor.fill(frames), self.engine.run, self._xp)
+
+    def _infer(
+        self, frames: list[Frame], batch: Any, run: Callable[[Any], Any], xp: ModuleType | None
+    ) -> list[FrameResult]:
+        """Run a filled batch and decode it (on `xp`, or where the output lies when None)."""
         started, cpu_started = time.perf_counter(), time.thread_time()
-        output = self.engine.run(batch)
+        output = run(batch)
         self._metrics.inference_cpu_seconds.labels(model=self._model_label).inc(time.thread_time() - cpu_started)
         self._metrics.inference_seconds.labels(model=self._model_label).observe(time.perf_counter() - started)
         self._metrics.batch_size.labels(model=self._model_label).observe(len(frames))
         rules = [self._rules_for(f.camera_id) for f in frames]
         floor = min(r.conf_threshold for r in rules)
         rows = decode_batch(
-            self._xp,
+            xp if xp is not None else array_module_of(output),
             output,
             conf_threshold=floor,
             iou_threshold=self._post.iou_threshold,

@@ -95,6 +95,9 @@ EVENTS: tuple[LogEvent, ...] = (
     ),
     LogEvent("fallback_build_failed", "error", "the fallback session could not be built", ("model", "error")),
     LogEvent("forced_exit", "warning", "a second SIGTERM/SIGINT: exit 130 without draining", ("signal",)),
+    LogEvent(
+        "gpu_unavailable", "error", '[engine] device = "cuda" but no CUDA session or CuPy: exit 69', ("error",)
+    ),
     LogEvent("health_listening", "info", "the health endpoint is listening", ("url",)),
     LogEvent(
         "http_connections_shed",

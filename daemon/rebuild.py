@@ -16,7 +16,7 @@ import structlog
 
 from daemon.config_engine import RebuildConfig
 from daemon.engine import InferenceError, ModelInfo, Placement
-from daemon.engine_types import Clock, EngineBuilder, HostArray, InferenceEngine, StatusCallback
+from daemon.engine_types import Clock, DeviceEngine, EngineBuilder, HostArray, InferenceEngine, StatusCallback
 from daemon.frames import StatusEvent
 from daemon.memory import MemorySample, process_memory, release_free_memory
 
@@ -129,6 +129,30 @@ class RebuildingEngine:
             if self._engine is None:
                 raise InferenceError(f"model {self.info.name}: engine is closed")
             out = self._engine.run(batch)
+            self._schedule(int(batch.shape[0]))
+        return out
+
+    @property
+    def on_cuda(self) -> bool:
+        """Whether the serving session can take a device batch (`run_device`)."""
+        engine: object = self._engine  # any engine; a DeviceEngine can say
+        return isinstance(engine, DeviceEngine) and engine.on_cuda
+
+    @property
+    def cuda_stream(self) -> Any | None:
+        engine: object = self._engine
+        return engine.cuda_stream if isinstance(engine, DeviceEngine) else None
+
+    def run_device(self, batch: Any, *, synchronize: bool = True) -> Any:
+        """`run` for a batch on the device (the serving session's `run_device`), same swaps and triggers."""
+        with self._lock:
+            self._collect()
+            engine: object = self._engine
+            if engine is None:
+                raise InferenceError(f"model {self.info.name}: engine is closed")
+            if not isinstance(engine, DeviceEngine) or not engine.on_cuda:
+                raise InferenceError(f"model {self.info.name}: the serving session is not on CUDA")
+            out = engine.run_device(batch, synchronize=synchronize)
             self._schedule(int(batch.shape[0]))
         return out
 

@@ -26,10 +26,20 @@ from daemon.engine_types import Clock, DeviceEngine, EngineBuilder, HostArray, I
 from daemon.memory import MemorySample, process_memory
 from daemon.metrics import Metrics
 from daemon.rebuild import RebuildingEngine, close_built, emit_status
+from daemon.xp import to_host
 
 __all__ = ["Clock", "DeviceEngine", "EngineBuilder", "InferenceEngine", "ResilientEngine"]
 
 log = structlog.get_logger("beltsight.resilience")
+
+
+def _host_batch(model: str, batch: Any) -> HostArray:
+    """A device batch copied to the host for the CPU fallback (a GPU that just failed may not
+    give it back: that batch is then lost, as InferenceError)."""
+    try:
+        return to_host(batch)
+    except Exception as exc:
+        raise InferenceError(f"model {model}: the batch could not be copied from the device: {exc}") from exc
 
 
 class _ClockStorage(pybreaker.CircuitMemoryStorage):
@@ -181,6 +191,34 @@ class ResilientEngine:
             self._schedule()
         return out
 
+    @property
+    def on_cuda(self) -> bool:
+        """Whether a batch on the device can go to the primary now: False while the breaker is open
+        (the CPU fallback serves; the inference stage then takes its host path) or without a
+        primary session on CUDA."""
+        primary = self._primary
+        if primary is None or (self._breaker is not None and self._breaker.current_state == pybreaker.STATE_OPEN):
+            return False
+        return primary.on_cuda
+
+    @property
+    def cuda_stream(self) -> Any | None:
+        """The primary's CUDA stream (device batches are written on it), None without one."""
+        primary = self._primary
+        return primary.cuda_stream if primary is not None else None
+
+    def run_device(self, batch: Any, *, synchronize: bool = True) -> Any:
+        """`run` for a batch already on the device: the primary's `run_device` (output stays on
+        the device), failures counted by the breaker as `run` counts them; a failed batch is
+        retried at once on the CPU fallback (copied to the host; the output is then NumPy)."""
+        with self._lock:
+            if self._closed:
+                raise InferenceError(f"model {self.info.name}: engine is closed")
+            self._collect_builds()
+            out = self._serve_device(batch, synchronize)
+            self._schedule()
+        return out
+
     def close(self) -> None:
         """Close every session, including builds still in flight once they finish."""
         with self._lock:
@@ -224,6 +262,26 @@ class ResilientEngine:
                 count, state = self._breaker.fail_counter, self._breaker.current_state
                 log.warning("primary_batch_failed", model=self.info.name, error=str(exc), failures=count, state=state)
         return self._run_fallback(batch)
+
+    def _serve_device(self, batch: Any, synchronize: bool) -> Any:
+        primary = self._primary
+        if primary is None:
+            if self._breaker is None:
+                raise InferenceError(f"model {self.info.name}: no session")
+            return self._run_fallback(_host_batch(self.info.name, batch))
+        run = partial(primary.run_device, synchronize=synchronize)
+        if self._breaker is None:
+            out = run(batch)
+            self._last_providers = primary.providers
+            return out
+        try:
+            out = self._breaker.call(run, batch)
+            self._last_providers = primary.providers
+            return out
+        except (InferenceError, pybreaker.CircuitBreakerError) as exc:
+            count, state = self._breaker.fail_counter, self._breaker.current_state
+            log.warning("primary_batch_failed", model=self.info.name, error=str(exc), failures=count, state=state)
+        return self._run_fallback(_host_batch(self.info.name, batch))
 
     def _run_fallback(self, batch: HostArray) -> HostArray:
         fallback = self._fallback_engine()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Literal, Protocol
 
@@ -25,6 +25,7 @@ from daemon.backoff import Backoff
 from daemon.config import CameraConfig
 from daemon.decoding import ConnectionLostError, describe_error, scale, set_decoder_threads
 from daemon.frames import Frame, FrameConsumer, Router, StatusEvent, StatusListener
+from daemon.hwdecode import HwDecode
 from daemon.log_repeat import RepeatSummary
 from daemon.metrics import Metrics
 from daemon.redaction import SECRETS
@@ -111,8 +112,12 @@ class CameraSource:
         metrics: Metrics,
         clock: Clock = time,
         backoff: Backoff | None = None,
+        hwdecode: HwDecode | None = None,
     ) -> None:
+        """`hwdecode` (lanes on the device only): open streams for NVDEC and hand each frame's
+        decoded planes on (`Frame.decoded`); None keeps the CPU path's `av.open` and frames."""
         self.camera = camera
+        self._hwdecode = hwdecode
         self._consumer = consumer
         self._on_status = on_status
         self._metrics = metrics
@@ -270,6 +275,8 @@ class CameraSource:
     def _open(self) -> av.container.InputContainer:
         url = self.camera.effective_url()
         if self.camera.is_file:
+            if self._hwdecode is not None:
+                return self._hwdecode.open(url, camera=self.camera_id)
             return av.open(url, mode="r")
         read_timeout_us = str(int(self.camera.read_timeout_s * 1e6))
         options = {
@@ -278,6 +285,9 @@ class CameraSource:
             "analyzeduration": "0",
             "probesize": "32",
         }
+        if self._hwdecode is not None:
+            timeout = (self.camera.open_timeout_s, self.camera.read_timeout_s)
+            return self._hwdecode.open(url, options=options, timeout=timeout, camera=self.camera_id)
         return av.open(url, mode="r", options=options, timeout=(self.camera.open_timeout_s, self.camera.read_timeout_s))
 
     def _read(self, container: av.container.InputContainer) -> _Outcome:
@@ -345,6 +355,8 @@ class CameraSource:
             self._metrics.dropped(self.camera_id, "no_model")
             return True
         frame = Frame(self.camera_id, seq, captured_ms, captured_mono, letterbox, partial(scale, vframe, letterbox))
+        if self._hwdecode is not None:  # the device path letterboxes the decoded planes itself
+            frame = replace(frame, decoded=vframe)
         if self.camera.is_file and not self.camera.realtime:
             return self._consumer.put(frame, wait=True, stop=self._stop)
         self._consumer.put(frame, wait=False)
