@@ -53,13 +53,12 @@ __all__ = [
 ]
 
 LEVELS = ("normal", "regulating", "paused")
-_CUT_BOOST_FROM_C = 1.5  # further over (forecast) than the deadband and this, each C more cuts faster
-
-_SETTLED_C_PER_S = 0.1
-_RESET_AFTER_WINDOWS = 2.5  # trend windows the temperature must stay far below before a reset
 _STEP_C = 1.0  # the resolution sensors report (NVML: whole degrees)
-_RAISE_CLAMP_C = 5.0
-_MAX_RESUME_DROP_C = 15.0  # the integral raises the share as if at most this far under the limit
+_CUT_BOOST_FROM_C = 1.5  # further over (forecast) than the deadband and this, each C more cuts faster
+_RAISE_CLAMP_C = 5.0  # the integral raises the share as if at most this far under the limit
+_SETTLED_C_PER_S = 0.1  # falling slower than this: cooling has settled
+_RESET_AFTER_WINDOWS = 2.5  # trend windows the temperature must stay far below before a reset
+_MAX_RESUME_DROP_C = 15.0  # the most the resume temperature is lowered after early resumes
 _NORMAL_AFTER_S = 10.0  # at full speed this long before "regulating" becomes "normal" again
 
 
