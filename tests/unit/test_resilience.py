@@ -147,6 +147,7 @@ def make_rig(
     *,
     retry_s: float = 30.0,
     primary: FakeEngine | None = None,
+    factory: FakeFactory | None = None,
 ) -> Rig:
     cfg = EngineConfig.model_validate(
         {
@@ -156,7 +157,7 @@ def make_rig(
         }
     )
     primary = primary or FakeEngine(1)
-    factory, clock, metrics = FakeFactory(), FakeClock(), Metrics()
+    factory, clock, metrics = factory or FakeFactory(), FakeClock(), Metrics()
     events: list[StatusEvent] = []
     memory = [MemorySample(500.0, 1000.0)]
     engine = ResilientEngine(
@@ -459,5 +460,122 @@ def test_while_the_breaker_is_open_the_fallback_is_the_session_that_gets_rebuilt
         rig.engine.wait_builds(10)
         assert old_fallback.closed
         assert rig.kinds() == ["breaker_open", "session_rebuilt"]
+    finally:
+        rig.engine.close()
+
+
+# -- the device path: run_device, on_cuda, cuda_stream ---------------------------------------------
+
+
+class DeviceFakeEngine(FakeEngine):
+    """A FakeEngine behind the DeviceEngine interface too: `run_device` answers with minus its id
+    (so an output says whether the device path served it), on a stream object of its own."""
+
+    def __init__(
+        self, ident: int, *, failing: bool = False, providers: tuple[str, ...] = ("CUDAExecutionProvider",)
+    ) -> None:
+        super().__init__(ident, failing=failing, providers=providers)
+        self.stream = object()
+        self.device_runs = 0
+        self.synchronized: list[bool] = []
+
+    @property
+    def on_cuda(self) -> bool:
+        return True
+
+    @property
+    def cuda_stream(self) -> object:
+        return self.stream
+
+    def run_device(self, batch: HostArray, *, synchronize: bool = True) -> HostArray:
+        assert not self.closed, f"engine {self.ident} used after close"
+        self.device_runs += 1
+        self.synchronized.append(synchronize)
+        if self.failing:
+            raise InferenceError(f"engine {self.ident}: CUDA failure on the device")
+        return np.full((batch.shape[0], 1, 1), -float(self.ident), dtype=np.float32)
+
+
+@dataclass
+class DeviceFakeFactory(FakeFactory):
+    def build(self, info: ModelInfo, placement: Placement = "configured", reason: str = "startup") -> FakeEngine:
+        engine = super().build(info, placement, reason)
+        if placement == "cpu":
+            return engine
+        device = DeviceFakeEngine(engine.ident, failing=engine.failing, providers=engine.providers)
+        self.built[-1] = (placement, reason, device)
+        return device
+
+
+def device_rig(breaker: BreakerConfig | None = None) -> tuple[Rig, DeviceFakeEngine]:
+    primary = DeviceFakeEngine(1, providers=("CUDAExecutionProvider", "CPUExecutionProvider"))
+    return make_rig(breaker=breaker, primary=primary, factory=DeviceFakeFactory()), primary
+
+
+def on_cuda(rig: Rig) -> bool:
+    return rig.engine.on_cuda  # a call, so mypy does not carry an earlier narrowing over
+
+
+def run_device(rig: Rig, n: int = 2) -> float:
+    out = rig.engine.run_device(np.zeros((n, 3, 4, 4), dtype=np.float32), synchronize=False)
+    assert out.shape == (n, 1, 1) and np.all(out == out.flat[0])
+    return float(out.flat[0])
+
+
+def test_run_device_goes_to_the_primarys_run_device_while_the_breaker_is_closed() -> None:
+    rig, primary = device_rig()
+    try:
+        assert rig.engine.on_cuda and rig.engine.cuda_stream is primary.stream
+        assert run_device(rig) == -1  # the device path of the primary
+        assert primary.device_runs == 1 and primary.runs == 0
+        assert primary.synchronized == [False]  # passed on: no host sync
+        assert rig.engine.providers == ("CUDAExecutionProvider", "CPUExecutionProvider")
+    finally:
+        rig.engine.close()
+
+
+def test_run_device_failures_open_the_breaker_and_then_the_engine_is_not_on_cuda() -> None:
+    rig, primary = device_rig()
+    try:
+        fallback = rig.factory.last("breaker_fallback")
+        primary.failing = True
+        served = [run_device(rig) for _ in range(3)]  # each failed batch retried on the CPU fallback
+        assert served == [fallback.ident] * 3  # the fallback's host `run`, not a device output
+        assert fallback.runs == 3 and primary.device_runs == 3
+        assert rig.engine.breaker_state == "open" and rig.kinds() == ["breaker_open"]
+        assert not rig.engine.on_cuda and rig.engine.cuda_stream is None  # the stage takes its host path
+        assert rig.run() == fallback.ident  # ... which the fallback serves
+        assert primary.device_runs == 3  # the open breaker no longer calls the failed primary
+    finally:
+        rig.engine.close()
+
+
+def test_after_the_probe_closes_the_breaker_the_device_path_is_back() -> None:
+    rig, primary = device_rig()
+    try:
+        primary.failing = True
+        for _ in range(3):
+            run_device(rig)
+        assert not rig.engine.on_cuda
+        rig.clock.advance(30)
+        rig.run()  # starts the probe build (host path: the breaker is open)
+        rig.engine.wait_builds(10)
+        probe = rig.factory.last("breaker_probe")
+        assert isinstance(probe, DeviceFakeEngine)
+        assert not rig.engine.on_cuda  # built, not yet proven: the probe batch comes by the host path
+        assert rig.run() == probe.ident and rig.engine.breaker_state == "closed"
+        assert on_cuda(rig) and rig.engine.cuda_stream is probe.stream
+        assert run_device(rig) == -probe.ident
+    finally:
+        rig.engine.close()
+
+
+def test_without_a_breaker_a_failed_device_batch_is_an_inference_error() -> None:
+    rig, primary = device_rig(BreakerConfig(enabled=False))
+    try:
+        assert run_device(rig) == -1
+        primary.failing = True
+        with pytest.raises(InferenceError):
+            run_device(rig)
     finally:
         rig.engine.close()
