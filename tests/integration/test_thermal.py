@@ -132,7 +132,7 @@ def test_heat_slows_inference_pauses_it_at_critical_and_cooling_restores_it(
         write_zone(zones, 40.0)
         wait_until(lambda: health(d)["thermal"]["share"] == 1.0, 30, "full speed again", d)
         back_rate = rate(redis, 3.0)
-        assert back_rate >= 0.7 * cool_rate, (back_rate, cool_rate)
+        assert back_rate >= 0.6 * cool_rate, (back_rate, cool_rate)
         wait_until(lambda: health(d)["thermal"]["level"] == "normal", 20, "the normal level", d)
         assert d.counter("beltsight_throttle_seconds_total", level="paused") >= 1.0
         assert d.counter("beltsight_throttle_level") == 0.0
