@@ -116,8 +116,8 @@ class CudaStandIn:
 class StandInFactory:
     """Real CPU engines for every placement; those not on the CPU come as `CudaStandIn`."""
 
-    def __init__(self, cfg: EngineConfig) -> None:
-        self.inner = EngineFactory(cfg, Metrics())
+    def __init__(self, cfg: EngineConfig, metrics: Metrics | None = None) -> None:
+        self.inner = EngineFactory(cfg, metrics or Metrics())
         self.built: list[tuple[Placement, InferenceEngine]] = []
 
     def build(self, info: ModelInfo, placement: Placement = "configured", reason: str = "startup") -> InferenceEngine:
