@@ -1,6 +1,7 @@
 """Decode by model layout and class-aware NMS, written once against an array module (`xp`).
 
-`decode_batch` runs on NumPy or CuPy (the same code: `xp` is chosen once in `app.py`) and
+`decode_batch` runs on NumPy or CuPy (the same code: `daemon.xp.choose_device` picks the module
+once at startup in `app.py`; the stage decodes where the batch's output lies) and
 returns one (N, 6) float32 host array per image: x1, y1, x2, y2, score, class, in model-input
 pixels, best score first. `to_detections` maps those rows to camera pixels through the frame's
 letterbox and applies the camera's own confidence threshold and class filter.
