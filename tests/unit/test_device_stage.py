@@ -8,6 +8,7 @@ filter. On a GPU host the same class runs on CuPy (tests/gpu, tools/gpu_check.py
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 from typing import cast
 
 import av
@@ -22,10 +23,11 @@ from daemon.engine_types import HostArray, InferenceEngine
 from daemon.frames import Frame, FrameResult, Letterbox, StatusEvent
 from daemon.inference import BatchTensor, InferenceStage, PostprocessConfig
 from daemon.metrics import Metrics
+from daemon.model_layout import ModelOverrides
 from daemon.postprocess import decode_batch
 from daemon.resilience import ResilientEngine
 from daemon.xp import DeviceChoice
-from tests.onnx_models import DEMO_MODELS
+from tests.onnx_models import DEMO_MODELS, wrap_demo
 from tools.synth_video import h264_writer
 
 MODEL = DEMO_MODELS / "conveyor-640.onnx"
@@ -215,3 +217,27 @@ def test_an_open_breaker_switches_the_stage_to_the_host_path_and_no_frame_is_los
     finally:
         engine.close()
         host_engine.close()
+
+
+def test_boxes_map_back_through_the_placement_the_device_fill_used(frames: list[av.VideoFrame], tmp_path: Path) -> None:
+    """A BGR, 0..255, top-left-padded export: the device fill puts the content at the top-left
+    and the stage maps its boxes back from there, as the host path does (a centred mapping would
+    be 140 model pixels off)."""
+    lb = Letterbox.fit(960, 540, 640)
+    assert lb.pad_y == 140
+    path = wrap_demo(tmp_path / "v8_bgr_tl.onnx", "yolov8", 640, bgr=True, raw_pixels=True, top_left_shift=(0, 140))
+    overrides = ModelOverrides(color="bgr", scale=1.0, padding="top-left", pad_value=114)
+    tl_info = load_model_info(path, 640, overrides)
+    assert tl_info.convention.padding == "top-left"
+    host_engine = Engine.create(tl_info, CPU_CFG)
+    device_engine = CudaStandIn(Engine.create(tl_info, CPU_CFG))
+    try:
+        host = stage_of(host_engine, tl_info, None).infer(live_frames(frames, lb))
+        device = stage_of(device_engine, tl_info, for_lane(SEAM, device_engine, tl_info, 3)).infer(
+            live_frames(frames, lb)
+        )
+        assert device_engine.device_runs == 1
+        agree(host, device, tolerance_px=4.5)
+    finally:
+        host_engine.close()
+        device_engine.close()
