@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from daemon.device_preprocess import DeviceBatchTensor, YuvFrame
+from daemon.engine import InferenceError
 from daemon.engine_types import DeviceEngine, InferenceEngine
 from daemon.frames import Frame, Letterbox
 from daemon.hwdecode import HwDecode, YuvUploader, yuv_frame
@@ -42,6 +43,7 @@ class DeviceInference:
     ) -> None:
         self.xp = xp
         self.engine = engine
+        self.info = info
         self.tensor = DeviceBatchTensor(xp, max_batch, info.size, info.convention, kernel=kernel)
         self.uploader = YuvUploader(xp)
 
@@ -81,7 +83,10 @@ class DeviceInference:
         for slot, (decoded, lb) in enumerate(frames):
             yuv = decoded
             if not isinstance(decoded, YuvFrame):  # an av.VideoFrame: NVDEC's planes stay on the device
-                yuv = yuv_frame(decoded, self.xp if decoded.format.name == "cuda" else np)
+                try:
+                    yuv = yuv_frame(decoded, self.xp if decoded.format.name == "cuda" else np)
+                except ValueError as exc:  # e.g. a 10-bit NVDEC frame: this batch is dropped, not the lane
+                    raise InferenceError(f"model {self.info.name}: frame not letterboxed on the device: {exc}") from exc
             made.append((yuv if is_device_array(yuv.y) else self.uploader.upload(slot, yuv), lb))
         return self.tensor.fill(made)
 

@@ -241,3 +241,32 @@ def test_boxes_map_back_through_the_placement_the_device_fill_used(frames: list[
     finally:
         host_engine.close()
         device_engine.close()
+
+
+class _Format:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class TenBitDeviceFrame:
+    """What NVDEC hands over for a 10-bit stream (a device frame in p010): the few attributes
+    `yuv_frame` reads (no GPU here to decode one)."""
+
+    width, height, colorspace, color_range = 960, 540, 1, 1
+    format = _Format("cuda")
+    sw_format = _Format("p010le")
+
+
+def test_a_frame_the_device_cannot_letterbox_fails_its_batch_not_the_lane(
+    frames: list[av.VideoFrame], info: ModelInfo
+) -> None:
+    lb = Letterbox.fit(960, 540, 640)
+    engine = CudaStandIn(Engine.create(info, CPU_CFG))
+    try:
+        stage = stage_of(engine, info, for_lane(SEAM, engine, info, 3))
+        bad = [Frame("c", 0, 0, 0.0, lb, partial(scale, frames[0], lb), decoded=TenBitDeviceFrame())]
+        with pytest.raises(InferenceError, match="p010le"):  # the lane logs it and counts engine_error
+            stage.infer(bad)
+        assert len(stage.infer(live_frames(frames, lb))) == 3  # the next batch runs
+    finally:
+        engine.close()
