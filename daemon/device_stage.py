@@ -1,14 +1,14 @@
 """The device path of one inference stage: YUV frames -> batch tensor -> engine, on one stream.
 
-`DeviceInference.run(frames)` is what the inference stage calls in place of
-`engine.run(BatchTensor.fill(frames))` when `[engine] device` chose CuPy (`daemon.xp
+Inside `stream()`, the inference stage calls `fill` then `infer` in place of
+`engine.run(BatchTensor.fill(frames))` when `[engine] device` chose CUDA (`daemon.xp
 .choose_device`): each frame's YUV planes (`daemon.hwdecode.yuv_frame`; CPU-decoded ones
 uploaded through pinned buffers) are letterboxed into the preallocated device batch (the CUDA
 kernel where given, else the xp code), the engine runs it through IO binding without a host
-sync, and the output stays on the device for `decode_batch(xp, ...)`, all queued on the
-engine's CUDA stream. When the engine cannot run on the device right now (a breaker serving
-on its CPU fallback, or `xp` is NumPy), the batch goes through `engine.run` on the host and the
-output is put back on `xp`: the same code path with NumPy is how it is tested here.
+sync (`run_device`), and the output stays on the device for `decode_batch(xp, ...)`, all
+queued on the engine's CUDA stream. `run(frames)` does fill and run in one call for tools
+(tools/gpu_check.py): where the engine is not on CUDA it runs the batch through `engine.run` on
+the host and puts the output back on `xp`. With NumPy as `xp` the same code runs here.
 
 Wiring (`daemon.app`): `choose_device` once at startup, before READY; `for_lane` gives each
 lane worker's `InferenceStage` its `DeviceInference` when the choice is "cuda", and
