@@ -24,6 +24,7 @@ Layouts (boxes always in model-input pixels):
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -153,6 +154,19 @@ def _shape_text(outputs: Sequence[OutputInfo]) -> str:
 
 def _meta_flag(meta: Mapping[str, str], key: str) -> bool:
     return meta.get(key, "").strip().lower() in ("true", "1", "yes")
+
+
+def _export_args_nms(meta: Mapping[str, str]) -> bool:
+    """Ultralytics `nms=True` exports say so only in metadata `args` (a dict literal; `end2end` stays
+    "False"): their output is rows after NMS, as Ultralytics' own AutoBackend reads it."""
+    raw = meta.get("args", "")
+    if "nms" not in raw:
+        return False
+    try:
+        args = ast.literal_eval(raw)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return isinstance(args, dict) and args.get("nms") is True
 
 
 def _find_four_outputs(outputs: Sequence[OutputInfo]) -> ModelLayout | None:
@@ -294,11 +308,14 @@ def recognise(
     main, masks = _main_output(outputs)
     ultralytics = "stride" in meta or "task" in meta
     found = _Found(
-        size, strides, names, override, override_from, task, masks, ultralytics, _meta_flag(meta, "end2end"), names_from
+        size, strides, names, override, override_from, task, masks, ultralytics, _meta_flag(meta, "end2end")
+        or _export_args_nms(meta), names_from
     )
     kind = _classify(main, found)
     if kind == "end2end":
-        why = "metadata end2end" if found.end2end_meta else "rows after NMS in the graph"
+        why = "rows after NMS in the graph"
+        if found.end2end_meta:
+            why = "metadata end2end" if _meta_flag(meta, "end2end") else "metadata args nms=True (Ultralytics NMS export)"
         return _end2end(main, found, why if override == "auto" else "configured end2end")
     return _dense(main, kind, found, probe)
 

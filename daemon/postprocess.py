@@ -8,7 +8,9 @@ letterbox and applies the camera's own confidence threshold and class filter.
 
 Policy: a score must be >= its threshold; NaN scores and non-finite or empty boxes are
 dropped, never published. At most `max_candidates` boxes per image and class enter NMS (the
-best ones), and at most `max_det` per image leave it.
+best ones), and at most `max_det` per image leave it. As in Ultralytics' and YOLOv5's
+`non_max_suppression`, empty boxes take part (suppressing nothing) and count towards `max_det`;
+they are dropped after that cut, and score ties keep the anchor order.
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ def _candidates(xp: ArrayModule, output: Any, layout: ModelLayout, thr: Any, cla
     boxes = xp.stack(
         (cxcywh[:, 0] - half_w, cxcywh[:, 1] - half_h, cxcywh[:, 0] + half_w, cxcywh[:, 1] + half_h), axis=1
     )
-    ok = xp.isfinite(boxes).all(axis=1) & (cxcywh[:, 2] > 0) & (cxcywh[:, 3] > 0)
+    ok = xp.isfinite(boxes).all(axis=1)  # empty boxes stay until after max_det, as in Ultralytics/YOLOv5
     return img[ok], boxes[ok], best[img, anchor][ok].astype(xp.float32, copy=False), cls[img, anchor][ok]
 
 
@@ -151,7 +153,8 @@ def _suppression(xp: ArrayModule, boxes: Any, iou_threshold: float) -> Any:
     limit -= inter
     limit *= iou_threshold  # IoU > t  <=>  inter > t * union (union > 0)
     k = int(boxes.shape[1])
-    return ((inter > limit) & xp.triu(xp.ones((k, k), dtype=bool), 1)).astype(xp.float32)
+    # inter > 0: an empty (inverted) box has a negative area, which must not make "0 > t x union" true
+    return ((inter > limit) & (inter > 0) & xp.triu(xp.ones((k, k), dtype=bool), 1)).astype(xp.float32)
 
 
 def nms_keep(xp: ArrayModule, boxes: Any, valid: Any, iou_threshold: float) -> Any:
@@ -264,9 +267,10 @@ def decode_batch(
         if int(img.shape[0]) == 0:
             return [_empty_rows() for _ in range(batch)]
         groups = img if class_agnostic else img * max(layout.num_classes, 1) + cls
-        kept = grouped_nms(xp, boxes, scores, groups, iou_threshold=iou_threshold, cap=max_candidates)
-        kept = kept[_group_best_first(xp, img[kept], scores[kept])]  # image-major, best first
+        kept = xp.sort(grouped_nms(xp, boxes, scores, groups, iou_threshold=iou_threshold, cap=max_candidates))
+        kept = kept[_group_best_first(xp, img[kept], scores[kept])]  # image-major, best first, ties by anchor
     kept = kept[_rank_within(xp, img[kept]) < max_det]
+    kept = kept[(boxes[kept, 2] > boxes[kept, 0]) & (boxes[kept, 3] > boxes[kept, 1])]  # after the max_det cut
     rows = xp.empty((int(kept.shape[0]), ROW_WIDTH), dtype=xp.float32)
     rows[:, :4] = boxes[kept]
     rows[:, 4] = scores[kept]
