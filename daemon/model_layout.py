@@ -315,7 +315,8 @@ def recognise(
     if kind == "end2end":
         why = "rows after NMS in the graph"
         if found.end2end_meta:
-            why = "metadata end2end" if _meta_flag(meta, "end2end") else "metadata args nms=True (Ultralytics NMS export)"
+            ultralytics_nms = "metadata args nms=True (Ultralytics NMS export)"
+            why = "metadata end2end" if _meta_flag(meta, "end2end") else ultralytics_nms
         return _end2end(main, found, why if override == "auto" else "configured end2end")
     return _dense(main, kind, found, probe)
 

@@ -219,6 +219,9 @@ def _post(g: _Graph, out: str, kind: str, size: int, *, conf: float, iou: float,
             return {"num_dets": num, "det_boxes": nms["boxes"], "det_scores": nms["scores"], "det_classes": cls_i}
         one = g.const([2], np.int64)
         parts = [nms["boxes"], g.op("Unsqueeze", [nms["scores"], one]), g.op("Unsqueeze", [nms["classes"], one])]
+        if kind == "end2end-pose":  # Ultralytics pose `nms=True`: 17 x 3 keypoint values after each row
+            zeros = g.op("Mul", [g.take(nms["boxes"], 0, 1, 2), g.const(np.float32(0))])
+            parts.append(g.op("Tile", [zeros, g.const([1, 1, 51], np.int64)]))
         return {"output0": g.op("Concat", parts, axis=2)}
     xywh = g.take(anchors_first, 0, 4, 2)
     scores = g.take(anchors_first, 4, 4 + num_classes, 2)

@@ -24,6 +24,7 @@ from daemon.engine import Engine, load_model_info
 from daemon.frames import Detection, Frame, Letterbox
 from daemon.inference import InferenceStage, PostprocessConfig
 from daemon.metrics import Metrics
+from daemon.model_file import ModelError
 from daemon.model_layout import ModelOverrides
 from tests.fixtures_redis import RedisServer
 from tests.fixtures_rtsp import Clip
@@ -231,3 +232,22 @@ def test_daemon_runs_a_yolox_export_from_a_models_table(
         for a, b in zip(got, want, strict=True):  # published boxes are rounded to 0.1 px, scores to 1e-4
             assert np.abs(np.subtract(a["box"], b["box"])).max() <= 0.1 + TOL
             assert abs(float(a["score"]) - float(b["score"])) <= 1e-4 + TOL  # type: ignore[arg-type]
+
+
+def test_ultralytics_nms_export_known_by_its_args_metadata(
+    tmp_path: Path, frames: list[Frame], reference: list[tuple[Detection, ...]]
+) -> None:
+    """Ultralytics `nms=True` exports keep `end2end` "False" and say `nms: True` only in `args`; a pose
+    one has 51 keypoint values after each row and no prototype output: only `args` tells rows after NMS."""
+    names = "{" + ", ".join(f"{i}: {n!r}" for i, n in enumerate(NAMES)) + "}"
+    meta = {"names": names, "stride": "32", "task": "pose", "batch": "1", "imgsz": f"[{SIZE}, {SIZE}]",
+            "end2end": "False", "kpt_shape": "[17, 3]"}
+    args = {**meta, "args": "{'batch': 1, 'nms': True, 'dynamic': False}"}
+    path = wrap_demo(tmp_path / "pose-nms.onnx", "end2end-pose", SIZE, conf=CONF, iou=IOU, metadata=args)
+    info = load_model_info(path, SIZE)
+    assert (info.layout, info.decoding.form, info.decoding.extra, info.names) == ("end2end", "rows", 51, NAMES)
+    assert "args nms=True" in info.decoding.reason
+    _assert_same(_detect(path, frames), reference)
+    plain = wrap_demo(tmp_path / "pose-no-args.onnx", "end2end-pose", SIZE, conf=CONF, iou=IOU, metadata=meta)
+    with pytest.raises(ModelError, match=r"\[1, 100, 57\]"):
+        load_model_info(plain, SIZE)
