@@ -77,6 +77,7 @@ class Nvml:
         self._handles: dict[int, Any] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._old_reasons = False
 
     @classmethod
     def open(cls, module: ModuleType | None = None) -> Nvml:
@@ -177,13 +178,17 @@ class Nvml:
         return found
 
     def clock_reasons(self, device_id: int) -> int:
-        """The bit mask of why clocks are held down (`nvmlClocksEventReason*` constants)."""
+        """The bit mask of why clocks are held down (`nvmlClocksEventReason*` constants). A driver
+        or binding without `...CurrentClocksEventReasons` (R535 and newer) moves this session to
+        `...CurrentClocksThrottleReasons` for good, so an old driver is not asked twice a call."""
         handle = self.handle(device_id)
-        try:
-            return int(self.call("nvmlDeviceGetCurrentClocksEventReasons", handle))
-        except NvmlError as exc:
-            if not exc.unsupported:
-                raise
+        if not self._old_reasons:
+            try:
+                return int(self.call("nvmlDeviceGetCurrentClocksEventReasons", handle))
+            except NvmlError as exc:
+                if exc.code != NVML_ERROR_FUNCTION_NOT_FOUND and not (exc.code is None and exc.unsupported):
+                    raise
+                self._old_reasons = True
         return int(self.call("nvmlDeviceGetCurrentClocksThrottleReasons", handle))
 
     def power_w(self, device_id: int) -> float:

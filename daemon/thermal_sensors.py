@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from daemon.config_thermal import DEFAULT_SYSFS_ROOT
+from daemon.nvml import Nvml, NvmlError, shared
 
 OFFLINE = math.nan
 _OFFLINE_BELOW_C = -200.0  # thermal zones report -256 C for a sensor that is not there
@@ -73,132 +74,64 @@ class TemperatureSensor(Protocol):
     def close(self) -> None: ...
 
 
-def _nvml_error(nvml: Any) -> type[Exception]:
-    error = getattr(nvml, "NVMLError", Exception)
-    return error if isinstance(error, type) and issubclass(error, Exception) else Exception
-
-
-_REASON_FUNCTIONS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
-_VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # by nvmlValueType_t
-
-
-def _field_number(value: Any) -> float | None:
-    """A c_nvmlFieldValue_t's number (None when its call failed); a bare number as it is."""
-    if isinstance(value, int | float):
-        return float(value)
-    if getattr(value, "nvmlReturn", 0) != 0:
-        return None
-    member = _VALUE_MEMBERS[int(getattr(value, "valueType", 5)) % len(_VALUE_MEMBERS)]
-    number = getattr(getattr(value, "value", None), member, None)
-    return float(number) if isinstance(number, int | float) else None
 
 
 class NvmlSensor:
-    """GPU temperature of the devices the engine uses (package nvidia-ml-py, module `pynvml`).
+    """GPU temperature of the devices the engine uses, read through `daemon.nvml` (the one NVML
+    session the engine's memory probe and `doctor` share).
 
-    `nvml` is the module (a fake one with the same functions in tests). Thresholds come from
-    `nvmlDeviceGetTemperatureThreshold` (SLOWDOWN, GPU_MAX, SHUTDOWN), where a GPU reports none
-    from the `NVML_FI_DEV_TEMPERATURE_*_TLIMIT` field values (absolute, or offsets to the T.Limit
-    made absolute with `nvmlDeviceGetMarginTemperature`). Clock-event reasons come from
-    `nvmlDeviceGetCurrentClocksEventReasons`, on drivers without it from
-    `...ClocksThrottleReasons`. Any NVMLError from a call leaves that value unknown (the
-    temperature: the reading offline); it never escapes `read()`.
+    `nvml` is an `Nvml` session, or a pynvml-like module (tests pass fakes with pynvml's
+    functions; the sensor then opens, and closes, a private session on it); default: the
+    process's shared session. Thresholds come from `Nvml.thresholds_c` (SLOWDOWN, GPU_MAX,
+    SHUTDOWN, or where a GPU reports none the `NVML_FI_DEV_TEMPERATURE_*_TLIMIT` field values),
+    clock-event reasons from `Nvml.clock_reasons` (the older ThrottleReasons call on old drivers).
+    Any NVML failure leaves that value unknown (the temperature: the reading offline); it never
+    escapes `read()`.
     """
 
     name = "nvml"
 
     def __init__(self, nvml: Any = None, device_ids: Sequence[int] | None = None) -> None:
         if nvml is None:
-            import pynvml  # noqa: PLC0415 - optional at runtime; raises NVMLError without a driver
-
-            nvml = pynvml
-        self._nvml = nvml
-        self._error = _nvml_error(nvml)
-        nvml.nvmlInit()
+            session, self._owned = shared(), False
+        elif isinstance(nvml, Nvml):
+            session, self._owned = nvml, False
+        else:
+            session, self._owned = Nvml.open(nvml), True
+        self._nvml = session
         try:
-            ids = list(device_ids) if device_ids is not None else list(range(nvml.nvmlDeviceGetCount()))
-            self._handles = {i: nvml.nvmlDeviceGetHandleByIndex(i) for i in ids}
-        except self._error:
-            nvml.nvmlShutdown()
+            self._ids = list(device_ids) if device_ids is not None else list(range(session.device_count()))
+            for i in self._ids:
+                session.handle(i)  # a device NVML does not have fails here, not every second
+        except NvmlError:
+            self.close()
             raise
-        self._thresholds = {i: self._read_thresholds(h) for i, h in self._handles.items()}
-        self._reasons_at = 0  # index into _REASON_FUNCTIONS: the newest this driver has
+        self._thresholds = {i: session.thresholds_c(i) for i in self._ids}
         self._power = True
 
-    def _call(self, fn: str, *args: Any) -> Any:
-        """nvml.fn(*args), or None when the call fails or this binding lacks the function."""
-        function = getattr(self._nvml, fn, None)
-        if function is None:
-            return None
+    def _reasons(self, device_id: int) -> int | None:
         try:
-            return function(*args)
-        except self._error:
+            return self._nvml.clock_reasons(device_id)
+        except NvmlError:
             return None
 
-    def _read_thresholds(self, handle: Any) -> dict[str, float]:
-        nvml, found = self._nvml, {}
-        for key in ("SLOWDOWN", "GPU_MAX", "SHUTDOWN"):
-            const = getattr(nvml, f"NVML_TEMPERATURE_THRESHOLD_{key}", None)
-            value = None if const is None else self._call("nvmlDeviceGetTemperatureThreshold", handle, const)
-            if isinstance(value, int | float) and value > 0:
-                found[key.lower()] = float(value)
-        if not found:
-            found = self._field_thresholds(handle)
-        return found
-
-    def _field_thresholds(self, handle: Any) -> dict[str, float]:
-        nvml = self._nvml
-        keys = [k for k in ("SLOWDOWN", "GPU_MAX", "SHUTDOWN") if hasattr(nvml, f"NVML_FI_DEV_TEMPERATURE_{k}_TLIMIT")]
-        ids = [getattr(nvml, f"NVML_FI_DEV_TEMPERATURE_{k}_TLIMIT") for k in keys]
-        values = self._call("nvmlDeviceGetFieldValues", handle, ids) if ids else None
-        if values is None:
-            return {}
-        found: dict[str, float] = {}
-        for key, value in zip(keys, values, strict=False):
-            number = _field_number(value)
-            if number is not None:
-                found[key.lower()] = number
-        if found and max(found.values()) < 40:  # offsets to the T.Limit, not temperatures
-            margin = self._call("nvmlDeviceGetMarginTemperature", handle)
-            temp = self._call("nvmlDeviceGetTemperature", handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0))
-            margin_c = getattr(margin, "margin", margin)
-            if not isinstance(margin_c, int | float) or not isinstance(temp, int | float):
-                return {}
-            found = {k: float(temp) + float(margin_c) - v for k, v in found.items()}
-        return found
-
-    def _reasons(self, handle: Any) -> int | None:
-        """The clock-event reason bits, or None when unknown. A driver or binding without the
-        newer function (FunctionNotFound, or no such attribute) moves to the older one for good."""
-        while self._reasons_at < len(_REASON_FUNCTIONS):
-            function = getattr(self._nvml, _REASON_FUNCTIONS[self._reasons_at], None)
-            if function is None:
-                self._reasons_at += 1
-                continue
-            try:
-                return int(function(handle))
-            except self._error as exc:
-                if getattr(exc, "value", None) != getattr(self._nvml, "NVML_ERROR_FUNCTION_NOT_FOUND", 13):
-                    return None
-                self._reasons_at += 1
-        return None
-
-    def _power_w(self, handle: Any) -> float | None:
+    def _power_w(self, device_id: int) -> float | None:
         if not self._power:
             return None
-        milliwatts = self._call("nvmlDeviceGetPowerUsage", handle)
-        if milliwatts is None:
+        try:
+            return self._nvml.power_w(device_id)
+        except NvmlError:
             self._power = False  # not supported here: do not ask every second
             return None
-        return float(milliwatts) / 1000.0
 
     def read(self) -> list[Reading]:
-        gpu = getattr(self._nvml, "NVML_TEMPERATURE_GPU", 0)
         readings = []
-        for i, handle in self._handles.items():
-            temp = self._call("nvmlDeviceGetTemperature", handle, gpu)
-            celsius = float(temp) if isinstance(temp, int | float) else OFFLINE
-            reasons = self._reasons(handle) if math.isfinite(celsius) else None
+        for i in self._ids:
+            try:
+                celsius = self._nvml.temperature_c(i)
+            except NvmlError:
+                celsius = OFFLINE
+            reasons = self._reasons(i) if math.isfinite(celsius) else None
             th = self._thresholds[i]
             slowdown = min((th[k] for k in ("slowdown", "gpu_max") if k in th), default=None)
             readings.append(
@@ -208,22 +141,23 @@ class NvmlSensor:
                     slowdown_c=slowdown,
                     shutdown_c=th.get("shutdown"),
                     hw_slowdown=bool(reasons is not None and reasons & THERMAL_REASONS),
-                    power_w=self._power_w(handle) if math.isfinite(celsius) else None,
+                    power_w=self._power_w(i) if math.isfinite(celsius) else None,
                 )
             )
         return readings
 
     def info(self) -> list[SensorInfo]:
         result = []
-        for i, handle in self._handles.items():
-            reasons = self._reasons(handle)
+        for i in self._ids:
+            reasons = self._reasons(i)
             names = [n for bit, n in REASON_NAMES.items() if reasons is not None and reasons & bit]
             note = "clock-event reasons unavailable" if reasons is None else "reasons: " + (", ".join(names) or "none")
             result.append(SensorInfo(f"gpu{i}", "nvml", dict(self._thresholds[i]), (), note))
         return result
 
     def close(self) -> None:
-        self._call("nvmlShutdown")
+        if self._owned:
+            self._nvml.close()
 
 
 class SysfsThermalSensor:

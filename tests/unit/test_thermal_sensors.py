@@ -244,7 +244,7 @@ def test_an_nvml_error_at_any_read_call_leaves_that_value_unknown_and_never_esca
 @pytest.mark.parametrize("failing", ["nvmlInit", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex"])
 def test_an_nvml_error_while_opening_is_reported_as_missing(failing: str) -> None:
     found, missing = detect_sensors(nvml=FakeNvml([a100()], fail={failing}), kinds=("nvml",))
-    assert found == [] and missing["nvml"].startswith("NVMLError")
+    assert found == [] and missing["nvml"].startswith("NvmlError")
 
 
 def test_newer_gpus_report_tlimit_field_values_absolute_or_as_offsets() -> None:
