@@ -31,6 +31,8 @@ class PlantParams:
     lag_s: float = 3.0
     quantum_c: float = 1.0
     sensor: str = "gpu0"
+    reports_threshold: bool = True
+    """The sensor reports `slowdown_c` (NVML, a zone's passive trip); False: it reports none."""
 
     def steady_c(self, ambient_c: float, share: float) -> float:
         """Temperature the plant settles at under `share` (no hardware slowdown)."""
@@ -101,7 +103,8 @@ class ThermalPlant:
             if t <= self.t_s - p.lag_s:
                 lagged = celsius
         sensed = round(lagged / p.quantum_c) * p.quantum_c if p.quantum_c > 0 else lagged
-        return Reading(p.sensor, float(sensed), slowdown_c=p.slowdown_c, hw_slowdown=self.slowed)
+        threshold = p.slowdown_c if p.reports_threshold else None
+        return Reading(p.sensor, float(sensed), slowdown_c=threshold, hw_slowdown=self.slowed)
 
 
 Policy = Callable[[float, Sequence[Reading]], Throttle]
