@@ -15,9 +15,22 @@ from pydantic import Field, model_validator
 from daemon.config_engine import Seconds, Section
 
 DEFAULT_SYSFS_ROOT = Path("/sys/class/thermal")
-DEFAULT_IGNORED = ("PMIC-Die", "thermal-fan-est*")
+DEFAULT_IGNORED = (
+    "PMIC-Die",
+    "thermal-fan-est*",
+    "x86_pkg_temp",
+    "acpitz",
+    "pch_*",
+    "iwlwifi*",
+    "INT3400 Thermal",
+    "B0D4",
+    "TCPU",
+)
 """Zones that are no device temperature: older L4T's PMIC-Die reads a constant 100 C, and the
-fan estimate is a mix of other zones."""
+fan estimate is a mix of other zones. And a PC or server platform's zones (the CPU package, ACPI,
+the chipset, Wi-Fi): an x86 CPU throttles itself at its own TjMax, and with no trip point to read
+the governor would hold it at `fallback_limit_c`, slowing CPU inference on a box that is not
+overheating. To govern on them anyway, set `ignore` without them."""
 
 
 class ThermalConfig(Section):

@@ -58,3 +58,18 @@ def test_bad_thermal_settings_name_their_key(tmp_path: Path) -> None:
         ThermalConfig(limit_c=72.5, critical_c=70)
     with pytest.raises(ValueError, match="resume_c"):
         ThermalConfig(critical_c=80, resume_c=85)
+
+
+def test_a_pc_platforms_zones_are_not_governed_by_default() -> None:
+    """An x86 box's CPU package and ACPI zones, with no trip point to read, would be held at the
+    fallback limit: ignored unless the integrator asks for them (a Jetson's zones still count)."""
+    from daemon.thermal import Reading, ThermalGovernor
+
+    governor = ThermalGovernor(ThermalConfig())
+    hot_pc = [Reading("x86_pkg_temp", 95.0), Reading("acpitz", 90.0), Reading("pch_cannonlake", 85.0)]
+    assert governor.update(0.0, hot_pc).share == 1.0
+    jetson = ThermalGovernor(ThermalConfig())
+    throttle = jetson.update(0.0, [Reading("x86_pkg_temp", 40.0), Reading("gpu-thermal", 95.0)])
+    assert throttle.share < 1.0
+    asked = ThermalGovernor(ThermalConfig(ignore=[]))
+    assert asked.update(0.0, hot_pc).share < 1.0
