@@ -43,6 +43,27 @@ class FaultSwitch:
 PRETEND_CUDA = ("CUDAExecutionProvider", "CPUExecutionProvider")
 
 
+class DelegatingEngine:
+    """A real engine behind the engine interface; subclasses change `run` (slower, hanging...)."""
+
+    def __init__(self, inner: InferenceEngine) -> None:
+        self.inner = inner
+
+    @property
+    def max_batch(self) -> int:
+        return self.inner.max_batch
+
+    @property
+    def providers(self) -> tuple[str, ...]:
+        return self.inner.providers
+
+    def run(self, batch: HostArray) -> HostArray:
+        return self.inner.run(batch)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 class FaultyEngine:
     """An engine that raises InferenceError while `switch` is on, else delegates to `inner`.
 

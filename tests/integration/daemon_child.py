@@ -26,32 +26,23 @@ from daemon.engine import EngineFactory, ModelInfo, Placement
 from daemon.logs import configure_logging
 from daemon.metrics import Metrics
 from daemon.rebuild import HostArray, InferenceEngine
+from tests.faults import DelegatingEngine
 
 HANG_LIMIT_S = 300.0
 
 
-class HangingEngine:
+class HangingEngine(DelegatingEngine):
     """A real engine whose `run` blocks while `flag` exists (at most HANG_LIMIT_S)."""
 
     def __init__(self, inner: InferenceEngine, flag: Path) -> None:
-        self.inner, self.flag = inner, flag
-
-    @property
-    def max_batch(self) -> int:
-        return self.inner.max_batch
-
-    @property
-    def providers(self) -> tuple[str, ...]:
-        return self.inner.providers
+        super().__init__(inner)
+        self.flag = flag
 
     def run(self, batch: HostArray) -> HostArray:
         deadline = time.monotonic() + HANG_LIMIT_S
         while self.flag.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         return self.inner.run(batch)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 class HangingFactory:

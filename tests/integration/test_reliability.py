@@ -21,6 +21,7 @@ from daemon.config import Settings
 from daemon.engine import EngineFactory, ModelInfo, Placement
 from daemon.metrics import Metrics
 from daemon.rebuild import HostArray, InferenceEngine
+from tests.faults import DelegatingEngine
 from tests.fixtures_redis import RedisServer
 from tests.fixtures_rtsp import Clip, RtspServer
 from tests.integration.daemon_harness import InProcessDaemon, wait_until, write_config
@@ -245,26 +246,16 @@ def test_replay_publishes_its_final_frame_while_the_engine_is_busy(
     assert [int(f["seq"]) for _id, f in stream(redis, "replay")] == list(range(clip.frames))
 
 
-class _SlowEngine:
+class _SlowEngine(DelegatingEngine):
     """A real engine that takes `delay_s` longer per batch (one worker slower than the other)."""
 
     def __init__(self, inner: InferenceEngine, delay_s: float) -> None:
-        self.inner, self.delay_s = inner, delay_s
-
-    @property
-    def max_batch(self) -> int:
-        return self.inner.max_batch
-
-    @property
-    def providers(self) -> tuple[str, ...]:
-        return self.inner.providers
+        super().__init__(inner)
+        self.delay_s = delay_s
 
     def run(self, batch: HostArray) -> HostArray:
         time.sleep(self.delay_s)
         return self.inner.run(batch)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 @dataclass
