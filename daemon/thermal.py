@@ -59,6 +59,8 @@ _RAISE_CLAMP_C = 5.0  # the integral raises the share as if at most this far und
 _SETTLED_C_PER_S = 0.1  # falling slower than this: cooling has settled
 _RESET_AFTER_WINDOWS = 2.5  # trend windows the temperature must stay far below before a reset
 _MAX_RESUME_DROP_C = 15.0  # the most the resume temperature is lowered after early resumes
+_AIM_OVER_C = 0.25  # aim this far over the limit: whole-degree readings then dither at limit + 0.5
+_FINE_GAIN = 0.5  # the integral within the deadband, relative to raise_gain
 _NORMAL_AFTER_S = 10.0  # at full speed this long before "regulating" becomes "normal" again
 
 
@@ -197,6 +199,10 @@ class ThermalGovernor:
         """(smoothed excess now, forecast excess, slope) from the least-squares line over the window."""
         samples = list(self._history)
         now, current = samples[-1]
+        distinct = {v for _, v in samples}
+        # one sensor step (back and forth) in the window: the slope of a single step says little,
+        # so it moves the forecast by at most half a step (a slow plant's trend still shows)
+        one_step = len(distinct) <= 2 and max(distinct) - min(distinct) <= _STEP_C
         slope = lsq_slope(samples)
         recent = [(t, v) for t, v in samples if t >= now - self.config.trend_window_s / 2]
         values = [v for _, v in recent]
@@ -210,12 +216,15 @@ class ThermalGovernor:
             fitted = mean_v + slope * (now - mean_t)
             # the fit smooths the 1 C steps, but a jump (a new hottest sensor) is taken at once
             current = fitted if abs(fitted - current) < 1.0 else current
-        return current, current + slope * self.config.forecast_s, slope
+        ahead = slope * self.config.forecast_s
+        if one_step:
+            ahead = max(-_STEP_C / 2, min(_STEP_C / 2, ahead))
+        return current, current + ahead, slope
 
     def _regulate(self, now_s: float, dt: float, hot: _Hottest) -> Throttle:
         cfg = self.config
         _current, forecast, slope = self._forecast()
-        error = forecast
+        error = forecast - _AIM_OVER_C
         share = self._share
         if all(v < -cfg.reset_below_c for _, v in self._history) and forecast < -cfg.reset_below_c:
             self._far_since = now_s if self._far_since is None else self._far_since
@@ -242,6 +251,8 @@ class ThermalGovernor:
                 share -= cfg.cut_gain * over * (1.0 + max(0.0, over - _CUT_BOOST_FROM_C)) * dt
             elif error < -cfg.deadband_c:  # at most 5 C worth: a slow, steady climb back
                 share += cfg.raise_gain * min(-error - cfg.deadband_c, _RAISE_CLAMP_C) * dt
+            else:  # a small integral near the limit: whole-degree readings dither around the right mean
+                share -= cfg.raise_gain * _FINE_GAIN * error * dt
         self._last_error = error
         self._share = min(1.0, max(cfg.min_share, share))
         if self._share < 1.0:

@@ -236,3 +236,49 @@ def test_update_is_pure_apart_from_its_own_state() -> None:
         return [gov.update(offset + t, [Reading("gpu0", round(c))]) for t, c in enumerate(temps)]
 
     assert run(0.0) == run(1e6)
+
+
+# -- the regions a sweep found weak (tools/thermal_sweep.py) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        PlantParams(tau_s=40, idle_rise_c=10, full_rise_c=50, lag_s=0, slowdown_c=LIMIT + 8),
+        PlantParams(tau_s=60, idle_rise_c=5, full_rise_c=30, lag_s=4, slowdown_c=LIMIT + 8),
+        PlantParams(tau_s=300, idle_rise_c=10, full_rise_c=50, lag_s=6, slowdown_c=LIMIT + 8),
+        PlantParams(tau_s=60, idle_rise_c=10, full_rise_c=50, lag_s=3, slowdown_c=LIMIT + 8, quantum_c=0.1),
+    ],
+    ids=lambda p: f"tau{p.tau_s:.0f}-lag{p.lag_s:.0f}-rise{p.full_rise_c:.0f}-q{p.quantum_c:g}",
+)
+def test_a_small_sustainable_share_is_held_to_within_five_percent_despite_whole_degree_steps(
+    params: PlantParams,
+) -> None:
+    # the hot phase sustains only 0.15: one sensor step is worth 0.025-0.04 of share there, so a
+    # governor that stops half a degree short of the limit loses more than 5 % of the throughput
+    hot = LIMIT - params.idle_rise_c - 0.15 * (params.full_rise_c - params.idle_rise_c)
+    scenario = Scenario(params, hot - 15.0)
+    trace = scenario.run(ThermalGovernor(ThermalConfig(limit_c=LIMIT)))
+    hottest, mean_share, swing = steady(trace, scenario.phase_s, 2 * scenario.phase_s)
+    assert params.sustainable_share(hot, LIMIT) == pytest.approx(0.15)
+    assert mean_share >= 0.95 * 0.15, mean_share
+    assert hottest <= LIMIT + 1.5 and swing <= 0.1
+    assert trace.slowdown_s == 0.0
+
+
+@pytest.mark.parametrize(("tau_s", "lag_s"), [(20.0, 4.0), (20.0, 6.0), (25.0, 5.0)])
+def test_a_fast_plant_with_a_long_sensor_lag_takes_the_ambient_step_without_the_hardware_slowdown(
+    tau_s: float, lag_s: float
+) -> None:
+    # the sensor shows a +15 C step only lag_s late, when the die has already risen by 3-4 C: the
+    # governor must still cut before the hardware's slowdown (8 C over the limit) and, should the
+    # sensor touch the pause temperature, resume once and settle at the sustainable share again
+    params = PlantParams(tau_s=tau_s, idle_rise_c=10, full_rise_c=50, lag_s=lag_s, slowdown_c=LIMIT + 8)
+    scenario = Scenario(params, 25.0)
+    trace = scenario.run(ThermalGovernor(ThermalConfig(limit_c=LIMIT)))
+    assert trace.slowdown_s == 0.0
+    assert max(trace.temp_c) < LIMIT + 6.0
+    assert len(pauses(trace)) <= 1
+    hottest, mean_share, swing = steady(trace, scenario.phase_s, 2 * scenario.phase_s)
+    assert hottest <= LIMIT + 1.5 and swing <= 0.1
+    assert mean_share >= 0.95 * params.sustainable_share(40.0, LIMIT)
