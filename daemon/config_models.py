@@ -13,7 +13,8 @@ Either form, per size (both may be mixed):
     padding = "top-left"      # symmetric | top-left
     pad_value = 114
     labels = ["part"]         # when the file carries no names
-    nms = "class-agnostic"    # class-aware (default) | class-agnostic (what YOLOX's demo does)
+    nms = "class-agnostic"    # auto (default: YOLOX files across classes, as YOLOX's demo; others per class)
+                              # | class-aware | class-agnostic
 
 A key left out comes from the file's metadata, else from the layout's own ecosystem (YOLOX:
 BGR, 0..255, top-left; the others: RGB, 1/255, symmetric), else the defaults above. The names
@@ -43,8 +44,9 @@ class ModelConfig(Section):
     padding: Literal["symmetric", "top-left"] | None = None
     pad_value: int | None = Field(None, ge=0, le=255)
     labels: list[str] | None = None
-    nms: Literal["class-aware", "class-agnostic"] = "class-aware"
-    """Dense layouts: NMS per class (Ultralytics, YOLOv5) or across classes (YOLOX's own demo)."""
+    nms: Literal["auto", "class-aware", "class-agnostic"] = "auto"
+    """Dense layouts: NMS per class (Ultralytics, YOLOv5) or across classes (YOLOX's own demo);
+    `auto`: the layout's own ecosystem's choice."""
 
     @model_validator(mode="before")
     @classmethod

@@ -166,6 +166,7 @@ class InferenceStage:
             layout=self._layout,
             images=len(frames),
             class_agnostic=self.info.class_agnostic_nms,
+            iou_offset=np.array([f.letterbox.scale for f in frames]) if self.info.iou_plus_one else None,
         )
         results: list[FrameResult] = []
         for frame, frame_rows, rule in zip(frames, rows, rules, strict=True):

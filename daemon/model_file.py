@@ -81,6 +81,8 @@ class ModelInfo:
     labels_origin: str = "metadata"
     class_agnostic_nms: bool = False
     """Dense layouts: one NMS across all classes instead of one per class."""
+    iou_plus_one: bool = False
+    """YOLOX files: IoU as YOLOX's demo `nms` computes it, widths and heights + 1 camera pixel."""
 
     @property
     def decoding(self) -> ModelLayout:
@@ -102,7 +104,7 @@ class ModelInfo:
         shown = ", ".join(self.names[:12]) + (f", ... ({len(self.names)})" if len(self.names) > 12 else "")
         nms = "in the graph" if self.decoding.nms_in_graph else (
             "class-agnostic" if self.class_agnostic_nms else "class-aware"
-        )
+        ) + (", IoU with YOLOX demo's +1 pixel areas" if self.iou_plus_one else "")
         return [
             f"layout: {self.decoding.describe()}; NMS {nms}",
             f"classes: {len(self.names)} [{shown}] ({self.labels_origin})",
@@ -373,7 +375,8 @@ def load_model_info(
         model_layout=layout,
         convention=convention,
         labels_origin=labels_origin,
-        class_agnostic_nms=overrides.nms == "class-agnostic",
+        class_agnostic_nms=overrides.nms == "class-agnostic" or (overrides.nms == "auto" and layout.name == "yolox"),
+        iou_plus_one=layout.name == "yolox",
     )
 
 

@@ -61,8 +61,9 @@ class ModelOverrides:
     padding: Padding | None = None
     pad_value: int | None = None
     labels: tuple[str, ...] | None = None
-    nms: str = "class-aware"
-    """Dense layouts: NMS per class (Ultralytics, YOLOv5) or across classes (YOLOX's demo)."""
+    nms: str = "auto"
+    """Dense layouts: NMS per class (`class-aware`: Ultralytics, YOLOv5), across classes
+    (`class-agnostic`), or `auto`: what the layout's own ecosystem does (YOLOX's demo: across classes)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -140,9 +140,13 @@ def _nms_candidates(
     return img[ok], boxes[ok], scores[ok], cls[ok]
 
 
-def _suppression(xp: ArrayModule, boxes: Any, iou_threshold: float) -> Any:
-    """(g, K, K) float32: 1 where box i outranks box j of its group (i < j) with IoU > threshold."""
+def _suppression(xp: ArrayModule, boxes: Any, iou_threshold: float, offset: Any | None = None) -> Any:
+    """(g, K, K) float32: 1 where box i outranks box j of its group (i < j) with IoU > threshold.
+
+    `offset` (g,): added to every width and height of that group (YOLOX demo's `+ 1` pixel areas)."""
     x1, y1, x2, y2 = boxes[..., 0], boxes[..., 1], boxes[..., 2], boxes[..., 3]
+    if offset is not None:
+        x2, y2 = x2 + offset[:, None], y2 + offset[:, None]
     area = (x2 - x1) * (y2 - y1)
     iw = xp.minimum(x2[:, :, None], x2[:, None, :]) - xp.maximum(x1[:, :, None], x1[:, None, :])
     ih = xp.minimum(y2[:, :, None], y2[:, None, :]) - xp.maximum(y1[:, :, None], y1[:, None, :])
@@ -157,7 +161,7 @@ def _suppression(xp: ArrayModule, boxes: Any, iou_threshold: float) -> Any:
     return ((inter > limit) & (inter > 0) & xp.triu(xp.ones((k, k), dtype=bool), 1)).astype(xp.float32)
 
 
-def nms_keep(xp: ArrayModule, boxes: Any, valid: Any, iou_threshold: float) -> Any:
+def nms_keep(xp: ArrayModule, boxes: Any, valid: Any, iou_threshold: float, offset: Any | None = None) -> Any:
     """Greedy NMS for g groups at once; returns (g, K) bool, True where kept.
 
     `boxes` (g, K, 4) xyxy, best first within each group; `valid` (g, K) marks real boxes
@@ -168,7 +172,7 @@ def nms_keep(xp: ArrayModule, boxes: Any, valid: Any, iou_threshold: float) -> A
     suppression chains), each one a batched mat-vec over all boxes of all groups: no per-box
     Python loop, and one GPU sync per iteration rather than per kept box.
     """
-    suppress = _suppression(xp, boxes, iou_threshold)
+    suppress = _suppression(xp, boxes, iou_threshold, offset)
     keep = valid
     for _ in range(int(boxes.shape[1]) + 1):
         hit = xp.matmul(keep.astype(xp.float32)[:, None, :], suppress)[:, 0, :] > 0
@@ -190,14 +194,17 @@ def _group_best_first(xp: ArrayModule, groups: Any, scores: Any) -> Any:
     return order[xp.argsort(groups[order], kind="stable")]
 
 
-def grouped_nms(xp: ArrayModule, boxes: Any, scores: Any, groups: Any, *, iou_threshold: float, cap: int) -> Any:
+def grouped_nms(
+    xp: ArrayModule, boxes: Any, scores: Any, groups: Any, *, iou_threshold: float, cap: int, offset: Any | None = None
+) -> Any:
     """Greedy NMS where boxes only suppress boxes of their own group (image x class).
 
     The per-class offset trick, done exactly: every group is padded into its own row of a
     (G, K) layout instead of shifting coordinates by group x max_wh (which costs float32
     precision and makes every pair of boxes a candidate). At most `cap` best boxes per group
     enter; memory is bounded by running the groups in chunks. Returns kept indices, ordered
-    by group then best first.
+    by group then best first. `offset`: per box (the same within a group), added to widths and
+    heights in the IoU (YOLOX demo's `+ 1` pixel areas, in model-input pixels).
     """
     order = _group_best_first(xp, groups, scores)
     rank = _rank_within(xp, groups[order])
@@ -210,9 +217,14 @@ def grouped_nms(xp: ArrayModule, boxes: Any, scores: Any, groups: Any, *, iou_th
     valid = xp.zeros((n_groups, width), dtype=bool)
     valid[dense, rank] = True
     keep = xp.zeros((n_groups, width), dtype=bool)
+    per_group = None
+    if offset is not None:
+        per_group = xp.zeros((n_groups,), dtype=xp.float32)
+        per_group[dense] = offset[order]
     chunk = max(1, _NMS_BUDGET // (width * width))
     for lo in range(0, n_groups, chunk):
-        keep[lo : lo + chunk] = nms_keep(xp, padded[lo : lo + chunk], valid[lo : lo + chunk], iou_threshold)
+        part = per_group[lo : lo + chunk] if per_group is not None else None
+        keep[lo : lo + chunk] = nms_keep(xp, padded[lo : lo + chunk], valid[lo : lo + chunk], iou_threshold, part)
     return order[keep[dense, rank]]
 
 
@@ -238,6 +250,7 @@ def decode_batch(
     layout: ModelLayout | None = None,
     images: int | None = None,
     class_agnostic: bool = False,
+    iou_offset: float | Any | None = None,
 ) -> list[Rows]:
     """Decode a model output (by `layout`; default: YOLOv8 `[B, 4 + C, A]`) into per-image rows.
 
@@ -249,7 +262,10 @@ def decode_batch(
     (in dense layouts they do not win the argmax either). At most `max_candidates` per image
     and class enter NMS. `images`: how many leading images of the batch are real (a static-batch
     model runs padded batches). `class_agnostic`: one NMS across the classes of an image (YOLOX's
-    demo) instead of one per class. Returns that many host arrays (N <= max_det, 6) float32, best first.
+    demo) instead of one per class. `iou_offset`: one value per image (or one for all) added to box
+    widths and heights in the IoU only: YOLOX's demo NMS computes areas as (x2 - x1 + 1) x (y2 - y1 + 1)
+    in camera pixels, i.e. + the letterbox scale in model-input pixels. Returns that many host arrays
+    (N <= max_det, 6) float32, best first.
     """
     if layout is None:
         if output.ndim != 3 or output.shape[1] < 5:
@@ -267,7 +283,11 @@ def decode_batch(
         if int(img.shape[0]) == 0:
             return [_empty_rows() for _ in range(batch)]
         groups = img if class_agnostic else img * max(layout.num_classes, 1) + cls
-        kept = xp.sort(grouped_nms(xp, boxes, scores, groups, iou_threshold=iou_threshold, cap=max_candidates))
+        offset = None
+        if iou_offset is not None:
+            offset = xp.broadcast_to(xp.asarray(iou_offset, dtype=xp.float32).reshape(-1), (batch,))[img]
+        kept = grouped_nms(xp, boxes, scores, groups, iou_threshold=iou_threshold, cap=max_candidates, offset=offset)
+        kept = xp.sort(kept)
         kept = kept[_group_best_first(xp, img[kept], scores[kept])]  # image-major, best first, ties by anchor
     kept = kept[_rank_within(xp, img[kept]) < max_det]
     kept = kept[(boxes[kept, 2] > boxes[kept, 0]) & (boxes[kept, 3] > boxes[kept, 1])]  # after the max_det cut

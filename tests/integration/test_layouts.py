@@ -207,7 +207,8 @@ def test_daemon_runs_a_yolox_export_from_a_models_table(
         (
             "yolox",
             f'[models.416]\npath = {json.dumps(str(yolox))}\nlayout = "yolox"\ncolor = "bgr"\n'
-            f'scale = 1.0\npadding = "top-left"\npad_value = 114\nlabels = {json.dumps(list(NAMES))}\n',
+            f'scale = 1.0\npadding = "top-left"\npad_value = 114\nlabels = {json.dumps(list(NAMES))}\n'
+            'nms = "class-aware"\n',  # as the demo (a YOLOX file's own default is YOLOX's demo: across classes)
         ),
     ):
         redis = redis_server()

@@ -6,10 +6,14 @@ The outputs are YOLOv8-layout arrays `[1, 4 + C, A]` as an ONNX session returns 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
-from daemon.model_layout import ModelLayout
+from daemon.model_file import load_model_info
+from daemon.model_layout import ModelLayout, ModelOverrides
 from daemon.postprocess import decode_batch
+from tests.onnx_models import wrap_demo
 
 CLASSES = 2
 
@@ -54,3 +58,60 @@ def test_score_ties_keep_the_anchor_order_across_classes() -> None:
     np.testing.assert_allclose(rows, [[295, 295, 305, 305, 0.5, 1]])
     both = _decode(out, max_det=2)
     assert both[:, 5].tolist() == [1, 0]
+
+
+def _yolox_demo_nms(boxes: np.ndarray, scores: np.ndarray, thr: float) -> list[int]:
+    """YOLOX's `yolox/utils/demo_utils.py` `nms`, transcribed: areas and overlaps + 1 pixel."""
+    x1, y1, x2, y2 = boxes.T
+    areas = (x2 - x1 + 1) * (y2 - y1 + 1)
+    order, keep = scores.argsort()[::-1], []
+    while order.size > 0:
+        i = order[0]
+        keep.append(int(i))
+        w = np.maximum(0.0, np.minimum(x2[i], x2[order[1:]]) - np.maximum(x1[i], x1[order[1:]]) + 1)
+        h = np.maximum(0.0, np.minimum(y2[i], y2[order[1:]]) - np.maximum(y1[i], y1[order[1:]]) + 1)
+        inter = w * h
+        order = order[np.nonzero(inter / (areas[i] + areas[order[1:]] - inter) <= thr)[0] + 1]
+    return keep
+
+
+def test_iou_offset_is_yolox_demo_nms_in_camera_pixels() -> None:
+    """Small boxes whose plain IoU is under the threshold but YOLOX's `+ 1` IoU is over it: in
+    camera pixels (letterbox scale 0.5: + 0.5 model-input pixels) the daemon keeps what YOLOX keeps."""
+    rng = np.random.default_rng(3)
+    anchors = []
+    for k in range(8):
+        cx, cy = 40.0 + 60 * k, 100.0
+        anchors += [(cx, cy, 4.0, 4.0, k % 2, 0.9 - 0.01 * k), (cx + 1.6, cy + rng.uniform(0, 1), 4.0, 4.0, 0, 0.5)]
+    out = np.zeros((1, 4 + CLASSES, len(anchors)), np.float32)
+    for a, (cx, cy, w, h, cls, score) in enumerate(anchors):
+        out[0, :4, a], out[0, 4 + cls, a] = (cx, cy, w, h), score
+    layout = ModelLayout("yolov8", "channels-first", ("o",), CLASSES, len(anchors), 416, (8,))
+    scale, thr = 0.5, 0.45
+    plain = decode_batch(
+        np, out, conf_threshold=0.25, iou_threshold=thr, max_det=300, layout=layout, class_agnostic=True
+    )[0]
+    yolox = decode_batch(
+        np, out, conf_threshold=0.25, iou_threshold=thr, max_det=300, layout=layout, class_agnostic=True,
+        iou_offset=scale,
+    )[0]
+    cam = np.stack([out[0, 0] - out[0, 2] / 2, out[0, 1] - out[0, 3] / 2, out[0, 0] + out[0, 2] / 2,
+                    out[0, 1] + out[0, 3] / 2], axis=1) / scale
+    want = sorted(_yolox_demo_nms(cam, out[0, 4:].max(0), thr))
+    got = sorted(int(np.argmin(np.abs(out[0, 0] - (r[0] + r[2]) / 2) + np.abs(out[0, 1] - (r[1] + r[3]) / 2)))
+                 for r in yolox)
+    assert got == want
+    assert len(plain) > len(yolox)  # the + 1 pixel decides here
+
+
+def test_a_yolox_file_gets_yolox_demo_nms_unless_configured(tmp_path: Path) -> None:
+    """YOLOX's ONNX demo (`multiclass_nms`, class_agnostic=True by default) suppresses across
+    classes with its + 1 pixel IoU; Ultralytics-layout files keep per-class NMS with plain IoU."""
+    yolox = wrap_demo(tmp_path / "yolox.onnx", "yolox-raw", 416, metadata={})
+    info = load_model_info(yolox, 416)
+    assert (info.class_agnostic_nms, info.iou_plus_one) == (True, True)
+    assert "class-agnostic, IoU with YOLOX demo's +1 pixel areas" in info.lines()[0]
+    aware = load_model_info(yolox, 416, ModelOverrides(nms="class-aware"))
+    assert (aware.class_agnostic_nms, aware.iou_plus_one) == (False, True)
+    v8 = load_model_info(wrap_demo(tmp_path / "v8.onnx", "yolov8", 416), 416)
+    assert (v8.class_agnostic_nms, v8.iou_plus_one) == (False, False)
