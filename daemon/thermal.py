@@ -150,6 +150,7 @@ class ThermalGovernor:
         self._far_since: float | None = None  # since when the whole trend window is far below the limit
         self._paused_at: float | None = None
         self._pause_s = config.min_pause_s
+        self._paused_for = 0.0  # how long the last pause lasted (its cooling shows the time constant)
         self._resumed_at: float | None = None
         self._resume_drop_c = 0.0  # the resume temperature lowered after resumes that came too early
         self.throttle = FULL
@@ -238,7 +239,9 @@ class ThermalGovernor:
             and now_s - self._far_since >= _RESET_AFTER_WINDOWS * cfg.trend_window_s
             and slope > -_SETTLED_C_PER_S
         )
-        if far_below and not hot.hw_slowdown:
+        # soon after a pause the cause is likely still there: climb back, do not jump
+        after_pause = self._resumed_at is not None and now_s - self._resumed_at < self._soon_s()
+        if far_below and not hot.hw_slowdown and not after_pause:
             share = 1.0
         else:
             if self._last_error is not None:
@@ -266,7 +269,7 @@ class ThermalGovernor:
         return self._decide(self._share, level, why, hot)
 
     def _pause(self, now_s: float, hot: _Hottest) -> Throttle:
-        soon_after_resume = self._resumed_at is not None and now_s - self._resumed_at < 8 * self._pause_s
+        soon_after_resume = self._resumed_at is not None and now_s - self._resumed_at < self._soon_s()
         longest = 16 * self.config.min_pause_s
         self._pause_s = min(longest, 2 * self._pause_s) if soon_after_resume else self.config.min_pause_s
         # the last resume was too early (even the minimum share overheated): wait for more cooling
@@ -279,14 +282,31 @@ class ThermalGovernor:
 
     def _while_paused(self, now_s: float, hot: _Hottest) -> Throttle:
         assert self._paused_at is not None
-        if now_s - self._paused_at >= self._pause_s and hot.cooled:
+        if now_s - self._paused_at >= self._pause_s and (hot.cooled or self._idles_settled(hot)):
             self._resumed_at = now_s
+            self._paused_for = now_s - self._paused_at
             self._share = self.config.min_share
             resume = hot.limits.resume_c - self._resume_drop_c
-            why = f"{hot.sensor} {hot.celsius:.1f} C: cooled to {resume:.1f} C, resuming"
+            how = f"cooled to {resume:.1f} C" if hot.cooled else "settled idle well under the limit"
+            why = f"{hot.sensor} {hot.celsius:.1f} C: {how}, resuming"
             return self._decide(self._share, "regulating", why, hot)
         why = f"{hot.sensor} {hot.celsius:.1f} C: paused until {hot.limits.resume_c - self._resume_drop_c:.1f} C"
         return self._decide(0.0, "paused", why, hot)
+
+    def _soon_s(self) -> float:
+        """How long after a resume counts as soon: it scales with the plant, as the last pause
+        lasted as long as the device took to cool."""
+        return 8 * max(self._pause_s, self._paused_for)
+
+    def _idles_settled(self, hot: _Hottest) -> bool:
+        """Paused, the device has stopped cooling half its pause margin under the limit (more after
+        an early resume): it idles warmer than `resume_c`, and waiting for that would keep it
+        paused for as long as its surroundings stay warm although it could run."""
+        samples = self._history
+        margin = (hot.limits.critical_c - hot.limits.limit_c) / 2 + self._resume_drop_c
+        window_seen = samples[-1][0] - samples[0][0] >= 0.75 * self.config.trend_window_s
+        flat = abs(lsq_slope(samples)) < _SETTLED_C_PER_S / 4
+        return not hot.hw_slowdown and hot.excess_c <= -margin and window_seen and flat
 
     def _decide(self, share: float, level: str, reason: str, hot: _Hottest | None) -> Throttle:
         self._level = level
