@@ -282,3 +282,34 @@ def test_a_fast_plant_with_a_long_sensor_lag_takes_the_ambient_step_without_the_
     hottest, mean_share, swing = steady(trace, scenario.phase_s, 2 * scenario.phase_s)
     assert hottest <= LIMIT + 1.5 and swing <= 0.1
     assert mean_share >= 0.95 * params.sustainable_share(40.0, LIMIT)
+
+
+def test_a_transient_pause_resumes_where_the_device_idles_above_resume_c_but_can_run() -> None:
+    # a 20 s plant, 6 s of sensor lag: the +15 C step touches the pause (physics: the die rises
+    # 4-5 C before the sensor can show it). Idle then sits at 76 C, above resume_c (75 C), yet the
+    # minimum share is sustainable: the governor resumes once idle has settled and holds 0.15
+    params = PlantParams(tau_s=20, idle_rise_c=5, full_rise_c=30, lag_s=6, slowdown_c=LIMIT + 8)
+    hot = LIMIT - 5 - 0.15 * 25
+    scenario = Scenario(params, hot - 15.0)
+    trace = scenario.run(ThermalGovernor(ThermalConfig(limit_c=LIMIT)))
+    assert params.steady_c(hot, 0.0) > ThermalConfig(limit_c=LIMIT).limit_c - 5  # idles above resume_c
+    assert len(pauses(trace)) <= 1
+    hottest, mean_share, swing = steady(trace, scenario.phase_s, 2 * scenario.phase_s)
+    assert mean_share >= 0.95 * 0.15 and swing <= 0.1 and hottest <= LIMIT + 1.5
+    assert trace.slowdown_s == 0.0
+
+
+def test_a_slow_plant_that_overheats_at_the_minimum_share_waits_longer_instead_of_cycling() -> None:
+    # tau 300 s: heating back to critical at the minimum share takes longer than eight minimum
+    # pauses, so "soon after a resume" must scale with how long the device took to cool
+    tau = 300.0
+    params = PlantParams(tau_s=tau, idle_rise_c=10, full_rise_c=50, lag_s=3, slowdown_c=LIMIT + 8)
+    config = ThermalConfig(limit_c=LIMIT, critical_c=LIMIT + 4, resume_c=LIMIT - 5, min_share=0.3, min_pause_s=20)
+    ambient = steps(25.0, (10 * tau, 64.0), (25 * tau, 25.0))
+    trace = simulate(ThermalGovernor(config).update, params, ambient, 40 * tau)
+    stretches = pauses(trace)
+    assert 1 <= len(stretches) <= 3, stretches
+    assert all(b[1] - b[0] >= a[1] - a[0] for a, b in itertools.pairwise(stretches))
+    assert stretches[-1][1] > 25 * tau
+    assert "paused" not in [trace.level[i] for i in trace.window(stretches[-1][1], 40 * tau)]
+    assert trace.share[-1] >= 0.95 * params.sustainable_share(25.0, LIMIT) and trace.slowdown_s == 0.0
