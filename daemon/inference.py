@@ -22,7 +22,7 @@ from daemon.engine import ModelInfo
 from daemon.frames import Frame, FrameResult, Letterbox
 from daemon.metrics import Metrics
 from daemon.model_layout import InputConvention
-from daemon.postprocess import decode_batch, to_detections
+from daemon.postprocess import decode_batch, source_mapping, to_detections
 from daemon.resilience import InferenceEngine
 from daemon.xp import array_module_of
 
@@ -172,7 +172,7 @@ class InferenceStage:
         for frame, frame_rows, rule in zip(frames, rows, rules, strict=True):
             dets = to_detections(
                 frame_rows,
-                self._tensor.placed(frame.letterbox),
+                source_mapping(self._tensor.placed(frame.letterbox), self._tensor.convention.boxes),
                 self.info.names,
                 conf_threshold=rule.conf_threshold,
                 classes=rule.classes,

@@ -297,6 +297,11 @@ def _convention(
         parts.append(f"metadata {'/'.join(sorted(set(from_meta) - set(from_config)))}")
     if len(set(from_meta) | set(from_config)) < len(values):
         parts.append(default_origin)
+    boxes = "content"  # each ecosystem's own way back to camera pixels (they differ at fractional sizes)
+    if layout.name == "yolox" and values["padding"] == "top-left":
+        boxes = "ratio"
+    elif layout.name == "yolov5" and values["padding"] == "symmetric":
+        boxes = "ratio-centred"
     return InputConvention(
         values["color"],
         float(values["scale"]),
@@ -305,6 +310,7 @@ def _convention(
         dtype,  # type: ignore[arg-type]
         batch,
         ", ".join(parts),
+        boxes,  # type: ignore[arg-type]
     )
 
 

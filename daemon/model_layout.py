@@ -40,6 +40,10 @@ LAYOUTS: tuple[str, ...] = ("yolov8", "yolov5", "yolox", "end2end")
 Color = Literal["rgb", "bgr"]
 Padding = Literal["symmetric", "top-left"]
 InputDtype = Literal["float32", "float16"]
+BoxMapping = Literal["content", "ratio", "ratio-centred"]
+"""How boxes go back to camera pixels: through the content fed (`content`, Ultralytics 8.x
+`scale_boxes`), divided by the letterbox ratio (`ratio`, YOLOX's demo: content at the top-left), or
+less YOLOv5's fractional centred padding, then divided by the ratio (`ratio-centred`, its `scale_boxes`)."""
 UNSUPPORTED_TASKS = {"obb": "rotated boxes", "classify": "no boxes", "semantic": "no boxes"}
 GRID_CORRELATION = 0.8
 """A decoded output's x column follows the anchor grid (corr ~1); a raw head's does not."""
@@ -81,13 +85,15 @@ class InputConvention:
     batch: int | None = None
     origin: str = "defaults"
     """Where colour/scale/padding/pad value came from (config, metadata, a layout's default)."""
+    boxes: BoxMapping = "content"
 
     def describe(self) -> str:
         batch = f"static batch {self.batch}" if self.batch is not None else "dynamic batch"
         scale = "1/255" if abs(self.scale - 1 / 255) < 1e-9 else f"{self.scale:g}"
+        mapped = {"content": "", "ratio": ", boxes / ratio (YOLOX demo)", "ratio-centred": ", boxes as YOLOv5"}
         return (
             f"{self.color.upper()}, pixel x {scale}, padding {self.padding} with {self.pad_value}, "
-            f"{self.dtype}, {batch} ({self.origin})"
+            f"{self.dtype}, {batch}{mapped[self.boxes]} ({self.origin})"
         )
 
 

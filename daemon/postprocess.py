@@ -16,6 +16,7 @@ they are dropped after that cut, and score ties keep the anchor order.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -325,9 +326,34 @@ def join_outputs(xp: ArrayModule, outputs: Sequence[Any], layout: ModelLayout) -
     return rows
 
 
+@dataclass(frozen=True, slots=True)
+class RatioMapping:
+    """Boxes back to camera pixels as YOLOX's demo (`/ ratio`, content at the top-left) or YOLOv5's
+    `scale_boxes` (less the fractional centred padding, `/ gain`) map them: where the scaled frame is
+    not a whole number of pixels this differs from the content the daemon fed by up to a pixel."""
+
+    letterbox: Letterbox
+    centred: bool
+
+    def to_source(self, boxes_xyxy: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        lb, ratio = self.letterbox, self.letterbox.scale
+        pad_x = (lb.size - lb.src_w * ratio) / 2 if self.centred else 0.0
+        pad_y = (lb.size - lb.src_h * ratio) / 2 if self.centred else 0.0
+        pad = np.array([pad_x, pad_y, pad_x, pad_y], dtype=np.float64)
+        out = ((boxes_xyxy - pad) / ratio).astype(np.float32)
+        np.clip(out[:, 0::2], 0.0, float(lb.src_w), out=out[:, 0::2])
+        np.clip(out[:, 1::2], 0.0, float(lb.src_h), out=out[:, 1::2])
+        return out
+
+
+def source_mapping(letterbox: Letterbox, boxes: str) -> Letterbox | RatioMapping:
+    """The frame's way back to camera pixels for a convention's `boxes` (`daemon.model_layout.BoxMapping`)."""
+    return letterbox if boxes == "content" else RatioMapping(letterbox, centred=boxes == "ratio-centred")
+
+
 def to_detections(
     rows: Rows,
-    letterbox: Letterbox,
+    letterbox: Letterbox | RatioMapping,
     names: list[str] | tuple[str, ...],
     *,
     conf_threshold: float,

@@ -87,6 +87,7 @@ def _daemon_one(path: Path, entry: dict[str, Any], images: list[np.ndarray]) -> 
         "reason": info.decoding.reason,
         "classes": len(info.names),
         "convention": info.convention.describe(),
+        "boxes": info.convention.boxes,
         "batch": info.batch,
         "inputs": inputs,
         "dets": [np.array([[*d.box, d.score, d.cls] for d in ds], dtype=np.float64).reshape(-1, 6) for ds in dets],
@@ -157,15 +158,16 @@ HEADER = (
 )
 
 
-def _daemon_mapped(raw: np.ndarray, img: np.ndarray, size: int, top_left: bool) -> np.ndarray:
-    """Reference rows in model-input pixels mapped to the camera by the daemon's letterbox."""
+def _daemon_mapped(raw: np.ndarray, img: np.ndarray, size: int, top_left: bool, boxes: str) -> np.ndarray:
+    """Reference rows in model-input pixels mapped to the camera as the daemon maps its own."""
     from daemon.frames import Letterbox
+    from daemon.postprocess import source_mapping
 
     lb = Letterbox.fit(img.shape[1], img.shape[0], size)
     if top_left:
         lb = Letterbox(lb.size, lb.src_w, lb.src_h, lb.scale, lb.new_w, lb.new_h, 0, 0)
     rows = raw.copy()
-    rows[:, :4] = lb.to_source(np.ascontiguousarray(raw[:, :4], dtype=np.float32))
+    rows[:, :4] = source_mapping(lb, boxes).to_source(np.ascontiguousarray(raw[:, :4], dtype=np.float32))
     return rows[(rows[:, 2] > rows[:, 0]) & (rows[:, 3] > rows[:, 1])]
 
 
@@ -182,7 +184,7 @@ def _row(entry: dict[str, Any], out: Path, images: list[np.ndarray]) -> tuple[st
     frames = range(len(images))
     top_left = "top-left" in conv
     decode = [
-        _match(got[f"det{i}"], _daemon_mapped(want[f"raw{i}"], img, entry["size"], top_left))
+        _match(got[f"det{i}"], _daemon_mapped(want[f"raw{i}"], img, entry["size"], top_left, info["boxes"]))
         for i, img in enumerate(images)
     ]
     mapped = [_match(got[f"det{i}"], want[f"det{i}"]) for i in frames]

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
+from daemon.frames import Letterbox
 from daemon.model_file import load_model_info
 from daemon.model_layout import ModelLayout, ModelOverrides
-from daemon.postprocess import decode_batch
+from daemon.postprocess import decode_batch, source_mapping
 from tests.onnx_models import wrap_demo
 
 CLASSES = 2
@@ -115,3 +116,26 @@ def test_a_yolox_file_gets_yolox_demo_nms_unless_configured(tmp_path: Path) -> N
     assert (aware.class_agnostic_nms, aware.iou_plus_one) == (False, True)
     v8 = load_model_info(wrap_demo(tmp_path / "v8.onnx", "yolov8", 416), 416)
     assert (v8.class_agnostic_nms, v8.iou_plus_one) == (False, False)
+
+
+def test_boxes_go_back_to_the_camera_as_each_ecosystem_maps_them(tmp_path: Path) -> None:
+    """A 1000x562 frame at 416 scales to 233.79 rows: YOLOX's demo divides by the ratio (content at the
+    top-left), YOLOv5's `scale_boxes` subtracts the fractional padding (91.1) first, Ultralytics 8.x
+    maps through the content fed (234 rows at 91); the daemon follows the file's own ecosystem."""
+    lb = Letterbox.fit(1000, 562, 416)
+    assert (lb.new_h, lb.pad_y) == (234, 91)
+    box = np.array([[100.0, 120.0, 300.0, 200.0]], np.float32)
+    gain = min(416 / 562, 416 / 1000)
+    top_left = Letterbox(416, 1000, 562, lb.scale, lb.new_w, lb.new_h, 0, 0)
+    np.testing.assert_allclose(source_mapping(top_left, "ratio").to_source(box), box / gain, rtol=1e-6)
+    v5_pad = (416 - 562 * gain) / 2  # yolov5 utils/general.py scale_boxes
+    v5 = (box - np.array([0, v5_pad, 0, v5_pad], np.float32)) / gain
+    np.testing.assert_allclose(source_mapping(lb, "ratio-centred").to_source(box), v5, rtol=1e-6)
+    assert source_mapping(lb, "content") is lb
+    conv = {
+        kind: load_model_info(wrap_demo(tmp_path / f"{kind}.onnx", kind, 416, metadata={}), 416).convention.boxes
+        for kind in ("yolox-raw", "yolov5", "yolov8")
+    }
+    assert conv == {"yolox-raw": "ratio", "yolov5": "ratio-centred", "yolov8": "content"}
+    centred = load_model_info(tmp_path / "yolox-raw.onnx", 416, ModelOverrides(padding="symmetric"))
+    assert centred.convention.boxes == "content"
