@@ -61,6 +61,9 @@ _RESET_AFTER_WINDOWS = 2.5  # trend windows the temperature must stay far below 
 _MAX_RESUME_DROP_C = 15.0  # the most the resume temperature is lowered after early resumes
 _AIM_OVER_C = 0.25  # aim this far over the limit: whole-degree readings then dither at limit + 0.5
 _FINE_GAIN = 0.5  # the integral within the deadband, relative to raise_gain
+_SWING = 0.15  # a reversal of the share after a move larger than this counts as a swing
+_SWING_WINDOW_S = 240.0  # four swings within this: halve the gains
+_REGAIN_S = 1800.0  # quiet, the gains come back to 1 over this long
 _NORMAL_AFTER_S = 10.0  # at full speed this long before "regulating" becomes "normal" again
 
 
@@ -150,6 +153,10 @@ class ThermalGovernor:
         self._far_since: float | None = None  # since when the whole trend window is far below the limit
         self._paused_at: float | None = None
         self._pause_s = config.min_pause_s
+        self._gain = 1.0  # the controller's gains scaled down while the share keeps swinging
+        self._swings: deque[float] = deque()  # when the share reversed after a big move
+        self._direction = 0
+        self._turned_at = 1.0  # the share at its last reversal
         self._paused_for = 0.0  # how long the last pause lasted (its cooling shows the time constant)
         self._resumed_at: float | None = None
         self._resume_drop_c = 0.0  # the resume temperature lowered after resumes that came too early
@@ -256,8 +263,11 @@ class ThermalGovernor:
                 share += cfg.raise_gain * min(-error - cfg.deadband_c, _RAISE_CLAMP_C) * dt
             else:  # a small integral near the limit: whole-degree readings dither around the right mean
                 share -= cfg.raise_gain * _FINE_GAIN * error * dt
+            share = self._share + self._gain * (share - self._share)
         self._last_error = error
-        self._share = min(1.0, max(cfg.min_share, share))
+        share = min(1.0, max(cfg.min_share, share))
+        self._watch_swings(now_s, dt, share)
+        self._share = share
         if self._share < 1.0:
             self._full_since = None
             level = "regulating"
@@ -292,6 +302,25 @@ class ThermalGovernor:
             return self._decide(self._share, "regulating", why, hot)
         why = f"{hot.sensor} {hot.celsius:.1f} C: paused until {hot.limits.resume_c - self._resume_drop_c:.1f} C"
         return self._decide(0.0, "paused", why, hot)
+
+    def _watch_swings(self, now_s: float, dt: float, share: float) -> None:
+        """Gain scheduling on what the plant shows: a share that keeps reversing by more than
+        `_SWING` (a fast plant behind a long sensor lag, where the default gains overreach) halves
+        the controller's gains, down to a quarter; quiet, they come back over `_REGAIN_S`."""
+        step = share - self._share
+        if abs(step) > 1e-6:
+            direction = 1 if step > 0 else -1
+            if direction != self._direction:
+                if abs(self._share - self._turned_at) > _SWING:
+                    self._swings.append(now_s)
+                self._direction, self._turned_at = direction, self._share
+        while self._swings and self._swings[0] < now_s - _SWING_WINDOW_S:
+            self._swings.popleft()
+        if len(self._swings) >= 4:
+            self._gain = max(0.25, self._gain / 2)
+            self._swings.clear()
+        elif not self._swings:
+            self._gain = min(1.0, self._gain + dt / _REGAIN_S)
 
     def _soon_s(self) -> float:
         """How long after a resume counts as soon: it scales with the plant, as the last pause
