@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from daemon.config import ConfigError, Settings, ThermalConfig, load_settings
+from daemon.thermal import Reading, ThermalGovernor
 
 BASE = """
 [models]
@@ -63,8 +64,6 @@ def test_bad_thermal_settings_name_their_key(tmp_path: Path) -> None:
 def test_a_pc_platforms_zones_are_not_governed_by_default() -> None:
     """An x86 box's CPU package and ACPI zones, with no trip point to read, would be held at the
     fallback limit: ignored unless the integrator asks for them (a Jetson's zones still count)."""
-    from daemon.thermal import Reading, ThermalGovernor
-
     governor = ThermalGovernor(ThermalConfig())
     hot_pc = [Reading("x86_pkg_temp", 95.0), Reading("acpitz", 90.0), Reading("pch_cannonlake", 85.0)]
     assert governor.update(0.0, hot_pc).share == 1.0
