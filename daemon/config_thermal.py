@@ -55,7 +55,8 @@ class ThermalConfig(Section):
     """At this temperature inference pauses (None: the limit + 5 C, and at least 1 C under the
     hardware's own slowdown threshold where it reports one)."""
     resume_c: float | None = Field(None, gt=0, lt=150)
-    """A pause ends once the hottest sensor is back at or below this (None: the limit - 5 C)."""
+    """A pause ends once the hottest sensor is back at or below this (None: the limit - 5 C), or
+    once it has settled idle half the pause margin (critical - limit) under the limit."""
     min_pause_s: Seconds = 20.0
     """A pause lasts at least this long; one that follows a resume within 8 times the last
     pause's length lasts twice as long as that one (up to 16 x) and resumes only 5 C further under

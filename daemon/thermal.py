@@ -9,13 +9,19 @@ thermal headroom forecast:
 - an incremental PI on that forecast: the share moves by `proportional_gain` x the change of the
   error plus an integral step, `cut_gain` while over the limit (faster the further over: a fast
   plant's overshoot is cut at once) and the slower `raise_gain` while under it (as if at most
-  5 C under: a bounded climb back), none within `deadband_c` of it (the sensors step in whole
-  degrees); the share is clamped to [`min_share`, 1], which is its anti-windup;
+  5 C under: a bounded climb back), and within `deadband_c` of it a small integral that aims a
+  quarter degree over the limit, so whole-degree readings dither around the right mean instead of
+  stopping half a degree short (a single sensor step moves the forecast by at most half a step);
+  the share is clamped to [`min_share`, 1], which is its anti-windup;
+- gain scheduling on what the plant shows: a share that keeps reversing by more than 0.15 (a
+  fast plant behind a long sensor lag) halves the gains, down to a quarter, regained when quiet;
 - once the whole trend window has stayed `reset_below_c` under the limit for 2.5 windows and the
   temperature no longer falls, it goes straight back to full speed (the cause of the cut is gone);
 - a hardware slowdown reported by the sensor counts as over the limit whatever the temperature;
 - at `critical_c` inference pauses (share 0) for at least `min_pause_s` and until every sensor
-  is back at `resume_c`; a pause within 8 pauses' time of the last resume lasts twice as long as
+  is back at `resume_c` (or has settled idle half the pause margin under the limit: a device that
+  idles above `resume_c` but can run at `min_share`); a pause within 8 pauses' time (each at least
+  as long as the last actually lasted) of the last resume lasts twice as long as
   the one before (up to 16 x `min_pause_s`) and waits for 5 C more cooling (up to 15 C), so paused
   and running never alternate quickly: a device that cannot hold even `min_share` stays paused
   until its surroundings cool.
@@ -246,9 +252,7 @@ class ThermalGovernor:
             and now_s - self._far_since >= _RESET_AFTER_WINDOWS * cfg.trend_window_s
             and slope > -_SETTLED_C_PER_S
         )
-        # soon after a pause the cause is likely still there: climb back, do not jump
-        after_pause = self._resumed_at is not None and now_s - self._resumed_at < self._soon_s()
-        if far_below and not hot.hw_slowdown and not after_pause:
+        if far_below and not hot.hw_slowdown:
             share = 1.0
         else:
             if self._last_error is not None:

@@ -313,3 +313,17 @@ def test_a_slow_plant_that_overheats_at_the_minimum_share_waits_longer_instead_o
     assert stretches[-1][1] > 25 * tau
     assert "paused" not in [trace.level[i] for i in trace.window(stretches[-1][1], 40 * tau)]
     assert trace.share[-1] >= 0.95 * params.sustainable_share(25.0, LIMIT) and trace.slowdown_s == 0.0
+
+
+def test_a_fast_steep_plant_behind_a_long_lag_settles_instead_of_swinging() -> None:
+    # tau 20 s, 6 s of lag, 55 C from idle to full load: the default gains overreach and the share
+    # would swing by ~0.6 every half minute; the governor sees the swings and lowers its gains
+    params = PlantParams(tau_s=20, idle_rise_c=15, full_rise_c=70, lag_s=6, slowdown_c=LIMIT + 8)
+    hot = LIMIT - 15 - 0.3 * 55
+    scenario = Scenario(params, hot - 15.0)
+    trace = scenario.run(ThermalGovernor(ThermalConfig(limit_c=LIMIT)))
+    for start, ambient in ((0.0, hot - 15), (scenario.phase_s, hot), (2 * scenario.phase_s, hot - 15)):
+        hottest, mean_share, swing = steady(trace, start, start + scenario.phase_s)
+        assert swing <= 0.1, (start, swing)
+        assert hottest <= LIMIT + 1.5 and mean_share >= 0.95 * params.sustainable_share(ambient, LIMIT)
+    assert trace.slowdown_s == 0.0
