@@ -33,7 +33,7 @@ apt_packages=(
 # The tests also drive the live view in headless Chromium, verify the systemd units and make TLS
 # certificates for a TLS redis-server.
 if [ "$dev" -eq 1 ]; then
-  apt_packages+=(redis-tools chromium chromium-driver systemd openssl)
+  apt_packages+=(redis-tools chromium chromium-driver fonts-liberation systemd openssl)
 fi
 missing=()
 for pkg in "${apt_packages[@]}"; do
