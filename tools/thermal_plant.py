@@ -129,6 +129,20 @@ class Trace:
             next((i for i, t in enumerate(self.t_s) if t >= end_s), len(self.t_s)),
         )
 
+    def pauses(self) -> list[tuple[float, float]]:
+        """(start, end) of every paused stretch; one still paused at the end ends at the last sample."""
+        out: list[tuple[float, float]] = []
+        start = None
+        for t, level in zip(self.t_s, self.level, strict=True):
+            if level == "paused" and start is None:
+                start = t
+            elif level != "paused" and start is not None:
+                out.append((start, t))
+                start = None
+        if start is not None:
+            out.append((start, self.t_s[-1]))
+        return out
+
 
 def simulate(
     policy: Policy,

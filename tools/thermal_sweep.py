@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from daemon.config import ThermalConfig
 from daemon.thermal import ThermalGovernor
-from tools.thermal_plant import PlantParams, Trace, simulate, steps
+from tools.thermal_plant import PlantParams, simulate, steps
 
 LIMIT = 80.0
 RISES = ((10.0, 50.0), (15.0, 70.0), (5.0, 30.0))
@@ -136,20 +136,6 @@ def evaluate(case: Case) -> dict[str, float]:
     return out
 
 
-def pauses(trace: Trace) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    start = None
-    for t, level in zip(trace.t_s, trace.level, strict=True):
-        if level == "paused" and start is None:
-            start = t
-        elif level != "paused" and start is not None:
-            out.append((start, t))
-            start = None
-    if start is not None:
-        out.append((start, trace.t_s[-1] + 1))
-    return out
-
-
 def evaluate_pause(tau_s: float, lag_s: float, quick_idle: bool) -> dict[str, float]:
     """Heat the cabinet until even the minimum share overheats: one pause, resumed once cool."""
     params = PlantParams(tau_s=tau_s, idle_rise_c=10, full_rise_c=50, lag_s=lag_s, slowdown_c=LIMIT + 8)
@@ -163,7 +149,7 @@ def evaluate_pause(tau_s: float, lag_s: float, quick_idle: bool) -> dict[str, fl
     trace = simulate(ThermalGovernor(config).update, params, ambient, 40 * tau_s)
     # a pause on an earlier stair's transient (a fast plant, a long lag) is no flapping: count
     # those from the last stair on
-    stretches = [p for p in pauses(trace) if p[1] > stairs[-1][0]]
+    stretches = [p for p in trace.pauses() if p[1] > stairs[-1][0]]
     ok = 1 <= len(stretches) <= (1 if quick_idle else 3) and stretches[-1][1] > hot_until
     ok = ok and all(b[1] - b[0] >= a[1] - a[0] for a, b in itertools.pairwise(stretches))
     ok = ok and trace.share[-1] >= 0.95 * params.sustainable_share(25.0, LIMIT) and trace.slowdown_s == 0

@@ -115,21 +115,6 @@ def test_the_seeds_sleep_switch_swings_and_trips_the_hardware_on_the_same_plant(
 # -- pause and resume ------------------------------------------------------------------------
 
 
-def pauses(trace: Trace) -> list[tuple[float, float]]:
-    """(start, end) of every paused stretch."""
-    out: list[tuple[float, float]] = []
-    start = None
-    for t, level in zip(trace.t_s, trace.level, strict=True):
-        if level == "paused" and start is None:
-            start = t
-        elif level != "paused" and start is not None:
-            out.append((start, t))
-            start = None
-    if start is not None:
-        out.append((start, trace.t_s[-1]))
-    return out
-
-
 @pytest.mark.parametrize("tau_s", [20.0, 120.0, 300.0])
 def test_pauses_when_even_the_minimum_share_overheats_and_resumes_once_without_oscillating(tau_s: float) -> None:
     # idle alone holds the device above the resume temperature while the cabinet is at 72 C
@@ -138,7 +123,7 @@ def test_pauses_when_even_the_minimum_share_overheats_and_resumes_once_without_o
     ambient = steps(25.0, (hot_from, 72.0), (hot_until, 25.0))
     config = ThermalConfig(limit_c=LIMIT, critical_c=LIMIT + 4, resume_c=LIMIT - 5)
     trace = simulate(ThermalGovernor(config).update, params, ambient, 40 * tau_s)
-    stretches = pauses(trace)
+    stretches = trace.pauses()
     assert len(stretches) == 1, stretches
     start, end = stretches[0]
     assert hot_from < start < hot_until < end  # paused while hot, resumed after the cabinet cooled
@@ -154,7 +139,7 @@ def test_a_plant_that_idles_cool_but_overheats_at_the_minimum_share_does_not_fla
     params = PlantParams(tau_s=40, idle_rise_c=10, full_rise_c=50, lag_s=3, slowdown_c=LIMIT + 8)
     config = ThermalConfig(limit_c=LIMIT, critical_c=LIMIT + 4, resume_c=LIMIT - 5, min_share=0.3, min_pause_s=20)
     trace = simulate(ThermalGovernor(config).update, params, steps(25.0, (400, 62.0), (2400, 25.0)), 3600)
-    stretches = pauses(trace)
+    stretches = trace.pauses()
     assert 1 <= len(stretches) <= 3, stretches
     assert all(end - start >= config.min_pause_s for start, end in stretches)
     assert all(b[1] - b[0] >= a[1] - a[0] for a, b in itertools.pairwise(stretches))  # never shorter
@@ -278,7 +263,7 @@ def test_a_fast_plant_with_a_long_sensor_lag_takes_the_ambient_step_without_the_
     trace = scenario.run(ThermalGovernor(ThermalConfig(limit_c=LIMIT)))
     assert trace.slowdown_s == 0.0
     assert max(trace.temp_c) < LIMIT + 6.0
-    assert len(pauses(trace)) <= 1
+    assert len(trace.pauses()) <= 1
     hottest, mean_share, swing = steady(trace, scenario.phase_s, 2 * scenario.phase_s)
     assert hottest <= LIMIT + 1.5 and swing <= 0.1
     assert mean_share >= 0.95 * params.sustainable_share(40.0, LIMIT)
@@ -293,7 +278,7 @@ def test_a_transient_pause_resumes_where_the_device_idles_above_resume_c_but_can
     scenario = Scenario(params, hot - 15.0)
     trace = scenario.run(ThermalGovernor(ThermalConfig(limit_c=LIMIT)))
     assert params.steady_c(hot, 0.0) > ThermalConfig(limit_c=LIMIT).limit_c - 5  # idles above resume_c
-    assert len(pauses(trace)) <= 1
+    assert len(trace.pauses()) <= 1
     hottest, mean_share, swing = steady(trace, scenario.phase_s, 2 * scenario.phase_s)
     assert mean_share >= 0.95 * 0.15 and swing <= 0.1 and hottest <= LIMIT + 1.5
     assert trace.slowdown_s == 0.0
@@ -307,7 +292,7 @@ def test_a_slow_plant_that_overheats_at_the_minimum_share_waits_longer_instead_o
     config = ThermalConfig(limit_c=LIMIT, critical_c=LIMIT + 4, resume_c=LIMIT - 5, min_share=0.3, min_pause_s=20)
     ambient = steps(25.0, (10 * tau, 64.0), (25 * tau, 25.0))
     trace = simulate(ThermalGovernor(config).update, params, ambient, 40 * tau)
-    stretches = pauses(trace)
+    stretches = trace.pauses()
     assert 1 <= len(stretches) <= 3, stretches
     assert all(b[1] - b[0] >= a[1] - a[0] for a, b in itertools.pairwise(stretches))
     assert stretches[-1][1] > 25 * tau
