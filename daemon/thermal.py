@@ -61,6 +61,7 @@ __all__ = [
 LEVELS = ("normal", "regulating", "paused")
 _STEP_C = 1.0  # the resolution sensors report (NVML: whole degrees)
 _CUT_BOOST_FROM_C = 1.5  # further over (forecast) than the deadband and this, each C more cuts faster
+_P_CEILING_C = 5.0  # forecast excess beyond which the P term adds nothing (the cut term acts)
 _RAISE_CLAMP_C = 5.0  # the integral raises the share as if at most this far under the limit
 _SETTLED_C_PER_S = 0.1  # falling slower than this: cooling has settled
 _RESET_AFTER_WINDOWS = 2.5  # trend windows the temperature must stay far below before a reset
@@ -258,8 +259,13 @@ class ThermalGovernor:
             if self._last_error is not None:
                 # the P term acts near and above the limit only: far below it, a rising forecast
                 # is no reason to give up throughput
-                floor = -2.0 * cfg.deadband_c - 1.0
-                share -= cfg.proportional_gain * (max(error, floor) - max(self._last_error, floor))
+                floor, ceiling = -2.0 * cfg.deadband_c - 1.0, _P_CEILING_C
+                # and both ways bounded: a forecast spike (a step entering the trend window) cut the
+                # share to its floor, where the clamp swallowed the cut; without the ceiling its fall
+                # back (the step leaving the window) gave the whole spike back as a jump to full speed
+                share -= cfg.proportional_gain * (
+                    min(max(error, floor), ceiling) - min(max(self._last_error, floor), ceiling)
+                )
             if error > cfg.deadband_c:  # the further over, the faster: a fast plant's overshoot is cut at once
                 over = error - cfg.deadband_c
                 share -= cfg.cut_gain * over * (1.0 + max(0.0, over - _CUT_BOOST_FROM_C)) * dt

@@ -59,6 +59,19 @@ def rate(redis: RedisServer, seconds: float) -> float:
     return (published(redis) - before) / (time.monotonic() - start)
 
 
+def busy_fraction(d: InProcessDaemon, seconds: float) -> tuple[float, float]:
+    """(entries per second reaching Redis, share of the time the lane's session ran) over the next
+    `seconds`. The duty cycle bounds the second whatever else the machine does; the first also
+    depends on how much of the time the session was busy at full speed."""
+    before = d.counter("beltsight_entries_published_total", camera=CAMERA)
+    busy_before, start = d.counter("beltsight_inference_seconds_sum", model="640"), time.monotonic()
+    time.sleep(seconds)
+    elapsed = time.monotonic() - start
+    published_n = d.counter("beltsight_entries_published_total", camera=CAMERA) - before
+    busy = d.counter("beltsight_inference_seconds_sum", model="640") - busy_before
+    return published_n / elapsed, busy / elapsed
+
+
 def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
@@ -107,9 +120,13 @@ def test_heat_slows_inference_pauses_it_at_critical_and_cooling_restores_it(
 
         write_zone(zones, 70.0)  # over the 60 C limit, under the 75 C critical
         wait_until(lambda: health(d)["thermal"]["share"] <= 0.15, 20, "the governor to cut the share", d)
-        hot_rate = rate(redis, 4.0)
-        assert health(d)["thermal"]["level"] == "regulating"
-        assert hot_rate <= 0.6 * cool_rate, (hot_rate, cool_rate)
+        hot_rate, hot_busy = busy_fraction(d, 4.0)
+        report = health(d)["thermal"]
+        assert report["level"] == "regulating"
+        # the session runs at most its share of the time (a loaded machine slows the camera's decode
+        # too, so at full speed the session may already idle part of the time: the rate falls less)
+        assert hot_busy <= report["share"] + 0.05, (hot_busy, report["share"])
+        assert hot_rate <= 0.8 * cool_rate, (hot_rate, cool_rate)
         assert hot_rate > 0  # slowed, not stopped
 
         reconnects = d.counter("beltsight_camera_reconnects_total", camera=CAMERA)

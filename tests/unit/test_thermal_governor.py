@@ -312,3 +312,20 @@ def test_a_fast_steep_plant_behind_a_long_lag_settles_instead_of_swinging() -> N
         assert swing <= 0.1, (start, swing)
         assert hottest <= LIMIT + 1.5 and mean_share >= 0.95 * params.sustainable_share(ambient, LIMIT)
     assert trace.slowdown_s == 0.0
+
+
+def test_a_step_far_over_the_limit_holds_the_cut_when_it_leaves_the_trend_window() -> None:
+    """A jump from 40 C to 10 C over the limit makes a huge forecast (the step's slope); the cut it
+    causes is swallowed by the min_share clamp. When the step leaves the trend window the forecast
+    falls back to the reading, still 10 C over: the share must stay cut, not jump to full speed."""
+    cfg = ThermalConfig(limit_c=60.0, critical_c=75.0, resume_c=55.0, interval_s=0.2, min_share=0.1, trend_window_s=2.0)
+    governor = ThermalGovernor(cfg)
+    t = 0.0
+    for _ in range(30):
+        governor.update(t, [Reading("gpu-thermal", 40.0)])
+        t += 0.2
+    shares = []
+    for _ in range(60):
+        shares.append(governor.update(t, [Reading("gpu-thermal", 70.0)]).share)
+        t += 0.2
+    assert max(shares[3:]) <= cfg.min_share + 1e-9, shares
