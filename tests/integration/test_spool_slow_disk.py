@@ -20,7 +20,7 @@ import pytest
 from daemon.metrics import Metrics
 from tests.integration.test_sink import BASE_MS, config, make_sink, result, running, sample, stored, wait_until
 
-FSYNC_DELAY_S = 0.5
+FSYNC_DELAY_S = 1.0
 TICK_S = 0.005
 CAMERAS = ("cam1", "cam2")
 
@@ -106,7 +106,9 @@ def test_a_slow_fsync_during_an_outage_never_stalls_the_loop(
     assert slow.calls >= 3  # and the slow disk really was hit, several times
     assert loop_thread not in slow.threads, "an fsync ran on the event loop's thread"
     assert ticker.ticks > 100
-    assert ticker.max_gap_s < FSYNC_DELAY_S / 4, f"loop stalled {ticker.max_gap_s:.3f}s"
+    # half an fsync: the old spool stalled the loop for whole fsyncs; a loaded machine alone can
+    # delay a tick by a fifth of a second
+    assert ticker.max_gap_s < FSYNC_DELAY_S / 2, f"loop stalled {ticker.max_gap_s:.3f}s"
     for camera in CAMERAS:  # and nothing was lost or duplicated on the way
         assert [e["seq"] for e in stored(server.client(), cfg.stream_for(camera))] == list(range(sent[camera]))
         assert sample(metrics, "beltsight_entries_published_total", camera=camera) == sent[camera]
