@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from daemon.config import EX_CONFIG, ConfigError, Settings, load_settings, resolve_config_path
-from daemon.logs import capture_uncaught, configure_logging, quiet_native_loggers
-from daemon.redaction import SECRETS
-from daemon.sharding import describe
+from daemon.config.settings import EX_CONFIG, ConfigError, Settings, load_settings, resolve_config_path
+from daemon.config.sharding import describe
+from daemon.core.redaction import SECRETS
+from daemon.ops.logs import capture_uncaught, configure_logging, quiet_native_loggers
 
 EX_UNAVAILABLE = 69
 EX_FORCED = 130
@@ -63,7 +63,7 @@ def _load(path_arg: str | None) -> Settings:
 def cmd_check_config(args: argparse.Namespace) -> int:
     settings = _load(args.config)
     print(json.dumps(settings.redacted(), indent=2, sort_keys=True))
-    from daemon.model_file import describe_models  # noqa: PLC0415 - loads onnxruntime
+    from daemon.inference.model_file import describe_models  # noqa: PLC0415 - loads onnxruntime
 
     lines, errors = describe_models(settings.models)
     for line in lines:
@@ -79,13 +79,13 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from daemon.doctor import run_doctor  # noqa: PLC0415 - heavy imports only for this command
+    from daemon.ops.doctor import run_doctor  # noqa: PLC0415 - heavy imports only for this command
 
     return run_doctor(_load(args.config), as_json=args.json)
 
 
 def cmd_tail(args: argparse.Namespace) -> int:
-    from daemon.tail import tail  # noqa: PLC0415
+    from daemon.publish.tail import tail  # noqa: PLC0415
 
     settings = _load(args.config)
     cameras = args.camera or [c.id for c in settings.cameras]
@@ -106,10 +106,10 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from daemon.app import Daemon  # noqa: PLC0415
-    from daemon.engine import ModelError, ProviderError  # noqa: PLC0415
-    from daemon.fd_limit import raise_nofile_limit  # noqa: PLC0415
-    from daemon.memory import tune_malloc  # noqa: PLC0415
-    from daemon.xp import GpuUnavailableError  # noqa: PLC0415
+    from daemon.core.memory import tune_malloc  # noqa: PLC0415
+    from daemon.core.xp import GpuUnavailableError  # noqa: PLC0415
+    from daemon.inference.engine import ModelError, ProviderError  # noqa: PLC0415
+    from daemon.ops.fd_limit import raise_nofile_limit  # noqa: PLC0415
 
     malloc = tune_malloc()  # before any thread starts
     settings = _load(args.config)

@@ -18,25 +18,26 @@ from typing import Any
 
 import structlog
 
-from daemon.batcher import Batcher, BatchPolicy, InOrder
-from daemon.config import ConfigError, Settings
-from daemon.device_stage import for_lane, source_decode
-from daemon.engine import EngineFactory, InferenceError, ModelInfo, load_model_info
-from daemon.frames import FrameResult, StatusEvent
-from daemon.health import HealthServer, HttpLimits, SystemdNotifier
-from daemon.hub import FrameHub
-from daemon.inference import CameraRules, InferenceStage, PostprocessConfig
-from daemon.liveview import LiveView
-from daemon.metrics import Metrics
-from daemon.model_file import log_model
-from daemon.providers import lane_workers, worker_batch
-from daemon.rebuild import EngineBuilder
-from daemon.resilience import InferenceEngine, ResilientEngine
-from daemon.router import ModelRouter
-from daemon.sinks import RedisSink
-from daemon.sources import CameraSource
-from daemon.thermal_monitor import ThermalMonitor
-from daemon.xp import DeviceChoice, choose_device
+from daemon.batching.batcher import Batcher, BatchPolicy, InOrder
+from daemon.batching.hub import FrameHub
+from daemon.batching.router import ModelRouter
+from daemon.config.settings import ConfigError, Settings
+from daemon.core.frames import FrameResult, StatusEvent
+from daemon.core.metrics import Metrics
+from daemon.core.xp import DeviceChoice, choose_device
+from daemon.inference.device_stage import for_lane
+from daemon.inference.engine import EngineFactory, InferenceError, ModelInfo, load_model_info
+from daemon.inference.model_file import log_model
+from daemon.inference.providers import lane_workers, worker_batch
+from daemon.inference.rebuild import EngineBuilder
+from daemon.inference.resilience import InferenceEngine, ResilientEngine
+from daemon.inference.stage import CameraRules, InferenceStage, PostprocessConfig
+from daemon.ingest.hwdecode import source_decode
+from daemon.ingest.sources import CameraSource
+from daemon.ops.health import HealthServer, HttpLimits, SystemdNotifier
+from daemon.ops.liveview import LiveView
+from daemon.publish.sink import RedisSink
+from daemon.thermal.monitor import ThermalMonitor
 
 log = structlog.get_logger("beltsight.app")
 
@@ -213,7 +214,7 @@ class Daemon:
         return self._factory.build(self._infos[size], reason=reason)
 
     async def _start_sources(self) -> None:
-        cameras = self.settings.instance_cameras()  # this instance's share ([instance], daemon.sharding)
+        cameras = self.settings.instance_cameras()  # this instance's share ([instance], daemon.config.sharding)
         inst = self.settings.instance
         self.metrics.instance_cameras.labels(shard=str(inst.shard), shards=str(inst.shards)).set(len(cameras))
         if inst.shards > 1:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from daemon.engine import EngineError, EngineFactory, InferenceError, ModelInfo, Placement
-from daemon.resilience import InferenceEngine
+from daemon.inference.engine import EngineError, EngineFactory, InferenceError, ModelInfo, Placement
+from daemon.inference.resilience import InferenceEngine
 
 HostArray = npt.NDArray[np.float32]
 

@@ -48,15 +48,15 @@ import redis  # noqa: E402
 from prometheus_client import Histogram  # noqa: E402
 
 from daemon.app import Daemon  # noqa: E402
-from daemon.batcher import BatchPolicy  # noqa: E402
-from daemon.config import load_settings  # noqa: E402
-from daemon.config_engine import EngineConfig  # noqa: E402
-from daemon.logs import configure_logging  # noqa: E402
-from daemon.memory import tune_malloc  # noqa: E402
-from daemon.metrics import Metrics  # noqa: E402
-from daemon.model_file import ModelError, load_model_info  # noqa: E402
-from daemon.providers import intra_op_threads, lane_workers, worker_batch  # noqa: E402
-from daemon.schema import decode_entry  # noqa: E402
+from daemon.batching.batcher import BatchPolicy  # noqa: E402
+from daemon.config.engine import EngineConfig  # noqa: E402
+from daemon.config.settings import load_settings  # noqa: E402
+from daemon.core.memory import tune_malloc  # noqa: E402
+from daemon.core.metrics import Metrics  # noqa: E402
+from daemon.inference.model_file import ModelError, load_model_info  # noqa: E402
+from daemon.inference.providers import intra_op_threads, lane_workers, worker_batch  # noqa: E402
+from daemon.ops.logs import configure_logging  # noqa: E402
+from daemon.publish.schema import decode_entry  # noqa: E402
 from tests.integration.daemon_harness import MODELS, write_config  # noqa: E402
 from tools.bench_baselines import (  # noqa: E402
     bare_at,

@@ -25,12 +25,12 @@ import numpy as np
 import onnxruntime as ort
 import redis
 
-from daemon.config_engine import EngineConfig
-from daemon.decoding import scale
-from daemon.frames import Frame, Letterbox
-from daemon.inference import BatchTensor
-from daemon.model_file import load_model_info
-from daemon.providers import intra_op_threads, lane_workers, session_options
+from daemon.config.engine import EngineConfig
+from daemon.core.frames import Frame, Letterbox
+from daemon.inference.model_file import load_model_info
+from daemon.inference.providers import intra_op_threads, lane_workers, session_options
+from daemon.inference.stage import BatchTensor
+from daemon.ingest.decoding import scale
 from tests.integration.daemon_harness import MODELS
 from tools.bench_naive import NaiveCamera, run_naive
 from tools.bench_procs import Servers, machine_busy_s, pct, proc_cpu_s, split_window

@@ -20,7 +20,7 @@ import av
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: `tools` from the repo
 
-from daemon.decoding import set_decoder_threads
+from daemon.ingest.decoding import set_decoder_threads
 from tools.bench_naive import AV_OPTIONS
 
 

@@ -2,7 +2,7 @@
 
 One loop, one camera after another: read the next frame from its RTSP stream (PyAV), letterbox
 it with NumPy (nearest-neighbour index arithmetic, no swscale resize), `session.run` at batch 1,
-decode + NMS with `daemon.postprocess.decode_batch` (NumPy), XADD with redis-py (sync).
+decode + NMS with `daemon.inference.postprocess.decode_batch` (NumPy), XADD with redis-py (sync).
 
 Latency is measured against when the camera SENT the frame: expected capture time = stream
 start (wall clock when `av.open` returned, or earlier if a frame proves it) + frame index / fps.
@@ -20,10 +20,10 @@ import numpy as np
 import onnxruntime as ort
 import redis
 
-from daemon.frames import LETTERBOX_PAD_VALUE, FrameResult, Letterbox
-from daemon.model_file import ModelInfo
-from daemon.postprocess import decode_batch, to_detections
-from daemon.schema import encode_entry
+from daemon.core.frames import LETTERBOX_PAD_VALUE, FrameResult, Letterbox
+from daemon.inference.model_file import ModelInfo
+from daemon.inference.postprocess import decode_batch, to_detections
+from daemon.publish.schema import encode_entry
 
 AV_OPTIONS = {"rtsp_transport": "tcp", "timeout": "2000000", "analyzeduration": "0", "probesize": "32"}
 

@@ -7,13 +7,13 @@ into the 800 model), it times, on the same decoded-like frames:
   - baseline: `VideoFrame.reformat` as PyAV does it by default (a scaler made for each frame and
     freed with it, one swscale slice thread per core), its planes copied out into one 3 x H x W
     array (as `to_ndarray` copies);
-  - daemon: `daemon.decoding.scale` (a scaler kept per thread and geometry, one thread, the
+  - daemon: `daemon.ingest.decoding.scale` (a scaler kept per thread and geometry, one thread, the
     frame's planes used where FFmpeg put them).
 Each then fills the batch tensor (`BatchTensor.fill`) and drops the frame, as a worker does.
 The two alternate over `--rounds` rounds of fresh frames; it prints CPU ms per frame (the
 process's CPU time, so other threads a scaler wakes are counted) and the ratio daemon/baseline,
 median over rounds. Timings are for this machine and load; the ratio is what to compare.
-glibc's malloc is tuned first, as `beltsight run` does (`daemon.memory.tune_malloc`): with its
+glibc's malloc is tuned first, as `beltsight run` does (`daemon.core.memory.tune_malloc`): with its
 fixed mmap threshold every large block is fresh pages, and that cost is part of the figure.
 """
 
@@ -27,10 +27,10 @@ from collections.abc import Callable
 import av
 import numpy as np
 
-from daemon.decoding import rgb_planes, scale
-from daemon.frames import Frame, Letterbox, RGBPlanes
-from daemon.inference import BatchTensor
-from daemon.memory import tune_malloc
+from daemon.core.frames import Frame, Letterbox, RGBPlanes
+from daemon.core.memory import tune_malloc
+from daemon.inference.stage import BatchTensor
+from daemon.ingest.decoding import rgb_planes, scale
 
 CASES = ((640, 480, 640), (1280, 720, 800), (1920, 1080, 800))
 

@@ -60,12 +60,12 @@ def _frames() -> list[np.ndarray]:
 def _daemon_one(path: Path, entry: dict[str, Any], images: list[np.ndarray]) -> dict[str, Any]:
     from PIL import Image
 
-    from daemon.config_engine import EngineConfig
-    from daemon.engine import Engine, load_model_info
-    from daemon.frames import Frame, Letterbox
-    from daemon.inference import BatchTensor, InferenceStage, PostprocessConfig
-    from daemon.metrics import Metrics
-    from daemon.model_layout import ModelOverrides
+    from daemon.config.engine import EngineConfig
+    from daemon.core.frames import Frame, Letterbox
+    from daemon.core.metrics import Metrics
+    from daemon.core.model_spec import ModelOverrides
+    from daemon.inference.engine import Engine, load_model_info
+    from daemon.inference.stage import BatchTensor, InferenceStage, PostprocessConfig
 
     info = load_model_info(path, entry["size"], ModelOverrides(**entry.get("config", {})))
     frames = []
@@ -102,7 +102,7 @@ def replace_batch(convention: Any) -> Any:
 
 def cmd_daemon(out: Path) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from daemon.model_file import ModelError
+    from daemon.inference.model_file import ModelError
 
     images = _frames()
     np.savez_compressed(out / "frames.npz", *images)
@@ -160,8 +160,8 @@ HEADER = (
 
 def _daemon_mapped(raw: np.ndarray, img: np.ndarray, size: int, top_left: bool, boxes: str) -> np.ndarray:
     """Reference rows in model-input pixels mapped to the camera as the daemon maps its own."""
-    from daemon.frames import Letterbox
-    from daemon.postprocess import source_mapping
+    from daemon.core.frames import Letterbox
+    from daemon.inference.postprocess import source_mapping
 
     lb = Letterbox.fit(img.shape[1], img.shape[0], size)
     if top_left:

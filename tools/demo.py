@@ -36,8 +36,8 @@ if str(REPO) not in sys.path:
 
 import redis as redis_py  # noqa: E402
 
-from daemon.schema import decode_entry  # noqa: E402
-from daemon.tail import format_entry  # noqa: E402
+from daemon.publish.schema import decode_entry  # noqa: E402
+from daemon.publish.tail import format_entry  # noqa: E402
 from tools.demo_preflight import PortNeed, PreflightError, check_gstreamer, check_ports, check_redis_server  # noqa: E402
 from tools.demo_view import CameraWindow, StatusBoard  # noqa: E402
 

@@ -64,7 +64,7 @@ class CameraWindow:
     model: str = "-"
 
     def add(self, entry: dict[str, Any]) -> None:
-        """A decoded schema-v1 entry (`daemon.schema.decode_entry`)."""
+        """A decoded schema-v1 entry (`daemon.publish.schema.decode_entry`)."""
         published_s = entry["published_ms"] / 1000
         labels = tuple(str(d["label"]) for d in entry["dets"])
         self.samples.append(Sample(published_s, entry["published_ms"] - entry["captured_ms"], entry["n"], labels))

@@ -10,7 +10,7 @@ Checks (each prints PASS / FAIL / SKIP with why; exit status 1 if any failed, an
   1. environment: CuPy and its device, NVML, NVDEC, ORT's providers and CUDA version;
      thermal (tools/gpu_check_thermal.py): the daemon's real NVML reader on the device:
      temperature, slowdown thresholds, clock-event reasons, power, and the governor's limit;
-  2. pre-processing: the YUV letterbox (daemon.device_preprocess) under NumPy against the CPU
+  2. pre-processing: the YUV letterbox (daemon.inference.device_preprocess) under NumPy against the CPU
      path (swscale + BatchTensor), under CuPy (xp path, and the CUDA kernel) against NumPy;
   3. NVDEC frames against CPU-decoded frames (Y plane, and the letterboxed batch);
   4. inference: IO binding against `session.run` (on the CPU here, on CUDA where it exists),
@@ -40,17 +40,18 @@ import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from daemon import hwdecode, nvml
-from daemon.config_engine import CudaOptions, EngineConfig
-from daemon.decoding import scale
-from daemon.device_preprocess import DeviceBatchTensor
-from daemon.doctor_gpu import ort_cuda_version
-from daemon.engine import Engine, EngineError, load_model_info
-from daemon.frames import Frame, Letterbox
-from daemon.inference import BatchTensor
-from daemon.iobinding import run_bound
-from daemon.postprocess import decode_batch, greedy_nms
-from daemon.xp import cupy_status, get_xp, to_host
+from daemon.config.engine import CudaOptions, EngineConfig
+from daemon.core import nvml, yuv
+from daemon.core.frames import Frame, Letterbox
+from daemon.core.xp import cupy_status, get_xp, to_host
+from daemon.inference.device_preprocess import DeviceBatchTensor
+from daemon.inference.engine import Engine, EngineError, load_model_info
+from daemon.inference.iobinding import run_bound
+from daemon.inference.postprocess import decode_batch, greedy_nms
+from daemon.inference.stage import BatchTensor
+from daemon.ingest import hwdecode
+from daemon.ingest.decoding import scale
+from daemon.ops.doctor_gpu import ort_cuda_version
 from tools.gpu_check_thermal import thermal_checks
 from tools.synth_video import h264_writer
 
@@ -132,16 +133,16 @@ def preprocess(cupy: Any | None, frames: list[av.VideoFrame], info: Any) -> np.n
     host = timed(
         "pre-processing",
         "numpy (device_preprocess)",
-        lambda: np_tensor.fill([(hwdecode.yuv_frame(f, np), lb) for f in frames]),
+        lambda: np_tensor.fill([(yuv.yuv_frame(f, np), lb) for f in frames]),
     ).copy()
     diff = np.abs(host.astype(np.float32) - reference.astype(np.float32))
     check("letterbox numpy vs the CPU path (swscale)", float(diff.mean()) < 2.5 * conv.scale, f"mean {diff.mean():.2e}")
     if cupy is None:
         skip("letterbox cupy vs numpy (xp path and kernel)", "no usable CUDA device / CuPy")
         return host
-    from daemon.letterbox_kernel import LetterboxKernel  # noqa: PLC0415 - compiles CUDA on first use
+    from daemon.inference.letterbox_kernel import LetterboxKernel  # noqa: PLC0415 - compiles CUDA on first use
 
-    uploaded = timed("upload (YUV planes)", "cupy", lambda: [hwdecode.yuv_frame(f, cupy) for f in frames], cupy)
+    uploaded = timed("upload (YUV planes)", "cupy", lambda: [yuv.yuv_frame(f, cupy) for f in frames], cupy)
     for name, tensor in (
         ("cupy xp path", DeviceBatchTensor(cupy, n, size, conv)),
         ("cupy kernel", DeviceBatchTensor(cupy, n, size, conv, kernel=LetterboxKernel(cupy))),
@@ -161,7 +162,7 @@ def nvdec(cupy: Any | None, clip: Path, cpu_frames: list[av.VideoFrame], size: i
     def decode_hw() -> list[Any]:
         container, on_nvdec = hwdecode.open_input(str(clip), device_id=device_id, on_device=True)
         with container:
-            return [hwdecode.yuv_frame(f, cupy) for f in container.decode(video=0)] if on_nvdec else []
+            return [yuv.yuv_frame(f, cupy) for f in container.decode(video=0)] if on_nvdec else []
 
     hw = timed("decode", "nvdec (device frames)", decode_hw, cupy, repeat=2)
     timed("decode", "cpu (libavcodec)", lambda: decode_cpu(clip), repeat=2)
@@ -170,13 +171,13 @@ def nvdec(cupy: Any | None, clip: Path, cpu_frames: list[av.VideoFrame], size: i
         return
     w, h = cpu_frames[0].width, cpu_frames[0].height
     worst = max(
-        int(np.abs(to_host(d.y)[:h, :w].astype(int) - hwdecode.yuv_frame(c, np).y[:h, :w]).max())
+        int(np.abs(to_host(d.y)[:h, :w].astype(int) - yuv.yuv_frame(c, np).y[:h, :w]).max())
         for d, c in zip(hw, cpu_frames, strict=True)
     )
     check("NVDEC Y planes vs CPU-decoded", worst <= 2, f"max pixel difference {worst}")
     lb = Letterbox.fit(w, h, size)
     dev = to_host(DeviceBatchTensor(cupy, len(hw), size).fill([(f, lb) for f in hw]))
-    ref = DeviceBatchTensor(np, len(hw), size).fill([(hwdecode.yuv_frame(f, np), lb) for f in cpu_frames])
+    ref = DeviceBatchTensor(np, len(hw), size).fill([(yuv.yuv_frame(f, np), lb) for f in cpu_frames])
     diff = float(np.abs(dev - ref).max())
     check("letterbox of NVDEC frames vs CPU-decoded", diff < 3 / 255, f"max {diff:.2e}")
 

@@ -1,6 +1,6 @@
 """`tools/gpu_check.py`'s thermal section: the real NVML reader (pynvml, no fake) on a GPU host.
 
-Reads the engine's device through `daemon.thermal.NvmlSensor` exactly as the daemon does, checks
+Reads the engine's device through `daemon.thermal.sensors.NvmlSensor` exactly as the daemon does, checks
 what the driver reports (temperature, slowdown thresholds, clock-event reasons, power), and runs
 the governor once on the real reading to show the limit it would hold.
 """
@@ -10,8 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from daemon.config_thermal import ThermalConfig
-from daemon.thermal import LEVELS, NvmlSensor, ThermalGovernor
+from daemon.config.thermal import ThermalConfig
+from daemon.thermal import ThermalGovernor
+from daemon.thermal.governor import LEVELS
+from daemon.thermal.sensors import NvmlSensor
 
 Check = Callable[[str, bool, str], None]
 Skip = Callable[[str, str], None]

@@ -2,7 +2,7 @@
 
     python tools/thermal_sweep.py [--quick] [--json out.json] [--worst 5]
 
-Each case runs `daemon.thermal.ThermalGovernor` on its defaults (only `limit_c` set, or not even
+Each case runs `daemon.thermal.governor.ThermalGovernor` on its defaults (only `limit_c` set, or not even
 that where the plant's reported threshold gives it) against tools/thermal_plant.py: the plant
 starts cold at full speed, settles, takes an ambient step of +15 C, settles, and gets the ambient
 back (each phase max(10 tau, 600 s)). The grid spans tau 20..300 s, sensor lags 0..6 s, the share
@@ -36,8 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from daemon.config import ThermalConfig
-from daemon.thermal import ThermalGovernor
+from daemon.config.settings import ThermalConfig
+from daemon.thermal.governor import ThermalGovernor
 from tools.thermal_plant import PlantParams, simulate, steps
 
 LIMIT = 80.0

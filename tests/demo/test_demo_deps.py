@@ -76,7 +76,8 @@ def merge_link(source: Path, target: Path) -> None:
 
 
 def daemon_modules() -> list[str]:
-    return sorted("daemon." + p.stem if p.stem != "__init__" else "daemon" for p in (REPO / "daemon").glob("*.py"))
+    names = (".".join(p.relative_to(REPO).with_suffix("").parts) for p in (REPO / "daemon").rglob("*.py"))
+    return sorted(name.removesuffix(".__init__") for name in names)
 
 
 def import_in_venv(

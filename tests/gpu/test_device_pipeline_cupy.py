@@ -10,13 +10,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from daemon.config_engine import EngineConfig
-from daemon.device_preprocess import DeviceBatchTensor
-from daemon.engine import Engine, load_model_info
-from daemon.frames import Letterbox
-from daemon.model_layout import InputConvention
-from daemon.postprocess import decode_batch
-from daemon.xp import GpuUnavailableError, choose_device, get_xp, to_host
+from daemon.config.engine import EngineConfig
+from daemon.core.frames import Letterbox
+from daemon.core.xp import GpuUnavailableError, choose_device, get_xp, to_host
+from daemon.inference.device_preprocess import DeviceBatchTensor
+from daemon.inference.engine import Engine, load_model_info
+from daemon.inference.layouts import InputConvention
+from daemon.inference.postprocess import decode_batch
 from tests.onnx_models import DEMO_MODELS, wrap_demo
 from tests.unit.test_device_preprocess import frame_of, planes
 
@@ -35,7 +35,7 @@ CONVENTIONS = [InputConvention(), InputConvention(color="bgr", scale=1.0, paddin
 @pytest.mark.parametrize("conv", CONVENTIONS, ids=["rgb-f32", "bgr-f16-topleft"])
 @pytest.mark.parametrize("nv12", [False, True], ids=["i420", "nv12"])
 def test_letterbox_on_the_device_matches_numpy(w: int, h: int, conv: InputConvention, nv12: bool) -> None:
-    from daemon.letterbox_kernel import LetterboxKernel  # noqa: PLC0415
+    from daemon.inference.letterbox_kernel import LetterboxKernel  # noqa: PLC0415
 
     y, u, v = planes(w, h, seed=w + h)
     lb = Letterbox.fit(w, h, SIZE)

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from daemon.postprocess import decode_batch, greedy_nms
-from daemon.xp import GpuUnavailableError, get_xp, is_device_array, to_host
+from daemon.core.xp import GpuUnavailableError, get_xp, is_device_array, to_host
+from daemon.inference.postprocess import decode_batch, greedy_nms
 from tests.unit.test_postprocess import C, make_output, random_boxes, reference_nms
 
 cupy = pytest.importorskip("cupy")

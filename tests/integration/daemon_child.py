@@ -21,11 +21,11 @@ from typing import Any
 
 from daemon.__main__ import _serve
 from daemon.app import Daemon
-from daemon.config import load_settings
-from daemon.engine import EngineFactory, ModelInfo, Placement
-from daemon.logs import configure_logging
-from daemon.metrics import Metrics
-from daemon.rebuild import HostArray, InferenceEngine
+from daemon.config.settings import load_settings
+from daemon.core.metrics import Metrics
+from daemon.inference.engine import EngineFactory, ModelInfo, Placement
+from daemon.inference.rebuild import HostArray, InferenceEngine
+from daemon.ops.logs import configure_logging
 from tests.faults import DelegatingEngine
 
 HANG_LIMIT_S = 300.0

@@ -21,9 +21,9 @@ import onnxruntime as ort
 from PIL import Image
 
 from daemon.app import Daemon
-from daemon.config import Settings, load_settings
-from daemon.metrics import Metrics
-from daemon.rebuild import EngineBuilder
+from daemon.config.settings import Settings, load_settings
+from daemon.core.metrics import Metrics
+from daemon.inference.rebuild import EngineBuilder
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS = {size: REPO / "models" / f"conveyor-{size}.onnx" for size in (416, 640, 800)}

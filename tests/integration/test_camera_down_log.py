@@ -7,11 +7,11 @@ import time
 
 import structlog.testing
 
-from daemon.backoff import Backoff
-from daemon.config import CameraConfig
-from daemon.frames import StatusEvent
-from daemon.metrics import Metrics
-from daemon.sources import CameraSource
+from daemon.config.settings import CameraConfig
+from daemon.core.backoff import Backoff
+from daemon.core.frames import StatusEvent
+from daemon.core.metrics import Metrics
+from daemon.ingest.sources import CameraSource
 from tests.integration.test_sources import RecordingConsumer, route
 
 

@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 from redis.crc import key_slot
 
-from daemon.config import RedisConfig
-from daemon.frames import FrameResult
-from daemon.metrics import Metrics
-from daemon.sharding import InstanceConfig, assignment, runs
-from daemon.tail import tail
+from daemon.config.settings import RedisConfig
+from daemon.config.sharding import InstanceConfig, assignment, runs
+from daemon.core.frames import FrameResult
+from daemon.core.metrics import Metrics
+from daemon.publish.tail import tail
 from tests.fixtures_redis_cluster import CLUSTER_NODE_TIMEOUT_MS, RedisClusterProcs
 from tests.fixtures_rtsp import Clip, RtspServer
 from tests.integration.daemon_harness import InProcessDaemon, wait_until, write_config

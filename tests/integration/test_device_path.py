@@ -2,7 +2,7 @@
 CPU path: a real RTSP camera, real Redis, the demo models on ONNX Runtime.
 
 `Daemon(device=...)` replaces `choose_device`'s pick with "cuda" on NumPy, so the sources open
-their streams through `daemon.hwdecode` (NVDEC is refused here: `hwdecode_fallback`, then CPU
+their streams through `daemon.ingest.hwdecode` (NVDEC is refused here: `hwdecode_fallback`, then CPU
 decoding) and hand the decoded frames on, and the lanes fill their batches with the YUV letterbox
 and call `run_device` (a real CPU session behind the DeviceEngine interface: `CudaStandIn`). Both
 daemons run side by side on the same looping clip; entries of the same frame (`seq` mod the
@@ -19,8 +19,8 @@ import pytest
 import structlog
 
 from daemon.app import Daemon
-from daemon.config import Settings
-from daemon.xp import cupy_status
+from daemon.config.settings import Settings
+from daemon.core.xp import cupy_status
 from tests.fixtures_redis import RedisServer
 from tests.fixtures_rtsp import Clip, RtspServer
 from tests.integration.daemon_harness import InProcessDaemon, run_cli, wait_until, write_config

@@ -18,8 +18,10 @@ import pytest
 import structlog
 from onnx import TensorProto
 
-from daemon.config_engine import EngineConfig
-from daemon.engine import (
+from daemon.config.engine import EngineConfig
+from daemon.core.frames import Frame, Letterbox
+from daemon.core.metrics import Metrics
+from daemon.inference.engine import (
     Engine,
     EngineFactory,
     InferenceError,
@@ -29,10 +31,8 @@ from daemon.engine import (
     doctor_report,
     load_model_info,
 )
-from daemon.frames import Frame, Letterbox
-from daemon.inference import InferenceStage, PostprocessConfig
-from daemon.metrics import Metrics
-from daemon.postprocess import decode_batch, to_detections
+from daemon.inference.postprocess import decode_batch, to_detections
+from daemon.inference.stage import InferenceStage, PostprocessConfig
 from tests.onnx_models import NAMES, anchors_for, default_metadata, template_output, write_yolo_model
 
 SIZE = 416

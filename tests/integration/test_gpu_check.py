@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.xp import cupy_status
+from daemon.core.xp import cupy_status
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

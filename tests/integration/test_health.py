@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from daemon.config import Settings
-from daemon.engine import EngineFactory
-from daemon.health import MAX_LINE_BYTES
-from daemon.metrics import Metrics
+from daemon.config.settings import Settings
+from daemon.core.metrics import Metrics
+from daemon.inference.engine import EngineFactory
+from daemon.ops.health import MAX_LINE_BYTES
 from tests.fixtures_redis import RedisServer
 from tests.fixtures_rtsp import Clip, RtspServer
 from tests.integration.daemon_child import HangingFactory

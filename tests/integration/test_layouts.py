@@ -19,13 +19,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from daemon.config_engine import EngineConfig
-from daemon.engine import Engine, load_model_info
-from daemon.frames import Detection, Frame, Letterbox
-from daemon.inference import InferenceStage, PostprocessConfig
-from daemon.metrics import Metrics
-from daemon.model_file import ModelError
-from daemon.model_layout import ModelOverrides
+from daemon.config.engine import EngineConfig
+from daemon.core.frames import Detection, Frame, Letterbox
+from daemon.core.metrics import Metrics
+from daemon.core.model_spec import ModelOverrides
+from daemon.inference.engine import Engine, load_model_info
+from daemon.inference.model_file import ModelError
+from daemon.inference.stage import InferenceStage, PostprocessConfig
 from tests.fixtures_redis import RedisServer
 from tests.fixtures_rtsp import Clip
 from tests.integration.daemon_harness import InProcessDaemon, wait_until, write_config

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from daemon.liveview import BOX_WIDTH, class_colour
+from daemon.ops.liveview import BOX_WIDTH, class_colour
 from tests.fixtures_redis import RedisServer
 from tests.fixtures_rtsp import Clip, RtspServer
 from tests.integration.daemon_harness import InProcessDaemon, http_get, wait_until, write_config

@@ -16,7 +16,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from daemon.model_file import load_model_info
+from daemon.inference.model_file import load_model_info
 from tools.coco_eval import evaluate
 from tools.eval_model import OnnxDetector, compare_models, letterbox
 from tools.synth import NAMES

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import structlog
 
-from daemon.config import ConfigError, RedisConfig, load_settings
-from daemon.metrics import Metrics
-from daemon.tail import tail
+from daemon.config.settings import ConfigError, RedisConfig, load_settings
+from daemon.core.metrics import Metrics
+from daemon.publish.tail import tail
 from tests.fixtures_redis_tls import TlsMaterial, TlsRedisServer
 from tests.fixtures_rtsp import Clip
 from tests.integration.daemon_harness import InProcessDaemon, wait_until, write_config

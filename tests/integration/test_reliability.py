@@ -17,10 +17,10 @@ from pathlib import Path
 
 import redis
 
-from daemon.config import Settings
-from daemon.engine import EngineFactory, ModelInfo, Placement
-from daemon.metrics import Metrics
-from daemon.rebuild import HostArray, InferenceEngine
+from daemon.config.settings import Settings
+from daemon.core.metrics import Metrics
+from daemon.inference.engine import EngineFactory, ModelInfo, Placement
+from daemon.inference.rebuild import HostArray, InferenceEngine
 from tests.faults import DelegatingEngine
 from tests.fixtures_redis import RedisServer
 from tests.fixtures_rtsp import Clip, RtspServer

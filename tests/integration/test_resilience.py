@@ -19,12 +19,12 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from daemon.config import Settings
-from daemon.config_engine import BreakerConfig, EngineConfig, RebuildConfig
-from daemon.engine import Engine, EngineFactory, ModelInfo, load_model_info
-from daemon.frames import StatusEvent
-from daemon.metrics import Metrics
-from daemon.resilience import ResilientEngine
+from daemon.config.engine import BreakerConfig, EngineConfig, RebuildConfig
+from daemon.config.settings import Settings
+from daemon.core.frames import StatusEvent
+from daemon.core.metrics import Metrics
+from daemon.inference.engine import Engine, EngineFactory, ModelInfo, load_model_info
+from daemon.inference.resilience import ResilientEngine
 from tests.faults import FaultyEngine, FaultyFactory
 from tests.fixtures_redis import RedisServer
 from tests.fixtures_rtsp import Clip

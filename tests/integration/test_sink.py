@@ -16,13 +16,13 @@ import structlog
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from daemon.config import RedisConfig
-from daemon.frames import Detection, FrameResult, StatusEvent
-from daemon.metrics import Metrics
-from daemon.redis_conn import is_auth_error, make_client
-from daemon.schema import ENTRY_FIELDS, decode_entry, encode_entry
-from daemon.sinks import RedisSink
-from daemon.tail import tail
+from daemon.config.settings import RedisConfig
+from daemon.core.frames import Detection, FrameResult, StatusEvent
+from daemon.core.metrics import Metrics
+from daemon.publish.redis_conn import is_auth_error, make_client
+from daemon.publish.schema import ENTRY_FIELDS, decode_entry, encode_entry
+from daemon.publish.sink import RedisSink
+from daemon.publish.tail import tail
 
 BASE_MS = 1_700_000_000_000
 BOLT = Detection(cls=1, label="bolt", score=0.9, box=(1.0, 2.0, 3.0, 4.0))

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import structlog.testing
 
-from daemon.backoff import Backoff
-from daemon.config import CameraConfig
-from daemon.frames import Frame, StatusEvent, nearest_model_size
-from daemon.metrics import Metrics
-from daemon.sources import MAX_CONSECUTIVE_DECODE_ERRORS, CameraSource
+from daemon.config.settings import CameraConfig
+from daemon.core.backoff import Backoff
+from daemon.core.frames import Frame, StatusEvent, nearest_model_size
+from daemon.core.metrics import Metrics
+from daemon.ingest.sources import MAX_CONSECUTIVE_DECODE_ERRORS, CameraSource
 from tests.fixtures_rtsp import Clip, RtspServer
 
 FAST = {"read_timeout_s": 1.0, "stall_s": 2.0, "open_timeout_s": 2.0}

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from daemon.metrics import Metrics
+from daemon.core.metrics import Metrics
 from tests.integration.test_sink import BASE_MS, config, make_sink, result, running, sample, stored, wait_until
 
 FSYNC_DELAY_S = 1.0

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from daemon.spool import Spool
+from daemon.publish.spool import Spool
 from tests.fixtures_redis import RedisServer, free_port
 from tests.fixtures_rtsp import Clip
 from tests.integration.daemon_harness import REPO, http_get, wait_until, write_config

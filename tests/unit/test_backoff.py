@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.backoff import Backoff
+from daemon.core.backoff import Backoff
 
 
 class FakeClock:
@@ -91,9 +91,9 @@ def test_rejects_bad_parameters(base: float, cap: float, reset: float) -> None:
 
 
 def test_a_camera_source_caps_its_reconnect_wait_at_reconnect_max_s() -> None:
-    from daemon.config import CameraConfig  # noqa: PLC0415
-    from daemon.metrics import Metrics  # noqa: PLC0415
-    from daemon.sources import CameraSource  # noqa: PLC0415
+    from daemon.config.settings import CameraConfig  # noqa: PLC0415
+    from daemon.core.metrics import Metrics  # noqa: PLC0415
+    from daemon.ingest.sources import CameraSource  # noqa: PLC0415
 
     camera = CameraConfig(id="cam", url="rtsp://127.0.0.1:1/x", reconnect_max_s=4.0)
     source = CameraSource(camera, consumer=None, route=None, on_status=None, metrics=Metrics())  # type: ignore[arg-type]

@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from daemon.batcher import Batcher, BatchPolicy, InOrder, decide
-from daemon.frames import Frame, Letterbox
-from daemon.hub import FrameHub, Pending
-from daemon.inference import BatchTensor
-from daemon.metrics import Metrics
+from daemon.batching.batcher import Batcher, BatchPolicy, InOrder, decide
+from daemon.batching.hub import FrameHub, Pending
+from daemon.core.frames import Frame, Letterbox
+from daemon.core.metrics import Metrics
+from daemon.inference.stage import BatchTensor
 
 
 class FakeClock:

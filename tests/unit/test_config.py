@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from daemon.__main__ import main
-from daemon.config import EX_CONFIG, ConfigError, load_settings
+from daemon.config.settings import EX_CONFIG, ConfigError, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
 

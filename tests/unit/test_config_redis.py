@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from daemon.config import RedisConfig as ReExported
-from daemon.config_redis import RedisConfig
+from daemon.config.redis import RedisConfig
+from daemon.config.settings import RedisConfig as ReExported
 
 
 def test_daemon_config_still_exports_redis_config() -> None:

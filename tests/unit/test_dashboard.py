@@ -1,4 +1,4 @@
-"""configs/grafana-dashboard.json queries only what `daemon.metrics.Metrics` exports, with its labels.
+"""configs/grafana-dashboard.json queries only what `daemon.core.metrics.Metrics` exports, with its labels.
 
 Exported names follow prometheus_client: a counter `x` is scraped as `x_total` (and `x_created`),
 a histogram as `x_bucket` / `x_sum` / `x_count`, a gauge as `x`."""
@@ -13,7 +13,7 @@ from typing import Any
 
 from prometheus_client.metrics import MetricWrapperBase
 
-from daemon.metrics import Metrics
+from daemon.core.metrics import Metrics
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "configs/grafana-dashboard.json"
 SCRAPE_LABELS = {"instance", "job"}  # added by Prometheus
@@ -84,7 +84,7 @@ def test_every_metric_the_dashboard_queries_is_exported() -> None:
     exprs = list(queries(load()))
     assert len(exprs) > 20
     unknown = sorted({name for e in exprs for name in METRIC.findall(e)} - set(known))
-    assert unknown == [], f"the dashboard queries metrics that daemon.metrics does not export: {unknown}"
+    assert unknown == [], f"the dashboard queries metrics that daemon.core.metrics does not export: {unknown}"
 
 
 def test_every_label_the_dashboard_uses_belongs_to_a_metric_of_that_query() -> None:

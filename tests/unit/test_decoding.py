@@ -9,10 +9,10 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from daemon import decoding
-from daemon.decoding import rgb_planes, scale
-from daemon.frames import LETTERBOX_PAD_VALUE, Frame, Letterbox
-from daemon.inference import BatchTensor
+from daemon.core.frames import LETTERBOX_PAD_VALUE, Frame, Letterbox
+from daemon.inference.stage import BatchTensor
+from daemon.ingest import decoding
+from daemon.ingest.decoding import rgb_planes, scale
 
 
 def _picture(width: int, height: int) -> npt.NDArray[np.uint8]:

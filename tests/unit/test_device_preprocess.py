@@ -1,4 +1,4 @@
-"""The YUV 4:2:0 / NV12 letterbox (daemon.device_preprocess) through the array-module seam.
+"""The YUV 4:2:0 / NV12 letterbox (daemon.inference.device_preprocess) through the array-module seam.
 
 Every test runs under NumPy and under `array_api_strict` (the array API standard's minimal
 namespace: what passes there uses nothing CuPy lacks). Checked against:
@@ -17,9 +17,10 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from daemon.device_preprocess import DeviceBatchTensor, YuvFrame, matrix_for
-from daemon.frames import Letterbox
-from daemon.model_layout import InputConvention
+from daemon.core.frames import Letterbox
+from daemon.core.yuv import YuvFrame, matrix_for
+from daemon.inference.device_preprocess import DeviceBatchTensor
+from daemon.inference.layouts import InputConvention
 
 array_api_strict = pytest.importorskip("array_api_strict")
 MODULES = {"numpy": np, "array_api_strict": array_api_strict}
@@ -172,7 +173,7 @@ def test_chroma_siting_agrees_with_swscale_upsampling(xp: Any) -> None:
         np.frombuffer(memoryview(plane), np.uint8).reshape(plane.height, plane.line_size)[:, : arr.shape[1]] = arr
     f444 = vf.reformat(format="yuv444p", interpolation="BILINEAR")
     sws_u = np.frombuffer(memoryview(f444.planes[1]), np.uint8).reshape(h, -1)[:, :w].astype(np.float64)
-    from daemon.device_preprocess import Geometry, bilinear  # noqa: PLC0415 - the building blocks
+    from daemon.inference.device_preprocess import Geometry, bilinear  # noqa: PLC0415 - the building blocks
 
     frame = frame_of(xp, w, h, y, u, v, nv12=False)
     geometry = Geometry.build(xp, w, h, w, h)

@@ -1,4 +1,4 @@
-"""The device path of the inference stage (daemon.device_stage) run with NumPy here: real H.264
+"""The device path of the inference stage (daemon.inference.device_stage) run with NumPy here: real H.264
 frames of rendered conveyor scenes -> YUV letterbox -> the demo model on ONNX Runtime ->
 decode_batch, against the CPU path the daemon runs today (swscale + BatchTensor + engine.run).
 
@@ -15,18 +15,18 @@ import av
 import numpy as np
 import pytest
 
-from daemon.config_engine import BreakerConfig, EngineConfig
-from daemon.decoding import scale
-from daemon.device_stage import DeviceInference, for_lane
-from daemon.engine import Engine, EngineFactory, InferenceError, ModelInfo, Placement, load_model_info
-from daemon.engine_types import HostArray, InferenceEngine
-from daemon.frames import Frame, FrameResult, Letterbox, StatusEvent
-from daemon.inference import BatchTensor, InferenceStage, PostprocessConfig
-from daemon.metrics import Metrics
-from daemon.model_layout import ModelOverrides
-from daemon.postprocess import decode_batch
-from daemon.resilience import ResilientEngine
-from daemon.xp import DeviceChoice
+from daemon.config.engine import BreakerConfig, EngineConfig
+from daemon.core.frames import Frame, FrameResult, Letterbox, StatusEvent
+from daemon.core.metrics import Metrics
+from daemon.core.model_spec import ModelOverrides
+from daemon.core.xp import DeviceChoice
+from daemon.inference.device_stage import DeviceInference, for_lane
+from daemon.inference.engine import Engine, EngineFactory, InferenceError, ModelInfo, Placement, load_model_info
+from daemon.inference.postprocess import decode_batch
+from daemon.inference.protocols import HostArray, InferenceEngine
+from daemon.inference.resilience import ResilientEngine
+from daemon.inference.stage import BatchTensor, InferenceStage, PostprocessConfig
+from daemon.ingest.decoding import scale
 from tests.onnx_models import DEMO_MODELS, wrap_demo
 from tools.synth_video import h264_writer
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon.config import load_settings
-from daemon.doctor import run_doctor
-from daemon.xp import cupy_status
+from daemon.config.settings import load_settings
+from daemon.core.xp import cupy_status
+from daemon.ops.doctor import run_doctor
 from tests.onnx_models import write_yolo_model
 
 CUDA_USABLE = cupy_status(0)[0]

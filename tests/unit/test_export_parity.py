@@ -10,10 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from daemon.frames import Letterbox
-from daemon.model_file import load_model_info
-from daemon.model_layout import ModelLayout, ModelOverrides
-from daemon.postprocess import decode_batch, source_mapping
+from daemon.core.frames import Letterbox
+from daemon.core.model_spec import ModelOverrides
+from daemon.inference.layouts import ModelLayout
+from daemon.inference.model_file import load_model_info
+from daemon.inference.postprocess import decode_batch, source_mapping
 from tests.onnx_models import wrap_demo
 
 CLASSES = 2

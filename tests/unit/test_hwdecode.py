@@ -1,4 +1,4 @@
-"""NVDEC through PyAV's HWAccel (daemon.hwdecode): truthful status, a logged (never silent) CPU
+"""NVDEC through PyAV's HWAccel (daemon.ingest.hwdecode): truthful status, a logged (never silent) CPU
 fallback, and decoded frames as YUV planes for the device letterbox, on real H.264 clips.
 
 This machine has no NVIDIA GPU: the status must say so and opening a stream must fall back to
@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 import structlog
 
-from daemon.device_preprocess import DeviceBatchTensor
-from daemon.frames import Letterbox
-from daemon.hwdecode import nvdec_status, open_input, yuv_frame
-from daemon.model_layout import InputConvention
+from daemon.core.frames import Letterbox
+from daemon.core.yuv import yuv_frame
+from daemon.inference.device_preprocess import DeviceBatchTensor
+from daemon.inference.layouts import InputConvention
+from daemon.ingest.hwdecode import nvdec_status, open_input
 from tools.synth_video import h264_writer
 
 HAS_NVIDIA = os.path.exists("/dev/nvidia0")

@@ -1,4 +1,4 @@
-"""IO binding by address (daemon.iobinding), run with the real ONNX Runtime on CPU sessions.
+"""IO binding by address (daemon.inference.iobinding), run with the real ONNX Runtime on CPU sessions.
 
 On a GPU the same `run_bound` binds CuPy device pointers with device type "cuda"; here
 `device_type="cpu"` binds NumPy buffers, so the binding code itself (input by address,
@@ -15,9 +15,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from daemon.engine import load_model_info
-from daemon.iobinding import run_bound, run_options
-from daemon.postprocess import join_outputs
+from daemon.inference.engine import load_model_info
+from daemon.inference.iobinding import run_bound, run_options
+from daemon.inference.postprocess import join_outputs
 from tests.onnx_models import DEMO_MODELS, wrap_demo, write_yolo_model
 
 SIZE = 416

@@ -1,4 +1,4 @@
-"""The CUDA letterbox kernel's source (daemon.letterbox_kernel) against the xp path, on the CPU.
+"""The CUDA letterbox kernel's source (daemon.inference.letterbox_kernel) against the xp path, on the CPU.
 
 No GPU here, so the kernel body is compiled by g++ with a shim for the few CUDA names it uses
 (blockIdx/blockDim/threadIdx become globals looped over, the float16 store uses _Float16) and
@@ -19,10 +19,11 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from daemon.device_preprocess import Coefficients, DeviceBatchTensor, YuvFrame, placed
-from daemon.frames import Letterbox
-from daemon.letterbox_kernel import BLOCK, KERNEL_BODY, SOURCE, coefficient_array, launch_args
-from daemon.model_layout import InputConvention
+from daemon.core.frames import Letterbox
+from daemon.core.yuv import YuvFrame
+from daemon.inference.device_preprocess import Coefficients, DeviceBatchTensor, placed
+from daemon.inference.layouts import InputConvention
+from daemon.inference.letterbox_kernel import BLOCK, KERNEL_BODY, SOURCE, coefficient_array, launch_args
 from tests.unit.test_device_preprocess import frame_of, planes
 
 SHIM = r"""

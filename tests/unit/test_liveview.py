@@ -13,10 +13,10 @@ import numpy as np
 import structlog
 from PIL import Image
 
-from daemon.frames import Detection, Frame, FrameResult, Letterbox
-from daemon.health import HealthServer
-from daemon.liveview import BOX_WIDTH, LiveView, class_colour
-from daemon.metrics import Metrics
+from daemon.core.frames import Detection, Frame, FrameResult, Letterbox
+from daemon.core.metrics import Metrics
+from daemon.ops.health import HealthServer
+from daemon.ops.liveview import BOX_WIDTH, LiveView, class_colour
 
 
 class Clock:

@@ -1,4 +1,4 @@
-"""The log-event catalogue (daemon/log_events.py), the README's table and the code agree.
+"""The log-event catalogue (daemon/ops/log_events.py), the README's table and the code agree.
 
 The code is read with `ast`, so a call split over lines or formatted any way is still found:
 every `<logger>.<level>("event", ...)` under daemon/ must be catalogued at that level with its
@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.log_events import CATALOGUE, EVENTS, LIBRARY_EVENT, README_END, README_START
+from daemon.ops.log_events import CATALOGUE, EVENTS, LIBRARY_EVENT, README_END, README_START
 
 ROOT = Path(__file__).resolve().parents[2]
 LEVEL_METHODS = {"debug": "debug", "info": "info", "warning": "warning", "error": "error", "critical": "critical"}
@@ -103,7 +103,7 @@ def test_every_emitted_event_is_catalogued_at_its_level_with_its_fields() -> Non
     emits, _ = code_emits()
     assert len(emits) > 40  # the scan really read the package
     missing = sorted({e.name for e in emits} - set(CATALOGUE))
-    assert missing == [], f"emitted but not in daemon/log_events.py: {missing}"
+    assert missing == [], f"emitted but not in daemon/ops/log_events.py: {missing}"
     wrong_level = [(e.where, e.name, e.level) for e in emits if CATALOGUE[e.name].level != e.level]
     assert wrong_level == [], f"emitted at another level than catalogued: {wrong_level}"
     unlisted = [
@@ -118,7 +118,7 @@ def test_every_catalogued_event_is_emitted() -> None:
     emits, _ = code_emits()
     never = sorted(set(CATALOGUE) - {e.name for e in emits} - {LIBRARY_EVENT})
     assert never == [], f"catalogued but emitted nowhere under daemon/: {never}"
-    logs_tree = ast.parse((ROOT / "daemon" / "logs.py").read_text(encoding="utf-8"))
+    logs_tree = ast.parse((ROOT / "daemon" / "ops" / "logs.py").read_text(encoding="utf-8"))
     assert any(isinstance(n, ast.Name) and n.id == "LIBRARY_EVENT" for n in ast.walk(logs_tree))
 
 
@@ -136,5 +136,5 @@ def test_the_readme_lists_the_same_events_at_the_same_levels() -> None:
     rows = readme_rows()
     catalogued = {e.name: e.level for e in EVENTS}
     assert rows == catalogued, (
-        "README.md's log-events table is stale: run `.venv/bin/python -m daemon.log_events README.md`"
+        "README.md's log-events table is stale: run `.venv/bin/python -m daemon.ops.log_events README.md`"
     )

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from daemon.backoff import Backoff
-from daemon.log_repeat import RepeatSummary
+from daemon.core.backoff import Backoff
+from daemon.core.log_repeat import RepeatSummary
 
 
 def test_each_backoff_step_is_logged_then_one_line_per_interval_at_the_cap() -> None:

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 import structlog
 
-from daemon import logs
-from daemon.log_events import LIBRARY_EVENT
-from daemon.logs import (
+from daemon.core.redaction import SECRETS, SecretRegistry
+from daemon.ops import logs
+from daemon.ops.log_events import LIBRARY_EVENT
+from daemon.ops.logs import (
     LIBRARY_BURST,
     LIBRARY_WINDOW_S,
     LibraryFilter,
@@ -27,7 +28,6 @@ from daemon.logs import (
     configure_logging,
     reset_logging,
 )
-from daemon.redaction import SECRETS, SecretRegistry
 
 URL_PASSWORD = "cam-pw-7781"
 REGISTERED = "reg-secret-5e3c"

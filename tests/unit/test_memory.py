@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from daemon import memory
+from daemon.core import memory
 
 
 def tuned(env: dict[str, str]) -> str:
     """What `tune_malloc()` applies in a fresh process (mallopt must run before threads start)."""
-    code = "from daemon.memory import tune_malloc\nprint(sorted(tune_malloc().items()))"
+    code = "from daemon.core.memory import tune_malloc\nprint(sorted(tune_malloc().items()))"
     base = {k: v for k, v in os.environ.items() if k not in ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=base | env, check=True)
     return out.stdout.strip()

@@ -9,7 +9,7 @@ from pathlib import Path
 from prometheus_client import Counter
 from prometheus_client.metrics import MetricWrapperBase
 
-from daemon.metrics import Metrics
+from daemon.core.metrics import Metrics
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

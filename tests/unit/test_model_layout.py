@@ -10,10 +10,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from daemon.__main__ import main
-from daemon.config import EX_CONFIG
-from daemon.model_file import ModelError, load_model_info
-from daemon.model_layout import LayoutError, ModelLayout, OutputInfo, anchor_grid, recognise
-from daemon.postprocess import join_outputs
+from daemon.config.settings import EX_CONFIG
+from daemon.inference.layouts import LayoutError, ModelLayout, OutputInfo, anchor_grid, recognise
+from daemon.inference.model_file import ModelError, load_model_info
+from daemon.inference.postprocess import join_outputs
 
 ULTRALYTICS = {"stride": "32", "task": "detect", "batch": "1", "imgsz": "[640, 640]"}
 

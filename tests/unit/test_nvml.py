@@ -1,7 +1,7 @@
-"""daemon.nvml against a fake pynvml module with the real one's names and error behaviour.
+"""daemon.core.nvml against a fake pynvml module with the real one's names and error behaviour.
 
 There is no NVIDIA driver here, so NVML itself cannot run; the fake implements the functions
-daemon.nvml calls with pynvml's signatures, its NVMLError (a `value` code) and its constants,
+daemon.core.nvml calls with pynvml's signatures, its NVMLError (a `value` code) and its constants,
 and can fail any call or lack any function (an old driver / binding). One test runs the real
 pynvml on this machine and checks that the missing driver surfaces as NvmlError.
 """
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from daemon import nvml as nvml_mod
-from daemon.memory import process_memory
-from daemon.nvml import Nvml, NvmlError, gpu_memory_used_mb
+from daemon.core import nvml as nvml_mod
+from daemon.core.memory import process_memory
+from daemon.core.nvml import Nvml, NvmlError, gpu_memory_used_mb
 
 
 class FakeNVMLError(Exception):

@@ -8,8 +8,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from daemon.frames import Letterbox
-from daemon.postprocess import decode_batch, greedy_nms, to_detections
+from daemon.core.frames import Letterbox
+from daemon.inference.postprocess import decode_batch, greedy_nms, to_detections
 
 NAMES = ["bolt", "hex_nut", "washer", "l_bracket"]
 C = len(NAMES)
@@ -259,7 +259,7 @@ def test_to_detections_rejects_nan_and_labels_unknown_classes() -> None:
 
 
 def _layout(name: str, form: str, rows: int, size: int = 64) -> Any:
-    from daemon.model_layout import ModelLayout  # noqa: PLC0415
+    from daemon.inference.layouts import ModelLayout  # noqa: PLC0415
 
     return ModelLayout(name, form, ("output0",), C, rows, size, (8, 16, 32), 0, "test")  # type: ignore[arg-type]
 

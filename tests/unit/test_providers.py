@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from daemon import providers
-from daemon.config_engine import EngineConfig
-from daemon.providers import intra_op_threads, lane_workers, session_options, worker_batch
+from daemon.config.engine import EngineConfig
+from daemon.inference import providers
+from daemon.inference.providers import intra_op_threads, lane_workers, session_options, worker_batch
 
 
 @pytest.mark.parametrize(

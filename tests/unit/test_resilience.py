@@ -17,12 +17,12 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from daemon.config_engine import BreakerConfig, EngineConfig, RebuildConfig
-from daemon.engine import EngineError, InferenceError, ModelInfo, Placement
-from daemon.frames import StatusEvent
-from daemon.memory import MemorySample, read_rss_mb
-from daemon.metrics import Metrics
-from daemon.resilience import ResilientEngine
+from daemon.config.engine import BreakerConfig, EngineConfig, RebuildConfig
+from daemon.core.frames import StatusEvent
+from daemon.core.memory import MemorySample, read_rss_mb
+from daemon.core.metrics import Metrics
+from daemon.inference.engine import EngineError, InferenceError, ModelInfo, Placement
+from daemon.inference.resilience import ResilientEngine
 
 HostArray = npt.NDArray[np.float32]
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from daemon.frames import Detection, FrameResult, StatusEvent
-from daemon.schema import (
+from daemon.core.frames import Detection, FrameResult, StatusEvent
+from daemon.publish.schema import (
     ENTRY_FIELDS,
     EntryId,
     decode_entry,

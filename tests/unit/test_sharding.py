@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from daemon.config import ConfigError, load_settings
-from daemon.sharding import InstanceConfig, assignment, describe, owner, runs
+from daemon.config.settings import ConfigError, load_settings
+from daemon.config.sharding import InstanceConfig, assignment, describe, owner, runs
 
 CAMERAS = [f"line{n // 8}-cam{n % 8}" for n in range(600)]
 
@@ -42,7 +42,7 @@ def test_adding_an_instance_moves_only_the_cameras_the_new_one_wins() -> None:
 
 def test_the_owner_is_the_same_in_every_process() -> None:
     """No per-process hash seed: another interpreter (another instance) computes the same owners."""
-    code = "from daemon.sharding import owner; print([owner(f'cam{i}', 5) for i in range(40)])"
+    code = "from daemon.config.sharding import owner; print([owner(f'cam{i}', 5) for i in range(40)])"
     other = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

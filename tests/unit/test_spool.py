@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import structlog
 
-from daemon import spool as spool_module
-from daemon.backlog import Backlog, Slot
-from daemon.frames import Detection, FrameResult
-from daemon.schema import EntryId
-from daemon.spool import Spool
-from daemon.spool_record import HEADER, SpoolRecord, encode_record
+from daemon.core.frames import Detection, FrameResult
+from daemon.publish import spool as spool_module
+from daemon.publish.backlog import Backlog, Slot
+from daemon.publish.schema import EntryId
+from daemon.publish.spool import Spool
+from daemon.publish.spool_record import HEADER, SpoolRecord, encode_record
 
 BASE_MS = 1_700_000_000_000
 BOLT = Detection(cls=1, label="bolt", score=0.912345, box=(1.5, 2.0, 3.25, 4.0))
@@ -237,7 +237,7 @@ def test_an_undecodable_record_is_skipped_not_retried_forever(tmp_path: Path) ->
 CRASH_CHILD = """
 import sys, time
 from pathlib import Path
-from daemon.spool import Spool
+from daemon.publish.spool import Spool
 from tests.unit.test_spool import record
 
 spool = Spool.open(Path(sys.argv[1]), 1 << 30, segment_bytes=4096)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.config import load_settings
+from daemon.config.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 UNITS = ROOT / "systemd"
@@ -241,7 +241,7 @@ def test_the_install_script_installs_everything_and_is_idempotent(tmp_path: Path
 def test_startup_raises_the_soft_open_files_limit_to_the_hard_one() -> None:
     """As under systemd's default (soft 1,024): the process ends up with soft == hard."""
     script = (
-        "import resource; from daemon.fd_limit import raise_nofile_limit; "
+        "import resource; from daemon.ops.fd_limit import raise_nofile_limit; "
         "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE); "
         "resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard)); "
         "r = raise_nofile_limit(); print(r.before, r.soft, r.hard, r.error, hard)"

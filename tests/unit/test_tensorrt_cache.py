@@ -13,10 +13,10 @@ import numpy as np
 import pydantic
 import pytest
 
-from daemon import tensorrt_cache
-from daemon.config_engine import CudaOptions, EngineConfig, TensorRTOptions
-from daemon.engine import Engine, ProviderError, load_model_info
-from daemon.providers import placement_providers, provider_specs
+from daemon.config.engine import CudaOptions, EngineConfig, TensorRTOptions
+from daemon.inference import tensorrt_cache
+from daemon.inference.engine import Engine, ProviderError, load_model_info
+from daemon.inference.providers import placement_providers, provider_specs
 from tests.onnx_models import write_yolo_model
 
 SIZE = 416

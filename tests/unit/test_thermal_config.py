@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.config import ConfigError, Settings, ThermalConfig, load_settings
+from daemon.config.settings import ConfigError, Settings, ThermalConfig, load_settings
 from daemon.thermal import Reading, ThermalGovernor
 
 BASE = """

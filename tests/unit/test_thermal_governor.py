@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from daemon.config import ThermalConfig
-from daemon.thermal import Reading, ThermalGovernor, Throttle, limits_for, lsq_slope
+from daemon.config.settings import ThermalConfig
+from daemon.thermal import Reading, ThermalGovernor, Throttle
+from daemon.thermal.governor import limits_for, lsq_slope
 from tools.thermal_plant import PlantParams, SleepSwitch, Trace, simulate, steps
 
 LIMIT = 80.0

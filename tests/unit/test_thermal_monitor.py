@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from daemon.config import ThermalConfig
-from daemon.config_engine import EngineConfig
-from daemon.frames import StatusEvent
-from daemon.metrics import Metrics
-from daemon.thermal import Reading, SensorInfo
-from daemon.thermal_monitor import ThermalMonitor, read_all, thermal_report
+from daemon.config.engine import EngineConfig
+from daemon.config.settings import ThermalConfig
+from daemon.core.frames import StatusEvent
+from daemon.core.metrics import Metrics
+from daemon.thermal.monitor import ThermalMonitor, read_all, thermal_report
+from daemon.thermal.types import Reading, SensorInfo
 
 
 class Recorder:

@@ -11,10 +11,11 @@ from typing import Any
 import pynvml
 import pytest
 
-from daemon.config import ThermalConfig
-from daemon.config_engine import EngineConfig
-from daemon.thermal import NvmlSensor, Reading, SysfsThermalSensor, ThermalGovernor, detect_sensors
-from daemon.thermal_monitor import open_sensors
+from daemon.config.engine import EngineConfig
+from daemon.config.settings import ThermalConfig
+from daemon.thermal import Reading, ThermalGovernor
+from daemon.thermal.monitor import open_sensors
+from daemon.thermal.sensors import NvmlSensor, SysfsThermalSensor, detect_sensors
 
 # -- sysfs -------------------------------------------------------------------------------------
 

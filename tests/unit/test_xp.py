@@ -1,4 +1,4 @@
-"""The array-module choice (daemon.xp): `[engine] device` against what the session really got.
+"""The array-module choice (daemon.core.xp): `[engine] device` against what the session really got.
 
 No GPU and no CuPy here: "cuda" must refuse with the reasons, "auto" must pick the CPU and say
 why, "cpu" is NumPy. On a GPU host with CuPy, "auto" with a CUDA session picks CuPy.
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import structlog
 
-from daemon.xp import GpuUnavailableError, choose_device, cupy_status, is_device_array, pinned_empty, to_host
+from daemon.core.xp import GpuUnavailableError, choose_device, cupy_status, is_device_array, pinned_empty, to_host
 
 CUDA_SESSION = ("CUDAExecutionProvider", "CPUExecutionProvider")
 CPU_SESSION = ("CPUExecutionProvider",)

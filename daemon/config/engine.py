@@ -1,0 +1,132 @@
+"""The `[engine]` settings section: providers, array device, batching, threads, breaker, rebuilds,
+CUDA and TensorRT options.
+
+`daemon.config.settings` assembles the full Settings from this and the other sections; `Section` is the
+base of every section (unknown keys are errors, values are frozen).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Seconds = Annotated[float, Field(gt=0)]
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CudaOptions(Section):
+    device_id: int = Field(0, ge=0)
+    gpu_mem_limit_mb: int | None = Field(None, gt=0)
+    arena_extend_strategy: Literal["kNextPowerOfTwo", "kSameAsRequested"] = "kSameAsRequested"
+    cudnn_conv_algo_search: Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"] = "HEURISTIC"
+    do_copy_in_default_stream: bool = True
+
+
+class BreakerConfig(Section):
+    """Circuit breaker around the primary (first-provider) engine, with a CPU fallback session."""
+
+    enabled: bool = True
+    """Only takes effect when the primary provider is not the CPU."""
+    fail_max: int = Field(3, ge=1)
+    """Consecutive failed batches that open the breaker."""
+    reset_timeout_s: Seconds = 30.0
+    """Open this long, then one batch probes a freshly built primary; success closes it."""
+
+
+class RebuildConfig(Section):
+    """Periodic session rebuilds (built and warmed up beside the serving one, then swapped in)."""
+
+    every_frames: int = Field(0, ge=0)
+    """Rebuild after this many frames (0: never)."""
+    every_s: float = Field(0.0, ge=0)
+    """Rebuild after this many seconds (0: never)."""
+    max_growth_mb: float = Field(0.0, ge=0)
+    """Rebuild when RSS or device memory grew by more than this since the last build (0: off)."""
+
+
+class TensorRTOptions(Section):
+    """`[engine.tensorrt]`: used when `providers` starts with "tensorrt" (opt-in; on a Jetson the
+    provider to choose). Engines and timing caches live in `cache_dir`, one subdirectory per
+    model file, ONNX Runtime and TensorRT version (`daemon.inference.providers.tensorrt_cache_dir`): a cache
+    built for anything else is rebuilt, not loaded. The first build takes minutes (tens of them
+    on a Jetson); it happens while the session is built and warmed up, before READY."""
+
+    fp16: bool = False
+    """Let TensorRT choose FP16 kernels (`trt_fp16_enable`): faster, slightly different boxes."""
+    cache_dir: Path | None = None
+    """Where engine and timing caches go; default the state directory: `$STATE_DIRECTORY/tensorrt`
+    (systemd's StateDirectory=), else `$XDG_STATE_HOME/beltsight/tensorrt` (~/.local/state)."""
+    max_workspace_mb: int | None = Field(None, gt=0)
+    """TensorRT's builder workspace (`trt_max_workspace_size`; None: TensorRT's default)."""
+    builder_optimization_level: int | None = Field(None, ge=0, le=5)
+    """0..5 (`trt_builder_optimization_level`; None: TensorRT's default, 3); lower builds faster."""
+
+
+Provider = Literal["tensorrt", "cuda", "cpu"]
+_DEFAULT_PROVIDERS: tuple[Provider, ...] = ("cuda", "cpu")
+ArrayDevice = Literal["cpu", "cuda", "auto"]
+
+
+class EngineConfig(Section):
+    providers: list[Provider] = Field(default_factory=lambda: list(_DEFAULT_PROVIDERS), min_length=1)
+    """Execution providers in order; the first one is required unless `allow_fallback`.
+    `["tensorrt", "cuda", "cpu"]` opts in to TensorRT (`[engine.tensorrt]`)."""
+    device: ArrayDevice = "cpu"
+    """Where pre- and post-processing run (`daemon.core.xp.choose_device`): "cpu" (NumPy), "cuda"
+    (CuPy on `cuda.device_id`; an error at startup if the session did not get CUDA or CuPy
+    cannot use the device), or "auto" (CUDA only when both hold, else the CPU, logged)."""
+    allow_fallback: bool = False
+    max_batch: int = Field(8, ge=1, le=64)
+    max_wait_ms: float = Field(15.0, ge=0)
+    """A batch runs when full or when its oldest frame has waited this long."""
+    max_age_ms: float = Field(500.0, gt=0)
+    """Frames older than this when their batch would start are dropped (reason `stale`)."""
+    workers: int = Field(0, ge=0, le=16)
+    """Batches of one model size in flight at once, each on its own session (0: auto = one per
+    CPU core, at most 4, when the first provider is the CPU; 1 otherwise, where a GPU scales by
+    batch size instead). On the CPU, two single-threaded sessions running side by side outrun one
+    two-threaded session (no straggler waits inside each operator; measured by tools/bench.py)."""
+    worker_batch: int = Field(0, ge=0, le=64)
+    """Frames one worker's batch takes at most, within `max_batch` (0: auto). Auto on the CPU
+    (first provider) is 1: a batch of N costs N times a batch of 1 there, so a free worker takes
+    the freshest waiting frame instead of holding older ones through a bigger batch (OpenVINO's
+    throughput streams; tools/bench.py measured 0.84 x the bare model instead of 0.79, and p50
+    latency 175 ms instead of 282).
+    Auto elsewhere is ceil(cameras / workers): a GPU runs every camera's frame in one batch for
+    little more than the cost of one."""
+    intra_op_threads: int = Field(0, ge=0)
+    """ONNX Runtime intra-op threads per session (0: auto = the CPU's cores shared out among the
+    `workers`: ORT's default of one per core with one worker, 1 each with one worker per core)."""
+    shared_cpu_arena: bool = False
+    """All sessions of the process allocate host memory from one ONNX Runtime arena registered in
+    its environment (`session.use_env_allocators`) instead of one arena per session. Off by
+    default: ORT's arenas never shrink, so with a shared arena a rebuilt session's memory stays
+    in the process, and a rebuild made while other sessions run can push its high-water mark up
+    (the 40-minute soak's RSS stepped +8.6 MiB in that arena at minute 29). A session's own arena
+    goes back to the OS with the session (its regions are mmapped: `tune_malloc` fixes glibc's
+    mmap threshold), which is what a rebuild is for. On: one arena sized for the workers' peak
+    together, somewhat less RSS, weights kept out of it (device allocator for initializers)."""
+    allow_spinning: bool = False
+    """Let ORT's worker threads spin-wait between operators. Off: they would steal the cores the
+    camera decode threads need; on a box with cores to spare, on can shave latency."""
+    conf_threshold: float = Field(0.25, ge=0, le=1)
+    iou_threshold: float = Field(0.5, gt=0, le=1)
+    max_det: int = Field(300, gt=0)
+    cuda: CudaOptions = CudaOptions()
+    tensorrt: TensorRTOptions = TensorRTOptions()
+    breaker: BreakerConfig = BreakerConfig()
+    rebuild: RebuildConfig = RebuildConfig()
+
+    @field_validator("providers")
+    @classmethod
+    def _unique(cls, v: list[Provider]) -> list[Provider]:
+        if len(set(v)) != len(v):
+            raise ValueError("providers must not repeat")
+        if "tensorrt" in v and "cuda" not in v[v.index("tensorrt") :]:
+            raise ValueError('"tensorrt" needs "cuda" after it (nodes TensorRT cannot take run there)')
+        return v

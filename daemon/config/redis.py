@@ -1,0 +1,152 @@
+"""The `[redis]` section: one Redis or a Redis Cluster, TLS, durability through a failover.
+
+Re-exported by `daemon.config.settings` (`daemon.config.settings.RedisConfig`); kept apart so the Redis connection
+layer's options live in one place.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Self
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from daemon.config.engine import Seconds, Section
+from daemon.core.redaction import SECRETS, redact_url
+
+
+def read_secret_file(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ValueError(f"cannot read secret file {path}: {exc.strerror}") from None
+
+
+def with_password(url: str, password: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    user = parts.username or ""
+    netloc = f"{user}:{quote(password, safe='')}@{host}"
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise ValueError(f"startup node {text!r} must be host:port")
+    return host.strip("[]"), int(port)
+
+
+class RedisConfig(Section):
+    url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
+    """redis://, rediss:// (TLS) or unix://; a password in the URL is treated as a secret.
+    With `cluster = true`: any node of the cluster (db 0)."""
+    password_file: Path | None = None
+    """File holding the password (overrides one in the URL), e.g. a systemd credential."""
+    stream: str = "beltsight:detections:{camera}"
+    events_stream: str = "beltsight:events"
+    maxlen: int = Field(100_000, gt=0)
+    """Approximate per-stream cap (XADD MAXLEN ~)."""
+    events_maxlen: int = Field(10_000, gt=0)
+    buffer_max: int = Field(50_000, gt=0)
+    """Entries accepted but not yet published that are kept in memory through an outage."""
+    spool_dir: Path | None = None
+    """Optional on-disk spool for outages longer than the memory buffer allows."""
+    spool_max_mb: int = Field(512, gt=0)
+    publish_batch: int = Field(256, gt=0)
+    """Most entries sent in one pipeline."""
+    connect_timeout_s: Seconds = 2.0
+    socket_timeout_s: Seconds = 5.0
+
+    cluster: bool = False
+    """Redis Cluster: `url` names any node; streams spread over the cluster's slots (redis-py's
+    asyncio cluster client: writes grouped by node, MOVED/ASK and failovers followed)."""
+    startup_nodes: list[str] = Field(default_factory=list)
+    """More seed nodes (`host:port`) besides the one in `url`, tried in order when it is down."""
+    min_replicas: int = Field(0, ge=0)
+    """Keep each entry buffered until Redis confirms it reached this many replicas (`WAIT` after
+    each pipelined batch); 0: an entry counts once its master acknowledged it."""
+    wait_timeout_ms: int = Field(500, gt=0)
+    """How long one `WAIT` may block for the replicas (must be under socket_timeout_s)."""
+    tls_ca_file: Path | None = None
+    """CA certificate(s) (PEM) that signed the server's certificate; default: the system's CAs."""
+    tls_cert_file: Path | None = None
+    """Client certificate (PEM) for servers that ask for one (mutual TLS, `tls-auth-clients`)."""
+    tls_key_file: Path | None = None
+    """Private key (PEM) of `tls_cert_file`."""
+    tls_verify: bool = True
+    """Verify the server's certificate chain. false: accept any certificate (logged at startup)."""
+    tls_check_hostname: bool = True
+    """Check that the certificate names the host in `url`. false: logged at startup."""
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, v: SecretStr) -> SecretStr:
+        url = v.get_secret_value()
+        scheme = urlsplit(url).scheme
+        if scheme not in ("redis", "rediss", "unix"):
+            raise ValueError(f"must start with redis://, rediss:// or unix:// (got {redact_url(url)!r})")
+        SECRETS.add_from_url(url)
+        return v
+
+    @field_validator("stream")
+    @classmethod
+    def _check_stream(cls, v: str) -> str:
+        if "{camera}" not in v:
+            raise ValueError("must contain '{camera}' (one stream per camera)")
+        return v
+
+    @field_validator("startup_nodes")
+    @classmethod
+    def _check_nodes(cls, v: list[str]) -> list[str]:
+        for node in v:
+            _host_port(node)
+        return v
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> Self:
+        parts = urlsplit(self.url.get_secret_value())
+        tls_keys = [k for k in ("tls_ca_file", "tls_cert_file", "tls_key_file") if getattr(self, k) is not None]
+        if tls_keys and parts.scheme != "rediss":
+            raise ValueError(f"{', '.join(tls_keys)} need a rediss:// url")
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("tls_cert_file and tls_key_file go together")
+        if self.startup_nodes and not self.cluster:
+            raise ValueError("startup_nodes needs cluster = true")
+        if self.cluster:
+            if parts.scheme == "unix":
+                raise ValueError("cluster = true needs a redis:// or rediss:// url (no unix socket)")
+            if parts.path.strip("/") not in ("", "0"):
+                raise ValueError("a Redis Cluster has only database 0: drop the /N from url")
+        if self.min_replicas and self.wait_timeout_ms >= self.socket_timeout_s * 1000:
+            raise ValueError("wait_timeout_ms must be below socket_timeout_s")
+        return self
+
+    @property
+    def tls(self) -> bool:
+        return urlsplit(self.url.get_secret_value()).scheme == "rediss"
+
+    def seed_nodes(self) -> list[tuple[str, int]]:
+        """The node in `url` (when it names one), then `startup_nodes`."""
+        parts = urlsplit(self.url.get_secret_value())
+        seeds = [(parts.hostname, parts.port or 6379)] if parts.hostname else []
+        return [*seeds, *(_host_port(n) for n in self.startup_nodes)]
+
+    def effective_url(self) -> str:
+        url = self.url.get_secret_value()
+        if self.password_file is not None:
+            password = read_secret_file(self.password_file)
+            SECRETS.add(password)
+            url = with_password(url, password)
+        return url
+
+    def stream_for(self, camera_id: str) -> str:
+        return self.stream.replace("{camera}", camera_id)
+
+
+__all__ = ["RedisConfig", "read_secret_file", "with_password"]

@@ -1,0 +1,194 @@
+"""The values that cross stage boundaries, and the geometry they share.
+
+Data flows one way: source -> router -> batcher -> engine -> postprocess -> sink.
+Every type here is a frozen, slotted dataclass; arrays inside them are never
+mutated after construction (a stage that needs a different array makes its own).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+MODEL_SIZES: tuple[int, ...] = (416, 640, 800)
+"""Input sizes (square, pixels) of the models the daemon knows how to route to."""
+
+LETTERBOX_PAD_VALUE = 114
+"""Grey used for letterbox padding (the Ultralytics convention the demo models are trained with)."""
+
+RGBPlanes = tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.uint8]]
+"""An image as its R, G and B planes (the model's channel order and layout), each H x W uint8.
+A plane may be a strided view (rows padded past W, as FFmpeg allocates them); a 3 x H x W
+array works wherever a tuple does, since both unpack into three planes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Letterbox:
+    """How a camera frame of `src_w` x `src_h` is placed into a `size` x `size` model input.
+
+    The frame is scaled by `scale` (aspect preserved) to `new_w` x `new_h` and placed at
+    (`pad_x`, `pad_y`); the rest is padding. `to_source` maps model-input boxes back to
+    camera pixels.
+    """
+
+    size: int
+    src_w: int
+    src_h: int
+    scale: float
+    new_w: int
+    new_h: int
+    pad_x: int
+    pad_y: int
+
+    @classmethod
+    def fit(cls, src_w: int, src_h: int, size: int) -> Letterbox:
+        if src_w <= 0 or src_h <= 0:
+            raise ValueError(f"frame size must be positive, got {src_w}x{src_h}")
+        scale = min(size / src_w, size / src_h)
+        new_w = max(1, min(size, round(src_w * scale)))
+        new_h = max(1, min(size, round(src_h * scale)))
+        # swscale needs even sizes for subsampled formats; planar gbrp is not one, keep exact.
+        pad_x = (size - new_w) // 2
+        pad_y = (size - new_h) // 2
+        return cls(size, src_w, src_h, scale, new_w, new_h, pad_x, pad_y)
+
+    def to_source(self, boxes_xyxy: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """Map (N, 4) x1,y1,x2,y2 boxes in model-input pixels to camera pixels, clipped."""
+        out = np.empty_like(boxes_xyxy)
+        sx = self.src_w / self.new_w
+        sy = self.src_h / self.new_h
+        out[:, 0] = (boxes_xyxy[:, 0] - self.pad_x) * sx
+        out[:, 2] = (boxes_xyxy[:, 2] - self.pad_x) * sx
+        out[:, 1] = (boxes_xyxy[:, 1] - self.pad_y) * sy
+        out[:, 3] = (boxes_xyxy[:, 3] - self.pad_y) * sy
+        np.clip(out[:, 0::2], 0.0, float(self.src_w), out=out[:, 0::2])
+        np.clip(out[:, 1::2], 0.0, float(self.src_h), out=out[:, 1::2])
+        return out
+
+
+def nearest_model_size(width: int, height: int, sizes: tuple[int, ...] = MODEL_SIZES) -> int:
+    """The routing rule: the model size nearest the longer side of the frame (ties go to the larger)."""
+    if not sizes:
+        raise ValueError("no model sizes to choose from")
+    longer = max(width, height)
+    return min(sizes, key=lambda s: (abs(s - longer), -s))
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One decoded camera frame, to be resized for its model (letterbox content, no padding).
+
+    `planes` are its R, G and B planes, each `letterbox.new_h` x `letterbox.new_w` uint8, planar
+    like the model's input, scaled and converted in C (swscale, to planar GBR; views of that
+    frame, not copies) so the worker only scales them to 0..1 into the padded batch tensor,
+    without a transpose. `pixels` holds them, or (from live sources) a function that makes them
+    from the decoded YUV frame: under overload most frames are superseded in the hub before a
+    batch takes them, so only frames that reach a batch pay for colour conversion and scaling,
+    in the worker (with the fill, 1.6 ms of CPU for 640x480, 4.2 ms for 1920x1080 to 800:
+    `tools/bench_preprocess.py`).
+    `seq` is the frame's index within the current connection (decoded frames; frames
+    dropped later leave gaps). `captured_ms` is wall-clock Unix ms at decode,
+    `captured_mono` the same instant on the monotonic clock (for ages and latency).
+    `decoded` is the decoded frame itself (an `av.VideoFrame`, host or NVDEC device memory) from
+    live sources, for the inference stage's device path (`daemon.inference.device_stage`), which letterboxes
+    its YUV planes on the GPU instead of calling `pixels`; None where only planes exist.
+    """
+
+    camera_id: str
+    seq: int
+    captured_ms: int
+    captured_mono: float
+    letterbox: Letterbox
+    pixels: RGBPlanes | Callable[[], RGBPlanes]
+    decoded: Any = None
+
+    @property
+    def planes(self) -> RGBPlanes:
+        """The scaled RGB planes (made on each call when `pixels` is a function: call it once)."""
+        pixels = self.pixels
+        return pixels() if callable(pixels) else pixels
+
+    @property
+    def width(self) -> int:
+        return self.letterbox.src_w
+
+    @property
+    def height(self) -> int:
+        return self.letterbox.src_h
+
+    @property
+    def model_size(self) -> int:
+        return self.letterbox.size
+
+
+@dataclass(frozen=True, slots=True)
+class Detection:
+    """One detected object, box in camera pixels (x1, y1, x2, y2)."""
+
+    cls: int
+    label: str
+    score: float
+    box: tuple[float, float, float, float]
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "cls": self.cls,
+            "label": self.label,
+            "score": round(self.score, 4),
+            "box": [round(v, 1) for v in self.box],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class FrameResult:
+    """What one processed frame produced: the unit the sink publishes (one stream entry)."""
+
+    camera_id: str
+    seq: int
+    captured_ms: int
+    captured_mono: float
+    width: int
+    height: int
+    model_size: int
+    model_name: str
+    detections: tuple[Detection, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StatusEvent:
+    """A status change for `beltsight:events` (camera up/down, breaker, throttle, rebuild...)."""
+
+    kind: str
+    detail: str
+    camera_id: str | None = None
+    at_ms: int = 0
+
+
+class FrameConsumer(Protocol):
+    """Where a source hands its frames (the batching hub implements it).
+
+    `put(frame, wait=False)` is latest-frame-wins: a frame of the same camera still waiting
+    is replaced (and counted as dropped, reason `superseded`), so a slow consumer never builds
+    a backlog. `put(frame, wait=True)` is for replays: it blocks until the camera's previous
+    frame has been taken, or `stop` is set (then it returns False and the frame is not taken).
+    """
+
+    def put(self, frame: Frame, *, wait: bool = False, stop: threading.Event | None = None) -> bool: ...
+
+    def discard(self, camera_id: str) -> None:
+        """The camera's connection ended (a frame it handed over is still processed)."""
+
+
+class StatusListener(Protocol):
+    """Receives status changes (camera up/down, ...) from any thread."""
+
+    def __call__(self, event: StatusEvent) -> None: ...
+
+
+Router = Callable[[str, int, int], int | None]
+"""(camera_id, width, height) -> model input size, or None when no configured model fits."""

@@ -1,0 +1,385 @@
+"""Decode by model layout and class-aware NMS, written once against an array module (`xp`).
+
+`decode_batch` runs on NumPy or CuPy (the same code: `daemon.core.xp.choose_device` picks the module
+once at startup in `app.py`; the stage decodes where the batch's output lies) and
+returns one (N, 6) float32 host array per image: x1, y1, x2, y2, score, class, in model-input
+pixels, best score first. `to_detections` maps those rows to camera pixels through the frame's
+letterbox and applies the camera's own confidence threshold and class filter.
+
+Policy: a score must be >= its threshold; NaN scores and non-finite or empty boxes are
+dropped, never published. At most `max_candidates` boxes per image and class enter NMS (the
+best ones), and at most `max_det` per image leave it. As in Ultralytics' and YOLOv5's
+`non_max_suppression`, empty boxes take part (suppressing nothing) and count towards `max_det`;
+they are dropped after that cut, and score ties keep the anchor order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from daemon.core.frames import Detection, Letterbox
+from daemon.core.xp import ArrayModule, to_host
+from daemon.inference.layouts import MAX_LOG_WH, ModelLayout, anchor_grid
+
+Rows = npt.NDArray[np.float32]
+"""(N, 6) float32: x1, y1, x2, y2, score, class (model-input pixels)."""
+
+ROW_WIDTH = 6
+DEFAULT_MAX_CANDIDATES = 1024
+_NMS_BUDGET = 4 * 1024 * 1024
+"""Most (image, box, box) IoU entries held at once: 16 MiB per float32 temporary."""
+
+
+def _empty_rows() -> Rows:
+    return np.zeros((0, ROW_WIDTH), dtype=np.float32)
+
+
+def _thresholds(xp: ArrayModule, conf_threshold: float | Any, batch: int) -> Any:
+    """Per-image thresholds as a (B, 1) array (a scalar is broadcast)."""
+    thr = xp.asarray(conf_threshold, dtype=xp.float32).reshape(-1, 1)
+    if thr.shape[0] not in (1, batch):
+        raise ValueError(f"conf_threshold has {thr.shape[0]} values for a batch of {batch}")
+    return thr
+
+
+def _best_class(xp: ArrayModule, scores: Any, class_axis: int, class_mask: Any | None) -> tuple[Any, Any]:
+    """(B, A) best score and its class per anchor; classes masked out never win.
+
+    `scores` is (B, C, A) (`class_axis` 1) or (B, A, C) (`class_axis` 2)."""
+    if class_mask is not None:
+        mask = xp.asarray(class_mask, dtype=bool)
+        if class_axis == 1:
+            mask = mask.reshape(1, -1, 1) if mask.ndim == 1 else mask[:, :, None]
+        else:
+            mask = mask.reshape(1, 1, -1) if mask.ndim == 1 else mask[:, None, :]
+        scores = xp.where(mask, scores, xp.zeros((), dtype=scores.dtype))
+    cls = scores.argmax(axis=class_axis)
+    best = xp.take_along_axis(scores, xp.expand_dims(cls, class_axis), axis=class_axis)
+    return xp.squeeze(best, axis=class_axis), cls
+
+
+def _dense_scores(xp: ArrayModule, output: Any, layout: ModelLayout) -> tuple[Any, int]:
+    """Class scores of a dense layout and their class axis (objectness already multiplied in)."""
+    c = layout.num_classes
+    if layout.name == "yolov8":
+        return (output[:, 4 : 4 + c, :], 1) if layout.form == "channels-first" else (output[:, :, 4 : 4 + c], 2)
+    return output[:, :, 5 : 5 + c] * output[:, :, 4:5], 2
+
+
+def _cxcywh(xp: ArrayModule, output: Any, img: Any, anchor: Any, layout: ModelLayout) -> Any:
+    """(N, 4) cx, cy, w, h in input pixels of the candidate anchors."""
+    if layout.form == "channels-first":
+        return output[img, :4, anchor].astype(xp.float32, copy=False)
+    raw = output[img, anchor, :4].astype(xp.float32, copy=False)
+    if layout.form != "raw-head":
+        return raw
+    cells, steps = anchor_grid(xp, layout.size, layout.strides)
+    stride = steps[anchor][:, None]
+    xy = (raw[:, :2] + cells[anchor]) * stride
+    wh = xp.exp(xp.minimum(raw[:, 2:4], MAX_LOG_WH)) * stride
+    return xp.concatenate((xy, wh), axis=1)
+
+
+def _candidates(xp: ArrayModule, output: Any, layout: ModelLayout, thr: Any, class_mask: Any | None) -> tuple[Any, ...]:
+    """Flat candidates over the batch: image index, xyxy boxes, scores, classes (finite only)."""
+    scores, class_axis = _dense_scores(xp, output, layout)
+    best, cls = _best_class(xp, scores, class_axis, class_mask)
+    img, anchor = xp.nonzero(best >= thr)
+    cxcywh = _cxcywh(xp, output, img, anchor, layout)
+    half_w = cxcywh[:, 2] * 0.5
+    half_h = cxcywh[:, 3] * 0.5
+    boxes = xp.stack(
+        (cxcywh[:, 0] - half_w, cxcywh[:, 1] - half_h, cxcywh[:, 0] + half_w, cxcywh[:, 1] + half_h), axis=1
+    )
+    ok = xp.isfinite(boxes).all(axis=1)  # empty boxes stay until after max_det, as in Ultralytics/YOLOv5
+    return img[ok], boxes[ok], best[img, anchor][ok].astype(xp.float32, copy=False), cls[img, anchor][ok]
+
+
+def _int_or(xp: ArrayModule, values: Any, missing: int) -> Any:
+    """Float ids as int64, `missing` where a value is not finite."""
+    return xp.where(xp.isfinite(values), values, xp.float32(missing)).astype(xp.int64)
+
+
+def _nms_rows(xp: ArrayModule, output: Any, layout: ModelLayout, images: int) -> tuple[Any, Any, Any, Any]:
+    """Rows after NMS in the graph: image index, xyxy boxes, scores, classes (all rows)."""
+    if layout.form in ("batch-rows", "batch-class-rows"):
+        flat = output.reshape(-1, 7).astype(xp.float32, copy=False)
+        if output.ndim == 3:
+            img = xp.repeat(xp.arange(int(output.shape[0])), int(output.shape[1]))
+        else:
+            img = _int_or(xp, flat[:, 0], -1)
+        if layout.form == "batch-class-rows":  # batch, class, x1, y1, x2, y2, score (PINTO's post-process)
+            return img, flat[:, 2:6], flat[:, 6], flat[:, 1]
+        return img, flat[:, 1:5], flat[:, 6], flat[:, 5]  # batch, x1, y1, x2, y2, class, score (YOLOv7)
+    flat = output[:images, :, :6].reshape(-1, 6).astype(xp.float32, copy=False)
+    img = xp.repeat(xp.arange(images), int(output.shape[1]))
+    return img, flat[:, :4], flat[:, 4], flat[:, 5]
+
+
+def _nms_candidates(
+    xp: ArrayModule, output: Any, layout: ModelLayout, thr: Any, class_mask: Any | None, *, images: int
+) -> tuple[Any, ...]:
+    """End-to-end rows kept: a real image, score >= its threshold, a known allowed class, a finite box."""
+    img, boxes, scores, cls_f = _nms_rows(xp, output, layout, images)
+    in_batch = (img >= 0) & (img < images)
+    img = xp.where(in_batch, img, 0)
+    cls = _int_or(xp, cls_f, -1)
+    ok = in_batch & xp.isfinite(boxes).all(axis=1) & (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
+    ok &= (scores >= xp.broadcast_to(thr, (images, 1))[img, 0]) & (cls >= 0) & (cls_f == cls)
+    if layout.num_classes:
+        ok &= cls < layout.num_classes
+    if class_mask is not None:
+        mask = xp.asarray(class_mask, dtype=bool)
+        mask = xp.broadcast_to(mask.reshape(1, -1) if mask.ndim == 1 else mask, (images, int(mask.shape[-1])))
+        known = ok & (cls < int(mask.shape[1]))
+        ok = known & mask[img, xp.where(known, cls, 0)]
+    return img[ok], boxes[ok], scores[ok], cls[ok]
+
+
+def _suppression(xp: ArrayModule, boxes: Any, iou_threshold: float, offset: Any | None = None) -> Any:
+    """(g, K, K) float32: 1 where box i outranks box j of its group (i < j) with IoU > threshold.
+
+    `offset` (g,): added to every width and height of that group (YOLOX demo's `+ 1` pixel areas)."""
+    x1, y1, x2, y2 = boxes[..., 0], boxes[..., 1], boxes[..., 2], boxes[..., 3]
+    if offset is not None:
+        x2, y2 = x2 + offset[:, None], y2 + offset[:, None]
+    area = (x2 - x1) * (y2 - y1)
+    iw = xp.minimum(x2[:, :, None], x2[:, None, :]) - xp.maximum(x1[:, :, None], x1[:, None, :])
+    ih = xp.minimum(y2[:, :, None], y2[:, None, :]) - xp.maximum(y1[:, :, None], y1[:, None, :])
+    xp.maximum(iw, 0, out=iw)
+    xp.maximum(ih, 0, out=ih)
+    inter = xp.multiply(iw, ih, out=iw)
+    limit = xp.add(area[:, :, None], area[:, None, :], out=ih)
+    limit -= inter
+    limit *= iou_threshold  # IoU > t  <=>  inter > t * union (union > 0)
+    k = int(boxes.shape[1])
+    # inter > 0: an empty (inverted) box has a negative area, which must not make "0 > t x union" true
+    return ((inter > limit) & (inter > 0) & xp.triu(xp.ones((k, k), dtype=bool), 1)).astype(xp.float32)
+
+
+def nms_keep(xp: ArrayModule, boxes: Any, valid: Any, iou_threshold: float, offset: Any | None = None) -> Any:
+    """Greedy NMS for g groups at once; returns (g, K) bool, True where kept.
+
+    `boxes` (g, K, 4) xyxy, best first within each group; `valid` (g, K) marks real boxes
+    (the rest is padding). Greedy NMS keeps box j iff no *kept* box i < j overlaps it by more
+    than the threshold. That rule has exactly one solution (fix it box by box in score order),
+    so iterating `keep = valid & ~any_i(keep_i & S_ij)` from "all kept" until nothing changes
+    gives exactly the greedy result. It settles after a few iterations (the depth of
+    suppression chains), each one a batched mat-vec over all boxes of all groups: no per-box
+    Python loop, and one GPU sync per iteration rather than per kept box.
+    """
+    suppress = _suppression(xp, boxes, iou_threshold, offset)
+    keep = valid
+    for _ in range(int(boxes.shape[1]) + 1):
+        hit = xp.matmul(keep.astype(xp.float32)[:, None, :], suppress)[:, 0, :] > 0
+        new_keep = valid & ~hit
+        if bool((new_keep == keep).all()):
+            break
+        keep = new_keep
+    return keep
+
+
+def _rank_within(xp: ArrayModule, sorted_keys: Any) -> Any:
+    """Position of each element within its run of equal keys (keys sorted)."""
+    return xp.arange(sorted_keys.shape[0]) - xp.searchsorted(sorted_keys, sorted_keys, side="left")
+
+
+def _group_best_first(xp: ArrayModule, groups: Any, scores: Any) -> Any:
+    """Indices ordered by group, then by descending score (stable)."""
+    order = xp.argsort(-scores, kind="stable")
+    return order[xp.argsort(groups[order], kind="stable")]
+
+
+def grouped_nms(
+    xp: ArrayModule, boxes: Any, scores: Any, groups: Any, *, iou_threshold: float, cap: int, offset: Any | None = None
+) -> Any:
+    """Greedy NMS where boxes only suppress boxes of their own group (image x class).
+
+    The per-class offset trick, done exactly: every group is padded into its own row of a
+    (G, K) layout instead of shifting coordinates by group x max_wh (which costs float32
+    precision and makes every pair of boxes a candidate). At most `cap` best boxes per group
+    enter; memory is bounded by running the groups in chunks. Returns kept indices, ordered
+    by group then best first. `offset`: per box (the same within a group), added to widths and
+    heights in the IoU (YOLOX demo's `+ 1` pixel areas, in model-input pixels).
+    """
+    order = _group_best_first(xp, groups, scores)
+    rank = _rank_within(xp, groups[order])
+    order, rank = order[rank < cap], rank[rank < cap]
+    _, dense = xp.unique(groups[order], return_inverse=True)
+    dense = dense.reshape(-1)
+    n_groups, width = int(dense.max()) + 1, int(rank.max()) + 1
+    padded = xp.zeros((n_groups, width, 4), dtype=xp.float32)
+    padded[dense, rank] = boxes[order]
+    valid = xp.zeros((n_groups, width), dtype=bool)
+    valid[dense, rank] = True
+    keep = xp.zeros((n_groups, width), dtype=bool)
+    per_group = None
+    if offset is not None:
+        per_group = xp.zeros((n_groups,), dtype=xp.float32)
+        per_group[dense] = offset[order]
+    chunk = max(1, _NMS_BUDGET // (width * width))
+    for lo in range(0, n_groups, chunk):
+        part = per_group[lo : lo + chunk] if per_group is not None else None
+        keep[lo : lo + chunk] = nms_keep(xp, padded[lo : lo + chunk], valid[lo : lo + chunk], iou_threshold, part)
+    return order[keep[dense, rank]]
+
+
+def greedy_nms(xp: ArrayModule, boxes: Any, groups: Any, iou_threshold: float) -> Any:
+    """NMS of (N, 4) boxes already sorted best first, per group; kept indices, ascending."""
+    n = int(boxes.shape[0])
+    if n == 0:
+        return xp.zeros((0,), dtype=xp.int64)
+    rank_score = -xp.arange(n, dtype=xp.float32)
+    kept = grouped_nms(xp, boxes, rank_score, xp.asarray(groups), iou_threshold=iou_threshold, cap=n)
+    return xp.sort(kept)
+
+
+def decode_batch(
+    xp: ArrayModule,
+    output: Any,
+    *,
+    conf_threshold: float | Any,
+    iou_threshold: float,
+    max_det: int,
+    class_mask: Any | None = None,
+    max_candidates: int = DEFAULT_MAX_CANDIDATES,
+    layout: ModelLayout | None = None,
+    images: int | None = None,
+    class_agnostic: bool = False,
+    iou_offset: float | Any | None = None,
+) -> list[Rows]:
+    """Decode a model output (by `layout`; default: YOLOv8 `[B, 4 + C, A]`) into per-image rows.
+
+    Dense layouts: best class per anchor (objectness x class score for yolov5/yolox), boxes
+    decoded (a YOLOX raw head with its grid and strides), then class-aware NMS. End-to-end
+    layouts already had NMS in the graph: rows are only filtered and ordered.
+    `conf_threshold`: one float, or one per image (e.g. the lowest threshold of that image's
+    camera). `class_mask`: optional bool (C,) or (B, C); False classes can never be reported
+    (in dense layouts they do not win the argmax either). At most `max_candidates` per image
+    and class enter NMS. `images`: how many leading images of the batch are real (a static-batch
+    model runs padded batches). `class_agnostic`: one NMS across the classes of an image (YOLOX's
+    demo) instead of one per class. `iou_offset`: one value per image (or one for all) added to box
+    widths and heights in the IoU only: YOLOX's demo NMS computes areas as (x2 - x1 + 1) x (y2 - y1 + 1)
+    in camera pixels, i.e. + the letterbox scale in model-input pixels. Returns that many host arrays
+    (N <= max_det, 6) float32, best first.
+    """
+    if layout is None:
+        if output.ndim != 3 or output.shape[1] < 5:
+            raise ValueError(f"expected output [B, 4 + C, A], got shape {tuple(output.shape)}")
+        layout = _v8_layout(output)
+    batch = images if images is not None else int(output.shape[0])
+    thr = _thresholds(xp, conf_threshold, batch)
+    if layout.nms_in_graph:
+        img, boxes, scores, cls = _nms_candidates(xp, output, layout, thr, class_mask, images=batch)
+        if int(img.shape[0]) == 0:
+            return [_empty_rows() for _ in range(batch)]
+        kept = _group_best_first(xp, img, scores)
+    else:
+        img, boxes, scores, cls = _candidates(xp, output[:batch], layout, thr, class_mask)
+        if int(img.shape[0]) == 0:
+            return [_empty_rows() for _ in range(batch)]
+        groups = img if class_agnostic else img * max(layout.num_classes, 1) + cls
+        offset = None
+        if iou_offset is not None:
+            offset = xp.broadcast_to(xp.asarray(iou_offset, dtype=xp.float32).reshape(-1), (batch,))[img]
+        kept = grouped_nms(xp, boxes, scores, groups, iou_threshold=iou_threshold, cap=max_candidates, offset=offset)
+        kept = xp.sort(kept)
+        kept = kept[_group_best_first(xp, img[kept], scores[kept])]  # image-major, best first, ties by anchor
+    kept = kept[_rank_within(xp, img[kept]) < max_det]
+    kept = kept[(boxes[kept, 2] > boxes[kept, 0]) & (boxes[kept, 3] > boxes[kept, 1])]  # after the max_det cut
+    rows = xp.empty((int(kept.shape[0]), ROW_WIDTH), dtype=xp.float32)
+    rows[:, :4] = boxes[kept]
+    rows[:, 4] = scores[kept]
+    rows[:, 5] = cls[kept]
+    host_rows: Rows = to_host(rows)
+    bounds = np.searchsorted(to_host(img[kept]), np.arange(batch + 1), side="left")
+    return [host_rows[bounds[b] : bounds[b + 1]] for b in range(batch)]
+
+
+def _v8_layout(output: Any) -> ModelLayout:
+    """The YOLOv8 layout of a bare `[B, 4 + C, A]` output (callers that pass no layout)."""
+    rows, anchors = int(output.shape[1]), int(output.shape[2])
+    return ModelLayout("yolov8", "channels-first", ("output0",), rows - 4, anchors, 0, (), 0, "default")
+
+
+def join_outputs(xp: ArrayModule, outputs: Sequence[Any], layout: ModelLayout) -> Any:
+    """The model's outputs as the one array post-processing reads.
+
+    The four-output NMS form becomes `[N, K, 6]` rows (x1, y1, x2, y2, score, class), the
+    rows at or past a image's `num_dets` with score -1 (never above a threshold).
+    """
+    if layout.form != "four-outputs":
+        return outputs[0]
+    num_dets, boxes, scores, classes = outputs
+    n, k = int(boxes.shape[0]), int(boxes.shape[1])
+    count = xp.asarray(num_dets).reshape(n, -1)[:, :1].astype(xp.int64)
+    valid = xp.arange(k)[None, :] < count
+    rows = xp.empty((n, k, 6), dtype=xp.float32)
+    rows[..., :4] = boxes
+    rows[..., 4] = xp.where(valid, scores.astype(xp.float32), xp.float32(-1.0))
+    rows[..., 5] = classes
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class RatioMapping:
+    """Boxes back to camera pixels as YOLOX's demo (`/ ratio`, content at the top-left) or YOLOv5's
+    `scale_boxes` (less the fractional centred padding, `/ gain`) map them: where the scaled frame is
+    not a whole number of pixels this differs from the content the daemon fed by up to a pixel."""
+
+    letterbox: Letterbox
+    centred: bool
+
+    def to_source(self, boxes_xyxy: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        lb, ratio = self.letterbox, self.letterbox.scale
+        pad_x = (lb.size - lb.src_w * ratio) / 2 if self.centred else 0.0
+        pad_y = (lb.size - lb.src_h * ratio) / 2 if self.centred else 0.0
+        pad = np.array([pad_x, pad_y, pad_x, pad_y], dtype=np.float64)
+        out = ((boxes_xyxy - pad) / ratio).astype(np.float32)
+        np.clip(out[:, 0::2], 0.0, float(lb.src_w), out=out[:, 0::2])
+        np.clip(out[:, 1::2], 0.0, float(lb.src_h), out=out[:, 1::2])
+        return out
+
+
+def source_mapping(letterbox: Letterbox, boxes: str) -> Letterbox | RatioMapping:
+    """The frame's way back to camera pixels for a convention's `boxes` (`daemon.inference.layouts.BoxMapping`)."""
+    return letterbox if boxes == "content" else RatioMapping(letterbox, centred=boxes == "ratio-centred")
+
+
+def to_detections(
+    rows: Rows,
+    letterbox: Letterbox | RatioMapping,
+    names: list[str] | tuple[str, ...],
+    *,
+    conf_threshold: float,
+    classes: frozenset[int] | None = None,
+) -> tuple[Detection, ...]:
+    """Rows of one image (model-input pixels) -> detections in camera pixels, clipped.
+
+    Keeps rows with score >= `conf_threshold` and (when `classes` is given) a class in it;
+    drops rows with NaN values and boxes that are empty once clipped to the frame
+    (e.g. a box entirely in the letterbox padding).
+    """
+    if rows.shape[0] == 0:
+        return ()
+    keep = np.isfinite(rows).all(axis=1) & (rows[:, 4] >= conf_threshold)
+    if classes is not None:
+        keep &= np.isin(rows[:, 5].astype(np.int64), np.fromiter(classes, dtype=np.int64, count=len(classes)))
+    if not keep.any():
+        return ()
+    kept = rows[keep]
+    boxes = letterbox.to_source(np.ascontiguousarray(kept[:, :4], dtype=np.float32))
+    visible = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
+    out: list[Detection] = []
+    for box, score, cls_f in zip(
+        boxes[visible].tolist(), kept[visible, 4].tolist(), kept[visible, 5].tolist(), strict=True
+    ):
+        cls = int(cls_f)
+        label = names[cls] if 0 <= cls < len(names) else str(cls)
+        out.append(Detection(cls=cls, label=label, score=float(score), box=(box[0], box[1], box[2], box[3])))
+    return tuple(out)

@@ -1,0 +1,59 @@
+"""`beltsight doctor`: where inference will really run on this machine, and what is missing.
+
+Exit 0 when every configured model loads and its session gets the first configured
+provider; 1 otherwise (also with `allow_fallback`: doctor reports what would be used).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+from typing import TextIO
+
+from daemon.config.models import model_overrides, model_paths
+from daemon.config.settings import Settings
+from daemon.inference.providers import cpu_cores, intra_op_threads, lane_workers, worker_batch
+from daemon.ops.doctor_gpu import gpu_findings
+from daemon.ops.doctor_report import doctor_report
+from daemon.thermal.monitor import thermal_report
+
+
+def _rss_mb() -> float:
+    # ru_maxrss is in KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_doctor(settings: Settings, *, out: TextIO = sys.stdout, as_json: bool = False) -> int:
+    rss_before = _rss_mb()
+    report = doctor_report(settings.engine, model_paths(settings.models), model_overrides(settings.models))
+    got = next((m.providers for m in report.models if m.providers), ())
+    gpu = gpu_findings(settings.engine, model_paths(settings.models), got)
+    ok = report.ok and gpu.ok
+    thermal, thermal_lines = thermal_report(settings.thermal, settings.engine)
+    if as_json:
+        data = report.as_dict() | {"thermal": thermal, "gpu": gpu.data}
+        data["ok"] = ok
+        print(json.dumps(data, default=str, indent=2), file=out)
+        return 0 if ok else 1
+    for line in report.lines()[:-1]:
+        print(line, file=out)
+    print(f"host memory (peak RSS): {rss_before:.0f} MiB before sessions, {_rss_mb():.0f} MiB after", file=out)
+    workers, threads = lane_workers(settings.engine), intra_op_threads(settings.engine)
+    per_batch = worker_batch(settings.engine) or "its share of the cameras"
+    print(
+        f"cpu cores: {os.cpu_count()} ({cpu_cores()} usable); per model size {workers} worker session(s), "
+        f"{threads or 'ORT default'} intra-op thread(s) each, batches of {per_batch} frame(s) up to "
+        f"max_batch {settings.engine.max_batch}",
+        file=out,
+    )
+    for line in thermal_lines:
+        print(line, file=out)
+    for line in gpu.lines:
+        print(line, file=out)
+    if report.ok and not gpu.ok:
+        print("result: NOT OK: the GPU pipeline that [engine] device asks for cannot run here", file=out)
+    else:
+        print(report.lines()[-1], file=out)
+    return 0 if ok else 1

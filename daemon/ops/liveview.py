@@ -1,0 +1,259 @@
+"""The live view: each camera's latest inferred frame with its detections drawn, on request.
+
+A side tap after inference, not a stage: the lane workers hand each batch's (frame, result)
+pairs to `LiveView.offer`, which keeps a reference to the newest pair per camera and nothing
+else (no copy, no conversion, no encoding per frame). Only a request for
+`/cameras/<id>/snapshot.jpg` draws and encodes, in the live view's own thread, and the JPEG is
+cached per camera for `snapshot_min_interval_s`: any number of viewers cost at most one encode
+per camera per interval, and nobody looking costs nothing. Routes (GET):
+
+- `/`                              the page: every camera, its snapshot refreshing, state, fps, latency, model
+- `/api/cameras`                   what the page polls (JSON)
+- `/cameras/<id>/snapshot.jpg`     the JPEG; headers `X-Beltsight-Camera`, `-Seq`, `-Captured-Ms`, `-Model`
+                                   name the frame, so it can be matched with its Redis entry
+- `/cameras/<id>/snapshot.json`    the same snapshot's frame and detections, as in its Redis entry
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib import resources
+from io import BytesIO
+from typing import Any
+
+import numpy as np
+import structlog
+from aiohttp import web
+from PIL import Image, ImageDraw
+
+from daemon.core.frames import Detection, Frame, FrameResult
+from daemon.core.metrics import Metrics
+from daemon.core.redaction import SECRETS
+from daemon.ops.health import HealthProvider, HealthServer
+from daemon.publish.schema import model_tag
+
+log = structlog.get_logger("beltsight.liveview")
+
+JPEG_QUALITY = 85
+LATENCY_SMOOTHING = 0.1
+BOX_WIDTH = 3
+PALETTE: tuple[tuple[int, int, int], ...] = (
+    (255, 0, 255),
+    (0, 255, 255),
+    (255, 255, 0),
+    (255, 128, 0),
+    (0, 255, 0),
+    (255, 0, 0),
+    (0, 128, 255),
+    (255, 255, 255),
+)
+"""Box colour of class `cls` is `PALETTE[cls % len(PALETTE)]`."""
+
+
+def class_colour(cls: int) -> tuple[int, int, int]:
+    return PALETTE[cls % len(PALETTE)]
+
+
+@dataclass(frozen=True, slots=True)
+class _Latest:
+    frame: Frame
+    result: FrameResult
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One encoded view of a frame: the JPEG is at the frame's letterbox content size."""
+
+    camera_id: str
+    seq: int
+    captured_ms: int
+    model: str
+    source_w: int
+    source_h: int
+    image_w: int
+    image_h: int
+    detections: tuple[Detection, ...]
+    jpeg: bytes
+    encoded_mono: float
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "camera": self.camera_id,
+            "seq": self.seq,
+            "captured_ms": self.captured_ms,
+            "model": self.model,
+            "w": self.source_w,
+            "h": self.source_h,
+            "image_w": self.image_w,
+            "image_h": self.image_h,
+            "dets": [d.as_json() for d in self.detections],
+        }
+
+    def headers(self) -> dict[str, str]:
+        return {
+            "X-Beltsight-Camera": self.camera_id,
+            "X-Beltsight-Seq": str(self.seq),
+            "X-Beltsight-Captured-Ms": str(self.captured_ms),
+            "X-Beltsight-Model": self.model,
+            "Cache-Control": "no-store",
+        }
+
+
+def render(latest: _Latest, clock: Callable[[], float] = time.monotonic) -> Snapshot:
+    """Draw the result's boxes, labels and scores on the frame and encode it (off the loop)."""
+    frame, result = latest.frame, latest.result
+    rgb = np.dstack(frame.planes)  # the only copy, made for this request
+    image = Image.fromarray(rgb, "RGB")
+    draw = ImageDraw.Draw(image)
+    lb = frame.letterbox
+    sx, sy = lb.new_w / lb.src_w, lb.new_h / lb.src_h
+    for det in result.detections:
+        x1, y1, x2, y2 = det.box
+        colour = class_colour(det.cls)
+        box = (x1 * sx, y1 * sy, max(x1 * sx, x2 * sx - 1), max(y1 * sy, y2 * sy - 1))
+        draw.rectangle(box, outline=colour, width=BOX_WIDTH)
+        text = f"{det.label} {det.score:.2f}"
+        left, top, right, bottom = draw.textbbox((0, 0), text)
+        tx, ty = box[0], max(0.0, box[1] - (bottom - top) - 4)
+        draw.rectangle((tx, ty, tx + right - left + 4, ty + bottom - top + 4), fill=colour)
+        draw.text((tx + 2, ty + 2 - top), text, fill=(0, 0, 0))
+    out = BytesIO()
+    image.save(out, "JPEG", quality=JPEG_QUALITY, subsampling=0)
+    return Snapshot(
+        camera_id=result.camera_id,
+        seq=result.seq,
+        captured_ms=result.captured_ms,
+        model=model_tag(result.model_size, result.model_name),
+        source_w=result.width,
+        source_h=result.height,
+        image_w=image.width,
+        image_h=image.height,
+        detections=result.detections,
+        jpeg=out.getvalue(),
+        encoded_mono=clock(),
+    )
+
+
+class LiveView:
+    """The newest inferred (frame, result) per camera, and snapshots of them made on request.
+
+    `offer` is called on the event loop by the lane workers; everything else is the HTTP
+    routes' side. Only one snapshot per camera is drawn at a time; concurrent requests share it."""
+
+    def __init__(self, metrics: Metrics, min_interval_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._metrics = metrics
+        self._min_interval_s = min_interval_s
+        self._clock = clock
+        self._latest: dict[str, _Latest] = {}
+        self._latency_s: dict[str, float] = {}
+        self._cache: dict[str, Snapshot] = {}
+        self._pending: dict[str, asyncio.Task[Snapshot]] = {}
+        self._executor: ThreadPoolExecutor | None = None
+        self._failing: set[str] = set()
+
+    def offer(self, frames: Sequence[Frame], results: Sequence[FrameResult]) -> None:
+        """Keep the newest pair per camera (workers may finish batches out of order)."""
+        now = self._clock()
+        for frame, result in zip(frames, results, strict=True):
+            previous = self._latest.get(result.camera_id)
+            if previous is not None and previous.result.captured_mono > result.captured_mono:
+                continue
+            self._latest[result.camera_id] = _Latest(frame, result)
+            latency = now - result.captured_mono
+            smoothed = self._latency_s.get(result.camera_id)
+            self._latency_s[result.camera_id] = (
+                latency if smoothed is None else smoothed + LATENCY_SMOOTHING * (latency - smoothed)
+            )
+
+    def camera_info(self, camera_id: str) -> dict[str, Any]:
+        latest = self._latest.get(camera_id)
+        if latest is None:
+            return {"model": None, "latency_ms": None, "seq": None, "detections": None}
+        result = latest.result
+        return {
+            "model": model_tag(result.model_size, result.model_name),
+            "latency_ms": round(self._latency_s.get(camera_id, 0.0) * 1000, 1),
+            "seq": result.seq,
+            "detections": len(result.detections),
+        }
+
+    async def snapshot(self, camera_id: str) -> Snapshot | None:
+        """The camera's snapshot: the cached one while it is younger than the interval (or shows
+        the newest frame already), else a fresh one; None before the camera's first result."""
+        cached = self._cache.get(camera_id)
+        latest = self._latest.get(camera_id)
+        if cached is not None and (
+            self._clock() - cached.encoded_mono < self._min_interval_s
+            or latest is None
+            or (latest.result.seq, latest.result.captured_ms) == (cached.seq, cached.captured_ms)
+        ):
+            return cached
+        if latest is None:
+            return None
+        task = self._pending.get(camera_id)
+        if task is None:
+            task = asyncio.create_task(self._render(latest), name=f"snapshot-{camera_id}")
+            self._pending[camera_id] = task
+            task.add_done_callback(lambda _t: self._pending.pop(camera_id, None))
+        return await asyncio.shield(task)  # a viewer that goes away does not cancel the others' snapshot
+
+    async def _render(self, latest: _Latest) -> Snapshot:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, "beltsight-liveview")
+        loop = asyncio.get_running_loop()
+        snapshot = await loop.run_in_executor(self._executor, render, latest, self._clock)
+        self._cache[snapshot.camera_id] = snapshot
+        self._metrics.snapshot_encodes.labels(camera=snapshot.camera_id).inc()
+        return snapshot
+
+    def _report_failure(self, camera_id: str, exc: Exception) -> None:
+        """Logged once per camera until a snapshot of it works again (viewers retry every 2 s)."""
+        if camera_id not in self._failing:
+            self._failing.add(camera_id)
+            log.error("snapshot_failed", camera=camera_id, error=SECRETS.scrub(f"{type(exc).__name__}: {exc}"))
+
+    def close(self) -> None:
+        for task in self._pending.values():
+            task.cancel()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- HTTP ------------------------------------------------------------------------------
+    def register(self, server: HealthServer, health: HealthProvider) -> None:
+        """Add the live view's routes to the health endpoint."""
+        page = resources.files("daemon.ops").joinpath("liveview_page.html").read_bytes()
+
+        def cameras() -> dict[str, Any]:
+            return dict(health().get("cameras", {}))
+
+        async def index(_request: web.BaseRequest, _params: dict[str, str]) -> web.StreamResponse:
+            return web.Response(body=page, content_type="text/html", charset="utf-8")
+
+        async def api(_request: web.BaseRequest, _params: dict[str, str]) -> web.StreamResponse:
+            listing = [{"id": cid, **state, **self.camera_info(cid)} for cid, state in sorted(cameras().items())]
+            return web.json_response({"cameras": listing}, dumps=lambda v: json.dumps(v, sort_keys=True))
+
+        async def snapshot(_request: web.BaseRequest, params: dict[str, str]) -> web.StreamResponse:
+            camera_id = params["camera"]
+            if camera_id not in cameras():
+                return web.Response(status=404, text=f"no camera {camera_id!r}\n")
+            try:
+                snap = await self.snapshot(camera_id)
+            except Exception as exc:  # a frame that cannot be drawn: this request fails, nothing else
+                self._report_failure(camera_id, exc)
+                return web.Response(status=500, text=f"snapshot failed: {type(exc).__name__}\n")
+            self._failing.discard(camera_id)
+            if snap is None:
+                return web.Response(status=503, text="no inferred frame yet\n", headers={"Retry-After": "1"})
+            if params["kind"] == "json":
+                return web.json_response(snap.describe(), headers=snap.headers())
+            return web.Response(body=snap.jpeg, content_type="image/jpeg", headers=snap.headers())
+
+        server.route(r"/", index)
+        server.route(r"/api/cameras", api)
+        server.route(r"/cameras/(?P<camera>[A-Za-z0-9][A-Za-z0-9_.-]{0,63})/snapshot\.(?P<kind>jpg|json)", snapshot)

@@ -1,0 +1,270 @@
+"""Accepted-but-unpublished stream entries: a bounded memory buffer with an optional disk spool.
+
+`Buffer` holds entries in acceptance order with the ones being written marked in flight;
+`Backlog` puts the disk spool (daemon/publish/spool.py) ahead of it, so that when memory fills the
+oldest entries spill to disk instead of being dropped, and are published first on reconnect.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import structlog
+
+from daemon.core.frames import FrameResult
+from daemon.publish.schema import EntryId
+from daemon.publish.spool import Spool
+from daemon.publish.spool_record import SpoolRecord
+
+log = structlog.get_logger("beltsight.sink")
+
+T = TypeVar("T")
+DROP_LOG_INTERVAL_S = 5.0
+
+
+@dataclass(slots=True)
+class Slot(Generic[T]):
+    """A buffered item; `entry_id` sticks once assigned so a retry re-sends the same ID."""
+
+    ticket: int
+    item: T
+    entry_id: EntryId | None = None
+    duplicate: bool = False
+
+
+class Buffer(Generic[T]):
+    """Bounded FIFO of items not yet in Redis (the seam where a disk spool will slot in).
+
+    Policy when full: drop the oldest item that is not being written right now (if every
+    item is in flight, the incoming one) and hand it back to the caller to count.
+    `peek(n)` marks the first n items in flight; `settle(done)` ends the flight and removes
+    the written ones. Items that were not written stay at the front, in order.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._slots: deque[Slot[T]] = deque()
+        self._in_flight = 0
+        self._next_ticket = 0
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def push(self, item: T) -> T | None:
+        slot = Slot(self._next_ticket, item)
+        self._next_ticket += 1
+        if len(self._slots) < self.capacity:
+            self._slots.append(slot)
+            return None
+        if self._in_flight >= len(self._slots):
+            return item
+        dropped = self._slots[self._in_flight]
+        del self._slots[self._in_flight]
+        self._slots.append(slot)
+        return dropped.item
+
+    def peek(self, n: int) -> list[Slot[T]]:
+        batch = [self._slots[i] for i in range(min(n, len(self._slots)))]
+        self._in_flight = len(batch)
+        return batch
+
+    def settle(self, done_tickets: set[int]) -> None:
+        keep = [self._slots.popleft() for _ in range(self._in_flight)]
+        self._slots.extendleft(reversed([s for s in keep if s.ticket not in done_tickets]))
+        self._in_flight = 0
+
+    def drain_all(self) -> list[T]:
+        return [s.item for s in self.take_all()]
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def add(self, item: T) -> None:
+        """Append even beyond `capacity` (the caller enforces its own bound)."""
+        self._slots.append(Slot(self._next_ticket, item))
+        self._next_ticket += 1
+
+    def take_oldest(self, n: int) -> list[Slot[T]]:
+        """Remove and return the first n slots; only between writes (nothing in flight)."""
+        assert self._in_flight == 0, "take_oldest() during a write"
+        return [self._slots.popleft() for _ in range(min(n, len(self._slots)))]
+
+    def drop_oldest_idle(self) -> T | None:
+        """Remove the oldest item that is not being written, if any."""
+        if self._in_flight >= len(self._slots):
+            return None
+        dropped = self._slots[self._in_flight]
+        del self._slots[self._in_flight]
+        return dropped.item
+
+    def restore(self, slots: list[Slot[T]]) -> None:
+        """Put slots taken by `take_oldest` back at the front, in order."""
+        self._slots.extendleft(reversed(slots))
+
+    def take_all(self) -> list[Slot[T]]:
+        slots = list(self._slots)
+        self._slots.clear()
+        self._in_flight = 0
+        return slots
+
+
+Drops = dict[str, int]
+"""Entries dropped, per camera."""
+
+
+class Backlog:
+    """Frame entries not yet in Redis: an optional disk spool (oldest) ahead of memory (newest).
+
+    Without a spool it is the memory `Buffer` and its drop-oldest policy. With one:
+    - Spill: when memory holds more than `capacity` entries, the oldest ones (a chunk of
+      about capacity/4, at most 256, so one fsync covers many) get their stream IDs now
+      (`assign_id`) and go to the spool. Entries being written are never spilled (that could
+      reorder them): memory is written only while the spool is empty, and during such a write
+      (bounded by the socket timeout) memory may grow to 2 x capacity; beyond that the oldest
+      entry not in flight is dropped. If the spool cannot be written, memory keeps `capacity`
+      entries and drops the oldest, as without a spool.
+    - Order: batches come from the spool while it holds anything, then from memory;
+      everything in the spool is older than everything in memory, so each camera keeps order.
+    - Cap: between writes, while the spool is over `spool_max_mb`, its oldest records are
+      dropped. `push` and `settle` return drops per camera for the caller to count.
+    - A stream whose writes Redis refuses (ACL, WRONGTYPE) holds the spool back behind its
+      oldest entry, like the memory buffer does: at most 4 batches are read ahead of it, the
+      ones written meanwhile are remembered and committed once it goes through.
+    """
+
+    def __init__(self, capacity: int, spool: Spool | None, assign_id: Callable[[Slot[FrameResult]], None]) -> None:
+        self.capacity = capacity
+        self.memory: Buffer[FrameResult] = Buffer(capacity)
+        self.spool = spool
+        self._assign_id = assign_id
+        # read from the spool, not committed; kept between batches only when some were written
+        # after one that failed, or renumbered (what was learnt exists only here)
+        self._head: deque[Slot[FrameResult]] = deque()
+        self._head_ids: dict[int, EntryId] = {}  # ticket -> the ID it was spooled with
+        self._head_done: set[int] = set()
+        self._tickets = itertools.count(-1, -1)  # spool slots: negative, never a memory ticket
+        self._from_spool = False  # the batch in flight came from the spool
+        self._spill_chunk = max(1, min(capacity // 4, 256))
+        self._spool_error_logged_at = float("-inf")
+
+    def __len__(self) -> int:
+        return len(self.memory) + self.spooled
+
+    @property
+    def spooled(self) -> int:
+        return len(self.spool) if self.spool is not None else 0
+
+    def push(self, item: FrameResult) -> Drops:
+        if self.spool is None:
+            dropped = self.memory.push(item)
+            return {} if dropped is None else {dropped.camera_id: 1}
+        self.memory.add(item)
+        return self._enforce(self.spool)
+
+    def peek(self, n: int) -> list[Slot[FrameResult]]:
+        spool = self.spool
+        if spool is None or not (self._head or spool.unread):
+            self._from_spool = False
+            return self.memory.peek(n)
+        pending = [s for s in self._head if s.ticket not in self._head_done]
+        room = n - len(pending) if len(self._head) < 4 * n else 0
+        for record in spool.read(max(0, room)):
+            slot = Slot(next(self._tickets), record.result, record.entry_id)
+            self._head.append(slot)
+            self._head_ids[slot.ticket] = record.entry_id
+            pending.append(slot)
+        self._from_spool = True
+        return pending[:n]
+
+    def settle(self, done_tickets: set[int]) -> Drops:
+        if self.spool is None:
+            self.memory.settle(done_tickets)
+            return {}
+        if not self._from_spool:
+            self.memory.settle(done_tickets)
+            return self._enforce(self.spool)
+        self._from_spool = False
+        self._head_done |= done_tickets
+        published = 0
+        while self._head and self._head[0].ticket in self._head_done:
+            ticket = self._head.popleft().ticket
+            self._head_done.discard(ticket)
+            del self._head_ids[ticket]
+            published += 1
+        self.spool.commit(published)
+        if not self._head_done and all(s.entry_id == self._head_ids[s.ticket] for s in self._head):
+            self._forget_head()  # nothing learnt about them: read them again next time
+        return self._enforce(self.spool)
+
+    def _forget_head(self) -> None:
+        self._head.clear()
+        self._head_ids.clear()
+        self._head_done.clear()
+        if self.spool is not None:
+            self.spool.rewind()
+
+    def _enforce(self, spool: Spool) -> Drops:
+        drops: Drops = {}
+        if self.memory.in_flight == 0 and len(self.memory) > self.capacity:
+            self._spill(spool, len(self.memory) - self.capacity + self._spill_chunk - 1, drops)
+        while len(self.memory) > 2 * self.capacity and self._drop_one(drops):
+            pass
+        if self._head and not self._from_spool and spool.size_bytes > spool.max_bytes:
+            self._forget_head()  # an entry stuck at the head must not block the cap
+        if not self._head and not self._from_spool:
+            for camera, n in spool.trim().items():
+                drops[camera] = drops.get(camera, 0) + n
+        return drops
+
+    def _spill(self, spool: Spool, n: int, drops: Drops) -> None:
+        slots = self.memory.take_oldest(n)
+        for slot in slots:
+            self._assign_id(slot)
+        try:
+            spool.append([_spool_record(s) for s in slots])
+        except OSError as exc:
+            self.memory.restore(slots)
+            now = time.monotonic()
+            if now - self._spool_error_logged_at >= DROP_LOG_INTERVAL_S:
+                log.error("spool_write_failed", directory=str(spool.directory), reason=str(exc))
+                self._spool_error_logged_at = now
+            while len(self.memory) > self.capacity and self._drop_one(drops):
+                pass
+
+    def _drop_one(self, drops: Drops) -> bool:
+        dropped = self.memory.drop_oldest_idle()
+        if dropped is None:  # everything is in flight: settle() enforces the bound again
+            return False
+        drops[dropped.camera_id] = drops.get(dropped.camera_id, 0) + 1
+        return True
+
+    def shut(self) -> tuple[int, Drops, list[FrameResult]]:
+        """Spill memory to the spool and close it: (spilled, dropped over the cap, not spooled)."""
+        slots = self.memory.take_all()
+        spool, self.spool = self.spool, None
+        if spool is None:
+            return 0, {}, [s.item for s in slots]
+        try:
+            self._forget_head()
+            for slot in slots:
+                self._assign_id(slot)
+            spool.append([_spool_record(s) for s in slots])
+            spool.flush()  # on disk before the process ends (blocks: shutdown only)
+            return len(slots), spool.trim(), []
+        except OSError as exc:
+            log.error("spool_write_failed", directory=str(spool.directory), reason=str(exc))
+            return 0, {}, [s.item for s in slots]
+        finally:
+            spool.close()
+
+
+def _spool_record(slot: Slot[FrameResult]) -> SpoolRecord:
+    if slot.entry_id is None:
+        raise ValueError("an entry must have its stream ID before it is spooled")
+    return SpoolRecord(slot.item, slot.entry_id)

@@ -1,0 +1,381 @@
+"""The Redis Streams sink: buffering, XADD with trimming, recovery through outages."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import structlog
+
+from daemon.config.redis import RedisConfig
+from daemon.core.backoff import Backoff
+from daemon.core.frames import FrameResult, StatusEvent
+from daemon.core.metrics import Metrics
+from daemon.core.redaction import SECRETS
+from daemon.publish.backlog import Backlog, Buffer, Drops, Slot
+from daemon.publish.redis_conn import (
+    RETRYABLE,
+    Connector,
+    RedisClient,
+    ReplicasShortError,
+    SinkError,
+    Waits,
+    execute,
+    is_transient,
+    queue_waits,
+)
+from daemon.publish.schema import EntryId, encode_entry, encode_event
+from daemon.publish.sink_report import OutageReport
+from daemon.publish.spool import Spool
+from daemon.publish.stream_ids import StreamIds
+
+log = structlog.get_logger("beltsight.sink")
+
+EVENTS_BUFFER_MAX = 1000
+_ID_TOO_SMALL = "equal or smaller than the target stream top item"
+
+
+class Clock(Protocol):
+    def time_ms(self) -> int: ...
+
+    def monotonic(self) -> float: ...
+
+
+class SystemClock:
+    def time_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+class RedisSink:
+    """Publishes every FrameResult as one schema-v1 entry in its camera's stream.
+
+    Policies:
+    - Buffer: `accept()` never blocks on Redis; up to `buffer_max` entries wait in memory.
+      Without `spool_dir`, when full, the oldest entry not being written is dropped, counted
+      `dropped{camera, buffer_full}` and logged (at most every 5 s). With `spool_dir`, the
+      oldest entries are spilled to the disk spool instead (chunks of up to 256, written and
+      fsync'd by the spool's writer thread: the loop never waits for the disk), published
+      first once Redis is back, and found again by the next run;
+      only when the spool passes `spool_max_mb` are its oldest entries dropped (counted and
+      logged the same way). See `Backlog` and `daemon.publish.spool`. Events have their own memory
+      buffer of 1000, drop-oldest, never spooled.
+    - Writes: pipelines (no MULTI) of up to `publish_batch` XADDs with `MAXLEN ~ maxlen`.
+      IDs are explicit, `<captured_ms>-<n>`, strictly increasing per stream (same ms or the
+      clock going back: previous ID + 1). An ID, once given to an entry, sticks to it.
+    - Exactly once: before writing, IDs are checked against the stream's top after anything
+      that may have hidden a write; an entry already stored is counted, not written again
+      (`daemon.publish.stream_ids`). Order per camera holds while this sink is the only writer.
+    - Outages (connection refused/reset, timeouts, LOADING): keep the buffer, `redis_up` 0,
+      log `redis_down` once, retry with capped exponential backoff and full jitter
+      (`backoff_min_s` .. `backoff_max_s`), then log `redis_up` and publish the backlog in
+      order. Authentication/ACL failures are logged as `redis_auth_failed` (ERROR) and
+      retried the same way; the connection is rebuilt each time, so a fixed password file is
+      picked up. Any other refusal (e.g. WRONGTYPE) is logged `redis_write_failed` and retried.
+    - Replicas (`min_replicas` > 0): each pipeline ends with `WAIT min_replicas wait_timeout_ms`
+      (one per master written, `daemon.publish.redis_conn.queue_waits`); an entry leaves the buffer only
+      once its master's WAIT counted enough replicas. Unconfirmed entries stay, in order; the next
+      attempt finds them stored (same ID) and confirms them with that attempt's WAIT, or, when a
+      failover lost them with the old master, writes them again to the new one. A short count is
+      logged `redis_replicas_short` and backed off like an outage, on the same connection (WAIT
+      counts that connection's writes). Events are not held for replicas.
+    - Cluster, TLS: inside the client (`daemon.publish.redis_conn.Connector`); nothing here branches.
+    - Redis user needs: XADD, XINFO, XRANGE on the detection and event streams (+ WAIT and
+      XSETID for min_replicas, CLUSTER SLOTS and COMMAND for a cluster: README's ACL lines).
+    - `close()` spills what is still in memory to the spool (the next run publishes it); without
+      a spool it counts it as `dropped{camera, shutdown}`. Call it after `run()` has stopped.
+    """
+
+    def __init__(
+        self,
+        cfg: RedisConfig,
+        metrics: Metrics,
+        *,
+        client_factory: Callable[[], RedisClient] | None = None,
+        clock: Clock | None = None,
+        backoff_min_s: float = 0.2,
+        backoff_max_s: float = 5.0,
+    ) -> None:
+        self.cfg = cfg
+        self.metrics = metrics
+        self._client_factory = client_factory or Connector(cfg)
+        self._clock: Clock = clock or SystemClock()
+        self._backoff = Backoff(backoff_min_s, backoff_max_s, healthy_reset_s=30.0)
+        spool = None
+        if cfg.spool_dir is not None:
+            spool = Spool.open(cfg.spool_dir, cfg.spool_max_mb * 1024 * 1024)
+        self._ids = StreamIds(cfg.stream_for)
+        self._frames = Backlog(cfg.buffer_max, spool, self._ids.assign_spill_id)
+        metrics.sink_spooled.set_function(lambda: self._frames.spooled)
+        self._events: Buffer[StatusEvent] = Buffer(EVENTS_BUFFER_MAX)
+        # tickets this client wrote whose replicas have not confirmed them yet (min_replicas)
+        self._unconfirmed: set[int] = set()
+        self._client: RedisClient | None = None
+        self._wake = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._report = OutageReport(cfg)
+        self.connected = False
+        metrics.redis_up.set(0)
+        self._report.tls_unverified()
+
+    # -- intake (event loop, never blocks) ----------------------------------------------
+
+    def accept(self, result: FrameResult) -> None:
+        self._count_drops(self._frames.push(result))
+        self.metrics.sink_buffered.set(len(self._frames))
+        self._wake.set()
+
+    def accept_event(self, event: StatusEvent) -> None:
+        dropped = self._events.push(event)
+        if dropped is not None:
+            log.warning("sink_event_dropped", kind=dropped.kind, camera=dropped.camera_id)
+        self._wake.set()
+
+    @property
+    def buffered(self) -> int:
+        """Frame entries not yet in Redis, in memory and in the spool."""
+        return len(self._frames)
+
+    @property
+    def spooled(self) -> int:
+        """Frame entries waiting in the disk spool (0 without one)."""
+        return self._frames.spooled
+
+    # -- publishing ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Publish until cancelled: wait for work, write a batch, back off while Redis fails.
+
+        A cancellation that a library swallows (a connect or disconnect turning CancelledError
+        into a timeout) still ends the loop: the task's pending cancel count is checked on each
+        pass, so shutdown never waits on a sink that keeps retrying."""
+        task = asyncio.current_task()
+        try:
+            while True:
+                if task is not None and task.cancelling():
+                    raise asyncio.CancelledError
+                if not self._frames and not self._events:
+                    self._wake.clear()
+                    await self._wake.wait()
+                delay_s = await self._attempt()
+                if delay_s is not None:
+                    await asyncio.sleep(delay_s)
+        finally:
+            await self._drop_client()
+
+    async def drain(self, timeout_s: float) -> int:
+        """Flush the buffers within `timeout_s`; return how many frame entries are left."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        try:
+            async with asyncio.timeout_at(deadline):
+                while self._frames or self._events:
+                    delay_s = await self._attempt()
+                    if delay_s is not None:
+                        await asyncio.sleep(min(delay_s, max(0.0, deadline - loop.time())))
+        except TimeoutError:
+            pass
+        return len(self._frames)
+
+    async def close(self) -> None:
+        """Close the connection; entries still in memory go to the spool for the next run,
+        or without one (or when it cannot be written) are counted as dropped (`shutdown`)."""
+        spilled, drops, lost = self._frames.shut()
+        self._count_drops(drops)
+        for result in lost:
+            self.metrics.dropped(result.camera_id, "shutdown")
+        if spilled or drops:
+            log.info("sink_spooled_at_shutdown", spilled=spilled, dropped=sum(drops.values()))
+        self._events.drain_all()
+        self.metrics.sink_buffered.set(0)
+        await self._drop_client()
+
+    async def _attempt(self) -> float | None:
+        """One batch; when Redis failed, the seconds to back off."""
+        async with self._lock:
+            try:
+                if self._client is None:
+                    self._client = self._client_factory()
+                await self._publish_batch(self._client)
+            except asyncio.CancelledError:
+                # cut off mid-pipeline: the socket may hold unread replies and writes may have landed
+                self._ids.forget_tops()
+                await self._drop_client()
+                raise
+            except RETRYABLE as exc:
+                return await self._on_failure(exc)
+            except ValueError as exc:  # unreadable password file, bad URL
+                return await self._on_failure(SinkError(SECRETS.scrub(str(exc))))
+            self._on_success()
+            return None
+
+    async def _publish_batch(self, client: RedisClient) -> None:
+        # entries waiting for replicas ride along (not written again), so new ones still go out
+        frames = self._frames.peek(self.cfg.publish_batch + len(self._unconfirmed))
+        self._unconfirmed &= {s.ticket for s in frames}
+        events = self._events.peek(self.cfg.publish_batch)
+        done_frames: set[int] = set()
+        done_events: set[int] = set()
+        refusal: Exception | None = None
+        short: ReplicasShortError | None = None
+        try:
+            await self._ids.resolve(client, frames, self._unconfirmed)
+            to_send = [s for s in frames if not s.duplicate]
+            replies, waits = await self._send(client, to_send, events, frames)
+            confirmed, fewest = self._confirmed(client, waits, replies[len(replies) - len(waits) :])
+            refusal = self._settle_frames(frames, to_send, replies[: len(to_send)], confirmed, done_frames)
+            for ev, reply in zip(events, replies[len(to_send) : len(to_send) + len(events)], strict=True):
+                if isinstance(reply, Exception):
+                    refusal = refusal or reply
+                else:
+                    done_events.add(ev.ticket)
+            written = {s.ticket for s, r in zip(to_send, replies, strict=False) if not isinstance(r, Exception)}
+            self._unconfirmed = {s.ticket for s in frames if s.duplicate or s.ticket in written} - done_frames
+            waiting = sum(s.ticket not in done_frames for s in frames)
+            if confirmed is not None and refusal is None and waiting:
+                short = ReplicasShortError(
+                    f"{waiting} entries in Redis, confirmed by {fewest} of {self.cfg.min_replicas} replicas"
+                    f" within {self.cfg.wait_timeout_ms} ms"
+                )
+        finally:
+            self._count_drops(self._frames.settle(done_frames))
+            self._events.settle(done_events)
+            self.metrics.sink_buffered.set(len(self._frames))
+        if refusal is not None:
+            if is_transient(refusal):  # a node went away mid-pipeline (cluster): an outage
+                raise refusal
+            raise SinkError(str(refusal)) from refusal
+        if short is not None:
+            raise short
+
+    async def _send(
+        self,
+        client: RedisClient,
+        frames: list[Slot[FrameResult]],
+        events: list[Slot[StatusEvent]],
+        batch: list[Slot[FrameResult]],
+    ) -> tuple[list[Any], Waits]:
+        """XADD `frames` and `events` in one pipeline (no MULTI), then the WAITs that confirm
+        every stream of `batch` (written now or found stored) when min_replicas is set."""
+        streams = {self.cfg.stream_for(s.item.camera_id) for s in batch}
+        if not frames and not events and not (streams and self.cfg.min_replicas):
+            return [], Waits(self.cfg.min_replicas)
+        published_ms = self._clock.time_ms()
+        async with client.pipeline(transaction=False) as pipe:
+            for slot in frames:
+                pipe.xadd(
+                    self.cfg.stream_for(slot.item.camera_id),
+                    encode_entry(slot.item, published_ms),  # type: ignore[arg-type]
+                    id=str(slot.entry_id),
+                    maxlen=self.cfg.maxlen,
+                    approximate=True,
+                )
+            for ev in events:
+                pipe.xadd(
+                    self.cfg.events_stream,
+                    encode_event(ev.item, published_ms),  # type: ignore[arg-type]
+                    maxlen=self.cfg.events_maxlen,
+                    approximate=True,
+                )
+            written = {self.cfg.stream_for(s.item.camera_id) for s in frames}
+            written |= {self.cfg.events_stream} if events else set()
+            tops = {s: str(top) for s in streams if (top := self._ids.top(s)) is not None}
+            waits = queue_waits(
+                client, pipe, streams, self.cfg.min_replicas, self.cfg.wait_timeout_ms, written=written, tops=tops
+            )
+            # a write redis-py redirects (MOVED/ASK) would land outside its WAIT: with replicas to
+            # wait for, a redirect fails the batch and the next attempt re-reads the slot map
+            return await execute(client, pipe, follow_redirects=not self.cfg.min_replicas), waits
+
+    def _confirmed(self, client: RedisClient, waits: Waits, replies: list[Any]) -> tuple[set[str] | None, int]:
+        """(streams whose writes the replicas confirmed, fewest replicas a WAIT counted);
+        None: nothing to confirm (min_replicas 0)."""
+        if self.cfg.min_replicas == 0:
+            return None, 0
+        if not waits:
+            return set(), 0
+        confirmed, fewest = waits.confirmed(client, replies)
+        for wait in waits.queued:
+            outcome = "confirmed" if wait.streams <= confirmed else "short"
+            self.metrics.replica_waits.labels(outcome=outcome).inc()
+        return confirmed, fewest
+
+    def _settle_frames(
+        self,
+        batch: list[Slot[FrameResult]],
+        sent: list[Slot[FrameResult]],
+        replies: list[Any],
+        confirmed: set[str] | None,
+        done: set[int],
+    ) -> Exception | None:
+        refusal: Exception | None = None
+        for slot, reply in zip(sent, replies, strict=True):
+            stream = self.cfg.stream_for(slot.item.camera_id)
+            if isinstance(reply, Exception):
+                if _ID_TOO_SMALL in str(reply):
+                    self._ids.forget_top(stream)  # someone else wrote: re-read the top, re-check
+                else:
+                    refusal = refusal or reply
+                continue
+            self._ids.written(stream, EntryId.parse(reply))
+        now = self._clock.monotonic()
+        for slot, reply in zip(sent, replies, strict=True):
+            if isinstance(reply, Exception):
+                continue
+            self._published(slot, confirmed, done, now)
+        for slot in batch:
+            if slot.duplicate:  # written by an earlier attempt whose reply was lost or unconfirmed
+                self._published(slot, confirmed, done, None)
+        return refusal
+
+    def _published(
+        self, slot: Slot[FrameResult], confirmed: set[str] | None, done: set[int], now: float | None
+    ) -> None:
+        if confirmed is not None and self.cfg.stream_for(slot.item.camera_id) not in confirmed:
+            return  # in Redis, not yet on enough replicas: stays buffered
+        done.add(slot.ticket)
+        camera = slot.item.camera_id
+        self.metrics.entries_published.labels(camera=camera).inc()
+        if now is not None or confirmed is not None:
+            latency_s = max(0.0, (now or self._clock.monotonic()) - slot.item.captured_mono)
+            self.metrics.latency_seconds.labels(camera=camera).observe(latency_s)
+
+    # -- health, backoff, logging ---------------------------------------------------------
+
+    def _on_success(self) -> None:
+        if not self.connected:
+            self._report.up(self._backoff.failures)
+        self.connected = True
+        self._backoff.succeeded()
+        self.metrics.redis_up.set(1)
+
+    async def _on_failure(self, exc: BaseException) -> float:
+        """Log the failure once per outage and kind; return the backoff delay."""
+        self.connected = False
+        self.metrics.redis_up.set(0)
+        delay_s = self._backoff.failed()
+        if isinstance(exc, ReplicasShortError):  # replies all read: keep the connection WAIT counts on
+            delay_s = min(delay_s, self.cfg.wait_timeout_ms / 1000)  # each WAIT already waited that long
+        else:
+            self._ids.forget_tops()  # a write may have landed without its reply: re-read the tops
+            await self._drop_client()
+        self._report.failed(exc, len(self._frames))
+        return delay_s
+
+    def _count_drops(self, drops: Drops) -> None:
+        for camera_id, n in drops.items():
+            self.metrics.dropped(camera_id, "buffer_full", n)
+            self._report.dropped(camera_id, n, self._clock.monotonic())
+
+    async def _drop_client(self) -> None:
+        self._unconfirmed.clear()  # a new connection looks them up again
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+
+__all__ = ["Backlog", "Buffer", "Clock", "RedisSink", "SystemClock"]

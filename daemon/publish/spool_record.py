@@ -1,0 +1,102 @@
+"""The spool's record format: one stream entry as a length- and CRC-framed JSON payload.
+
+Record: an 8-byte header, `<u32 payload length><u32 crc32(payload)>` (little-endian), then
+the payload: compact JSON of the FrameResult and the stream entry ID it was given, so a
+replay writes the same ID and the sink's same-ID check recognises entries that had landed.
+A record that fails the length or CRC check is torn or corrupt: reading stops there.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from daemon.core.frames import Detection, FrameResult
+from daemon.publish.schema import EntryId
+
+HEADER = struct.Struct("<II")
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+RECORD_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class SpoolRecord:
+    """One spooled stream entry: the frame result and the entry ID it was given."""
+
+    result: FrameResult
+    entry_id: EntryId
+
+
+def encode_record(record: SpoolRecord) -> bytes:
+    r = record.result
+    payload = json.dumps(
+        {
+            "v": RECORD_VERSION,
+            "id": str(record.entry_id),
+            "camera": r.camera_id,
+            "seq": r.seq,
+            "captured_ms": r.captured_ms,
+            "w": r.width,
+            "h": r.height,
+            "model_size": r.model_size,
+            "model_name": r.model_name,
+            "dets": [[d.cls, d.label, d.score, *d.box] for d in r.detections],
+        },
+        separators=(",", ":"),
+    ).encode()
+    return HEADER.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def decode_payload(payload: bytes) -> SpoolRecord:
+    """The record in a checked payload; `captured_mono` is rebuilt from the wall-clock age."""
+    doc: dict[str, Any] = json.loads(payload)
+    age_s = max(0.0, (time.time_ns() // 1_000_000 - int(doc["captured_ms"])) / 1000)
+    result = FrameResult(
+        camera_id=str(doc["camera"]),
+        seq=int(doc["seq"]),
+        captured_ms=int(doc["captured_ms"]),
+        captured_mono=time.monotonic() - age_s,
+        width=int(doc["w"]),
+        height=int(doc["h"]),
+        model_size=int(doc["model_size"]),
+        model_name=str(doc["model_name"]),
+        detections=tuple(
+            Detection(int(c), str(label), float(score), (float(x1), float(y1), float(x2), float(y2)))
+            for c, label, score, x1, y1, x2, y2 in doc["dets"]
+        ),
+    )
+    return SpoolRecord(result, EntryId.parse(str(doc["id"])))
+
+
+def read_record(f: IO[bytes], limit: int) -> bytes | None:
+    """The next record's payload, or None at `limit` or at a torn/corrupt record."""
+    start = f.tell()
+    if start + HEADER.size > limit:
+        return None
+    length, crc = HEADER.unpack(f.read(HEADER.size))
+    if length > MAX_RECORD_BYTES or start + HEADER.size + length > limit:
+        return None
+    payload = f.read(length)
+    if len(payload) != length or zlib.crc32(payload) != crc:
+        return None
+    return payload
+
+
+def scan_segment(path: Path, start: int) -> tuple[int, int, int]:
+    """(complete records from `start`, offset after the last of them, file size)."""
+    size = path.stat().st_size
+    count, end = 0, min(start, size)
+    with path.open("rb") as f:
+        f.seek(end)
+        while read_record(f, size) is not None:
+            count += 1
+            end = f.tell()
+    return count, end, size
+
+
+__all__ = ["HEADER", "SpoolRecord", "decode_payload", "encode_record", "read_record", "scan_segment"]
