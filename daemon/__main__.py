@@ -108,7 +108,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from daemon.app import Daemon  # noqa: PLC0415
     from daemon.core.memory import tune_malloc  # noqa: PLC0415
     from daemon.core.xp import GpuUnavailableError  # noqa: PLC0415
-    from daemon.inference.engine import ModelError, ProviderError  # noqa: PLC0415
+    from daemon.inference.model_file import ModelError  # noqa: PLC0415
+    from daemon.inference.providers import ProviderError  # noqa: PLC0415
     from daemon.ops.fd_limit import raise_nofile_limit  # noqa: PLC0415
 
     malloc = tune_malloc()  # before any thread starts

@@ -26,11 +26,11 @@ from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.core.xp import DeviceChoice, choose_device
 from daemon.inference.device_stage import for_lane
-from daemon.inference.engine import EngineFactory, InferenceError, ModelInfo, load_model_info
-from daemon.inference.model_file import log_model
+from daemon.inference.engine import EngineFactory, InferenceError
+from daemon.inference.model_file import ModelInfo, load_model_info, log_model
+from daemon.inference.protocols import EngineBuilder, InferenceEngine
 from daemon.inference.providers import lane_workers, worker_batch
-from daemon.inference.rebuild import EngineBuilder
-from daemon.inference.resilience import InferenceEngine, ResilientEngine
+from daemon.inference.resilience import ResilientEngine
 from daemon.inference.stage import CameraRules, InferenceStage, PostprocessConfig
 from daemon.ingest.hwdecode import source_decode
 from daemon.ingest.sources import CameraSource

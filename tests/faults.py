@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from daemon.inference.engine import EngineError, EngineFactory, InferenceError, ModelInfo, Placement
-from daemon.inference.resilience import InferenceEngine
+from daemon.inference.engine import EngineFactory, InferenceError
+from daemon.inference.model_file import ModelInfo
+from daemon.inference.protocols import InferenceEngine
+from daemon.inference.providers import EngineError, Placement
 
 HostArray = npt.NDArray[np.float32]
 

@@ -64,7 +64,8 @@ def _daemon_one(path: Path, entry: dict[str, Any], images: list[np.ndarray]) -> 
     from daemon.core.frames import Frame, Letterbox
     from daemon.core.metrics import Metrics
     from daemon.core.model_spec import ModelOverrides
-    from daemon.inference.engine import Engine, load_model_info
+    from daemon.inference.engine import Engine
+    from daemon.inference.model_file import load_model_info
     from daemon.inference.stage import BatchTensor, InferenceStage, PostprocessConfig
 
     info = load_model_info(path, entry["size"], ModelOverrides(**entry.get("config", {})))

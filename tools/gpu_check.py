@@ -45,9 +45,11 @@ from daemon.core import nvml, yuv
 from daemon.core.frames import Frame, Letterbox
 from daemon.core.xp import cupy_status, get_xp, to_host
 from daemon.inference.device_preprocess import DeviceBatchTensor
-from daemon.inference.engine import Engine, EngineError, load_model_info
+from daemon.inference.engine import Engine
 from daemon.inference.iobinding import run_bound
+from daemon.inference.model_file import load_model_info
 from daemon.inference.postprocess import decode_batch, greedy_nms
+from daemon.inference.providers import EngineError
 from daemon.inference.stage import BatchTensor
 from daemon.ingest import hwdecode
 from daemon.ingest.decoding import scale

@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from daemon.config.settings import ThermalConfig
+from daemon.config.thermal import ThermalConfig
 from daemon.thermal.governor import ThermalGovernor
 from tools.thermal_plant import PlantParams, simulate, steps
 

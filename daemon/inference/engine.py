@@ -26,37 +26,21 @@ import structlog
 
 from daemon.config.engine import EngineConfig, Provider
 from daemon.core.metrics import Metrics
-from daemon.core.nvml import gpu_memory_used_mb
 from daemon.core.xp import GpuUnavailableError, get_xp, is_device_array, to_host
 from daemon.inference import iobinding, tensorrt_cache
 from daemon.inference.layouts import warm_up_mismatch
-from daemon.inference.model_file import ModelError, ModelInfo, load_model_info
+from daemon.inference.model_file import ModelError, ModelInfo
 from daemon.inference.postprocess import join_outputs
 from daemon.inference.providers import (
     ORT_PROVIDERS,
     EngineError,
     Placement,
-    ProviderError,
     placement_providers,
     provider_specs,
     session_options,
     verify_providers,
     worker_batch,
 )
-
-__all__ = [
-    "ORT_PROVIDERS",
-    "Engine",
-    "EngineError",
-    "EngineFactory",
-    "InferenceError",
-    "ModelError",
-    "ModelInfo",
-    "Placement",
-    "ProviderError",
-    "gpu_memory_used_mb",
-    "load_model_info",
-]
 
 log = structlog.get_logger("beltsight.engine")
 

@@ -17,8 +17,10 @@ import structlog
 from daemon.config.engine import RebuildConfig
 from daemon.core.frames import StatusEvent
 from daemon.core.memory import MemorySample, process_memory, release_free_memory
-from daemon.inference.engine import InferenceError, ModelInfo, Placement
+from daemon.inference.engine import InferenceError
+from daemon.inference.model_file import ModelInfo
 from daemon.inference.protocols import Clock, DeviceEngine, EngineBuilder, HostArray, InferenceEngine, StatusCallback
+from daemon.inference.providers import Placement
 
 __all__ = [
     "Clock",

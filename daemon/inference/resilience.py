@@ -24,8 +24,10 @@ from daemon.config.engine import EngineConfig
 from daemon.core.memory import MemorySample, process_memory
 from daemon.core.metrics import Metrics
 from daemon.core.xp import to_host
-from daemon.inference.engine import ORT_PROVIDERS, InferenceError, ModelInfo, Placement
+from daemon.inference.engine import InferenceError
+from daemon.inference.model_file import ModelInfo
 from daemon.inference.protocols import Clock, DeviceEngine, EngineBuilder, HostArray, InferenceEngine, StatusCallback
+from daemon.inference.providers import ORT_PROVIDERS, Placement
 from daemon.inference.rebuild import RebuildingEngine, close_built, emit_status
 
 __all__ = ["Clock", "DeviceEngine", "EngineBuilder", "InferenceEngine", "ResilientEngine"]

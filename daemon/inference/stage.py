@@ -21,10 +21,10 @@ import numpy.typing as npt
 from daemon.core.frames import Frame, FrameResult, Letterbox
 from daemon.core.metrics import Metrics
 from daemon.core.xp import array_module_of
-from daemon.inference.engine import ModelInfo
 from daemon.inference.layouts import InputConvention
+from daemon.inference.model_file import ModelInfo
 from daemon.inference.postprocess import decode_batch, source_mapping, to_detections
-from daemon.inference.resilience import InferenceEngine
+from daemon.inference.protocols import InferenceEngine
 
 if TYPE_CHECKING:
     from daemon.inference.device_stage import DeviceInference

@@ -17,7 +17,9 @@ from daemon.config.engine import EngineConfig
 from daemon.core.model_spec import ModelOverrides
 from daemon.core.nvml import gpu_memory_used_mb
 from daemon.core.xp import cupy_status
-from daemon.inference.engine import ORT_PROVIDERS, Engine, EngineError, ModelError, load_model_info
+from daemon.inference.engine import Engine
+from daemon.inference.model_file import ModelError, load_model_info
+from daemon.inference.providers import ORT_PROVIDERS, EngineError
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,9 @@ from daemon.config.engine import EngineConfig
 from daemon.core.frames import Letterbox
 from daemon.core.xp import GpuUnavailableError, choose_device, get_xp, to_host
 from daemon.inference.device_preprocess import DeviceBatchTensor
-from daemon.inference.engine import Engine, load_model_info
+from daemon.inference.engine import Engine
 from daemon.inference.layouts import InputConvention
+from daemon.inference.model_file import load_model_info
 from daemon.inference.postprocess import decode_batch
 from tests.onnx_models import DEMO_MODELS, wrap_demo
 from tests.unit.test_device_preprocess import frame_of, planes

@@ -23,8 +23,10 @@ from daemon.__main__ import _serve
 from daemon.app import Daemon
 from daemon.config.settings import load_settings
 from daemon.core.metrics import Metrics
-from daemon.inference.engine import EngineFactory, ModelInfo, Placement
-from daemon.inference.rebuild import HostArray, InferenceEngine
+from daemon.inference.engine import EngineFactory
+from daemon.inference.model_file import ModelInfo
+from daemon.inference.protocols import HostArray, InferenceEngine
+from daemon.inference.providers import Placement
 from daemon.ops.logs import configure_logging
 from tests.faults import DelegatingEngine
 

@@ -23,7 +23,7 @@ from PIL import Image
 from daemon.app import Daemon
 from daemon.config.settings import Settings, load_settings
 from daemon.core.metrics import Metrics
-from daemon.inference.rebuild import EngineBuilder
+from daemon.inference.protocols import EngineBuilder
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS = {size: REPO / "models" / f"conveyor-{size}.onnx" for size in (416, 640, 800)}

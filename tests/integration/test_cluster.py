@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from redis.crc import key_slot
 
-from daemon.config.settings import RedisConfig
+from daemon.config.redis import RedisConfig
 from daemon.config.sharding import InstanceConfig, assignment, runs
 from daemon.core.frames import FrameResult
 from daemon.core.metrics import Metrics

@@ -21,18 +21,12 @@ from onnx import TensorProto
 from daemon.config.engine import EngineConfig
 from daemon.core.frames import Frame, Letterbox
 from daemon.core.metrics import Metrics
-from daemon.inference.engine import (
-    Engine,
-    EngineFactory,
-    InferenceError,
-    ModelError,
-    ModelInfo,
-    ProviderError,
-    doctor_report,
-    load_model_info,
-)
+from daemon.inference.engine import Engine, EngineFactory, InferenceError
+from daemon.inference.model_file import ModelError, ModelInfo, load_model_info
 from daemon.inference.postprocess import decode_batch, to_detections
+from daemon.inference.providers import ProviderError
 from daemon.inference.stage import InferenceStage, PostprocessConfig
+from daemon.ops.doctor_report import doctor_report
 from tests.onnx_models import NAMES, anchors_for, default_metadata, template_output, write_yolo_model
 
 SIZE = 416

@@ -23,8 +23,8 @@ from daemon.config.engine import EngineConfig
 from daemon.core.frames import Detection, Frame, Letterbox
 from daemon.core.metrics import Metrics
 from daemon.core.model_spec import ModelOverrides
-from daemon.inference.engine import Engine, load_model_info
-from daemon.inference.model_file import ModelError
+from daemon.inference.engine import Engine
+from daemon.inference.model_file import ModelError, load_model_info
 from daemon.inference.stage import InferenceStage, PostprocessConfig
 from tests.fixtures_redis import RedisServer
 from tests.fixtures_rtsp import Clip

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import structlog
 
-from daemon.config.settings import ConfigError, RedisConfig, load_settings
+from daemon.config.redis import RedisConfig
+from daemon.config.settings import ConfigError, load_settings
 from daemon.core.metrics import Metrics
 from daemon.publish.tail import tail
 from tests.fixtures_redis_tls import TlsMaterial, TlsRedisServer

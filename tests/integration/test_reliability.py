@@ -19,8 +19,10 @@ import redis
 
 from daemon.config.settings import Settings
 from daemon.core.metrics import Metrics
-from daemon.inference.engine import EngineFactory, ModelInfo, Placement
-from daemon.inference.rebuild import HostArray, InferenceEngine
+from daemon.inference.engine import EngineFactory
+from daemon.inference.model_file import ModelInfo
+from daemon.inference.protocols import HostArray, InferenceEngine
+from daemon.inference.providers import Placement
 from tests.faults import DelegatingEngine
 from tests.fixtures_redis import RedisServer
 from tests.fixtures_rtsp import Clip, RtspServer

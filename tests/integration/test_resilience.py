@@ -23,7 +23,8 @@ from daemon.config.engine import BreakerConfig, EngineConfig, RebuildConfig
 from daemon.config.settings import Settings
 from daemon.core.frames import StatusEvent
 from daemon.core.metrics import Metrics
-from daemon.inference.engine import Engine, EngineFactory, ModelInfo, load_model_info
+from daemon.inference.engine import Engine, EngineFactory
+from daemon.inference.model_file import ModelInfo, load_model_info
 from daemon.inference.resilience import ResilientEngine
 from tests.faults import FaultyEngine, FaultyFactory
 from tests.fixtures_redis import RedisServer

@@ -16,7 +16,7 @@ import structlog
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from daemon.config.settings import RedisConfig
+from daemon.config.redis import RedisConfig
 from daemon.core.frames import Detection, FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.publish.redis_conn import is_auth_error, make_client

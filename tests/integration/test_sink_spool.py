@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from daemon.config.settings import RedisConfig
+from daemon.config.redis import RedisConfig
 from daemon.core.metrics import Metrics
 from daemon.publish.redis_conn import make_client
 from tests.integration.test_sink import BASE_MS, config, make_sink, result, running, sample, stored, wait_until

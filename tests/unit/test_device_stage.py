@@ -21,9 +21,11 @@ from daemon.core.metrics import Metrics
 from daemon.core.model_spec import ModelOverrides
 from daemon.core.xp import DeviceChoice
 from daemon.inference.device_stage import DeviceInference, for_lane
-from daemon.inference.engine import Engine, EngineFactory, InferenceError, ModelInfo, Placement, load_model_info
+from daemon.inference.engine import Engine, EngineFactory, InferenceError
+from daemon.inference.model_file import ModelInfo, load_model_info
 from daemon.inference.postprocess import decode_batch
 from daemon.inference.protocols import HostArray, InferenceEngine
+from daemon.inference.providers import Placement
 from daemon.inference.resilience import ResilientEngine
 from daemon.inference.stage import BatchTensor, InferenceStage, PostprocessConfig
 from daemon.ingest.decoding import scale

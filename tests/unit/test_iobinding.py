@@ -15,8 +15,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from daemon.inference.engine import load_model_info
 from daemon.inference.iobinding import run_bound, run_options
+from daemon.inference.model_file import load_model_info
 from daemon.inference.postprocess import join_outputs
 from tests.onnx_models import DEMO_MODELS, wrap_demo, write_yolo_model
 

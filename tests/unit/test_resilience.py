@@ -21,7 +21,9 @@ from daemon.config.engine import BreakerConfig, EngineConfig, RebuildConfig
 from daemon.core.frames import StatusEvent
 from daemon.core.memory import MemorySample, read_rss_mb
 from daemon.core.metrics import Metrics
-from daemon.inference.engine import EngineError, InferenceError, ModelInfo, Placement
+from daemon.inference.engine import InferenceError
+from daemon.inference.model_file import ModelInfo
+from daemon.inference.providers import EngineError, Placement
 from daemon.inference.resilience import ResilientEngine
 
 HostArray = npt.NDArray[np.float32]

@@ -15,8 +15,9 @@ import pytest
 
 from daemon.config.engine import CudaOptions, EngineConfig, TensorRTOptions
 from daemon.inference import tensorrt_cache
-from daemon.inference.engine import Engine, ProviderError, load_model_info
-from daemon.inference.providers import placement_providers, provider_specs
+from daemon.inference.engine import Engine
+from daemon.inference.model_file import load_model_info
+from daemon.inference.providers import ProviderError, placement_providers, provider_specs
 from tests.onnx_models import write_yolo_model
 
 SIZE = 416

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.config.settings import ConfigError, Settings, ThermalConfig, load_settings
+from daemon.config.settings import ConfigError, Settings, load_settings
+from daemon.config.thermal import ThermalConfig
 from daemon.thermal import Reading, ThermalGovernor
 
 BASE = """

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from daemon.config.settings import ThermalConfig
+from daemon.config.thermal import ThermalConfig
 from daemon.thermal import Reading, ThermalGovernor, Throttle
 from daemon.thermal.governor import limits_for, lsq_slope
 from tools.thermal_plant import PlantParams, SleepSwitch, Trace, simulate, steps

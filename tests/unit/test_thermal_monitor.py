@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from daemon.config.engine import EngineConfig
-from daemon.config.settings import ThermalConfig
+from daemon.config.thermal import ThermalConfig
 from daemon.core.frames import StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.thermal.monitor import ThermalMonitor, read_all, thermal_report

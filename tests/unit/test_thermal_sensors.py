@@ -12,7 +12,7 @@ import pynvml
 import pytest
 
 from daemon.config.engine import EngineConfig
-from daemon.config.settings import ThermalConfig
+from daemon.config.thermal import ThermalConfig
 from daemon.thermal import Reading, ThermalGovernor
 from daemon.thermal.monitor import open_sensors
 from daemon.thermal.sensors import NvmlSensor, SysfsThermalSensor, detect_sensors
