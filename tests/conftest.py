@@ -1,6 +1,6 @@
 """Shared fixtures live in plugin modules, one per real service, so they can grow independently."""
 
 pytest_plugins = [
-    "tests.fixtures_redis",
-    "tests.fixtures_rtsp",
+    "tests.support.fixtures_redis",
+    "tests.support.fixtures_rtsp",
 ]

@@ -57,7 +57,7 @@ from daemon.inference.model_file import ModelError, load_model_info  # noqa: E40
 from daemon.inference.providers import intra_op_threads, lane_workers, worker_batch  # noqa: E402
 from daemon.ops.logs import configure_logging  # noqa: E402
 from daemon.publish.schema import decode_entry  # noqa: E402
-from tests.integration.daemon_harness import MODELS, write_config  # noqa: E402
+from tests.support.daemon_harness import MODELS, write_config  # noqa: E402
 from tools.bench_baselines import (  # noqa: E402
     bare_at,
     bare_beside_decoders,

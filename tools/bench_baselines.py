@@ -31,7 +31,7 @@ from daemon.inference.model_file import load_model_info
 from daemon.inference.providers import intra_op_threads, lane_workers, session_options
 from daemon.inference.stage import BatchTensor
 from daemon.ingest.decoding import scale
-from tests.integration.daemon_harness import MODELS
+from tests.support.daemon_harness import MODELS
 from tools.bench_naive import NaiveCamera, run_naive
 from tools.bench_procs import Servers, machine_busy_s, pct, proc_cpu_s, split_window
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import redis
 
-from tests.fixtures_redis import free_port
+from tests.support.fixtures_redis import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = REPO / "runs" / "bench-cache"

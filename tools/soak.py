@@ -61,7 +61,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.fixtures_redis import free_port  # noqa: E402  (the one port picker, shared with tests and bench)
+from tests.support.fixtures_redis import free_port  # noqa: E402  (the one port picker, shared with tests and bench)
 from tools.soak_procs import FloodProc, RedisProc, RtspProc, kill_proc, render_clips, write_config  # noqa: E402
 from tools.soak_stats import Sample, by_label, proc_stats, scrape, theil_sen  # noqa: E402
 

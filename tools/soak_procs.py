@@ -3,7 +3,7 @@
 `RtspProc` (one `tools/rtsp_server.py` per camera, run by Debian's python3) and `RedisProc`
 (`redis-server` with AOF, `appendfsync always`) restart on the same port, so a fault can kill one
 and bring it back; `kill_proc` SIGKILLs a child (a SIGSTOPped one too). `FloodProc` floods the
-health endpoint from its own process (`Flood`, also used by tests/integration/test_http_flood.py):
+health endpoint from its own process (`Flood`, also used by tests/integration/ops/test_http_flood.py):
 
     python -m tools.soak_procs flood PORT CONNECTIONS
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.fixtures_redis import free_port
+from tests.support.fixtures_redis import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 SYSTEM_PYTHON = "/usr/bin/python3"

@@ -2,7 +2,7 @@
 
 Operators filter journald with these names (`journalctl -u beltsight -o cat | jq 'select(.event=="camera_down")'`),
 so a name is a contract: renaming one is a breaking change. Every line also carries `level`, `timestamp`
-and `logger`; stages add `camera` where there is one. tests/unit/test_log_events.py checks that this
+and `logger`; stages add `camera` where there is one. tests/unit/ops/test_log_events.py checks that this
 catalogue, the README's "Log events" table and the `log.<level>("name", ...)` calls under daemon/ agree.
 
 Adding an event: emit it with a literal name (`log.warning("thing_failed", ...)`) and add one `LogEvent`

@@ -18,8 +18,8 @@ from daemon.inference.engine import Engine
 from daemon.inference.layouts import InputConvention
 from daemon.inference.model_file import load_model_info
 from daemon.inference.postprocess import decode_batch
-from tests.onnx_models import DEMO_MODELS, wrap_demo
-from tests.unit.test_device_preprocess import frame_of, planes
+from tests.support.onnx_models import DEMO_MODELS, wrap_demo
+from tests.unit.inference.test_device_preprocess import frame_of, planes
 
 cupy = pytest.importorskip("cupy")
 try:

@@ -1,0 +1,305 @@
+"""The whole daemon (in-process) against real servers while they fail: camera kills, Redis
+outages, a daemon restart in the middle of an outage, forced session rebuilds.
+
+Assertions are on what reached Redis and on the daemon's counters: every frame the daemon ran
+through a model is in its camera's stream exactly once, in order, and the other cameras keep
+publishing while one misbehaves.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from daemon.config.settings import Settings
+from daemon.core.metrics import Metrics
+from daemon.inference.engine import EngineFactory
+from daemon.inference.model_file import ModelInfo
+from daemon.inference.protocols import HostArray, InferenceEngine
+from daemon.inference.providers import Placement
+from tests.support.daemon_harness import InProcessDaemon, wait_until, write_config
+from tests.support.faults import DelegatingEngine
+from tests.support.fixtures_redis import RedisServer
+from tests.support.fixtures_rtsp import Clip, RtspServer
+
+STREAM = "beltsight:detections:{}"
+
+
+def stream(server: RedisServer, camera: str) -> list[tuple[tuple[int, int], dict[str, str]]]:
+    """(entry ID as (ms, n), fields) in stream order; [] while Redis is down."""
+    client = server.client()
+    try:
+        raw = client.xrange(STREAM.format(camera))
+    except (redis.ConnectionError, redis.TimeoutError):  # a killed server is part of these tests
+        return []
+    finally:
+        client.close()
+    return [(entry_id(str(eid)), {str(k): str(v) for k, v in (fields or {}).items()}) for eid, fields in raw or []]
+
+
+def entry_id(text: str) -> tuple[int, int]:
+    ms, _, n = text.partition("-")
+    return int(ms), int(n)
+
+
+def total(d: InProcessDaemon, name: str, **labels: str) -> float:
+    """Sum of a metric's samples whose labels include `labels` (e.g. every model of a camera)."""
+    value = 0.0
+    for family in d.metrics.registry.collect():
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                value += s.value
+    return value
+
+
+def inferred(d: InProcessDaemon, camera: str) -> int:
+    return int(total(d, "beltsight_frames_inferred_total", camera=camera))
+
+
+def assert_exactly_once_in_order(entries: list[tuple[tuple[int, int], dict[str, str]]], expected: int) -> None:
+    keys = [(int(f["seq"]), int(f["captured_ms"])) for _id, f in entries]
+    assert len(entries) == expected, f"{len(entries)} entries in Redis, {expected} frames inferred"
+    assert len(set(keys)) == len(keys), "duplicate (seq, captured_ms) entries"
+    ids = [eid for eid, _f in entries]
+    assert all(a < b for a, b in itertools.pairwise(ids)), "entry IDs not increasing"
+    captured = [ms for _seq, ms in keys]
+    assert all(a <= b for a, b in itertools.pairwise(captured)), "entries out of capture order"
+
+
+def drops(d: InProcessDaemon, camera: str, *reasons: str) -> float:
+    return sum(total(d, "beltsight_frames_dropped_total", camera=camera, reason=r) for r in reasons)
+
+
+def small_clip(clip_factory: Callable[..., Clip], seconds: float = 3.0, seed: int = 0) -> Clip:
+    """320x240 routes to the 416 model: the cheapest lane, so timing holds on 2 busy cores."""
+    return clip_factory(320, 240, fps=10, seconds=seconds, seed=seed, synthetic=False)
+
+
+def test_killed_camera_comes_back_and_the_other_camera_never_pauses(
+    tmp_path: Path,
+    redis_server: Callable[..., RedisServer],
+    rtsp_server: Callable[..., RtspServer],
+    clip_factory: Callable[..., Clip],
+) -> None:
+    victim_srv = rtsp_server({"a": small_clip(clip_factory, seed=1).path})
+    steady_srv = rtsp_server({"b": small_clip(clip_factory, seed=2).path})
+    redis = redis_server()
+    config = write_config(
+        tmp_path / "beltsight.toml",
+        redis_url=redis.url,
+        cameras=[
+            {"id": "victim", "url": victim_srv.url("a"), "read_timeout_s": 2.0},
+            {"id": "steady", "url": steady_srv.url("b"), "read_timeout_s": 2.0},
+        ],
+    )
+    with InProcessDaemon(config) as d:
+        wait_until(
+            lambda: len(stream(redis, "victim")) >= 5 and len(stream(redis, "steady")) >= 5, 60, "both cameras", d
+        )
+        killed_ms = int(time.time() * 1000)
+        victim_srv.kill()
+        time.sleep(5.0)  # the outage itself
+        victim_srv.restart()
+        restarted_ms = int(time.time() * 1000)
+        wait_until(
+            lambda: any(int(f["captured_ms"]) > restarted_ms for _id, f in stream(redis, "victim")),
+            10,
+            "the restarted camera to publish again",
+            d,
+        )
+        back_s = (
+            min(int(f["captured_ms"]) for _i, f in stream(redis, "victim") if int(f["captured_ms"]) > restarted_ms)
+            - restarted_ms
+        ) / 1000
+        wait_until(
+            lambda: any(int(f["captured_ms"]) > restarted_ms + 2000 for _id, f in stream(redis, "steady")),
+            10,
+            "the steady camera past the outage",
+            d,
+        )
+    assert back_s <= 10.0
+    steady = [int(f["captured_ms"]) for _id, f in stream(redis, "steady")]
+    window = [ms for ms in steady if killed_ms - 1000 <= ms <= restarted_ms + 2000]
+    gaps = [b - a for a, b in itertools.pairwise(window)]
+    assert window and window[0] <= killed_ms and window[-1] >= restarted_ms + 1000
+    assert max(gaps) <= 2000, f"the steady camera paused {max(gaps)} ms during the other's outage"
+
+
+def test_redis_outage_of_10_s_loses_and_duplicates_nothing(
+    tmp_path: Path, redis_server: Callable[..., RedisServer], clip_factory: Callable[..., Clip]
+) -> None:
+    clip = small_clip(clip_factory, seed=3)
+    redis = redis_server(appendonly=True)
+    config = write_config(
+        tmp_path / "beltsight.toml",
+        redis_url=redis.url,
+        cameras=[{"id": "file", "url": str(clip.path), "realtime": True, "loop": True}],
+    )
+    with InProcessDaemon(config) as d:
+        wait_until(lambda: len(stream(redis, "file")) >= 5, 60, "entries before the outage", d)
+        redis.kill()
+        before = inferred(d, "file")
+        time.sleep(10.0)  # the outage itself
+        assert inferred(d, "file") > before + 10, "the daemon stopped processing during the outage"
+        redis.restart()
+        done = inferred(d, "file") + 10
+        wait_until(lambda: len(stream(redis, "file")) >= done, 30, "the backlog to reach Redis", d)
+        d.stop()  # graceful: intake stops, the sink drains
+        frames = inferred(d, "file")
+        assert total(d, "beltsight_entries_published_total", camera="file") == frames
+        assert drops(d, "file", "buffer_full", "shutdown", "engine_error") == 0
+    assert_exactly_once_in_order(stream(redis, "file"), frames)
+
+
+def test_daemon_restarted_during_a_redis_outage_keeps_everything_through_the_spool(
+    tmp_path: Path, redis_server: Callable[..., RedisServer], clip_factory: Callable[..., Clip]
+) -> None:
+    clip = small_clip(clip_factory, seed=4)
+    redis = redis_server(appendonly=True)
+    spool = tmp_path / "spool"
+    config = write_config(
+        tmp_path / "beltsight.toml",
+        redis_url=redis.url,
+        cameras=[{"id": "file", "url": str(clip.path), "realtime": True, "loop": True}],
+        extra="",
+    )
+    text = config.read_text().replace("[redis]\n", f'[redis]\nspool_dir = "{spool}"\n', 1)
+    config.write_text(text)
+
+    with InProcessDaemon(config) as a:
+        wait_until(lambda: len(stream(redis, "file")) >= 3, 60, "daemon A's first entries", a)
+        redis.kill()
+        start = inferred(a, "file")
+        wait_until(lambda: inferred(a, "file") >= start + 20, 30, "daemon A to process during the outage", a)
+        a.stop()  # SIGTERM path: what Redis did not take goes to the spool
+        a_frames = inferred(a, "file")
+        assert drops(a, "file", "buffer_full", "shutdown", "engine_error") == 0
+    b_started_ms = int(time.time() * 1000)
+
+    with InProcessDaemon(config) as b:
+        wait_until(lambda: inferred(b, "file") >= 10, 60, "daemon B to process during the outage", b)
+        redis.restart()
+        wait_until(lambda: len(stream(redis, "file")) >= a_frames + inferred(b, "file"), 30, "A's and B's entries", b)
+        b.stop()
+        b_frames = inferred(b, "file")
+        assert drops(b, "file", "buffer_full", "shutdown", "engine_error") == 0
+
+    entries = stream(redis, "file")
+    assert_exactly_once_in_order(entries, a_frames + b_frames)
+    from_a = [int(f["captured_ms"]) < b_started_ms for _id, f in entries]
+    assert from_a == [True] * a_frames + [False] * b_frames, "A's entries are not all there, before B's"
+
+
+def replay_config(tmp_path: Path, redis_url: str, clip: Clip, rebuild_every_frames: int) -> Path:
+    config = write_config(
+        tmp_path / "beltsight.toml",
+        redis_url=redis_url,
+        cameras=[{"id": "replay", "url": str(clip.path), "realtime": False}],
+    )
+    rebuild = f"\n[engine.rebuild]\nevery_frames = {rebuild_every_frames}\n\n[health]"
+    config.write_text(config.read_text().replace("\n[health]", rebuild, 1))
+    return config
+
+
+def replay_finished(d: InProcessDaemon) -> bool:
+    return bool(d.daemon.sources) and d.daemon.sources[0].finished
+
+
+def rebuilds(d: InProcessDaemon) -> float:
+    return total(d, "beltsight_session_builds_total", reason="rebuild_frames")
+
+
+def test_forced_rebuilds_every_50_frames_publish_every_frame_once(
+    tmp_path: Path, redis_server: Callable[..., RedisServer], clip_factory: Callable[..., Clip]
+) -> None:
+    """Rebuilds swap sessions under load without losing, repeating or reordering a frame."""
+    clip = small_clip(clip_factory, seconds=12.0, seed=5)
+    redis = redis_server()
+    with InProcessDaemon(replay_config(tmp_path, redis.url, clip, 50)) as d:
+        wait_until(lambda: replay_finished(d), 90, "the replay to reach its end", d)
+        wait_until(lambda: len(stream(redis, "replay")) >= inferred(d, "replay"), 30, "the sink to drain", d)
+        wait_until(lambda: rebuilds(d) >= 2, 30, "two rebuilds", d)
+        d.stop()
+        frames = inferred(d, "replay")
+        assert drops(d, "replay", "stale", "engine_error", "buffer_full", "shutdown") == 0
+        assert drops(d, "replay", "superseded") == 0
+    entries = stream(redis, "replay")
+    assert frames == clip.frames
+    assert [int(f["seq"]) for _id, f in entries] == list(range(frames))
+    assert_exactly_once_in_order(entries, frames)
+
+
+def test_replay_publishes_its_final_frame_while_the_engine_is_busy(
+    tmp_path: Path, redis_server: Callable[..., RedisServer], clip_factory: Callable[..., Clip]
+) -> None:
+    clip = small_clip(clip_factory, seconds=3.0, seed=6)
+    redis = redis_server()
+    with InProcessDaemon(replay_config(tmp_path, redis.url, clip, 10)) as d:
+        wait_until(lambda: replay_finished(d), 60, "the replay to reach its end", d)
+        wait_until(lambda: len(stream(redis, "replay")) >= inferred(d, "replay"), 30, "the sink to drain", d)
+        d.stop()
+        assert drops(d, "replay", "superseded") == 0
+    assert [int(f["seq"]) for _id, f in stream(redis, "replay")] == list(range(clip.frames))
+
+
+class _SlowEngine(DelegatingEngine):
+    """A real engine that takes `delay_s` longer per batch (one worker slower than the other)."""
+
+    def __init__(self, inner: InferenceEngine, delay_s: float) -> None:
+        super().__init__(inner)
+        self.delay_s = delay_s
+
+    def run(self, batch: HostArray) -> HostArray:
+        time.sleep(self.delay_s)
+        return self.inner.run(batch)
+
+
+@dataclass
+class _FirstSlowFactory:
+    inner: EngineFactory
+    built: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def build(self, info: ModelInfo, placement: Placement = "configured", reason: str = "startup") -> InferenceEngine:
+        engine: InferenceEngine = self.inner.build(info, placement, reason)
+        with self.lock:  # the workers' sessions are built side by side
+            self.built += reason == "first_use"
+            first = reason == "first_use" and self.built == 1
+        return _SlowEngine(engine, 0.4) if first else engine
+
+
+def test_two_workers_publish_in_frame_order_when_a_later_batch_ends_first(
+    tmp_path: Path, redis_server: Callable[..., RedisServer], clip_factory: Callable[..., Clip]
+) -> None:
+    """Worker 0's session is slow, worker 1's fast: batches end out of order, Redis gets frame order."""
+    clip = small_clip(clip_factory, seconds=3.0, seed=11)
+    redis = redis_server()
+    config = write_config(
+        tmp_path / "beltsight.toml",
+        redis_url=redis.url,
+        cameras=[{"id": "replay", "url": str(clip.path), "realtime": False}],
+        workers=2,
+        max_batch=1,
+    )
+    factories: list[_FirstSlowFactory] = []
+
+    def make_factory(settings: Settings, metrics: Metrics) -> _FirstSlowFactory:
+        factories.append(_FirstSlowFactory(EngineFactory(settings.engine, metrics)))
+        return factories[0]
+
+    with InProcessDaemon(config, engine_factory=make_factory) as d:
+        wait_until(lambda: len(stream(redis, "replay")) >= clip.frames, 90, "every frame in Redis", d)
+        lane = d.daemon.lanes[416]
+        per_worker = [w.batches for w in lane.workers]
+        d.stop()
+    assert len(per_worker) == 2 and min(per_worker) >= 1, per_worker  # both workers served batches
+    assert max(per_worker) > 2 * min(per_worker), per_worker  # the fast one's batches overtook the slow one's
+    entries = stream(redis, "replay")
+    assert_exactly_once_in_order(entries, clip.frames)
+    assert [int(f["seq"]) for _id, f in entries] == list(range(clip.frames))

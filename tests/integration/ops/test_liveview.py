@@ -1,0 +1,195 @@
+"""The live view against the real daemon (in-process) with a real RTSP camera, a file replay and
+Redis: snapshots cost nothing until asked for, their boxes are the detections published to Redis
+for that very frame, and the page works in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from daemon.ops.liveview import BOX_WIDTH, class_colour
+from tests.integration.app.test_reliability import stream
+from tests.support.daemon_harness import InProcessDaemon, http_get, wait_until, write_config
+from tests.support.fixtures_redis import RedisServer
+from tests.support.fixtures_rtsp import Clip, RtspServer
+
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = pytest.mark.slow
+
+
+def encodes(d: InProcessDaemon, camera: str) -> float:
+    return d.counter("beltsight_snapshot_encodes_total", camera=camera)
+
+
+def start(
+    tmp_path: Path,
+    redis: RedisServer,
+    rtsp: Callable[..., RtspServer],
+    clip_factory: Callable[..., Clip],
+    interval_s: float,
+) -> InProcessDaemon:
+    clip = clip_factory(640, 480, fps=10, seconds=4.0, seed=21, synthetic=True)
+    server = rtsp({"belt": clip.path})
+    config = write_config(
+        tmp_path / "beltsight.toml",
+        redis_url=redis.url,
+        cameras=[
+            {"id": "belt", "url": server.url("belt")},
+            {"id": "replay", "url": str(clip.path), "realtime": True, "loop": True},
+        ],
+        health={"snapshot_min_interval_s": interval_s},
+    )
+    return InProcessDaemon(config)
+
+
+def port_of(d: InProcessDaemon) -> int:
+    wait_until(lambda: d.daemon.health is not None and d.daemon.state == "running", 60, "the daemon to be ready", d)
+    assert d.daemon.health is not None
+    return d.daemon.health.port
+
+
+def entry_for(redis: RedisServer, camera: str, seq: int, captured_ms: int) -> dict[str, str] | None:
+    for _id, fields in stream(redis, camera):
+        if fields["seq"] == str(seq) and fields["captured_ms"] == str(captured_ms):
+            return fields
+    return None
+
+
+def snapshot_with_detections(d: InProcessDaemon, camera: str) -> tuple[dict[str, str], bytes]:
+    found: list[tuple[dict[str, str], bytes]] = []
+
+    def probe() -> bool:
+        reply = http_get(port_of(d), f"/cameras/{camera}/snapshot.jpg")
+        if reply.status == 200 and http_get(port_of(d), f"/cameras/{camera}/snapshot.json").json()["dets"]:
+            found.append((reply.headers, reply.body))
+            return True
+        return False
+
+    wait_until(probe, 60, f"a snapshot of {camera} with detections", d)
+    return found[0]
+
+
+def box_pixels_match(image: np.ndarray, det: dict[str, Any], sx: float, sy: float) -> float:
+    """Share of sampled points on the box outline (drawn inside the box) that have its class colour."""
+    x1, y1, x2, y2 = (det["box"][0] * sx, det["box"][1] * sy, det["box"][2] * sx - 1, det["box"][3] * sy - 1)
+    inset = BOX_WIDTH / 2 - 0.5
+    colour = np.array(class_colour(det["cls"]), dtype=np.int16)
+    h, w = image.shape[:2]
+    points = []
+    for t in np.linspace(0.2, 0.8, 7):
+        x, y = x1 + t * (x2 - x1), y1 + t * (y2 - y1)
+        points += [(x, y2 - inset), (x1 + inset, y), (x2 - inset, y)]  # bottom, left, right edges
+    hits = 0
+    for x, y in points:
+        px = image[min(h - 1, max(0, round(y))), min(w - 1, max(0, round(x)))].astype(np.int16)
+        hits += int(np.abs(px - colour).max() <= 60)
+    return hits / len(points)
+
+
+def test_snapshots_cost_nothing_unwatched_and_are_rate_limited(
+    tmp_path: Path,
+    redis_server: Callable[..., RedisServer],
+    rtsp_server: Callable[..., RtspServer],
+    clip_factory: Callable[..., Clip],
+) -> None:
+    redis = redis_server()
+    with start(tmp_path, redis, rtsp_server, clip_factory, interval_s=30.0) as d:
+        wait_until(lambda: len(stream(redis, "belt")) >= 20, 60, "20 entries of the RTSP camera", d)
+        assert encodes(d, "belt") == 0 and encodes(d, "replay") == 0  # nobody looked: nothing encoded
+        port = port_of(d)
+        replies = [http_get(port, "/cameras/belt/snapshot.jpg") for _ in range(10)]
+        assert all(r.status == 200 and r.headers["Content-Type"] == "image/jpeg" for r in replies)
+        assert len({r.headers["X-Beltsight-Seq"] for r in replies}) == 1  # one cached JPEG for the interval
+        assert encodes(d, "belt") == 1 and encodes(d, "replay") == 0
+        image = Image.open(BytesIO(replies[0].body))
+        assert image.format == "JPEG" and image.size == (640, 480)
+        assert http_get(port, "/cameras/nope/snapshot.jpg").status == 404
+        assert http_get(port, "/cameras/belt/snapshot.png").status == 404
+        assert http_get(port, "/cameras/belt/snapshot.jpg", method="POST").status == 405
+
+
+def test_snapshot_boxes_are_the_detections_published_for_that_frame(
+    tmp_path: Path,
+    redis_server: Callable[..., RedisServer],
+    rtsp_server: Callable[..., RtspServer],
+    clip_factory: Callable[..., Clip],
+) -> None:
+    redis = redis_server()
+    with start(tmp_path, redis, rtsp_server, clip_factory, interval_s=5.0) as d:
+        headers, jpeg = snapshot_with_detections(d, "belt")
+        seq, captured_ms = int(headers["X-Beltsight-Seq"]), int(headers["X-Beltsight-Captured-Ms"])
+        sidecar = http_get(port_of(d), "/cameras/belt/snapshot.json").json()
+        wait_until(lambda: entry_for(redis, "belt", seq, captured_ms) is not None, 10, "the frame's entry", d)
+        entry = entry_for(redis, "belt", seq, captured_ms)
+    assert entry is not None
+    assert (sidecar["seq"], sidecar["captured_ms"]) == (seq, captured_ms)
+    assert headers["X-Beltsight-Model"] == entry["model"] == sidecar["model"]
+    published = json.loads(entry["dets"])
+    assert sidecar["dets"] == published and published
+    image = np.asarray(Image.open(BytesIO(jpeg)).convert("RGB"))
+    sx, sy = sidecar["image_w"] / int(entry["w"]), sidecar["image_h"] / int(entry["h"])
+    for det in published:
+        assert box_pixels_match(image, det, sx, sy) >= 0.8, det
+
+
+def chromium(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    profile = tmp_path / "chromium-profile"
+    profile.mkdir(exist_ok=True)
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--window-size=1100,1400",
+        "--virtual-time-budget=8000",
+    ]
+    return subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason=f"{CHROMIUM} is not installed (apt-get install chromium)")
+def test_the_page_lists_every_camera_with_its_snapshot_in_headless_chromium(
+    tmp_path: Path,
+    redis_server: Callable[..., RedisServer],
+    rtsp_server: Callable[..., RtspServer],
+    clip_factory: Callable[..., Clip],
+) -> None:
+    redis = redis_server()
+    with start(tmp_path, redis, rtsp_server, clip_factory, interval_s=0.5) as d:
+        snapshot_with_detections(d, "belt")
+        snapshot_with_detections(d, "replay")
+        url = f"http://127.0.0.1:{port_of(d)}/"
+        dom = chromium(["--dump-dom", url], tmp_path)
+        shot = tmp_path / "liveview.png"
+        chromium([f"--screenshot={shot}", url], tmp_path)
+        models = {c["id"]: c["model"] for c in http_get(port_of(d), "/api/cameras").json()["cameras"]}
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    cards = {
+        m.group(1): m.group(0) for m in re.finditer(r'<section class="camera" data-camera="([^"]+)"[^>]*>', dom.stdout)
+    }
+    assert set(cards) == {"belt", "replay"}, dom.stdout[-3000:]
+    for camera, tag in cards.items():
+        assert 'data-state="up"' in tag and 'data-loaded="1"' in tag, tag
+        assert re.search(r'data-snapshot-seq="\d+"', tag), tag
+        assert models[camera] is not None and models[camera] in dom.stdout
+    assert dom.stdout.count("blob:") >= 2  # both snapshots were fetched and shown
+    assert shot.is_file()
+    pixels = np.asarray(Image.open(shot).convert("RGB")).astype(np.int16)
+    boxes = sum(
+        int((np.abs(pixels - np.array(class_colour(cls), np.int16)).max(axis=2) <= 40).sum()) for cls in range(3)
+    )
+    assert boxes >= 200, f"only {boxes} box-coloured pixels in the screenshot"

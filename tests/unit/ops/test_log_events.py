@@ -1,0 +1,140 @@
+"""The log-event catalogue (daemon/ops/log_events.py), the README's table and the code agree.
+
+The code is read with `ast`, so a call split over lines or formatted any way is still found:
+every `<logger>.<level>("event", ...)` under daemon/ must be catalogued at that level with its
+keyword fields, every catalogued event must be emitted, and the README must list the same set."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from daemon.ops.log_events import CATALOGUE, EVENTS, LIBRARY_EVENT, README_END, README_START
+
+ROOT = Path(__file__).resolve().parents[3]
+LEVEL_METHODS = {"debug": "debug", "info": "info", "warning": "warning", "error": "error", "critical": "critical"}
+LEVEL_METHODS["exception"] = "error"
+IMPLICIT_FIELDS = {"exc_info", "stack_info"}
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    where: str
+    name: str
+    level: str
+    fields: frozenset[str]
+
+
+def _is_logger(node: ast.expr) -> bool:
+    """`log`, `logger`, `self._log`, `structlog.get_logger(...)`: a receiver whose name says log."""
+    if isinstance(node, ast.Name):
+        return "log" in node.id.lower()
+    if isinstance(node, ast.Attribute):
+        return "log" in node.attr.lower()
+    if isinstance(node, ast.Call):
+        return _is_logger(node.func)
+    return False
+
+
+def scan(source: str, where: str) -> tuple[list[Emit], list[str]]:
+    """The log calls in `source`, and the ones whose event name is not a literal (errors)."""
+    emits: list[Emit] = []
+    bad: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        level = LEVEL_METHODS.get(node.func.attr)
+        if level is None or not _is_logger(node.func.value):
+            continue
+        first = node.args[0] if node.args else None
+        if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+            bad.append(f"{where}:{node.lineno}")
+            continue
+        fields = frozenset(k.arg for k in node.keywords if k.arg is not None)
+        emits.append(Emit(f"{where}:{node.lineno}", first.value, level, fields))
+    return emits, bad
+
+
+def code_emits() -> tuple[list[Emit], list[str]]:
+    emits: list[Emit] = []
+    bad: list[str] = []
+    for path in sorted((ROOT / "daemon").rglob("*.py")):
+        found, wrong = scan(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
+        emits += found
+        bad += wrong
+    return emits, bad
+
+
+def readme_rows() -> dict[str, str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert README_START in text and README_END in text, "README.md lost its log-events markers"
+    table = text.split(README_START, 1)[1].split(README_END, 1)[0]
+    return {m[1]: m[2] for m in re.finditer(r"^\|\s*`([a-z0-9_]+)`\s*\|\s*([a-z]+)\s*\|", table, re.M)}
+
+
+def test_the_scanner_finds_calls_however_they_are_formatted() -> None:
+    source = """
+log.info(
+    "camera_up" ,
+    camera=cid,
+)
+self._log.exception("thing_failed", error=str(exc))
+structlog.get_logger("x").warning("w", **fields)
+log.error(name_from_a_variable)
+other.info("not a logger")
+"""
+    emits, bad = scan(source, "snippet")
+    assert [(e.name, e.level, sorted(e.fields)) for e in emits] == [
+        ("camera_up", "info", ["camera"]),
+        ("thing_failed", "error", ["error"]),
+        ("w", "warning", []),
+    ]
+    assert bad == ["snippet:8"]
+
+
+def test_event_names_are_literals() -> None:
+    _, bad = code_emits()
+    assert bad == [], f"log calls whose event name is not a string literal: {bad}"
+
+
+def test_every_emitted_event_is_catalogued_at_its_level_with_its_fields() -> None:
+    emits, _ = code_emits()
+    assert len(emits) > 40  # the scan really read the package
+    missing = sorted({e.name for e in emits} - set(CATALOGUE))
+    assert missing == [], f"emitted but not in daemon/ops/log_events.py: {missing}"
+    wrong_level = [(e.where, e.name, e.level) for e in emits if CATALOGUE[e.name].level != e.level]
+    assert wrong_level == [], f"emitted at another level than catalogued: {wrong_level}"
+    unlisted = [
+        (e.where, e.name, sorted(e.fields - set(CATALOGUE[e.name].fields) - IMPLICIT_FIELDS))
+        for e in emits
+        if e.fields - set(CATALOGUE[e.name].fields) - IMPLICIT_FIELDS
+    ]
+    assert unlisted == [], f"fields not listed in the catalogue: {unlisted}"
+
+
+def test_every_catalogued_event_is_emitted() -> None:
+    emits, _ = code_emits()
+    never = sorted(set(CATALOGUE) - {e.name for e in emits} - {LIBRARY_EVENT})
+    assert never == [], f"catalogued but emitted nowhere under daemon/: {never}"
+    logs_tree = ast.parse((ROOT / "daemon" / "ops" / "logs.py").read_text(encoding="utf-8"))
+    assert any(isinstance(n, ast.Name) and n.id == "LIBRARY_EVENT" for n in ast.walk(logs_tree))
+
+
+def test_the_catalogue_is_well_formed() -> None:
+    names = [e.name for e in EVENTS]
+    assert len(names) == len(set(names)), "an event is catalogued twice"
+    assert names == sorted(names), "keep EVENTS sorted by name"
+    for e in EVENTS:
+        assert re.fullmatch(r"[a-z][a-z0-9_]*", e.name), e.name
+        assert e.meaning.strip(), e.name
+        assert len(set(e.fields)) == len(e.fields), e.name
+
+
+def test_the_readme_lists_the_same_events_at_the_same_levels() -> None:
+    rows = readme_rows()
+    catalogued = {e.name: e.level for e in EVENTS}
+    assert rows == catalogued, (
+        "README.md's log-events table is stale: run `.venv/bin/python -m daemon.ops.log_events README.md`"
+    )
