@@ -118,6 +118,9 @@ class ConnectionInfo:
     upstream_open: bool
     bytes_upstream: int
     bytes_downstream: int
+    held_upstream: int
+    """Bytes read from the client and not forwarded yet (held by a fault, or in flight)."""
+    held_downstream: int
 
 
 class _Side(asyncio.Protocol):
@@ -211,7 +214,10 @@ class _Side(asyncio.Protocol):
 
     def write_eof(self) -> None:
         if self.is_open and self.transport is not None and self.transport.can_write_eof():
-            self.transport.write_eof()
+            try:
+                self.transport.write_eof()
+            except OSError:  # the peer is gone already (ENOTCONN after its reset): pass that on
+                self.reset()
 
     def close(self) -> None:
         """Close after flushing what is buffered (FIN)."""
@@ -473,6 +479,8 @@ class FaultProxy:
                     upstream_open=c.upstream.is_open,
                     bytes_upstream=c.bytes_upstream,
                     bytes_downstream=c.bytes_downstream,
+                    held_upstream=c.client.buffered,
+                    held_downstream=c.upstream.buffered,
                 )
                 for c in self._conns.values()
             ]
@@ -670,11 +678,11 @@ class FaultProxy:
         self, conn: _Connection, src: _Side, dst: _Side, direction: Literal["upstream", "downstream"]
     ) -> None:
         while True:
+            if dst.lost:
+                return  # nothing can reach it; the other pump sees it as its source and passes that on
             if not self._forwarding():
                 await conn.changed()
                 continue
-            if dst.lost:
-                return  # the other pump sees it as its source and passes it on
             if src.chunks:
                 if not await self._deliver(conn, src, dst, direction, src.take()):
                     return
