@@ -286,6 +286,7 @@ def test_half_open_times_out_and_keeps_the_client_socket_open(proxy: FaultProxy)
         mine = [i for i in proxy.connections() if i.client_address[:2] == sock.getsockname()[:2]]
         assert len(mine) == 1
         assert mine[0].client_open and mine[0].upstream_open
+        assert mine[0].held_upstream == 0  # the proxy did not read the PING: it is still in its kernel buffer
         assert proxy.stats().bytes_upstream == before.bytes_upstream  # nothing was read, so nothing went up
         proxy.restore()
         sock.settimeout(DEADLINE_S)
