@@ -28,9 +28,9 @@ re-exported here; `validate_layout` checks it against the node names of the addr
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from daemon.bridge.layout import (
     NODE_NAMES,
@@ -62,6 +62,10 @@ def _listen(v: str | None) -> str | None:
     return v
 
 
+Listen = Annotated[str | None, AfterValidator(_listen)]
+"""host:port; empty or absent: off."""
+
+
 class OpcUaUser(_Section):
     """One OPC UA user: `password` inline or `password_file` (a systemd credential); never logged."""
 
@@ -83,7 +87,7 @@ class OpcUaUser(_Section):
 
 
 class OpcUaConfig(_Section):
-    listen: str | None = "127.0.0.1:4840"
+    listen: Listen = "127.0.0.1:4840"
     """Endpoint `opc.tcp://<listen>/beltsight`; empty or absent: no OPC UA server."""
     security: Literal["basic256sha256", "none"] = "basic256sha256"
     """basic256sha256: the only endpoint is Basic256Sha256 SignAndEncrypt; client certificates must be
@@ -99,8 +103,6 @@ class OpcUaConfig(_Section):
     `<state_dir>/opcua/trusted`. A client whose certificate is not there is refused."""
     max_connections: int = Field(64, ge=1, le=10_000)
 
-    _check_listen = field_validator("listen")(lambda v: _listen(v))
-
     @model_validator(mode="after")
     def _cert_pair(self) -> Self:
         if (self.cert_file is None) != (self.key_file is None):
@@ -109,7 +111,7 @@ class OpcUaConfig(_Section):
 
 
 class ModbusConfig(_Section):
-    listen: str | None = "127.0.0.1:5020"
+    listen: Listen = "127.0.0.1:5020"
     """Modbus TCP; empty or absent: no Modbus server."""
     unit_id: int = Field(1, ge=0, le=255)
     base_register: int = Field(0, ge=0, le=65535)
@@ -121,11 +123,9 @@ class ModbusConfig(_Section):
     idle_timeout_s: float = Field(60.0, gt=0)
     """A connection that sends no request for this long is closed."""
 
-    _check_listen = field_validator("listen")(lambda v: _listen(v))
-
 
 class BridgeConfig(_Section):
-    health_listen: str | None = "127.0.0.1:9109"
+    health_listen: Listen = "127.0.0.1:9109"
     group: str = Field("beltsight-bridge", min_length=1, max_length=200)
     consumer: str = Field("bridge", min_length=1, max_length=200)
     """Consumer name inside the group (fixed, so a restarted bridge finds its own pending entries)."""
@@ -139,8 +139,6 @@ class BridgeConfig(_Section):
     """Longest wait between Redis reconnect attempts (capped exponential backoff, full jitter)."""
     opcua: OpcUaConfig = OpcUaConfig()
     modbus: ModbusConfig = ModbusConfig()
-
-    _check_health = field_validator("health_listen")(lambda v: _listen(v))
 
     @field_validator("objects_stream")
     @classmethod

@@ -58,11 +58,11 @@ class _Refused(asyncio.Protocol):
         transport.close()
 
 
-class _Handler(ServerRequestHandler):  # type: ignore[misc]
+class _Handler(ServerRequestHandler):
     """pymodbus's per-connection handler, remembering when the client last sent something."""
 
     def __init__(self, owner: _BoundedServer, *args: Any) -> None:
-        super().__init__(owner, *args)
+        super().__init__(owner, *args)  # type: ignore[no-untyped-call]
         self.owner = owner
         self.last_active = time.monotonic()
 
@@ -74,25 +74,25 @@ class _Handler(ServerRequestHandler):  # type: ignore[misc]
         super().data_received(data)
 
 
-class _OneUnit(SimCore):  # type: ignore[misc]
+class _OneUnit(SimCore):
     """SimCore answering only `unit`: another unit id raises NoSuchIdException (exception 0x0B)."""
 
     def __init__(self, device: SimDevice, unit: int) -> None:
         super().__init__(device)
         self._unit = unit
 
-    async def async_getValues(self, device_id: int, func_code: int, address: int, count: int = 1) -> Any:
+    async def async_getValues(self, device_id: int, func_code: int, address: int, count: int = 1) -> Any:  # noqa: N802
         if device_id != self._unit:
             raise NoSuchIdException(f"unit {device_id}")
         return await super().async_getValues(device_id, func_code, address, count)
 
-    async def async_setValues(self, device_id: int, func_code: int, address: int, values: Any) -> Any:
+    async def async_setValues(self, device_id: int, func_code: int, address: int, values: Any) -> Any:  # noqa: N802
         if device_id != self._unit:
             raise NoSuchIdException(f"unit {device_id}")
         return await super().async_setValues(device_id, func_code, address, values)
 
 
-class _BoundedServer(ModbusTcpServer):  # type: ignore[misc]
+class _BoundedServer(ModbusTcpServer):
     def __init__(self, device: SimDevice, cfg: ModbusConfig, stats: ModbusStats, address: tuple[str, int]) -> None:
         super().__init__(device, address=address)
         self.cfg = cfg
@@ -151,7 +151,7 @@ class ModbusBridgeServer:
         self._sweeper: asyncio.Task[None] | None = None
         self.port = 0
 
-    async def _action(
+    async def _action(  # noqa: PLR0917 (pymodbus's action signature)
         self,
         function_code: int,
         start_address: int,
@@ -196,4 +196,4 @@ class ModbusBridgeServer:
             await stop_task(self._sweeper)
         if self._server is not None:
             server, self._server = self._server, None
-            await server.shutdown()
+            await server.shutdown()  # type: ignore[no-untyped-call]

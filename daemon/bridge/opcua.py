@@ -33,11 +33,13 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from asyncua import Server, ua
+from asyncua import ua
 from asyncua.crypto import cert_gen
 from asyncua.crypto.permission_rules import User, UserRole
 from asyncua.crypto.truststore import TrustStore
 from asyncua.crypto.validator import CertificateValidator, CertificateValidatorOptions
+from asyncua.server.server import Server
+from asyncua.ua.object_ids import ObjectIds
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
@@ -61,6 +63,7 @@ EVENT_PROPERTIES = (
     ("Eta", ua.VariantType.String),
 )
 REFUSAL_LOG_INTERVAL_S = 10.0
+NOISY_LOGGERS = ("asyncua.crypto.truststore", "asyncua.server.binary_server_asyncio", "asyncua.server.uaprocessor")
 _U64 = 1 << 64
 _I64 = 1 << 63
 
@@ -98,7 +101,9 @@ class _Users:
         self._users = {name.encode(): pw.encode() for name, pw in users.items()}
         self._refusals = refusals
 
-    def get_user(self, iserver: Any, username: str | None = None, password: str | None = None, certificate: Any = None) -> User | None:
+    def get_user(
+        self, iserver: Any, username: str | None = None, password: str | None = None, certificate: Any = None
+    ) -> User | None:
         expected = self._users.get((username or "").encode())
         given = (password or "").encode()
         ok = hmac.compare_digest(expected if expected is not None else b"\0" * len(given) + b"x", given)
@@ -122,7 +127,7 @@ class OpcUaBridgeServer:
         self.port = 0
 
     def node_id(self, *path: str) -> ua.NodeId:
-        return ua.NodeId("/".join((ROOT, *path)), self.ns)
+        return ua.NodeId(ua.String("/".join((ROOT, *path))), ua.Int16(self.ns))
 
     @property
     def clients(self) -> int:
@@ -133,7 +138,7 @@ class OpcUaBridgeServer:
         """Start listening; `users` maps user names to their passwords (already read)."""
         assert self.cfg.listen is not None
         host, port = parse_listen(self.cfg.listen)
-        for noisy in ("asyncua.crypto.truststore", "asyncua.server.binary_server_asyncio", "asyncua.server.uaprocessor"):
+        for noisy in NOISY_LOGGERS:
             logging.getLogger(noisy).setLevel(logging.CRITICAL)  # refusals are counted and summarised here
         server = Server(user_manager=_Users(users, self.refusals) if users else None)  # type: ignore[arg-type]
         await server.init()
@@ -146,16 +151,19 @@ class OpcUaBridgeServer:
         self.ns = await server.register_namespace(NAMESPACE)
         root = await self._build(server)
         etype = await server.create_custom_event_type(
-            self.ns, EVENT_TYPE, ua.ObjectIds.BaseEventType, list(EVENT_PROPERTIES)
+            self.ns, EVENT_TYPE, ObjectIds.BaseEventType, list(EVENT_PROPERTIES)
         )
         self._gen = await server.get_event_generator(etype, root.nodeid)
         await server.start()
         self.server = server
-        sockets = server.bserver._server.sockets if server.bserver and server.bserver._server else ()
+        listener: Any = server.bserver._server if server.bserver is not None else None
+        sockets = getattr(listener, "sockets", None) or ()
         self.port = int(sockets[0].getsockname()[1]) if sockets else port
         if not users:
             log.warning("bridge_opcua_anonymous", security=self.cfg.security)
-        log.info("bridge_opcua_listening", endpoint=f"opc.tcp://{host}:{self.port}/beltsight", security=self.cfg.security)
+        log.info(
+            "bridge_opcua_listening", endpoint=f"opc.tcp://{host}:{self.port}/beltsight", security=self.cfg.security
+        )
 
     async def _security(self, server: Server, host: str) -> None:
         if self.cfg.security == "none":

@@ -13,7 +13,7 @@ Redis restored from an older snapshot) without the PLC seeing anything twice:
   nothing (nor fires an event). A daemon whose counts were reset therefore shows nothing until its
   counts pass the served ones again; deleting the bridge's snapshot key and its group starts over.
 
-A malformed entry raises `MalformedEntry` (the reader counts, logs and acknowledges it); it
+A malformed entry raises `MalformedEntryError` (the reader counts, logs and acknowledges it); it
 changes nothing. `to_snapshot`/`from_snapshot` carry the state across bridge restarts.
 """
 
@@ -31,7 +31,7 @@ OBJECT_EVENTS = ("new", "crossed", "end")
 SNAPSHOT_VERSION = 1
 
 
-class MalformedEntry(ValueError):
+class MalformedEntryError(ValueError):
     """A stream entry missing a field, or with a field that does not parse; `reason` says which."""
 
     def __init__(self, reason: str) -> None:
@@ -47,7 +47,7 @@ def parse_id(entry_id: str) -> StreamId:
     try:
         return int(ms), int(seq or 0)
     except ValueError as exc:
-        raise MalformedEntry(f"entry id {entry_id!r}") from exc
+        raise MalformedEntryError(f"entry id {entry_id!r}") from exc
 
 
 def _id_text(sid: StreamId) -> str:
@@ -102,7 +102,7 @@ Change = Crossing | StatusChange
 def _field(fields: dict[str, str], name: str) -> str:
     value = fields.get(name)
     if value is None or value == "":
-        raise MalformedEntry(f"missing field {name!r}")
+        raise MalformedEntryError(f"missing field {name!r}")
     return value
 
 
@@ -111,9 +111,9 @@ def _int(fields: dict[str, str], name: str, *, minimum: int | None = 0) -> int:
     try:
         value = int(raw, 10)
     except ValueError as exc:
-        raise MalformedEntry(f"field {name!r} is not an integer: {raw[:40]!r}") from exc
+        raise MalformedEntryError(f"field {name!r} is not an integer: {raw[:40]!r}") from exc
     if minimum is not None and value < minimum:
-        raise MalformedEntry(f"field {name!r} is below {minimum}: {value}")
+        raise MalformedEntryError(f"field {name!r} is below {minimum}: {value}")
     return value
 
 
@@ -122,7 +122,7 @@ def _float(fields: dict[str, str], name: str) -> float:
     try:
         return float(raw)
     except ValueError as exc:
-        raise MalformedEntry(f"field {name!r} is not a number: {raw[:40]!r}") from exc
+        raise MalformedEntryError(f"field {name!r} is not a number: {raw[:40]!r}") from exc
 
 
 def parse_eta(raw: str | None) -> dict[str, int]:
@@ -132,19 +132,19 @@ def parse_eta(raw: str | None) -> dict[str, int]:
     try:
         value = json.loads(raw)
     except ValueError as exc:
-        raise MalformedEntry("field 'eta' is not JSON") from exc
+        raise MalformedEntryError("field 'eta' is not JSON") from exc
     if not isinstance(value, dict) or not all(
         isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in value.items()
     ):
-        raise MalformedEntry("field 'eta' must be an object of gate id -> integer ms")
+        raise MalformedEntryError("field 'eta' must be an object of gate id -> integer ms")
     return value
 
 
 def _check_common(fields: dict[str, str], camera: str) -> str:
     if fields.get("v") != "1":
-        raise MalformedEntry(f"unsupported version v={fields.get('v', '')[:10]!r}")
+        raise MalformedEntryError(f"unsupported version v={fields.get('v', '')[:10]!r}")
     if _field(fields, "camera") != camera:
-        raise MalformedEntry(f"camera {fields['camera'][:64]!r} on the stream of {camera!r}")
+        raise MalformedEntryError(f"camera {fields['camera'][:64]!r} on the stream of {camera!r}")
     _int(fields, "track")
     _field(fields, "label")
     _int(fields, "cls")
@@ -152,7 +152,7 @@ def _check_common(fields: dict[str, str], camera: str) -> str:
     _int(fields, "at_ms")
     event = _field(fields, "event")
     if event not in OBJECT_EVENTS:
-        raise MalformedEntry(f"field 'event' is {event[:20]!r}, not one of {'|'.join(OBJECT_EVENTS)}")
+        raise MalformedEntryError(f"field 'event' is {event[:20]!r}, not one of {'|'.join(OBJECT_EVENTS)}")
     return event
 
 
@@ -227,14 +227,14 @@ class BridgeState:
 
     def load_snapshot(self, text: str) -> None:
         """Restore from `to_snapshot` output; cameras and lines no longer in the layout are dropped.
-        A snapshot that does not parse raises `MalformedEntry` and leaves the state as it was."""
+        A snapshot that does not parse raises `MalformedEntryError` and leaves the state as it was."""
         try:
             data = json.loads(text)
             if data.get("v") != SNAPSHOT_VERSION:
-                raise MalformedEntry(f"snapshot version {data.get('v')!r}")
+                raise MalformedEntryError(f"snapshot version {data.get('v')!r}")
             restored = {cid: _camera_from(raw) for cid, raw in data["cameras"].items() if cid in self.cameras}
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise MalformedEntry(f"snapshot: {exc}") from exc
+            raise MalformedEntryError(f"snapshot: {exc}") from exc
         for cid, cam in restored.items():
             known = self.cameras[cid].lines
             cam.lines = {lid: cam.lines.get(lid, LineState()) for lid in known}
@@ -244,7 +244,7 @@ class BridgeState:
 def _parse_crossing(fields: dict[str, str], camera: str, entry_id: str) -> Crossing:
     direction = _field(fields, "direction")
     if direction not in ("in", "out"):
-        raise MalformedEntry(f"field 'direction' is {direction[:10]!r}, not in/out")
+        raise MalformedEntryError(f"field 'direction' is {direction[:10]!r}, not in/out")
     _float(fields, "speed_px_s")
     if fields.get("speed_mm_s"):
         _float(fields, "speed_mm_s")
