@@ -92,8 +92,8 @@ async def read(client: Client, path: str) -> Any:
     return await client.get_node(ua.NodeId(path, ns)).read_value()
 
 
-async def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
+async def wait_for(check: Callable[[], bool], within_s: float = 10.0) -> None:
+    deadline = time.monotonic() + within_s
     while not check():
         if time.monotonic() > deadline:
             raise AssertionError("timed out waiting")
