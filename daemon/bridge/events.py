@@ -1,0 +1,82 @@
+"""The bridge's log events: name, level, meaning, fields (same shape as `daemon.log_events.LogEvent`).
+
+Kept here until they are merged into the daemon's catalogue (`daemon/log_events.py` and the README's
+table); tests/unit/bridge/test_events.py checks that this list and the bridge's log calls agree.
+Library records (asyncua, pymodbus, redis-py) go through the daemon's `library_log` event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Level = Literal["debug", "info", "warning", "error", "critical"]
+
+
+@dataclass(frozen=True, slots=True)
+class LogEvent:
+    name: str
+    level: Level
+    meaning: str
+    fields: tuple[str, ...] = ()
+
+
+EVENTS: tuple[LogEvent, ...] = (
+    LogEvent(
+        "bridge_config_invalid", "error", "`beltsight bridge`: invalid [bridge] section or layout; exit 78", ("error",)
+    ),
+    LogEvent(
+        "bridge_entry_malformed",
+        "warning",
+        "a stream entry missing a field or with one that does not parse: counted, acknowledged, nothing served"
+        " changes; at most one line per second (`malformed` is the running total)",
+        ("stream", "id", "reason", "malformed"),
+    ),
+    LogEvent("bridge_modbus_listening", "info", "the Modbus TCP server listens", ("address", "unit_id")),
+    LogEvent(
+        "bridge_modbus_shed",
+        "warning",
+        "Modbus connections closed or refused since the last such line (at most one a minute): over"
+        " max_connections (refused, evicted), idle past idle_timeout_s, overlong frames (malformed)",
+        ("open", "refused", "evicted", "idle_closed", "malformed"),
+    ),
+    LogEvent(
+        "bridge_opcua_anonymous", "warning", "no OPC UA users configured: anonymous clients are accepted", ("security",)
+    ),
+    LogEvent(
+        "bridge_opcua_certificate",
+        "info",
+        "the OPC UA server certificate in use (generated when none is configured) and the trusted client certificates",
+        ("cert_file", "trusted_dir"),
+    ),
+    LogEvent("bridge_opcua_insecure", "warning", 'security = "none": the OPC UA endpoint is unencrypted', ("listen",)),
+    LogEvent("bridge_opcua_listening", "info", "the OPC UA server listens", ("endpoint", "security")),
+    LogEvent(
+        "bridge_opcua_refused",
+        "warning",
+        "OPC UA sessions refused since the last such line (at most one per 10 s): wrong user or password,"
+        " untrusted or invalid client certificate; never the password itself",
+        ("password", "certificate"),
+    ),
+    LogEvent("bridge_redis_connected", "info", "connected to Redis; the groups exist", ("streams", "group")),
+    LogEvent(
+        "bridge_redis_down",
+        "warning",
+        "Redis unreachable or failing: reconnecting with backoff; what is served stays (once per outage)",
+        ("error", "served"),
+    ),
+    LogEvent(
+        "bridge_snapshot_invalid", "warning", "the state snapshot in Redis did not parse: ignored", ("key", "reason")
+    ),
+    LogEvent("bridge_snapshot_loaded", "info", "served state restored from the snapshot in Redis", ("key",)),
+    LogEvent("bridge_started", "info", "the bridge serves (READY=1 sent)", ("cameras", "lines", "opcua", "modbus")),
+    LogEvent("bridge_stopping", "info", "stop asked: servers close (STOPPING=1 sent)", ("served",)),
+    LogEvent(
+        "bridge_task_failed",
+        "error",
+        "a bridge task ended with an error (the process exits non-zero)",
+        ("task", "error"),
+    ),
+)
+
+CATALOGUE: dict[str, LogEvent] = {e.name: e for e in EVENTS}

@@ -1,0 +1,277 @@
+"""OPC UA: the served state as variables and one event per crossing (asyncua).
+
+Endpoint `opc.tcp://<listen>/beltsight`; every node is in namespace `urn:beltsight`, with string
+node ids equal to the browse path below Objects (`BeltSight/<camera>/<line>/CountIn`):
+
+    Objects/BeltSight/Heartbeat                 Int64, Unix ms, written every second
+    Objects/BeltSight/<camera>/State            String: unknown | up | down | stalled
+    Objects/BeltSight/<camera>/<line>/CountIn   UInt64 (also CountOut, LastTrack)
+                                   /LastLabel   String
+                                   /LastCrossedMs Int64
+                                   /<gate>EtaMs Int64 (0: the last crossing had no ETA for it)
+
+Every crossing fires one `CrossingEventType` event (a BaseEventType subtype in `urn:beltsight`)
+with source `Objects/BeltSight` (which has EventNotifier SubscribeToEvents); properties Camera,
+Line, Track, Label, Direction, CrossedMs, Eta (the entry's eta JSON, "" without gates). asyncua
+queues events per monitored item (never coalesced) and honours any publishing interval a client
+asks for, 10 ms included.
+
+Security: `basic256sha256` offers one endpoint, Basic256Sha256 SignAndEncrypt, with the server
+certificate (`cert_file`/`key_file`, or generated under `<state_dir>/opcua/`); a client certificate
+must be in the trusted directory. `none` offers one unencrypted endpoint (a warning at start).
+With users configured only username/password tokens are accepted, compared in constant time;
+without users anonymous clients are accepted (a warning at start).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+from asyncua import ua
+from asyncua.crypto import cert_gen
+from asyncua.crypto.permission_rules import User, UserRole
+from asyncua.crypto.truststore import TrustStore
+from asyncua.crypto.validator import CertificateValidator, CertificateValidatorOptions
+from asyncua.server.server import Server
+from asyncua.ua.object_ids import ObjectIds
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from daemon.bridge.config import OpcUaConfig, parse_listen
+from daemon.bridge.layout import ETA_SUFFIX, BridgeLayout
+from daemon.bridge.state import BridgeState, Crossing, LineState
+
+log = structlog.get_logger("beltsight.bridge.opcua")
+
+NAMESPACE = "urn:beltsight"
+APP_URI = "urn:beltsight:bridge"
+ROOT = "BeltSight"
+EVENT_TYPE = "CrossingEventType"
+EVENT_PROPERTIES = (
+    ("Camera", ua.VariantType.String),
+    ("Line", ua.VariantType.String),
+    ("Track", ua.VariantType.UInt64),
+    ("Label", ua.VariantType.String),
+    ("Direction", ua.VariantType.String),
+    ("CrossedMs", ua.VariantType.Int64),
+    ("Eta", ua.VariantType.String),
+)
+REFUSAL_LOG_INTERVAL_S = 10.0
+NOISY_LOGGERS = ("asyncua.crypto.truststore", "asyncua.server.binary_server_asyncio", "asyncua.server.uaprocessor")
+_U64 = 1 << 64
+_I64 = 1 << 63
+
+
+def _u64(value: int) -> int:
+    return value % _U64
+
+
+def _i64(value: int) -> int:
+    return max(-_I64, min(_I64 - 1, value))
+
+
+class _Refusals:
+    """Counts refused logins and certificates; logs at most one summary per interval."""
+
+    def __init__(self) -> None:
+        self.counts = {"password": 0, "certificate": 0}
+        self._window = dict(self.counts)
+        self._logged = 0.0
+
+    def add(self, reason: str) -> None:
+        self.counts[reason] += 1
+        self._window[reason] += 1
+        now = time.monotonic()
+        if now - self._logged >= REFUSAL_LOG_INTERVAL_S:
+            self._logged = now
+            log.warning("bridge_opcua_refused", **self._window)
+            self._window = dict.fromkeys(self._window, 0)
+
+
+class _Users:
+    """asyncua user manager: configured users only, passwords compared in constant time."""
+
+    def __init__(self, users: dict[str, str], refusals: _Refusals) -> None:
+        self._users = {name.encode(): pw.encode() for name, pw in users.items()}
+        self._refusals = refusals
+
+    def get_user(
+        self, iserver: Any, username: str | None = None, password: str | None = None, certificate: Any = None
+    ) -> User | None:
+        expected = self._users.get((username or "").encode())
+        given = (password or "").encode()
+        ok = hmac.compare_digest(expected if expected is not None else b"\0" * len(given) + b"x", given)
+        if expected is None or not ok:
+            self._refusals.add("password")
+            return None
+        return User(role=UserRole.User, name=username)
+
+
+class OpcUaBridgeServer:
+    """The address space above, kept current by `publish_line`, `publish_status`, `fire`."""
+
+    def __init__(self, cfg: OpcUaConfig, layout: BridgeLayout, state_dir: Path) -> None:
+        self.cfg = cfg
+        self.layout = layout
+        self.state_dir = state_dir
+        self.refusals = _Refusals()
+        self.server: Server | None = None
+        self.ns = 0
+        self._gen: Any = None
+        self.port = 0
+
+    def node_id(self, *path: str) -> ua.NodeId:
+        return ua.NodeId(ua.String("/".join((ROOT, *path))), ua.Int16(self.ns))
+
+    @property
+    def clients(self) -> int:
+        bserver = self.server.bserver if self.server is not None else None
+        return len(bserver.clients) if bserver is not None else 0
+
+    async def start(self, users: dict[str, str]) -> None:
+        """Start listening; `users` maps user names to their passwords (already read)."""
+        assert self.cfg.listen is not None
+        host, port = parse_listen(self.cfg.listen)
+        for noisy in NOISY_LOGGERS:
+            logging.getLogger(noisy).setLevel(logging.CRITICAL)  # refusals are counted and summarised here
+        server = Server(user_manager=_Users(users, self.refusals) if users else None)  # type: ignore[arg-type]
+        await server.init()
+        server.set_endpoint(f"opc.tcp://{host}:{port}/beltsight")
+        server.set_server_name("BeltSight bridge")
+        await server.set_application_uri(APP_URI)
+        server.iserver.max_connections = self.cfg.max_connections
+        server.set_identity_tokens([ua.UserNameIdentityToken] if users else [ua.AnonymousIdentityToken])
+        await self._security(server, host)
+        self.ns = await server.register_namespace(NAMESPACE)
+        root = await self._build(server)
+        etype = await server.create_custom_event_type(
+            self.ns, EVENT_TYPE, ObjectIds.BaseEventType, list(EVENT_PROPERTIES)
+        )
+        self._gen = await server.get_event_generator(etype, root.nodeid)
+        await server.start()
+        self.server = server
+        listener: Any = server.bserver._server if server.bserver is not None else None
+        sockets = getattr(listener, "sockets", None) or ()
+        self.port = int(sockets[0].getsockname()[1]) if sockets else port
+        if not users:
+            log.warning("bridge_opcua_anonymous", security=self.cfg.security)
+        log.info(
+            "bridge_opcua_listening", endpoint=f"opc.tcp://{host}:{self.port}/beltsight", security=self.cfg.security
+        )
+
+    async def _security(self, server: Server, host: str) -> None:
+        if self.cfg.security == "none":
+            server.set_security_policy([ua.SecurityPolicyType.NoSecurity])
+            log.warning("bridge_opcua_insecure", listen=self.cfg.listen)
+            return
+        cert_file, key_file = self.cfg.cert_file, self.cfg.key_file
+        pki = self.state_dir / "opcua"
+        if cert_file is None or key_file is None:
+            pki.mkdir(parents=True, exist_ok=True)
+            cert_file, key_file = pki / "server-cert.der", pki / "server-key.pem"
+            await cert_gen.setup_self_signed_certificate(
+                key_file,
+                cert_file,
+                APP_URI,
+                host or socket.gethostname(),
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH],
+                {"organizationName": "BeltSight"},
+            )
+            key_file.chmod(0o600)
+        await server.load_certificate(str(cert_file))
+        await server.load_private_key(str(key_file))
+        server.set_security_policy([ua.SecurityPolicyType.Basic256Sha256_SignAndEncrypt])
+        trusted = self.cfg.trusted_dir or pki / "trusted"
+        trusted.mkdir(parents=True, exist_ok=True)
+        store = TrustStore([trusted], [])
+        await store.load()
+        options = (
+            CertificateValidatorOptions.TIME_RANGE
+            | CertificateValidatorOptions.TRUSTED
+            | CertificateValidatorOptions.PEER_CLIENT
+        )
+        validator = CertificateValidator(options, store)
+        refusals = self.refusals
+
+        async def validate(cert: x509.Certificate, app: ua.ApplicationDescription) -> None:
+            try:
+                await validator.validate(cert, app)
+            except Exception:
+                refusals.add("certificate")
+                raise
+
+        server.set_certificate_validator(validate)
+        log.info("bridge_opcua_certificate", cert_file=str(cert_file), trusted_dir=str(trusted))
+
+    async def _variable(self, parent: Any, path: tuple[str, ...], value: Any, vtype: ua.VariantType) -> None:
+        await parent.add_variable(self.node_id(*path), ua.QualifiedName(path[-1], self.ns), ua.Variant(value, vtype))
+
+    async def _build(self, server: Server) -> Any:
+        root = await server.nodes.objects.add_object(self.node_id(), ua.QualifiedName(ROOT, self.ns))
+        await self._variable(root, ("Heartbeat",), int(time.time() * 1000), ua.VariantType.Int64)
+        for cam in self.layout.cameras:
+            cnode = await root.add_object(self.node_id(cam.id), ua.QualifiedName(cam.id, self.ns))
+            await self._variable(cnode, (cam.id, "State"), "unknown", ua.VariantType.String)
+            for line in cam.lines:
+                lnode = await cnode.add_object(self.node_id(cam.id, line.id), ua.QualifiedName(line.id, self.ns))
+                base = (cam.id, line.id)
+                for name in ("CountIn", "CountOut", "LastTrack"):
+                    await self._variable(lnode, (*base, name), 0, ua.VariantType.UInt64)
+                await self._variable(lnode, (*base, "LastLabel"), "", ua.VariantType.String)
+                await self._variable(lnode, (*base, "LastCrossedMs"), 0, ua.VariantType.Int64)
+                for gate in line.gates:
+                    await self._variable(lnode, (*base, gate + ETA_SUFFIX), 0, ua.VariantType.Int64)
+        return root
+
+    async def _write(self, nodeid: ua.NodeId, value: Any, vtype: ua.VariantType) -> None:
+        assert self.server is not None
+        await self.server.write_attribute_value(nodeid, ua.DataValue(ua.Variant(value, vtype)))
+
+    async def publish_line(self, camera: str, line_id: str, line: LineState) -> None:
+        layout = self.layout.camera(camera)
+        gates = next((ln.gates for ln in layout.lines if ln.id == line_id), ()) if layout else ()
+        base = (camera, line_id)
+        u64, i64 = ua.VariantType.UInt64, ua.VariantType.Int64
+        await self._write(self.node_id(*base, "CountIn"), _u64(line.count_in), u64)
+        await self._write(self.node_id(*base, "CountOut"), _u64(line.count_out), u64)
+        await self._write(self.node_id(*base, "LastTrack"), _u64(line.last_track), u64)
+        await self._write(self.node_id(*base, "LastLabel"), line.last_label, ua.VariantType.String)
+        await self._write(self.node_id(*base, "LastCrossedMs"), _i64(line.last_crossed_ms), i64)
+        for gate in gates:
+            await self._write(self.node_id(*base, gate + ETA_SUFFIX), _i64(line.eta.get(gate, 0)), i64)
+
+    async def publish_status(self, camera: str, status: str) -> None:
+        await self._write(self.node_id(camera, "State"), status, ua.VariantType.String)
+
+    async def publish_all(self, state: BridgeState) -> None:
+        for cid, cam in state.cameras.items():
+            await self.publish_status(cid, cam.status)
+            for lid, line in cam.lines.items():
+                await self.publish_line(cid, lid, line)
+
+    async def fire(self, crossing: Crossing) -> None:
+        """One event for this crossing (never coalesced with another)."""
+        ev = self._gen.event
+        ev.Camera = crossing.camera
+        ev.Line = crossing.line
+        ev.Track = _u64(crossing.track)
+        ev.Label = crossing.label
+        ev.Direction = crossing.direction
+        ev.CrossedMs = _i64(crossing.at_ms)
+        ev.Eta = crossing.eta_json
+        ev.Severity = 100
+        await self._gen.trigger(message=f"{crossing.camera}/{crossing.line} {crossing.direction} #{crossing.count}")
+
+    async def heartbeat(self, unix_ms: int) -> None:
+        await self._write(self.node_id("Heartbeat"), unix_ms, ua.VariantType.Int64)
+
+    async def close(self) -> None:
+        if self.server is not None:
+            server, self.server = self.server, None
+            await server.stop()

@@ -1,0 +1,238 @@
+"""The consumer: every camera's objects stream and the events stream, through one consumer group.
+
+- Each stream's group is created with `XGROUP CREATE <stream> <group> 0 MKSTREAM` (BUSYGROUP
+  ignored), so a new group reads each stream from its start. A group that vanished (Redis lost
+  its data) is created again the same way.
+- On each (re)connect: the snapshot (`snapshot_key`) is loaded once per process, then every
+  pending entry of the group is claimed with XAUTOCLAIM and processed first, then new entries are
+  read with XREADGROUP.
+- An entry is acknowledged only after its value is served: applied to the state and pushed to
+  the servers (`Sink.serve`). The XACKs and the new snapshot go in one MULTI/EXEC, so the snapshot
+  always reflects exactly the acknowledged entries. Replayed entries are no-ops (`daemon.bridge.state`).
+- A malformed entry is counted, logged (at most one line per second) and acknowledged.
+- Redis down: reconnect with capped exponential backoff and full jitter; what is served stays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+from redis.asyncio import Redis
+from redis.exceptions import RedisError, ResponseError
+
+from daemon.bridge.config import BridgeConfig
+from daemon.bridge.state import BridgeState, Change, MalformedEntryError
+
+log = structlog.get_logger("beltsight.bridge.reader")
+
+BLOCK_MS = 1000
+PENDING_REFRESH_S = 2.0
+MALFORMED_LOG_INTERVAL_S = 1.0
+BACKOFF_BASE_S = 0.1
+
+Entries = Sequence[tuple[str, dict[str, str] | None]]
+
+
+class Sink(Protocol):
+    async def serve(self, changes: list[Change]) -> None: ...
+
+    async def serve_all(self, state: BridgeState) -> None: ...
+
+
+@dataclass(slots=True)
+class ReaderStats:
+    connected: bool = False
+    last_ids: dict[str, str] = field(default_factory=dict)
+    pending: dict[str, int] = field(default_factory=dict)
+    malformed: int = 0
+    entries: int = 0
+    served: int = 0
+    reconnects: int = 0
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _fields(raw: Any) -> dict[str, str] | None:
+    if raw is None:
+        return None
+    return {_text(k): _text(v) for k, v in raw.items()}
+
+
+def _stream_entries(reply: Any) -> list[tuple[str, Entries]]:
+    """XREADGROUP's reply (RESP2 list or RESP3 dict) as [(stream, [(id, fields)])]."""
+    if not reply:
+        return []
+    items = reply.items() if isinstance(reply, dict) else reply
+    out: list[tuple[str, Entries]] = []
+    for stream, entries in items:
+        rows = entries[0] if isinstance(reply, dict) and entries and isinstance(entries[0], list) else entries
+        out.append((_text(stream), [(_text(eid), _fields(f)) for eid, f in rows]))
+    return out
+
+
+class StreamReader:
+    def __init__(
+        self,
+        cfg: BridgeConfig,
+        state: BridgeState,
+        sink: Sink,
+        client_factory: Callable[[], Redis],
+        *,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        self.cfg = cfg
+        self.state = state
+        self.sink = sink
+        self._factory = client_factory
+        self._rng = rng
+        self.streams: dict[str, str | None] = {cfg.stream_for(c.id): c.id for c in state.layout.cameras}
+        self.streams[cfg.events_stream] = None
+        self.stats = ReaderStats()
+        self._snapshot_loaded = False
+        self._malformed_logged = 0.0
+        self._pending_at = 0.0
+
+    async def run(self) -> None:
+        """Read until cancelled; Redis errors only cause a reconnect."""
+        attempt = 0
+        while True:
+            client = self._factory()
+            was_connected = False
+            try:
+                await self._session(client)
+            except (RedisError, OSError) as exc:
+                was_connected = self.stats.connected
+                if was_connected or attempt == 0:
+                    log.warning("bridge_redis_down", error=str(exc)[:200], served=self.stats.served)
+                self.stats.connected = False
+            finally:
+                await client.aclose()
+            attempt = 1 if was_connected else attempt + 1
+            self.stats.reconnects += 1
+            cap = min(self.cfg.reconnect_max_s, BACKOFF_BASE_S * 2 ** min(attempt, 20))
+            await asyncio.sleep(cap * self._rng())
+
+    async def _session(self, client: Redis) -> None:
+        await self._ensure_groups(client)
+        if not self._snapshot_loaded:
+            await self._load_snapshot(client)
+        self.stats.connected = True
+        log.info("bridge_redis_connected", streams=len(self.streams), group=self.cfg.group)
+        await self._claim(client)
+        while True:
+            try:
+                reply = await client.xreadgroup(
+                    self.cfg.group,
+                    self.cfg.consumer,
+                    dict.fromkeys(self.streams, ">"),
+                    count=self.cfg.read_count,
+                    block=BLOCK_MS,
+                )
+            except ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                await self._ensure_groups(client)
+                continue
+            batches = _stream_entries(reply)
+            if batches:
+                await self.process(client, batches)
+            await self._refresh_pending(client)
+
+    async def _ensure_groups(self, client: Redis) -> None:
+        for stream in self.streams:
+            try:
+                await client.xgroup_create(stream, self.cfg.group, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    async def _load_snapshot(self, client: Redis) -> None:
+        raw = await client.get(self.cfg.snapshot_key_name())
+        self._snapshot_loaded = True
+        if raw is not None:
+            try:
+                self.state.load_snapshot(_text(raw))
+                log.info("bridge_snapshot_loaded", key=self.cfg.snapshot_key_name())
+            except MalformedEntryError as exc:
+                log.warning("bridge_snapshot_invalid", key=self.cfg.snapshot_key_name(), reason=exc.reason)
+        await self.sink.serve_all(self.state)
+
+    async def _claim(self, client: Redis) -> None:
+        """Process every pending entry of the group first (a previous run's, or this one's)."""
+        for stream in self.streams:
+            start = "0-0"
+            while True:
+                reply = await client.xautoclaim(
+                    stream,
+                    self.cfg.group,
+                    self.cfg.consumer,
+                    min_idle_time=0,
+                    start_id=start,
+                    count=self.cfg.read_count,
+                )
+                start = _text(reply[0])
+                entries = [(_text(eid), _fields(f)) for eid, f in reply[1]]
+                deleted = [(_text(eid), None) for eid in (reply[2] if len(reply) > 2 else [])]
+                if entries or deleted:
+                    await self.process(client, [(stream, [*entries, *deleted])])
+                if start == "0-0":
+                    break
+
+    async def process(self, client: Redis, batches: list[tuple[str, Entries]]) -> None:
+        """Apply, serve, then acknowledge (with the snapshot, atomically)."""
+        changes: list[Change] = []
+        for stream, entries in batches:
+            camera = self.streams.get(stream)
+            for entry_id, fields in entries:
+                self.stats.entries += 1
+                self.stats.last_ids[stream] = entry_id
+                if fields is None:  # trimmed away while pending
+                    continue
+                change = self._apply(stream, camera, entry_id, fields)
+                if change is not None:
+                    changes.append(change)
+        if changes:
+            await self.sink.serve(changes)
+            self.stats.served += len(changes)
+        async with client.pipeline(transaction=True) as pipe:
+            pipe.set(self.cfg.snapshot_key_name(), self.state.to_snapshot())
+            for stream, entries in batches:
+                if entries:
+                    pipe.xack(stream, self.cfg.group, *[eid for eid, _ in entries])
+            await pipe.execute()
+
+    def _apply(self, stream: str, camera: str | None, entry_id: str, fields: dict[str, str]) -> Change | None:
+        try:
+            if camera is None:
+                return self.state.apply_event(entry_id, fields)
+            return self.state.apply_object(camera, entry_id, fields)
+        except MalformedEntryError as exc:
+            self.stats.malformed += 1
+            now = time.monotonic()
+            if now - self._malformed_logged >= MALFORMED_LOG_INTERVAL_S:
+                self._malformed_logged = now
+                log.warning(
+                    "bridge_entry_malformed",
+                    stream=stream,
+                    id=entry_id,
+                    reason=exc.reason,
+                    malformed=self.stats.malformed,
+                )
+            return None
+
+    async def _refresh_pending(self, client: Redis) -> None:
+        now = time.monotonic()
+        if now - self._pending_at < PENDING_REFRESH_S:
+            return
+        self._pending_at = now
+        for stream in self.streams:
+            summary = await client.xpending(stream, self.cfg.group)
+            self.stats.pending[stream] = int(summary.get("pending", 0) if isinstance(summary, dict) else summary[0])

@@ -1,0 +1,199 @@
+"""The bridge process: servers, reader, heartbeat, health endpoint, sd_notify, clean shutdown.
+
+`run_bridge` is the entry point (the CLI calls it); `Bridge` is the same thing in pieces
+(`start`, `stop`) for tests and tools that want to look at its counters while it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from redis.asyncio import Redis
+
+from daemon.bridge.config import BridgeConfig, parse_listen
+from daemon.bridge.deps import CollectorRegistry, HealthServer, SystemdNotifier, register_secret
+from daemon.bridge.layout import BridgeLayout, validate_layout
+from daemon.bridge.modbus import ModbusBridgeServer
+from daemon.bridge.opcua import OpcUaBridgeServer
+from daemon.bridge.reader import StreamReader
+from daemon.bridge.registers import RegisterMap
+from daemon.bridge.state import BridgeState, Change, Crossing
+from daemon.bridge.tasks import stop_task
+
+log = structlog.get_logger("beltsight.bridge")
+
+HEARTBEAT_S = 1.0
+
+
+class _Servers:
+    """The reader's sink: pushes changes to the register map and the OPC UA server."""
+
+    def __init__(self, state: BridgeState, registers: RegisterMap, opcua: OpcUaBridgeServer | None) -> None:
+        self.state = state
+        self.registers = registers
+        self.opcua = opcua
+
+    async def serve(self, changes: list[Change]) -> None:
+        for change in changes:
+            if isinstance(change, Crossing):
+                line = self.state.line(change.camera, change.line)
+                self.registers.update_line(change.camera, change.line, line)
+                if self.opcua is not None:
+                    await self.opcua.publish_line(change.camera, change.line, line)
+                    await self.opcua.fire(change)
+            elif self.opcua is not None:
+                await self.opcua.publish_status(change.camera, change.status)
+
+    async def serve_all(self, state: BridgeState) -> None:
+        for cid, cam in state.cameras.items():
+            for lid, line in cam.lines.items():
+                self.registers.update_line(cid, lid, line)
+        if self.opcua is not None:
+            await self.opcua.publish_all(state)
+
+
+def read_users(config: BridgeConfig) -> dict[str, str]:
+    """The OPC UA users' passwords (files read now); each is registered for log scrubbing."""
+    users: dict[str, str] = {}
+    for name, user in config.opcua.users.items():
+        try:
+            secret = user.secret()
+        except OSError as exc:
+            raise ValueError(f"bridge.opcua.users.{name}.password_file: {exc.strerror or exc}") from exc
+        if not secret:
+            raise ValueError(f"bridge.opcua.users.{name}: the password is empty")
+        register_secret(secret)
+        users[name] = secret
+    return users
+
+
+class Bridge:
+    def __init__(
+        self,
+        config: BridgeConfig,
+        layout: BridgeLayout,
+        redis_client_factory: Callable[[], Redis],
+        *,
+        notifier: SystemdNotifier | None = None,
+    ) -> None:
+        self.config = config
+        self.layout = validate_layout(
+            layout, base_register=config.modbus.base_register, block_size=config.modbus.block_size
+        )
+        self.notifier = notifier or SystemdNotifier()
+        self.state = BridgeState(layout)
+        self.registers = RegisterMap(
+            layout, base_register=config.modbus.base_register, block_size=config.modbus.block_size
+        )
+        self.opcua = OpcUaBridgeServer(config.opcua, layout, config.state_dir) if config.opcua.listen else None
+        self.modbus = ModbusBridgeServer(config.modbus, self.registers) if config.modbus.listen else None
+        self.reader = StreamReader(
+            config, self.state, _Servers(self.state, self.registers, self.opcua), redis_client_factory
+        )
+        self.health: HealthServer | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.heartbeats = 0
+
+    async def start(self) -> None:
+        users = read_users(self.config)
+        if self.opcua is not None:
+            await self.opcua.start(users)
+        if self.modbus is not None:
+            await self.modbus.start()
+        if self.config.health_listen:
+            host, port = parse_listen(self.config.health_listen)
+            self.health = HealthServer(host, port, CollectorRegistry(), self.report)
+            await self.health.start()
+        self._tasks = [
+            asyncio.create_task(self.reader.run(), name="bridge-reader"),
+            asyncio.create_task(self._heartbeat(), name="bridge-heartbeat"),
+        ]
+        self.notifier.ready("serving")
+        log.info(
+            "bridge_started",
+            cameras=len(self.layout.cameras),
+            lines=len(self.layout.blocks()),
+            opcua=self.config.opcua.listen or "off",
+            modbus=self.config.modbus.listen or "off",
+        )
+
+    async def _heartbeat(self) -> None:
+        while True:
+            self.heartbeats += 1
+            self.registers.set_heartbeat(self.heartbeats)
+            if self.opcua is not None:
+                await self.opcua.heartbeat(int(time.time() * 1000))
+            self.notifier.watchdog()
+            await asyncio.sleep(HEARTBEAT_S)
+
+    def report(self) -> dict[str, Any]:
+        stats = self.reader.stats
+        modbus = self.modbus.stats if self.modbus is not None else None
+        return {
+            "ok": stats.connected,
+            "redis_connected": stats.connected,
+            "last_ids": dict(stats.last_ids),
+            "pending": dict(stats.pending),
+            "malformed": stats.malformed,
+            "ignored": self.state.ignored,
+            "served": stats.served,
+            "reconnects": stats.reconnects,
+            "clients": {
+                "opcua": self.opcua.clients if self.opcua is not None else 0,
+                "modbus": modbus.connections if modbus is not None else 0,
+            },
+            "refused": {
+                "opcua": dict(self.opcua.refusals.counts) if self.opcua is not None else {},
+                "modbus": {
+                    k: getattr(modbus, k) for k in ("refused", "evicted", "idle_closed", "writes_refused", "malformed")
+                }
+                if modbus is not None
+                else {},
+            },
+            "heartbeat": self.heartbeats,
+        }
+
+    async def stop(self) -> None:
+        self.notifier.stopping()
+        log.info("bridge_stopping", served=self.reader.stats.served)
+        for task in self._tasks:
+            await stop_task(task)
+        for task in self._tasks:
+            if not task.cancelled() and task.exception() is not None:
+                log.error("bridge_task_failed", task=task.get_name(), error=repr(task.exception())[:300])
+        self._tasks = []
+        if self.health is not None:
+            await self.health.close()
+        if self.modbus is not None:
+            await self.modbus.close()
+        if self.opcua is not None:
+            await self.opcua.close()
+
+
+async def run_bridge(
+    config: BridgeConfig,
+    layout: BridgeLayout,
+    redis_client_factory: Callable[[], Redis],
+    *,
+    notifier: SystemdNotifier | None = None,
+    stop_event: asyncio.Event,
+) -> None:
+    """Serve until `stop_event` is set (or this task is cancelled, which propagates)."""
+    bridge = Bridge(config, layout, redis_client_factory, notifier=notifier)
+    stop: asyncio.Task[bool] | None = None
+    ended: list[str] = []
+    try:
+        await bridge.start()
+        stop = asyncio.create_task(stop_event.wait(), name="bridge-stop")
+        done, _ = await asyncio.wait([stop, *bridge._tasks], return_when=asyncio.FIRST_COMPLETED)
+        ended = [t.get_name() for t in done if t is not stop]
+    finally:
+        if stop is not None:
+            await stop_task(stop)
+        await bridge.stop()
+    if ended:
+        raise RuntimeError(f"bridge task ended unexpectedly: {', '.join(ended)}")

@@ -1,0 +1,111 @@
+"""Helpers for the bridge's integration tests: configs on free ports, entries as the daemon writes them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio as aioredis
+from asyncua import Client, ua
+
+from daemon.bridge.config import BridgeConfig, layout_from_data
+from daemon.bridge.service import Bridge
+from tests.fixtures_redis import RedisServer, free_port
+
+LAYOUT = layout_from_data(
+    [
+        {"id": "cam1", "lines": [{"id": "L1", "gates": ["g1", "g2"]}, {"id": "L2"}]},
+        {"id": "cam2", "lines": [{"id": "L1"}]},
+    ]
+)
+
+
+def make_config(state_dir: Path, **opcua: Any) -> BridgeConfig:
+    return BridgeConfig.model_validate(
+        {
+            "health_listen": f"127.0.0.1:{free_port()}",
+            "state_dir": str(state_dir),
+            "reconnect_max_s": 0.5,
+            "opcua": {"listen": f"127.0.0.1:{free_port()}", "security": "none", **opcua},
+            "modbus": {"listen": f"127.0.0.1:{free_port()}", "unit_id": 1},
+        }
+    )
+
+
+def factory(server: RedisServer) -> Callable[[], aioredis.Redis]:
+    def make() -> aioredis.Redis:
+        return aioredis.Redis(
+            host="127.0.0.1", port=server.port, decode_responses=True, socket_timeout=2, socket_connect_timeout=1
+        )
+
+    return make
+
+
+def crossing(camera: str, line: str, count: int, direction: str = "in", track: int = 1, **extra: str) -> dict[str, str]:
+    fields = {
+        "v": "1",
+        "camera": camera,
+        "track": str(track),
+        "label": "box",
+        "cls": "2",
+        "score": "0.91",
+        "event": "crossed",
+        "at_ms": str(int(time.time() * 1000)),
+        "line": line,
+        "direction": direction,
+        "count": str(count),
+        "speed_px_s": "40.0",
+    }
+    return fields | extra
+
+
+class Events:
+    """asyncua subscription handler collecting crossing events and data changes."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+        self.changes: list[tuple[str, Any]] = []
+
+    def event_notification(self, event: Any) -> None:
+        self.events.append(event)
+
+    def datachange_notification(self, node: Any, val: Any, data: Any) -> None:
+        self.changes.append((node.nodeid.Identifier, val))
+
+
+async def subscribe(client: Client, handler: Events, *paths: str) -> Any:
+    ns = await client.get_namespace_index("urn:beltsight")
+    sub = await client.create_subscription(10, handler)
+    etype = await client.nodes.base_event_type.get_child([f"{ns}:CrossingEventType"])
+    await sub.subscribe_events(client.get_node(ua.NodeId("BeltSight", ns)), etype, queuesize=1000)
+    if paths:
+        await sub.subscribe_data_change([client.get_node(ua.NodeId(p, ns)) for p in paths], queuesize=100)
+    return sub
+
+
+async def read(client: Client, path: str) -> Any:
+    ns = await client.get_namespace_index("urn:beltsight")
+    return await client.get_node(ua.NodeId(path, ns)).read_value()
+
+
+async def wait_for(check: Callable[[], bool], within_s: float = 10.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        await asyncio.sleep(0.02)
+
+
+async def start_bridge(config: BridgeConfig, server: RedisServer) -> Bridge:
+    bridge = Bridge(config, LAYOUT, factory(server))
+    await bridge.start()
+    await wait_for(lambda: bridge.reader.stats.connected)
+    return bridge
+
+
+def eta_json(**gates: int) -> str:
+    return json.dumps(gates, separators=(",", ":"))

@@ -1,0 +1,52 @@
+"""Modbus faults: a flood of connections, idle and malformed clients; the map stays served."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from pymodbus.client import AsyncModbusTcpClient
+
+from daemon.bridge.config import ModbusConfig, parse_listen
+from daemon.bridge.modbus import ModbusBridgeServer
+from daemon.bridge.registers import RegisterMap
+from daemon.bridge.state import LineState
+from tests.fixtures_redis import free_port
+from tests.integration.bridge.harness import LAYOUT
+
+
+def test_flood_idle_and_malformed_clients_do_not_block_a_plc(tmp_path: Path) -> None:
+    cfg = ModbusConfig(listen=f"127.0.0.1:{free_port()}", max_connections=8, idle_timeout_s=1.0)
+    regs = RegisterMap(LAYOUT)
+    regs.update_line("cam1", "L1", LineState(count_in=42))
+    server = ModbusBridgeServer(cfg, regs)
+
+    async def scenario() -> None:
+        await server.start()
+        host, port = parse_listen(cfg.listen or "")
+        try:
+            idle = [await asyncio.open_connection(host, port) for _ in range(40)]  # never read or write
+            _garbage_r, garbage_w = await asyncio.open_connection(host, port)
+            garbage_w.write(b"\x00\x01\x00\x00\xff\xff\x01\x03" + b"\xaa" * 600)  # overlong frame
+            await garbage_w.drain()
+            await asyncio.sleep(1.2)  # the idle ones become evictable
+            plc = AsyncModbusTcpClient(host, port=port, timeout=2)
+            assert await plc.connect()
+            reply = await plc.read_holding_registers(0, count=2, device_id=1)
+            assert reply.registers == [0, 42]
+            plc.close()
+            assert server.stats.refused + server.stats.evicted >= 32
+            assert server.stats.connections <= cfg.max_connections
+            for _, w in idle:
+                w.close()
+            garbage_w.close()
+            await asyncio.sleep(0.1)
+            reader, writer = await asyncio.open_connection(host, port)  # still accepting, raw MBAP
+            writer.write(b"\x00\x02\x00\x00\x00\x06\x01\x03\x00\x00\x00\x02")
+            answer = await asyncio.wait_for(reader.read(64), 2)
+            assert answer[7] == 3 and answer[-2:] == b"\x00\x2a"
+            writer.close()
+        finally:
+            await server.close()
+
+    asyncio.run(scenario())

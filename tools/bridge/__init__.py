@@ -1,0 +1,1 @@
+"""Tools for the bridge (daemon/bridge): the latency bench."""
