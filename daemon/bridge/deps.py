@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from daemon.config_redis import RedisConfig
-from daemon.health import HealthServer, SystemdNotifier
-from daemon.logs import configure_logging
-from daemon.redaction import SECRETS
-from daemon.redis_conn import make_client
+from daemon.config.redis import RedisConfig
+from daemon.core.redaction import SECRETS
+from daemon.ops.health import HealthServer, SystemdNotifier
+from daemon.ops.logs import configure_logging
+from daemon.publish.redis_conn import make_client
 
 
 def register_secret(secret: str) -> None:

@@ -1,4 +1,4 @@
-"""The bridge's log events: name, level, meaning, fields (same shape as `daemon.log_events.LogEvent`).
+"""The bridge's log events: name, level, meaning, fields (same shape as `daemon.ops.log_events.LogEvent`).
 
 Kept here until they are merged into the daemon's catalogue (`daemon/log_events.py` and the README's
 table); tests/unit/bridge/test_events.py checks that this list and the bridge's log calls agree.

@@ -13,8 +13,7 @@ from pymodbus.client import AsyncModbusTcpClient
 
 from daemon.bridge.config import parse_listen
 from daemon.bridge.registers import words_u32
-from tests.fixtures_redis import RedisServerFactory
-from tests.integration.bridge.harness import (
+from tests.support.bridge_harness import (
     Events,
     crossing,
     eta_json,
@@ -24,6 +23,7 @@ from tests.integration.bridge.harness import (
     subscribe,
     wait_for,
 )
+from tests.support.fixtures_redis import RedisServerFactory
 
 
 def test_crossings_reach_opcua_events_variables_and_modbus(redis_server: RedisServerFactory, tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ from daemon.bridge.config import ModbusConfig, parse_listen
 from daemon.bridge.modbus import ModbusBridgeServer
 from daemon.bridge.registers import RegisterMap
 from daemon.bridge.state import LineState
-from tests.fixtures_redis import free_port
-from tests.integration.bridge.harness import LAYOUT
+from tests.support.bridge_harness import LAYOUT
+from tests.support.fixtures_redis import free_port
 
 
 def test_flood_idle_and_malformed_clients_do_not_block_a_plc(tmp_path: Path) -> None:

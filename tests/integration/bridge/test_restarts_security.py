@@ -14,8 +14,8 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509 import DNSName, UniformResourceIdentifier
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from tests.fixtures_redis import RedisServerFactory
-from tests.integration.bridge.harness import Events, crossing, make_config, read, start_bridge, subscribe, wait_for
+from tests.support.bridge_harness import Events, crossing, make_config, read, start_bridge, subscribe, wait_for
+from tests.support.fixtures_redis import RedisServerFactory
 
 CLIENT_URI = "urn:beltsight:test-plc"
 

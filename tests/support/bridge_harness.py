@@ -14,7 +14,7 @@ from asyncua import Client, ua
 
 from daemon.bridge.config import BridgeConfig, layout_from_data
 from daemon.bridge.service import Bridge
-from tests.fixtures_redis import RedisServer, free_port
+from tests.support.fixtures_redis import RedisServer, free_port
 
 LAYOUT = layout_from_data(
     [
