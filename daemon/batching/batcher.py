@@ -31,11 +31,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from daemon.batching.hub import FrameHub, Pending
+from daemon.core.clock import SYSTEM_CLOCK, Clock
 from daemon.core.frames import Frame
 from daemon.core.metrics import Metrics
 
@@ -91,11 +91,12 @@ class Batcher:
         hub: FrameHub,
         policy: BatchPolicy,
         loop: asyncio.AbstractEventLoop,
-        clock: Callable[[], float],
         *,
+        clock: Clock = SYSTEM_CLOCK,
         metrics: Metrics | None = None,
     ) -> None:
-        """`metrics` counts the frames dropped while paused (reason `thermal`)."""
+        """`clock`: the hub's (deadlines compare its `waiting_since`); `metrics` counts the
+        frames dropped while paused (reason `thermal`)."""
         self.size = size
         self._hub = hub
         self._policy = policy
@@ -153,9 +154,9 @@ class Batcher:
     async def _rest(self, busy_s: float) -> None:
         """Idle for `busy_s x (1 - share) / share` from now, re-planned when the share changes;
         not at all once paused (the drop loop takes over) or stopping."""
-        started = self._clock()
+        started = self._clock.monotonic()
         while not self._stopping and 0.0 < self._share < 1.0:
-            remaining = started + busy_s * (1.0 - self._share) / self._share - self._clock()
+            remaining = started + busy_s * (1.0 - self._share) / self._share - self._clock.monotonic()
             if remaining <= 0:
                 return
             self._share_changed.clear()
@@ -178,14 +179,14 @@ class Batcher:
             if self._stopping and pending.count == 0:
                 self._wakeup.set()  # wake the other waiting workers too
                 return []
-            decision = decide(pending, self._clock(), self._policy)
+            decision = decide(pending, self._clock.monotonic(), self._policy)
             if decision.run or (self._stopping and pending.count):
                 limit = self._policy.max_batch if self._stopping else self._policy.share(pending.cameras)
                 frames = self._hub.take(self.size, limit, self._policy.max_age_s)
                 if frames:
                     return frames
                 continue
-            timeout = None if decision.wake_at is None else max(0.0, decision.wake_at - self._clock())
+            timeout = None if decision.wake_at is None else max(0.0, decision.wake_at - self._clock.monotonic())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), timeout)
 

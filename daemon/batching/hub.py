@@ -14,10 +14,10 @@ The slot remembers when its camera first had a frame waiting since the last take
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from daemon.core.clock import SYSTEM_CLOCK, Clock
 from daemon.core.frames import Frame
 from daemon.core.metrics import Metrics
 
@@ -45,7 +45,7 @@ class Pending:
 class FrameHub:
     """Latest-frame-wins slots for every camera; implements `daemon.core.frames.FrameConsumer`."""
 
-    def __init__(self, metrics: Metrics, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, metrics: Metrics, clock: Clock = SYSTEM_CLOCK) -> None:
         self._metrics = metrics
         self._clock = clock
         self._cond = threading.Condition()
@@ -75,7 +75,7 @@ class FrameHub:
             elif slot.frame is not None:
                 self._metrics.dropped(frame.camera_id, "superseded")
             if slot.frame is None:
-                slot.waiting_since = self._clock()
+                slot.waiting_since = self._clock.monotonic()
             slot.frame = frame
             slot.replay = wait
             new_size = size not in self._listeners
@@ -116,7 +116,7 @@ class FrameHub:
 
         Live frames older than `max_age_s` are dropped (`stale`) instead of being returned.
         """
-        now = self._clock()
+        now = self._clock.monotonic()
         taken: list[Frame] = []
         with self._cond:
             waiting = sorted(

@@ -10,8 +10,9 @@ a flapping camera keeps backing off.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
+
+from daemon.core.clock import SYSTEM_CLOCK, Clock
 
 
 class Backoff:
@@ -24,7 +25,7 @@ class Backoff:
         healthy_reset_s: float = 30.0,
         *,
         rand: Callable[[], float] = random.random,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if base_s <= 0 or cap_s < base_s or healthy_reset_s < 0:
             raise ValueError("need 0 < base_s <= cap_s and healthy_reset_s >= 0")
@@ -49,12 +50,12 @@ class Backoff:
     def succeeded(self) -> None:
         """The connection is healthy from now on (call when it starts delivering)."""
         if self._healthy_since is None:
-            self._healthy_since = self._clock()
+            self._healthy_since = self._clock.monotonic()
 
     def failed(self) -> float:
         """Record a failure; return how long to wait (seconds) before the next attempt."""
         if self._healthy_since is not None:
-            if self._clock() - self._healthy_since >= self.healthy_reset_s:
+            if self._clock.monotonic() - self._healthy_since >= self.healthy_reset_s:
                 self._failures = 0
             self._healthy_since = None
         delay = self._rand() * self.ceiling_s()

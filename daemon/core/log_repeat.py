@@ -7,8 +7,7 @@ carries how many attempts were not logged since the previous one. A success ends
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from daemon.core.clock import SYSTEM_CLOCK, Clock
 
 SUMMARY_INTERVAL_S = 300.0
 """At the backoff cap a still-failing connection logs at most once per this many seconds."""
@@ -17,7 +16,7 @@ SUMMARY_INTERVAL_S = 300.0
 class RepeatSummary:
     """Not thread-safe: one per reconnect loop (a camera thread, the Redis sink)."""
 
-    def __init__(self, every_s: float = SUMMARY_INTERVAL_S, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, every_s: float = SUMMARY_INTERVAL_S, clock: Clock = SYSTEM_CLOCK) -> None:
         self.every_s = every_s
         self._clock = clock
         self._reason: str | None = None
@@ -33,7 +32,7 @@ class RepeatSummary:
     def failed(self, reason: str, step_s: float) -> int | None:
         """Record one failure with its backoff ceiling; the count of attempts left out since the last
         logged one when this one should be logged, None when it should not."""
-        now = self._clock()
+        now = self._clock.monotonic()
         if reason == self._reason and step_s == self._step and now - self._logged_at < self.every_s:
             self._suppressed += 1
             return None

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
@@ -31,6 +30,7 @@ import structlog
 from aiohttp import web
 from PIL import Image, ImageDraw
 
+from daemon.core.clock import SYSTEM_CLOCK, Clock
 from daemon.core.frames import Detection, Frame, FrameResult
 from daemon.core.metrics import Metrics
 from daemon.core.redaction import SECRETS
@@ -104,7 +104,7 @@ class Snapshot:
         }
 
 
-def render(latest: _Latest, clock: Callable[[], float] = time.monotonic) -> Snapshot:
+def render(latest: _Latest, clock: Clock = SYSTEM_CLOCK) -> Snapshot:
     """Draw the result's boxes, labels and scores on the frame and encode it (off the loop)."""
     frame, result = latest.frame, latest.result
     rgb = np.dstack(frame.planes)  # the only copy, made for this request
@@ -135,7 +135,7 @@ def render(latest: _Latest, clock: Callable[[], float] = time.monotonic) -> Snap
         image_h=image.height,
         detections=result.detections,
         jpeg=out.getvalue(),
-        encoded_mono=clock(),
+        encoded_mono=clock.monotonic(),
     )
 
 
@@ -145,7 +145,7 @@ class LiveView:
     `offer` is called on the event loop by the lane workers; everything else is the HTTP
     routes' side. Only one snapshot per camera is drawn at a time; concurrent requests share it."""
 
-    def __init__(self, metrics: Metrics, min_interval_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, metrics: Metrics, min_interval_s: float, clock: Clock = SYSTEM_CLOCK) -> None:
         self._metrics = metrics
         self._min_interval_s = min_interval_s
         self._clock = clock
@@ -158,7 +158,7 @@ class LiveView:
 
     def offer(self, frames: Sequence[Frame], results: Sequence[FrameResult]) -> None:
         """Keep the newest pair per camera (workers may finish batches out of order)."""
-        now = self._clock()
+        now = self._clock.monotonic()
         for frame, result in zip(frames, results, strict=True):
             previous = self._latest.get(result.camera_id)
             if previous is not None and previous.result.captured_mono > result.captured_mono:
@@ -188,7 +188,7 @@ class LiveView:
         cached = self._cache.get(camera_id)
         latest = self._latest.get(camera_id)
         if cached is not None and (
-            self._clock() - cached.encoded_mono < self._min_interval_s
+            self._clock.monotonic() - cached.encoded_mono < self._min_interval_s
             or latest is None
             or (latest.result.seq, latest.result.captured_ms) == (cached.seq, cached.captured_ms)
         ):

@@ -21,7 +21,6 @@ import json
 import logging
 import sys
 import threading
-import time
 from collections.abc import Callable, MutableMapping
 from types import TracebackType
 from typing import Any, TextIO
@@ -30,6 +29,7 @@ import structlog
 from structlog.stdlib import ProcessorFormatter
 from structlog.tracebacks import ExceptionDictTransformer
 
+from daemon.core.clock import SYSTEM_CLOCK, Clock
 from daemon.core.redaction import SECRETS
 from daemon.ops.log_events import LIBRARY_EVENT
 
@@ -98,7 +98,7 @@ class LibraryFilter(logging.Filter):
     """Lets every structlog record through; library records need `min_level`, and at most
     `LIBRARY_BURST` per logger per window pass (the next one to pass carries `suppressed=n`)."""
 
-    def __init__(self, min_level: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, min_level: int, clock: Clock = SYSTEM_CLOCK) -> None:
         super().__init__()
         self._min_level = min_level
         self._clock = clock
@@ -110,7 +110,7 @@ class LibraryFilter(logging.Filter):
             return True
         if record.levelno < self._min_level:
             return False
-        now = self._clock()
+        now = self._clock.monotonic()
         with self._lock:
             start, passed, suppressed = self._windows.get(record.name, (now, 0, 0))
             if now - start >= LIBRARY_WINDOW_S:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
 from daemon.config.redis import RedisConfig
 from daemon.core.backoff import Backoff
+from daemon.core.clock import SYSTEM_CLOCK, Clock, time_ms
 from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.core.redaction import SECRETS
@@ -35,20 +35,6 @@ log = structlog.get_logger("beltsight.sink")
 
 EVENTS_BUFFER_MAX = 1000
 _ID_TOO_SMALL = "equal or smaller than the target stream top item"
-
-
-class Clock(Protocol):
-    def time_ms(self) -> int: ...
-
-    def monotonic(self) -> float: ...
-
-
-class SystemClock:
-    def time_ms(self) -> int:
-        return time.time_ns() // 1_000_000
-
-    def monotonic(self) -> float:
-        return time.monotonic()
 
 
 class RedisSink:
@@ -96,14 +82,14 @@ class RedisSink:
         metrics: Metrics,
         *,
         client_factory: Callable[[], RedisClient] | None = None,
-        clock: Clock | None = None,
+        clock: Clock = SYSTEM_CLOCK,
         backoff_min_s: float = 0.2,
         backoff_max_s: float = 5.0,
     ) -> None:
         self.cfg = cfg
         self.metrics = metrics
         self._client_factory = client_factory or Connector(cfg)
-        self._clock: Clock = clock or SystemClock()
+        self._clock = clock
         self._backoff = Backoff(backoff_min_s, backoff_max_s, healthy_reset_s=30.0)
         spool = None
         if cfg.spool_dir is not None:
@@ -264,7 +250,7 @@ class RedisSink:
         streams = {self.cfg.stream_for(s.item.camera_id) for s in batch}
         if not frames and not events and not (streams and self.cfg.min_replicas):
             return [], Waits(self.cfg.min_replicas)
-        published_ms = self._clock.time_ms()
+        published_ms = time_ms(self._clock)
         async with client.pipeline(transaction=False) as pipe:
             for slot in frames:
                 pipe.xadd(
@@ -378,4 +364,4 @@ class RedisSink:
             await client.aclose()
 
 
-__all__ = ["Backlog", "Buffer", "Clock", "RedisSink", "SystemClock"]
+__all__ = ["RedisSink"]

@@ -21,7 +21,10 @@ class FakeClock:
     def __init__(self, t: float = 1000.0) -> None:
         self.t = t
 
-    def __call__(self) -> float:
+    def monotonic(self) -> float:
+        return self.t
+
+    def time(self) -> float:
         return self.t
 
     def advance(self, dt: float) -> None:
@@ -70,7 +73,7 @@ def test_latest_frame_wins_and_superseded_frames_are_counted() -> None:
     clock, metrics = FakeClock(), Metrics()
     hub = FrameHub(metrics, clock)
     for seq in range(5):
-        hub.put(make_frame("a", seq, clock()))
+        hub.put(make_frame("a", seq, clock.monotonic()))
     frames = hub.take(640, 4, POLICY.max_age_s)
     assert [f.seq for f in frames] == [4]
     assert dropped(metrics, "a", "superseded") == 4
@@ -79,13 +82,13 @@ def test_latest_frame_wins_and_superseded_frames_are_counted() -> None:
 def test_deadline_counts_from_first_waiting_frame_even_when_superseded() -> None:
     clock = FakeClock()
     hub = FrameHub(Metrics(), clock)
-    hub.put(make_frame("a", 0, clock()))
-    hub.put(make_frame("b", 0, clock()))
-    hub.put(make_frame("c", 0, clock()))
+    hub.put(make_frame("a", 0, clock.monotonic()))
+    hub.put(make_frame("b", 0, clock.monotonic()))
+    hub.put(make_frame("c", 0, clock.monotonic()))
     hub.take(640, 1, 1.0)  # one camera is served; two stay waiting
-    start = clock()
+    start = clock.monotonic()
     clock.advance(0.010)
-    hub.put(make_frame("a", 1, clock()))
+    hub.put(make_frame("a", 1, clock.monotonic()))
     pending = hub.pending(640)
     assert pending.oldest_since == start  # b and c have waited since `start`
 
@@ -98,7 +101,7 @@ def test_fairness_oldest_waiting_camera_first_no_starvation() -> None:
     served = dict.fromkeys(cameras, 0)
     for step in range(60):
         for cam in cameras:
-            hub.put(make_frame(cam, step, clock()))
+            hub.put(make_frame(cam, step, clock.monotonic()))
             clock.advance(0.0001)
         for frame in hub.take(640, 2, POLICY.max_age_s):
             served[frame.camera_id] += 1
@@ -109,8 +112,8 @@ def test_fairness_oldest_waiting_camera_first_no_starvation() -> None:
 def test_stale_live_frames_are_dropped_and_counted_not_inferred() -> None:
     clock, metrics = FakeClock(), Metrics()
     hub = FrameHub(metrics, clock)
-    hub.put(make_frame("old", 0, clock() - 0.6))
-    hub.put(make_frame("fresh", 0, clock()))
+    hub.put(make_frame("old", 0, clock.monotonic() - 0.6))
+    hub.put(make_frame("fresh", 0, clock.monotonic()))
     frames = hub.take(640, 4, POLICY.max_age_s)
     assert [f.camera_id for f in frames] == ["fresh"]
     assert dropped(metrics, "old", "stale") == 1
@@ -120,11 +123,11 @@ def test_replay_frames_wait_for_the_consumer_and_are_never_stale() -> None:
     clock, metrics = FakeClock(), Metrics()
     hub = FrameHub(metrics, clock)
     stop = threading.Event()
-    assert hub.put(make_frame("file", 0, clock() - 5.0), wait=True, stop=stop)
+    assert hub.put(make_frame("file", 0, clock.monotonic() - 5.0), wait=True, stop=stop)
     second_done = threading.Event()
 
     def producer() -> None:
-        hub.put(make_frame("file", 1, clock() - 5.0), wait=True, stop=stop)
+        hub.put(make_frame("file", 1, clock.monotonic() - 5.0), wait=True, stop=stop)
         second_done.set()
 
     thread = threading.Thread(target=producer)
@@ -142,16 +145,16 @@ def test_replay_put_returns_false_when_stopped() -> None:
     clock = FakeClock()
     hub = FrameHub(Metrics(), clock)
     stop = threading.Event()
-    hub.put(make_frame("file", 0, clock()), wait=True, stop=stop)
+    hub.put(make_frame("file", 0, clock.monotonic()), wait=True, stop=stop)
     stop.set()
-    assert not hub.put(make_frame("file", 1, clock()), wait=True, stop=stop)
+    assert not hub.put(make_frame("file", 1, clock.monotonic()), wait=True, stop=stop)
 
 
 def test_frames_of_other_model_sizes_are_not_taken() -> None:
     clock = FakeClock()
     hub = FrameHub(Metrics(), clock)
-    hub.put(make_frame("a", 0, clock(), size=640))
-    hub.put(make_frame("b", 0, clock(), size=800))
+    hub.put(make_frame("a", 0, clock.monotonic(), size=640))
+    hub.put(make_frame("b", 0, clock.monotonic(), size=800))
     assert [f.camera_id for f in hub.take(640, 4, 1.0)] == ["a"]
     assert [f.camera_id for f in hub.take(800, 4, 1.0)] == ["b"]
 
@@ -161,7 +164,7 @@ def test_batcher_waits_for_deadline_then_returns_partial_batch() -> None:
         loop = asyncio.get_running_loop()
         hub = FrameHub(Metrics())
         policy = BatchPolicy(max_batch=4, max_wait_s=0.05, max_age_s=5.0)
-        batcher = Batcher(640, hub, policy, loop, loop.time)
+        batcher = Batcher(640, hub, policy, loop)
         # Three cameras are known to this model; only two have a frame waiting.
         for cam in ("a", "b", "c"):
             hub.put(make_frame(cam, 0, loop.time()))
@@ -180,12 +183,12 @@ def test_batcher_waits_for_deadline_then_returns_partial_batch() -> None:
 def test_a_frame_handed_over_before_disconnect_is_still_processed_without_waiting() -> None:
     clock = FakeClock()
     hub = FrameHub(Metrics(), clock)
-    hub.put(make_frame("a", 7, clock()), wait=True, stop=threading.Event())
-    hub.put(make_frame("b", 0, clock()))
+    hub.put(make_frame("a", 7, clock.monotonic()), wait=True, stop=threading.Event())
+    hub.put(make_frame("b", 0, clock.monotonic()))
     hub.discard("a")  # end of file / connection lost
     pending = hub.pending(640)
     assert pending.count == 2 and pending.cameras == 1
-    assert decide(pending, clock(), POLICY).run  # nothing else can join: run now
+    assert decide(pending, clock.monotonic(), POLICY).run  # nothing else can join: run now
     assert sorted(f.camera_id for f in hub.take(640, 4, POLICY.max_age_s)) == ["a", "b"]
 
 
@@ -193,7 +196,7 @@ def test_two_workers_waiting_on_one_batcher_each_get_a_different_batch() -> None
     async def scenario() -> list[list[str]]:
         loop = asyncio.get_running_loop()
         hub = FrameHub(Metrics())
-        batcher = Batcher(640, hub, BatchPolicy(max_batch=2, max_wait_s=0.01, max_age_s=5.0), loop, loop.time)
+        batcher = Batcher(640, hub, BatchPolicy(max_batch=2, max_wait_s=0.01, max_age_s=5.0), loop)
         first = asyncio.create_task(batcher.next_batch())
         second = asyncio.create_task(batcher.next_batch())
         await asyncio.sleep(0.01)
@@ -225,7 +228,7 @@ def test_frames_wake_the_loop_only_while_a_worker_waits_and_none_is_missed() -> 
         loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
         hub = FrameHub(Metrics())
         policy = BatchPolicy(max_batch=1, max_wait_s=60.0, max_age_s=5.0, per_worker=1)
-        batcher = Batcher(640, hub, policy, loop, loop.time)
+        batcher = Batcher(640, hub, policy, loop)
         for seq in range(5):  # no worker waiting: nobody to wake
             await asyncio.to_thread(hub.put, make_frame("a", seq, loop.time()))
         while_busy = wakeups
@@ -246,7 +249,7 @@ def test_stopped_batcher_runs_what_waits_at_once_then_returns_empty_to_every_wor
     async def scenario() -> tuple[list[str], float, list[list[Frame]]]:
         loop = asyncio.get_running_loop()
         hub = FrameHub(Metrics())
-        batcher = Batcher(640, hub, BatchPolicy(max_batch=4, max_wait_s=60.0, max_age_s=5.0), loop, loop.time)
+        batcher = Batcher(640, hub, BatchPolicy(max_batch=4, max_wait_s=60.0, max_age_s=5.0), loop)
         for cam in ("a", "b", "c"):
             hub.put(make_frame(cam, 0, loop.time()))
         hub.take(640, 4, 5.0)
@@ -314,7 +317,7 @@ def test_with_one_frame_per_worker_each_free_worker_takes_the_oldest_waiting_cam
     async def scenario() -> list[list[str]]:
         loop = asyncio.get_running_loop()
         hub = FrameHub(Metrics())
-        batcher = Batcher(640, hub, policy, loop, loop.time)
+        batcher = Batcher(640, hub, policy, loop)
         for i, cam in enumerate(("c", "a", "d", "b")):  # waiting since 0, 1, 2, 3 ms
             hub.put(make_frame(cam, 0, loop.time() - 0.010 + i / 1000))
         return [[f.camera_id for f in await asyncio.wait_for(batcher.next_batch(), 2.0)] for _ in range(4)]
@@ -331,7 +334,7 @@ def test_with_two_workers_a_batch_is_full_at_half_the_cameras_and_takes_only_tha
     async def scenario() -> list[list[str]]:
         loop = asyncio.get_running_loop()
         hub = FrameHub(Metrics())
-        batcher = Batcher(640, hub, policy, loop, loop.time)
+        batcher = Batcher(640, hub, policy, loop)
         for cam in ("a", "b", "c", "d"):  # both workers were busy: all four cameras wait
             hub.put(make_frame(cam, 0, loop.time()))
         first = await asyncio.wait_for(batcher.next_batch(), 2.0)
@@ -350,7 +353,7 @@ def test_at_full_share_a_busy_worker_takes_the_next_batch_without_resting() -> N
         loop = asyncio.get_running_loop()
         hub = FrameHub(Metrics())
         policy = BatchPolicy(max_batch=1, max_wait_s=0.0, max_age_s=5.0, per_worker=1)
-        batcher = Batcher(640, hub, policy, loop, loop.time)
+        batcher = Batcher(640, hub, policy, loop)
         hub.put(make_frame("a", 0, loop.time()))
         started = loop.time()
         frames = await asyncio.wait_for(batcher.next_batch(busy_s=30.0), 2.0)  # a 30 s rest would time out
@@ -366,7 +369,7 @@ def test_below_full_share_a_worker_rests_in_proportion_then_takes_the_freshest_f
         metrics = Metrics()
         hub = FrameHub(metrics)
         policy = BatchPolicy(max_batch=4, max_wait_s=0.0, max_age_s=5.0)
-        batcher = Batcher(640, hub, policy, loop, loop.time, metrics=metrics)
+        batcher = Batcher(640, hub, policy, loop, metrics=metrics)
         batcher.set_share(0.25)
         for cam in ("a", "b"):
             hub.put(make_frame(cam, 0, loop.time()))
@@ -388,7 +391,7 @@ def test_a_share_change_ends_a_rest_at_once() -> None:
     async def scenario() -> list[str]:
         loop = asyncio.get_running_loop()
         hub = FrameHub(Metrics())
-        batcher = Batcher(640, hub, BatchPolicy(max_batch=4, max_wait_s=0.0, max_age_s=5.0), loop, loop.time)
+        batcher = Batcher(640, hub, BatchPolicy(max_batch=4, max_wait_s=0.0, max_age_s=5.0), loop)
         batcher.set_share(0.01)
         hub.put(make_frame("a", 0, loop.time()))
         waiting = asyncio.create_task(batcher.next_batch(busy_s=1.0))  # would rest 99 s
@@ -406,7 +409,7 @@ def test_paused_frames_are_dropped_as_thermal_not_queued_and_inference_resumes_w
         metrics = Metrics()
         hub = FrameHub(metrics)
         policy = BatchPolicy(max_batch=4, max_wait_s=0.0, max_age_s=5.0)
-        batcher = Batcher(640, hub, policy, loop, loop.time, metrics=metrics)
+        batcher = Batcher(640, hub, policy, loop, metrics=metrics)
         batcher.set_share(0.0)
         waiting = asyncio.create_task(batcher.next_batch(busy_s=0.02))
         for seq in range(5):
@@ -440,7 +443,7 @@ def test_duty_cycled_batches_stay_fair_across_cameras() -> None:
         loop = asyncio.get_running_loop()
         hub = FrameHub(Metrics())
         policy = BatchPolicy(max_batch=1, max_wait_s=0.0, max_age_s=5.0, per_worker=1)
-        batcher = Batcher(640, hub, policy, loop, loop.time)
+        batcher = Batcher(640, hub, policy, loop)
         batcher.set_share(0.5)
         cameras = [f"cam{i}" for i in range(6)]
         served = dict.fromkeys(cameras, 0)
@@ -472,7 +475,7 @@ def test_stop_ends_a_pause_and_runs_what_waits() -> None:
     async def scenario() -> list[str]:
         loop = asyncio.get_running_loop()
         hub = FrameHub(Metrics())
-        batcher = Batcher(640, hub, BatchPolicy(max_batch=4, max_wait_s=60.0, max_age_s=5.0), loop, loop.time)
+        batcher = Batcher(640, hub, BatchPolicy(max_batch=4, max_wait_s=60.0, max_age_s=5.0), loop)
         batcher.set_share(0.0)
         waiting = asyncio.create_task(batcher.next_batch())
         await asyncio.sleep(0.01)

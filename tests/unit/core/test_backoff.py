@@ -9,7 +9,10 @@ class FakeClock:
     def __init__(self) -> None:
         self.now = 1000.0
 
-    def __call__(self) -> float:
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
         return self.now
 
 

@@ -6,14 +6,25 @@ from daemon.core.backoff import Backoff
 from daemon.core.log_repeat import RepeatSummary
 
 
+class FakeClock:
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return self.now
+
+
 def test_each_backoff_step_is_logged_then_one_line_per_interval_at_the_cap() -> None:
-    now = [0.0]
-    summary = RepeatSummary(every_s=60.0, clock=lambda: now[0])
-    backoff = Backoff(base_s=0.5, cap_s=8.0, rand=lambda: 1.0, clock=lambda: now[0])
+    clock = FakeClock()
+    summary = RepeatSummary(every_s=60.0, clock=clock)
+    backoff = Backoff(base_s=0.5, cap_s=8.0, rand=lambda: 1.0, clock=clock)
     logged: list[tuple[int, int]] = []  # (attempt, suppressed)
     for attempt in range(1, 101):
         step = backoff.ceiling_s()
-        now[0] += backoff.failed()
+        clock.now += backoff.failed()
         suppressed = summary.failed("connection refused", step)
         if suppressed is not None:
             logged.append((attempt, suppressed))
@@ -27,7 +38,7 @@ def test_each_backoff_step_is_logged_then_one_line_per_interval_at_the_cap() -> 
 
 
 def test_a_new_reason_or_a_success_logs_at_once() -> None:
-    summary = RepeatSummary(every_s=1e9, clock=lambda: 0.0)
+    summary = RepeatSummary(every_s=1e9, clock=FakeClock())
     assert summary.failed("refused", 30.0) == 0
     assert summary.failed("refused", 30.0) is None
     assert summary.failed("refused", 30.0) is None

@@ -23,7 +23,10 @@ class Clock:
     def __init__(self) -> None:
         self.now = 100.0
 
-    def __call__(self) -> float:
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
         return self.now
 
 

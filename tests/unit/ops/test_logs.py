@@ -34,6 +34,17 @@ REGISTERED = "reg-secret-5e3c"
 SECRET_URL = f"rtsp://viewer:{URL_PASSWORD}@10.0.0.9:554/s1"
 
 
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return self.now
+
+
 class TtyStream(io.StringIO):
     """An in-memory stream that says it is a terminal: the console renderer with colours."""
 
@@ -132,15 +143,15 @@ def test_every_line_is_one_json_object_whatever_wrote_it() -> None:
 
 
 def test_a_noisy_library_is_capped_and_the_gap_is_counted() -> None:
-    now = [0.0]
+    clock = FakeClock()
     stream = io.StringIO()
     configure_logging("json", "info", stream)
     (handler,) = [h for h in logging.getLogger().handlers if h.get_name() == "beltsight"]
-    handler.filters[:] = [LibraryFilter(logging.WARNING, clock=lambda: now[0])]
+    handler.filters[:] = [LibraryFilter(logging.WARNING, clock=clock)]
     noisy = logging.getLogger("libav.h264")
     for i in range(LIBRARY_BURST + 15):
         noisy.warning("error while decoding MB %d", i)
-    now[0] += LIBRARY_WINDOW_S
+    clock.now += LIBRARY_WINDOW_S
     noisy.warning("after the window")
     structlog.get_logger("beltsight.test").warning("camera_down", camera="c1")  # never capped
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
