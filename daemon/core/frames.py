@@ -184,11 +184,5 @@ class FrameConsumer(Protocol):
         """The camera's connection ended (a frame it handed over is still processed)."""
 
 
-class StatusListener(Protocol):
-    """Receives status changes (camera up/down, ...) from any thread."""
-
-    def __call__(self, event: StatusEvent) -> None: ...
-
-
 Router = Callable[[str, int, int], int | None]
 """(camera_id, width, height) -> model input size, or None when no configured model fits."""

@@ -90,7 +90,7 @@ class RedisSink:
         self.metrics = metrics
         self._client_factory = client_factory or Connector(cfg)
         self._clock = clock
-        self._backoff = Backoff(backoff_min_s, backoff_max_s, healthy_reset_s=30.0)
+        self._backoff = Backoff(backoff_min_s, backoff_max_s, healthy_reset_s=30.0, clock=clock)
         spool = None
         if cfg.spool_dir is not None:
             spool = Spool.open(cfg.spool_dir, cfg.spool_max_mb * 1024 * 1024)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,8 +20,10 @@ import structlog
 
 from daemon.config.engine import EngineConfig
 from daemon.config.thermal import ThermalConfig
+from daemon.core.clock import SYSTEM_CLOCK, Clock, time_ms
 from daemon.core.frames import StatusEvent
 from daemon.core.metrics import Metrics
+from daemon.core.status import StatusCallback
 from daemon.thermal.governor import LEVELS, Limits, ThermalGovernor, Throttle, relevant
 from daemon.thermal.sensors import detect_sensors
 from daemon.thermal.types import Reading, TemperatureSensor
@@ -74,9 +75,10 @@ class ThermalMonitor:
         metrics: Metrics,
         *,
         apply: Callable[[float], None],
-        on_event: Callable[[StatusEvent], None],
+        on_event: StatusCallback,
         on_status: Callable[[str], None],
         nvml: Any = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.config = config
         self.governor = ThermalGovernor(config)
@@ -86,6 +88,7 @@ class ThermalMonitor:
         self._on_event = on_event
         self._on_status = on_status
         self._nvml = nvml
+        self._clock = clock
         self._sensors: list[TemperatureSensor] = []
         self._missing: dict[str, str] = {}
         self._readings: list[Reading] = []
@@ -119,7 +122,7 @@ class ThermalMonitor:
         try:
             while True:
                 readings = await loop.run_in_executor(None, read_all, self._sensors, self._failing)
-                self.step(time.monotonic(), readings)
+                self.step(self._clock.monotonic(), readings)
                 await asyncio.sleep(self.config.interval_s)
         finally:
             for sensor in self._sensors:
@@ -172,7 +175,7 @@ class ThermalMonitor:
             "reason": after.reason,
         }
         self._on_event(
-            StatusEvent(kind="throttle_changed", detail=json.dumps(detail), at_ms=int(time.time() * 1000))
+            StatusEvent(kind="throttle_changed", detail=json.dumps(detail), at_ms=time_ms(self._clock))
         )
         self._on_status(f"thermal {after.level}: share {after.share:.2f}, {after.reason}")
 

@@ -15,36 +15,15 @@ import structlog.testing
 
 from daemon.config.settings import CameraConfig
 from daemon.core.backoff import Backoff
-from daemon.core.frames import Frame, StatusEvent, nearest_model_size
+from daemon.core.frames import StatusEvent
 from daemon.core.metrics import Metrics
-from daemon.ingest.sources import MAX_CONSECUTIVE_DECODE_ERRORS, CameraSource
+from daemon.ingest.reader import MAX_CONSECUTIVE_DECODE_ERRORS
+from daemon.ingest.sources import CameraSource
 from tests.support.fixtures_rtsp import Clip, RtspServer
+from tests.support.source_doubles import RecordingConsumer, route
+from tests.support.waits import wait_until
 
 FAST = {"read_timeout_s": 1.0, "stall_s": 2.0, "open_timeout_s": 2.0}
-
-
-class RecordingConsumer:
-    """A FrameConsumer that keeps every frame (the hub's Protocol, without its dropping policy)."""
-
-    def __init__(self) -> None:
-        self.frames: list[Frame] = []
-        self.waited: list[bool] = []
-        self.discards = 0
-        self._lock = threading.Lock()
-
-    def put(self, frame: Frame, *, wait: bool = False, stop: threading.Event | None = None) -> bool:
-        with self._lock:
-            self.frames.append(frame)
-            self.waited.append(wait)
-        return True
-
-    def discard(self, camera_id: str) -> None:
-        with self._lock:
-            self.discards += 1
-
-    def of(self, camera_id: str) -> list[Frame]:
-        with self._lock:
-            return [f for f in self.frames if f.camera_id == camera_id]
 
 
 class StatusLog:
@@ -63,18 +42,6 @@ class StatusLog:
     def of(self, kind: str) -> list[StatusEvent]:
         with self._lock:
             return [e for e in self.events if e.kind == kind]
-
-
-def route(camera_id: str, width: int, height: int) -> int | None:
-    return nearest_model_size(width, height)
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def sample(metrics: Metrics, name: str, camera_id: str, **labels: str) -> float:

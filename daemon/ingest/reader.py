@@ -1,0 +1,216 @@
+"""The decode loop of one camera connection: demux, decode, pace, count, route, hand off.
+
+`FrameReader.read` runs one opened container to its end and says how it ended (`Outcome`); the
+reconnect loop around it (state, backoff, status events) is `daemon.ingest.sources.CameraSource`.
+
+Policies:
+- Hand-off: live cameras and realtime file replays use `consumer.put(wait=False)` (latest
+  frame wins, the consumer counts what it replaces). `realtime=false` file replays use
+  `put(wait=True)`: every frame is processed and `seq` equals the frame index in the file.
+- `seq` counts decoded frames from 0 in each connection; a reconnect or a file loop (a new
+  pass) starts again at 0. Frames whose resolution routes to no model are counted as
+  dropped (`no_model`) and still take a seq number.
+- The letterbox (content size for the routed model) comes from `SourceGeometry`, once per
+  resolution; a resolution change is logged, reported and routed again. The frame goes on
+  in YUV with `decoding.scale` bound to it: scaling and conversion (swscale, AREA when
+  shrinking, BILINEAR when enlarging) happen in the worker, only for frames a batch takes.
+- Corrupt packets are counted (`corrupt_packets`) and skipped; more than
+  `MAX_CONSECUTIVE_DECODE_ERRORS` in a row end the connection.
+- Stall: no decoded frame for `stall_s` on an open connection ends it (`ConnectionLostError`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Literal
+
+import av
+import av.container
+import av.error
+import av.video
+import structlog
+from av.video.stream import VideoStream
+
+from daemon.config.settings import CameraConfig
+from daemon.core.clock import Clock, time_ms
+from daemon.core.frames import Frame, FrameConsumer
+from daemon.core.metrics import Metrics
+from daemon.ingest.decoding import ConnectionLostError, describe_error, scale, set_decoder_threads
+from daemon.ingest.geometry import SourceGeometry
+
+log = structlog.get_logger("beltsight.source")
+
+MAX_CONSECUTIVE_DECODE_ERRORS = 30
+"""More decode errors than this in a row (no good frame between them): reconnect."""
+FPS_SMOOTHING = 0.1
+"""Weight of the newest inter-frame interval in the fps estimate (exponential moving average)."""
+MAX_PACING_LAG_S = 1.0
+"""A realtime file replay that falls further behind than this re-anchors instead of bursting."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one connection (or one pass over a file) ended."""
+
+    kind: Literal["failed", "loop", "finished", "stopped"]
+    reason: str
+    stalled: bool = False
+
+
+@dataclass(slots=True)
+class Connection:
+    """Per-connection counters: everything here starts again on a reconnect or a file loop."""
+
+    codec: str
+    opened_mono: float
+    last_good_mono: float
+    nominal_fps: float
+    seq: int = 0
+    decode_errors: int = 0
+    pace_anchor: float | None = None
+    up: bool = False
+
+
+OnUp = Callable[[av.VideoFrame, Connection, float], None]
+"""Called with the first decoded frame of a connection, its counters and the time it came."""
+
+
+class FrameReader:
+    """Reads one camera's connections, one at a time, in the source's thread (not thread-safe)."""
+
+    def __init__(
+        self,
+        camera: CameraConfig,
+        *,
+        consumer: FrameConsumer,
+        geometry: SourceGeometry,
+        metrics: Metrics,
+        clock: Clock,
+        stop: threading.Event,
+        on_up: OnUp,
+        status: Callable[[str, str], None],
+        keep_decoded: bool,
+    ) -> None:
+        """`keep_decoded` (the device path): each frame carries its decoded planes (`Frame.decoded`)."""
+        self.camera = camera
+        self._consumer = consumer
+        self._geometry = geometry
+        self._metrics = metrics
+        self._clock = clock
+        self._stop = stop
+        self._on_up = on_up
+        self._status = status
+        self._keep_decoded = keep_decoded
+        self._frame_interval_s: float | None = None
+        self.conn: Connection | None = None
+        """The connection being read (None between connections)."""
+        self.frames = 0
+        """Frames decoded since start (all connections)."""
+        self.last_frame_mono: float | None = None
+
+    @property
+    def fps(self) -> float:
+        """Smoothed decode rate of the current connection (0 before two frames)."""
+        interval = self._frame_interval_s
+        return 1.0 / interval if interval else 0.0
+
+    def end_connection(self) -> None:
+        """The connection is over: its counters and fps estimate go."""
+        self.conn = None
+        self._frame_interval_s = None
+
+    def read(self, container: av.container.InputContainer) -> Outcome:
+        """Decode `container` until it ends, fails (raises) or stop is requested."""
+        if not container.streams.video:
+            raise ConnectionLostError("no video stream")
+        stream = container.streams.video[0]
+        set_decoder_threads(stream, self.camera.decode_threads)
+        now = self._clock.monotonic()
+        rate = stream.average_rate or stream.guessed_rate
+        conn = Connection(stream.codec_context.name, now, now, float(rate) if rate else 25.0)
+        self.conn = conn
+        for packet in container.demux(stream):
+            for vframe in self._decode(packet, conn):
+                if not self._handle(vframe, conn):
+                    return self._stopped(conn)
+            if self._stop.is_set():
+                return self._stopped(conn)
+            self._check_stall(conn)
+        if self.camera.is_file:
+            return Outcome("loop" if self.camera.loop else "finished", "end of file")
+        raise ConnectionLostError("stream ended")
+
+    def _stopped(self, conn: Connection) -> Outcome:
+        if conn.up:
+            self._status("camera_down", "stopped")
+        return Outcome("stopped", "stopped")
+
+    def _check_stall(self, conn: Connection) -> None:
+        age = self._clock.monotonic() - conn.last_good_mono
+        if age > self.camera.stall_s:
+            raise ConnectionLostError(f"stalled {age:.1f}s", stalled=conn.up)
+
+    def _decode(self, packet: av.Packet[VideoStream], conn: Connection) -> list[av.VideoFrame]:
+        """Decode one packet; corrupt data is counted and skipped, persistent garbage reconnects."""
+        try:
+            frames = packet.decode()
+        except av.error.EOFError:
+            return []
+        except av.error.FFmpegError as exc:
+            self._metrics.corrupt_packets.labels(camera=self.camera.id).inc()
+            conn.decode_errors += 1
+            log.debug("camera_decode_error", camera=self.camera.id, error=describe_error(exc, opened=True))
+            if conn.decode_errors > MAX_CONSECUTIVE_DECODE_ERRORS:
+                reason = f"corrupt stream ({conn.decode_errors} decode errors in a row)"
+                raise ConnectionLostError(reason) from None
+            return []
+        if frames:
+            conn.decode_errors = 0
+        return frames
+
+    def _handle(self, vframe: av.VideoFrame, conn: Connection) -> bool:
+        """Route and hand off one decoded frame (the worker scales it); False once stop was requested."""
+        if self.camera.is_file and self.camera.realtime and not self._pace(vframe, conn):
+            return False
+        captured_mono = self._clock.monotonic()
+        captured_ms = time_ms(self._clock)
+        seq = conn.seq
+        conn.seq += 1
+        self._count_frame(captured_mono, conn)
+        if not conn.up:
+            self._on_up(vframe, conn, captured_mono)
+        letterbox = self._geometry.letterbox_for(vframe.width, vframe.height)
+        if letterbox is None:
+            self._metrics.dropped(self.camera.id, "no_model")
+            return True
+        frame = Frame(self.camera.id, seq, captured_ms, captured_mono, letterbox, partial(scale, vframe, letterbox))
+        if self._keep_decoded:  # the device path letterboxes the decoded planes itself
+            frame = replace(frame, decoded=vframe)
+        if self.camera.is_file and not self.camera.realtime:
+            return self._consumer.put(frame, wait=True, stop=self._stop)
+        self._consumer.put(frame, wait=False)
+        return True
+
+    def _pace(self, vframe: av.VideoFrame, conn: Connection) -> bool:
+        """Sleep until this frame's time in the file; False when stop was requested."""
+        offset_s = vframe.time if vframe.time is not None else conn.seq / conn.nominal_fps
+        now = self._clock.monotonic()
+        if conn.pace_anchor is None:
+            conn.pace_anchor = now - offset_s
+        delay_s = conn.pace_anchor + offset_s - now
+        if delay_s < -MAX_PACING_LAG_S:
+            conn.pace_anchor = now - offset_s
+        return delay_s <= 0 or not self._stop.wait(delay_s)
+
+    def _count_frame(self, now: float, conn: Connection) -> None:
+        self.frames += 1
+        self._metrics.frames_decoded.labels(camera=self.camera.id).inc()
+        if conn.seq > 1 and self.last_frame_mono is not None:
+            interval = now - self.last_frame_mono
+            prev = self._frame_interval_s
+            self._frame_interval_s = interval if prev is None else prev + FPS_SMOOTHING * (interval - prev)
+        self.last_frame_mono = now
+        conn.last_good_mono = now
