@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from daemon.bridge.events import CATALOGUE, EVENTS
-from tests.unit.ops.test_log_events import IMPLICIT_FIELDS, scan
+from tests.support.log_calls import IMPLICIT_FIELDS, scan
 
 ROOT = Path(__file__).resolve().parents[3]
 

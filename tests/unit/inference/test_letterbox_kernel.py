@@ -24,7 +24,7 @@ from daemon.core.yuv import YuvFrame
 from daemon.inference.device_preprocess import Coefficients, DeviceBatchTensor, placed
 from daemon.inference.layouts import InputConvention
 from daemon.inference.letterbox_kernel import BLOCK, KERNEL_BODY, SOURCE, coefficient_array, launch_args
-from tests.unit.inference.test_device_preprocess import frame_of, planes
+from tests.support.yuv_planes import frame_of, planes
 
 SHIM = r"""
 #include <math.h>

@@ -15,30 +15,13 @@ from pathlib import Path
 import pytest
 import structlog
 
-from daemon.core.frames import Detection, FrameResult
+from daemon.core.frames import FrameResult
 from daemon.publish import spool as spool_module
 from daemon.publish.backlog import Backlog, Slot
 from daemon.publish.schema import EntryId
 from daemon.publish.spool import Spool
 from daemon.publish.spool_record import HEADER, SpoolRecord, encode_record
-
-BASE_MS = 1_700_000_000_000
-BOLT = Detection(cls=1, label="bolt", score=0.912345, box=(1.5, 2.0, 3.25, 4.0))
-
-
-def record(seq: int, camera: str = "cam1", n_dets: int = 1) -> SpoolRecord:
-    result = FrameResult(
-        camera_id=camera,
-        seq=seq,
-        captured_ms=BASE_MS + seq,
-        captured_mono=time.monotonic(),
-        width=1280,
-        height=720,
-        model_size=640,
-        model_name="conveyor-640@1.0.0",
-        detections=(BOLT,) * n_dets,
-    )
-    return SpoolRecord(result, EntryId(BASE_MS + seq, 0))
+from tests.support.spool_records import BASE_MS, BOLT, record
 
 
 def seqs(records: list[SpoolRecord]) -> list[tuple[str, int]]:
@@ -238,7 +221,7 @@ CRASH_CHILD = """
 import sys, time
 from pathlib import Path
 from daemon.publish.spool import Spool
-from tests.unit.publish.test_spool import record
+from tests.support.spool_records import record
 
 spool = Spool.open(Path(sys.argv[1]), 1 << 30, segment_bytes=4096)
 seq = 0

@@ -14,7 +14,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 import redis
@@ -24,6 +24,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from tests.support.faultproxy import FaultProxy
+from tests.support.waits import wait_until
 
 if TYPE_CHECKING:  # the module itself is loaded as a plugin, below (importing it first defeats that)
     from tests.support.fault_fixtures import FaultProxyFactory
@@ -42,14 +43,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def wait_until(condition: Any, what: str, timeout: float = DEADLINE_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.01)
 
 
 def client(port: int, socket_timeout: float | None = 5.0) -> redis.Redis:
@@ -94,7 +87,7 @@ def redis_port() -> Iterator[int]:
                 except redis.ConnectionError:
                     return False
 
-            wait_until(answers, "redis-server answers PING")
+            wait_until(answers, DEADLINE_S, "redis-server answers PING", poll_s=0.01)
         finally:
             probe.close()
         yield port
@@ -328,7 +321,12 @@ def test_drop_all_resets_live_connections(proxy: FaultProxy) -> None:
         assert proxy.stats().live == 2
         proxy.black_hole()  # hold a command in flight, so redis-py is reading when the reset comes
         in_flight = pool.submit(c.ping)
-        wait_until(lambda: any(i.held_upstream > 0 for i in proxy.connections()), "the PING is held in the proxy")
+        wait_until(
+            lambda: any(i.held_upstream > 0 for i in proxy.connections()),
+            DEADLINE_S,
+            "the PING is held in the proxy",
+            poll_s=0.01,
+        )
         proxy.drop_all()
         with pytest.raises(redis.ConnectionError):
             in_flight.result(timeout=DEADLINE_S)

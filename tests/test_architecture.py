@@ -1,0 +1,264 @@
+"""The shape of the code, checked: the layers (import-linter), no import cycle in daemon/ or tools/,
+tests that import only tests/support/ (never each other), and the size and docstring targets of
+daemon/. Import graphs are read from the source with `ast` (module-level and function-level
+imports alike), nothing is imported."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    """One import of `target` (a dotted module name, resolved) at `path:line`."""
+
+    source: str
+    target: str
+    path: Path
+    line: int
+
+    def where(self) -> str:
+        return f"{self.path.relative_to(REPO)}:{self.line}"
+
+
+def module_name(path: Path) -> str:
+    """tools/synth/video.py -> tools.synth.video; daemon/core/__init__.py -> daemon.core."""
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def python_files(*roots: str) -> list[Path]:
+    return sorted(p for root in roots for p in (REPO / root).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def imported_names(tree: ast.AST, module: str, is_package: bool) -> Iterator[tuple[str, int]]:
+    """Every (dotted name, line) an import anywhere in `tree` names: `a.b` for `from a import b`
+    (the module a.b, or the name b in a: the caller takes the longest prefix that is a module);
+    relative imports resolved against `module`."""
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*base_parts, *([node.module] if node.module else [])])
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                yield f"{base}.{alias.name}", node.lineno
+
+
+def longest_module(target: str, modules: Collection[str]) -> str | None:
+    """The longest prefix of the dotted `target` that is one of `modules` (None: none is)."""
+    parts = target.split(".")
+    return next((m for n in range(len(parts), 0, -1) if (m := ".".join(parts[:n])) in modules), None)
+
+
+def import_graph(*roots: str) -> tuple[set[str], list[Import]]:
+    """The modules under `roots` and the imports between them (each import to the most specific
+    module of the set it names)."""
+    files = python_files(*roots)
+    modules = {module_name(p): p for p in files}
+    edges: list[Import] = []
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        for target, line in imported_names(tree, name, path.name == "__init__.py"):
+            known = longest_module(target, modules)
+            if known is not None and known != name:
+                edges.append(Import(name, known, path, line))
+    return set(modules), edges
+
+
+def strongly_connected(nodes: set[str], edges: list[Import]) -> list[list[str]]:
+    """Tarjan's algorithm, iterative: the components of the graph, each a list of its nodes."""
+    succ: dict[str, list[str]] = {n: [] for n in nodes}
+    for e in edges:
+        succ[e.source].append(e.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    components: list[list[str]] = []
+    for root in sorted(nodes):
+        if root in index:
+            continue
+        work = [(root, iter(succ[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        top = stack.pop()
+                        on_stack.discard(top)
+                        component.append(top)
+                        if top == node:
+                            break
+                    components.append(sorted(component))
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(succ[child])))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return components
+
+
+def a_cycle(component: list[str], edges: list[Import]) -> list[Import]:
+    """One closed path of imports through the component's first module (breadth first: the shortest)."""
+    inside = set(component)
+    start = component[0]
+    via: dict[str, Import] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for e in edges:
+                if e.source != node or e.target not in inside:
+                    continue
+                if e.target == start:
+                    path = [e]
+                    while path[0].source != start:
+                        path.insert(0, via[path[0].source])
+                    return path
+                if e.target not in via:
+                    via[e.target] = e
+                    following.append(e.target)
+        frontier = following
+    raise AssertionError(f"no cycle through {start} in {component}")
+
+
+def test_the_layers_hold() -> None:
+    """import-linter's contract in pyproject.toml: __main__ > app | bridge > ops > stages > config > core."""
+    exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
+    assert exe is not None, "lint-imports not installed (tools/bootstrap.sh --dev)"
+    result = subprocess.run([exe], cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_import_cycle_in_daemon_or_tools() -> None:
+    nodes, edges = import_graph("daemon", "tools")
+    cycles = [c for c in strongly_connected(nodes, edges) if len(c) > 1]
+    report = []
+    for component in cycles:
+        path = a_cycle(component, edges)
+        steps = " -> ".join(f"{e.source} ({e.where()})" for e in path)
+        report.append(
+            f"{len(component)} modules import each other: {', '.join(component)}\n  {steps} -> {path[0].source}"
+        )
+    assert not cycles, "import cycles:\n" + "\n".join(report)
+
+
+# A module name in a string: `python -m tests.x`, `pytest_plugins`, import_module, or Python source
+# run in a child process (`from tests.x import y`).
+NAMED_MODULE = re.compile(r"^(tests(?:\.\w+)+)$")
+SOURCE_IMPORT = re.compile(r"\b(?:from|import)\s+(tests(?:\.\w+)+)")
+
+
+def imports_of_tests(path: Path) -> Iterator[tuple[str, int]]:
+    name = module_name(path)
+    tree = ast.parse(path.read_text(), str(path))
+    for target, line in imported_names(tree, name, path.name == "__init__.py"):
+        if target == "tests" or target.startswith("tests."):
+            yield target, line
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            named = NAMED_MODULE.findall(node.value.strip()) + SOURCE_IMPORT.findall(node.value)
+            for target in named:
+                yield target, node.lineno
+
+
+def allowed_test_import(target: str) -> bool:
+    """tests.support and what is in it; `tests` itself (a package with nothing in it)."""
+    return target in ("tests", "tests.support") or target.startswith("tests.support.")
+
+
+def test_tests_import_only_tests_support() -> None:
+    """A helper two test modules need lives in tests/support/, never in one of them."""
+    files = python_files("tests")
+    modules = {module_name(p) for p in files}
+    bad: set[str] = set()
+    for path in files:
+        for target, line in imports_of_tests(path):
+            known = longest_module(target, modules) or target
+            if not allowed_test_import(known):
+                bad.add(f"{path.relative_to(REPO)}:{line} imports {known}")
+    assert not bad, "test modules importing other test modules (move the helper to tests/support/):\n" + "\n".join(
+        sorted(bad)
+    )
+
+
+def function_spans(tree: ast.AST) -> Iterator[tuple[str, int, int]]:
+    """(qualified name, first line, length in lines) of every function, nested ones too."""
+
+    def visit(node: ast.AST, prefix: str) -> Iterator[tuple[str, int, int]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                name = f"{prefix}{child.name}"
+                end = child.end_lineno or child.lineno
+                yield name, child.lineno, end - child.lineno + 1
+                yield from visit(child, f"{name}.")
+            elif isinstance(child, ast.ClassDef):
+                yield from visit(child, f"{prefix}{child.name}.")
+            else:
+                yield from visit(child, prefix)
+
+    return visit(tree, "")
+
+
+def test_daemon_modules_are_at_most_400_lines() -> None:
+    long = sorted(
+        (n, str(p.relative_to(REPO)))
+        for p in python_files("daemon")
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    )
+    assert not long, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(f"{path}: {n}" for n, path in long)
+
+
+def test_daemon_functions_are_at_most_60_lines() -> None:
+    long = []
+    for path in python_files("daemon"):
+        tree = ast.parse(path.read_text(), str(path))
+        long += [
+            f"{path.relative_to(REPO)}:{line} {name}: {n} lines"
+            for name, line, n in function_spans(tree)
+            if n > MAX_FUNCTION_LINES
+        ]
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
+
+
+def test_every_daemon_subpackage_says_what_it_is_for() -> None:
+    """Each subpackage's `__init__.py` has a docstring (what the room is for, what it may import,
+    its entry points)."""
+    missing = sorted(
+        str(init.relative_to(REPO))
+        for init in (REPO / "daemon").rglob("__init__.py")
+        if init.parent != REPO / "daemon"
+        and "__pycache__" not in init.parts
+        and not ast.get_docstring(ast.parse(init.read_text(), str(init)))
+    )
+    assert not missing, "subpackages without a docstring in __init__.py:\n" + "\n".join(missing)
