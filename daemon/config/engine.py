@@ -1,22 +1,14 @@
 """The `[engine]` settings section: providers, array device, batching, threads, breaker, rebuilds,
-CUDA and TensorRT options.
-
-`daemon.config.settings` assembles the full Settings from this and the other sections; `Section` is the
-base of every section (unknown keys are errors, values are frozen).
-"""
+CUDA and TensorRT options."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-Seconds = Annotated[float, Field(gt=0)]
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from daemon.config.base import Seconds, Section
 
 
 class CudaOptions(Section):

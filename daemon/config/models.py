@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from daemon.config.engine import Section
+from daemon.config.base import Section
 from daemon.core.model_spec import ModelOverrides
 
 

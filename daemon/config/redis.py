@@ -1,45 +1,16 @@
-"""The `[redis]` section: one Redis or a Redis Cluster, TLS, durability through a failover.
-
-Re-exported by `daemon.config.settings` (`daemon.config.settings.RedisConfig`); kept apart so the Redis connection
-layer's options live in one place.
-"""
+"""The `[redis]` section: one Redis or a Redis Cluster, TLS, durability through a failover."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Self
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from daemon.config.engine import Seconds, Section
+from daemon.config.base import Seconds, Section, read_secret_file, with_password
+from daemon.core.netaddr import parse_host_port
 from daemon.core.redaction import SECRETS, redact_url
-
-
-def read_secret_file(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise ValueError(f"cannot read secret file {path}: {exc.strerror}") from None
-
-
-def with_password(url: str, password: str) -> str:
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    user = parts.username or ""
-    netloc = f"{user}:{quote(password, safe='')}@{host}"
-    if parts.port is not None:
-        netloc += f":{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-def _host_port(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
-        raise ValueError(f"startup node {text!r} must be host:port")
-    return host.strip("[]"), int(port)
 
 
 class RedisConfig(Section):
@@ -105,7 +76,7 @@ class RedisConfig(Section):
     @classmethod
     def _check_nodes(cls, v: list[str]) -> list[str]:
         for node in v:
-            _host_port(node)
+            _node(node)
         return v
 
     @model_validator(mode="after")
@@ -135,7 +106,7 @@ class RedisConfig(Section):
         """The node in `url` (when it names one), then `startup_nodes`."""
         parts = urlsplit(self.url.get_secret_value())
         seeds = [(parts.hostname, parts.port or 6379)] if parts.hostname else []
-        return [*seeds, *(_host_port(n) for n in self.startup_nodes)]
+        return [*seeds, *(_node(n) for n in self.startup_nodes)]
 
     def effective_url(self) -> str:
         url = self.url.get_secret_value()
@@ -149,4 +120,11 @@ class RedisConfig(Section):
         return self.stream.replace("{camera}", camera_id)
 
 
-__all__ = ["RedisConfig", "read_secret_file", "with_password"]
+def _node(text: str) -> tuple[str, int]:
+    try:
+        return parse_host_port(text, listen=False)
+    except ValueError:
+        raise ValueError(f"startup node {text!r} must be host:port") from None
+
+
+__all__ = ["RedisConfig"]

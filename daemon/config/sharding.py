@@ -23,7 +23,7 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
-from daemon.config.engine import Section
+from daemon.config.base import Section
 
 
 class InstanceConfig(Section):

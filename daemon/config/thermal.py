@@ -12,7 +12,7 @@ from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
-from daemon.config.engine import Seconds, Section
+from daemon.config.base import Seconds, Section
 
 DEFAULT_SYSFS_ROOT = Path("/sys/class/thermal")
 DEFAULT_IGNORED = (

@@ -34,7 +34,7 @@ import av.video
 import structlog
 from av.video.stream import VideoStream
 
-from daemon.config.settings import CameraConfig
+from daemon.config.cameras import CameraConfig
 from daemon.core.clock import Clock, time_ms
 from daemon.core.frames import Frame, FrameConsumer
 from daemon.core.metrics import Metrics

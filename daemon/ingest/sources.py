@@ -18,7 +18,7 @@ import av.error
 import av.video
 import structlog
 
-from daemon.config.settings import CameraConfig
+from daemon.config.cameras import CameraConfig
 from daemon.core.backoff import Backoff
 from daemon.core.clock import SYSTEM_CLOCK, Clock, time_ms
 from daemon.core.frames import FrameConsumer, Router, StatusEvent

@@ -7,12 +7,12 @@ import time
 
 import structlog.testing
 
-from daemon.config.settings import CameraConfig
+from daemon.config.cameras import CameraConfig
 from daemon.core.backoff import Backoff
 from daemon.core.frames import StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.ingest.sources import CameraSource
-from tests.integration.ingest.test_sources import RecordingConsumer, route
+from tests.support.source_doubles import RecordingConsumer, route
 
 
 def _refused_port() -> int:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import structlog.testing
 
-from daemon.config.settings import CameraConfig
+from daemon.config.cameras import CameraConfig
 from daemon.core.backoff import Backoff
 from daemon.core.frames import StatusEvent
 from daemon.core.metrics import Metrics

@@ -94,7 +94,7 @@ def test_rejects_bad_parameters(base: float, cap: float, reset: float) -> None:
 
 
 def test_a_camera_source_caps_its_reconnect_wait_at_reconnect_max_s() -> None:
-    from daemon.config.settings import CameraConfig  # noqa: PLC0415
+    from daemon.config.cameras import CameraConfig  # noqa: PLC0415
     from daemon.core.metrics import Metrics  # noqa: PLC0415
     from daemon.ingest.sources import CameraSource  # noqa: PLC0415
 

@@ -1,0 +1,16 @@
+"""The `[logging]` section: output format and level (applied by `daemon.ops.logs.configure_logging`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from daemon.config.base import Section
+
+
+class LoggingConfig(Section):
+    format: Literal["auto", "json", "console"] = "auto"
+    """auto: console renderer on a terminal, JSON lines otherwise (journald)."""
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+__all__ = ["LoggingConfig"]
