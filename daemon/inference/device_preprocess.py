@@ -127,8 +127,8 @@ def letterbox_content(xp: ArrayModule, frame: YuvFrame, geometry: Geometry, k: C
 
 
 def placed(letterbox: Letterbox, convention: InputConvention) -> Letterbox:
-    """Where the content lies in the input: as fitted (centred), or moved to the top-left
-    (the same rule as `daemon.inference.stage.BatchTensor.placed`)."""
+    """Where the content lies in the input: as fitted (centred), or moved to the top-left (the
+    rule of both batch tensors, this one and `daemon.inference.stage.BatchTensor`)."""
     if convention.padding == "top-left" and (letterbox.pad_x or letterbox.pad_y):
         return replace(letterbox, pad_x=0, pad_y=0)
     return letterbox

@@ -1,14 +1,14 @@
 """ONNX Runtime sessions: providers verified, warm-up, IO binding (`daemon.inference.iobinding`).
 
-Model files are checked by `daemon.inference.model_file` (`load_model_info`, re-exported here) and
-providers mapped and verified by `daemon.inference.providers`: a session whose first configured
+Model files are checked by `daemon.inference.model_file` (`load_model_info`) and providers
+mapped and verified by `daemon.inference.providers`: a session whose first configured
 provider is missing raises `ProviderError`, or with `engine.allow_fallback` logs an ERROR
 event `provider_fallback` and serves anyway.
 
 An `Engine` is one session for one model size, self-contained and cheap to build twice, so
-a breaker can keep a CPU engine beside the GPU one and a rebuild can happen beside the
-serving engine before a swap (`EngineFactory.build`). Errors from `session.run` are raised
-as `InferenceError`, the one exception a breaker counts.
+a lane worker's `daemon.inference.serving.ServingEngine` can keep a CPU session beside the GPU
+one and build a replacement beside the serving one before a swap (`EngineFactory.build`).
+Errors from `session.run` are raised as `InferenceError`, the one exception a breaker counts.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from daemon.inference.layouts import warm_up_mismatch
 from daemon.inference.model_file import ModelError, ModelInfo
 from daemon.inference.postprocess import join_outputs
 from daemon.inference.providers import (
-    ORT_PROVIDERS,
     EngineError,
     Placement,
+    on_cuda,
     placement_providers,
     provider_specs,
     session_options,
@@ -103,12 +103,11 @@ class Engine:
         cfg: EngineConfig,
         *,
         placement: Placement = "configured",
-        cuda_stream: Any | None = None,
         verify: bool = True,
     ) -> Engine:
         """Build the session, verify its providers (unless `verify` is False) and warm it up."""
         names, allow_fallback = placement_providers(cfg, placement)
-        stream = cuda_stream if cuda_stream is not None else _cuda_stream(cfg, names)
+        stream = _cuda_stream(cfg, names)
         trt = tensorrt_cache.prepare(cfg.tensorrt, info.path) if "tensorrt" in names else None
         with tensorrt_cache.building(trt) if trt is not None else contextlib.nullcontext():
             return cls._build(info, cfg, names=names, fallback=allow_fallback, stream=stream, trt=trt, verify=verify)
@@ -139,13 +138,12 @@ class Engine:
             verify_providers(info.name, names, session.get_providers(), allow_fallback=fallback)
         # the largest batch this session will run: warm-up and the input buffer are sized by it
         max_batch = min(n for n in (cfg.max_batch, info.batch, worker_batch(cfg)) if n is not None)
-        on_cuda = ORT_PROVIDERS["cuda"] in session.get_providers()
         engine = cls(
             session,
             info,
             max_batch=max_batch,
             device_id=cfg.cuda.device_id,
-            cuda_stream=stream if on_cuda else None,
+            cuda_stream=stream if on_cuda(session.get_providers()) else None,
         )
         engine.warm_up()
         return engine
@@ -157,7 +155,7 @@ class Engine:
 
     @property
     def on_cuda(self) -> bool:
-        return ORT_PROVIDERS["cuda"] in self._providers
+        return on_cuda(self._providers)
 
     def warm_up(self) -> float:
         """One `max_batch` zero batch (a static-batch model's own size; allocates arenas, picks
@@ -260,10 +258,8 @@ class EngineFactory:
         info: ModelInfo,
         placement: Placement = "configured",
         reason: str = "startup",
-        *,
-        cuda_stream: Any | None = None,
     ) -> Engine:
-        engine = Engine.create(info, self.cfg, placement=placement, cuda_stream=cuda_stream)
+        engine = Engine.create(info, self.cfg, placement=placement)
         if self.metrics is not None:
             self.metrics.session_builds.labels(model=str(info.size), reason=reason).inc()
         log.info(

@@ -299,8 +299,16 @@ def recognise(
     main, masks = _main_output(outputs)
     ultralytics = "stride" in meta or "task" in meta
     found = _Found(
-        size, strides, names, override, override_from, task, masks, ultralytics, _meta_flag(meta, "end2end")
-        or _export_args_nms(meta), names_from
+        size,
+        strides,
+        names,
+        override,
+        override_from,
+        task,
+        masks,
+        ultralytics,
+        _meta_flag(meta, "end2end") or _export_args_nms(meta),
+        names_from,
     )
     kind = _classify(main, found)
     if kind == "end2end":

@@ -102,9 +102,12 @@ class ModelInfo:
     def lines(self) -> list[str]:
         """What doctor and check-config print about this model."""
         shown = ", ".join(self.names[:12]) + (f", ... ({len(self.names)})" if len(self.names) > 12 else "")
-        nms = "in the graph" if self.decoding.nms_in_graph else (
-            "class-agnostic" if self.class_agnostic_nms else "class-aware"
-        ) + (", IoU with YOLOX demo's +1 pixel areas" if self.iou_plus_one else "")
+        nms = (
+            "in the graph"
+            if self.decoding.nms_in_graph
+            else ("class-agnostic" if self.class_agnostic_nms else "class-aware")
+            + (", IoU with YOLOX demo's +1 pixel areas" if self.iou_plus_one else "")
+        )
         return [
             f"layout: {self.decoding.describe()}; NMS {nms}",
             f"classes: {len(self.names)} [{shown}] ({self.labels_origin})",

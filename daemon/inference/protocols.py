@@ -1,31 +1,29 @@
-"""The engine Protocols every stage imports: what the inference stage, the breaker and the
-rebuilds need from an engine, and from what builds one.
+"""The engine Protocols of the inference room: what the serving engine needs from a session and
+from what builds one, and what the inference stage needs from the serving engine.
 
-`daemon.inference.engine.Engine` and `EngineFactory` satisfy them; `daemon.inference.rebuild.RebuildingEngine` and
-`daemon.inference.resilience.ResilientEngine` wrap one and satisfy `InferenceEngine` themselves; tests use
-fakes. `daemon.inference.rebuild` and `daemon.inference.resilience` re-export these names for older imports.
+`daemon.inference.engine.Engine` (one ONNX Runtime session) satisfies `DeviceEngine`, and
+`EngineFactory` satisfies `EngineBuilder`; `daemon.inference.serving.ServingEngine` (a lane
+worker's engine: rebuilds, breaker, CPU fallback) satisfies `DeviceEngine`; tests use fakes.
+`BatchSource` and `ResultOrder` are what a lane (`daemon.inference.lanes`) needs from batching,
+which this room may not import: app wires `daemon.batching`'s in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from daemon.core.frames import StatusEvent
+from daemon.core.frames import Frame, FrameResult
 from daemon.inference.model_file import ModelInfo
 from daemon.inference.providers import Placement
 
-__all__ = ["Clock", "DeviceEngine", "EngineBuilder", "HostArray", "InferenceEngine", "StatusCallback"]
-
 HostArray = npt.NDArray[np.float32]
-StatusCallback = Callable[[StatusEvent], None]
 
 
 class InferenceEngine(Protocol):
-    """What the inference stage needs from an engine (the host path: NumPy in, NumPy out)."""
+    """An engine's host path: NumPy in, NumPy out (every session has it; a CPU one only this)."""
 
     @property
     def max_batch(self) -> int: ...
@@ -39,8 +37,8 @@ class InferenceEngine(Protocol):
 
 
 @runtime_checkable
-class DeviceEngine(Protocol):
-    """An engine that can also keep a batch on the GPU (`daemon.inference.engine.Engine` on CUDA).
+class DeviceEngine(InferenceEngine, Protocol):
+    """An engine that can also keep a batch on the GPU.
 
     `run_device` takes a CuPy batch written on `cuda_stream` and returns the model's output
     as a CuPy array (IO binding: nothing crosses to the host). Only meaningful when `on_cuda`.
@@ -61,9 +59,21 @@ class EngineBuilder(Protocol):
     def build(self, info: ModelInfo, placement: Placement = ..., reason: str = ...) -> InferenceEngine: ...
 
 
-class Clock(Protocol):
-    """The two clocks read here (the `time` module satisfies it)."""
+class BatchSource(Protocol):
+    """Where a lane's workers take their batches (`daemon.batching.batcher.Batcher`, wired by app)."""
 
-    def time(self) -> float: ...
+    async def next_batch(self, busy_s: float = ...) -> list[Frame]: ...
 
-    def monotonic(self) -> float: ...
+    def set_share(self, share: float) -> None: ...
+
+    def notify(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class ResultOrder(Protocol):
+    """Hands a lane's results on in the order its batches were taken (`daemon.batching.batcher.InOrder`)."""
+
+    def ticket(self) -> int: ...
+
+    def complete(self, ticket: int, results: list[FrameResult]) -> list[FrameResult]: ...

@@ -42,6 +42,11 @@ class ProviderError(EngineError):
     """The session did not get the execution provider it was configured to require."""
 
 
+def on_cuda(providers: Sequence[str]) -> bool:
+    """Whether a session that got these (ORT) providers runs on CUDA."""
+    return ORT_PROVIDERS["cuda"] in providers
+
+
 def cuda_provider_options(cuda: CudaOptions, stream_ptr: int | None = None) -> dict[str, str]:
     """CUDA provider options from the config; `stream_ptr` shares a CuPy stream with ORT."""
     opts = {

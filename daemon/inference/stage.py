@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import partial
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -21,13 +22,12 @@ import numpy.typing as npt
 from daemon.core.frames import Frame, FrameResult, Letterbox
 from daemon.core.metrics import Metrics
 from daemon.core.xp import array_module_of
+from daemon.inference.device_preprocess import placed
+from daemon.inference.device_stage import DeviceInference
 from daemon.inference.layouts import InputConvention
 from daemon.inference.model_file import ModelInfo
 from daemon.inference.postprocess import decode_batch, source_mapping, to_detections
-from daemon.inference.protocols import InferenceEngine
-
-if TYPE_CHECKING:
-    from daemon.inference.device_stage import DeviceInference
+from daemon.inference.protocols import DeviceEngine
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,17 +69,11 @@ class BatchTensor:
         self.array: npt.NDArray[Any] = np.full((self.rows, 3, size, size), self._pad, dtype=self._dtype)
         self._geometry: list[Letterbox | None] = [None] * self.rows
 
-    def placed(self, letterbox: Letterbox) -> Letterbox:
-        """Where the frame's content lies in the input: the letterbox as is, or moved to the top-left."""
-        if self.convention.padding == "top-left" and (letterbox.pad_x or letterbox.pad_y):
-            return replace(letterbox, pad_x=0, pad_y=0)
-        return letterbox
-
     def fill(self, frames: list[Frame]) -> npt.NDArray[Any]:
         if len(frames) > self.rows:
             raise ValueError(f"{len(frames)} frames for a batch tensor of {self.rows}")
         for i, frame in enumerate(frames):
-            lb = self.placed(frame.letterbox)
+            lb = placed(frame.letterbox, self.convention)
             if lb.size != self.size:
                 raise ValueError(f"frame for size {lb.size} in a {self.size} batch")
             if self._geometry[i] != lb:
@@ -105,13 +99,12 @@ class InferenceStage:
     def __init__(
         self,
         info: ModelInfo,
-        engine: InferenceEngine,
+        engine: DeviceEngine,
         *,
         max_batch: int,
         post: PostprocessConfig,
         rules: Mapping[str, CameraRules],
         metrics: Metrics,
-        xp: ModuleType = np,
         device: DeviceInference | None = None,
     ) -> None:
         """`device` (lanes where `[engine] device` chose CUDA): the device path, taken for every
@@ -123,16 +116,8 @@ class InferenceStage:
         self._post = post
         self._rules = dict(rules)
         self._metrics = metrics
-        self._xp = xp
         self._device = device
         self._model_label = str(info.size)
-
-    def swap_engine(self, engine: InferenceEngine) -> InferenceEngine:
-        """Put a new engine in service between batches; returns the old one (caller closes it)."""
-        old, self.engine = self.engine, engine
-        if self._device is not None:
-            self._device.engine = engine
-        return old
 
     def _rules_for(self, camera_id: str) -> CameraRules:
         rules = self._rules.get(camera_id)
@@ -140,11 +125,11 @@ class InferenceStage:
 
     def infer(self, frames: list[Frame]) -> list[FrameResult]:
         device = self._device
-        if device is not None and device.serves(frames):  # YUV planes -> device batch -> run_device
-            with device.stream():  # fill, inference, decode + NMS queued on the engine's stream
+        if device is not None and device.serves(self.engine, frames):  # YUV planes -> device batch -> run_device
+            with device.stream(self.engine):  # fill, inference, decode + NMS queued on the engine's stream
                 batch = device.fill([(f.decoded, f.letterbox) for f in frames])
-                return self._infer(frames, batch, device.infer, None)
-        return self._infer(frames, self._tensor.fill(frames), self.engine.run, self._xp)
+                return self._infer(frames, batch, partial(device.infer, self.engine), None)
+        return self._infer(frames, self._tensor.fill(frames), self.engine.run, np)
 
     def _infer(
         self, frames: list[Frame], batch: Any, run: Callable[[Any], Any], xp: ModuleType | None
@@ -172,7 +157,7 @@ class InferenceStage:
         for frame, frame_rows, rule in zip(frames, rows, rules, strict=True):
             dets = to_detections(
                 frame_rows,
-                source_mapping(self._tensor.placed(frame.letterbox), self._tensor.convention.boxes),
+                source_mapping(placed(frame.letterbox, self._tensor.convention), self._tensor.convention.boxes),
                 self.info.names,
                 conf_threshold=rule.conf_threshold,
                 classes=rule.classes,

@@ -1,4 +1,4 @@
-"""ResilientEngine with the committed 416 detector and real ONNX Runtime CPU sessions, alone and
+"""ServingEngine with the committed 416 detector and real ONNX Runtime CPU sessions, alone and
 inside the whole daemon.
 
 The "GPU" primary is a real CPU engine behind `tests.support.faults.FaultyEngine` (a GPU fault cannot
@@ -25,7 +25,7 @@ from daemon.core.frames import StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.inference.engine import Engine, EngineFactory
 from daemon.inference.model_file import ModelInfo, load_model_info
-from daemon.inference.resilience import ResilientEngine
+from daemon.inference.serving import ServingEngine
 from tests.integration.app.test_reliability import (
     assert_exactly_once_in_order,
     drops,
@@ -87,7 +87,7 @@ def test_injected_faults_open_the_breaker_and_every_batch_is_still_correct(
     factory = FaultyFactory(EngineFactory(CPU, metrics))
     primary = factory.build(info, "configured", "startup")
     cfg = EngineConfig(providers=["cuda", "cpu"], max_batch=2, breaker=BreakerConfig(fail_max=2, reset_timeout_s=10))
-    engine = ResilientEngine(factory, info, cfg, primary, metrics=metrics, on_status=events.append, clock=clock)
+    engine = ServingEngine(factory, info, cfg, primary, metrics=metrics, on_status=events.append, clock=clock)
     expected = [reference.run(b) for b in batches]
     try:
         engine.wait_builds(60)
@@ -127,7 +127,7 @@ def test_rebuilds_under_continuous_load_change_no_output_and_block_no_batch(
     factory = FaultyFactory(EngineFactory(CPU, metrics), extra_build_s=1.5)
     primary = factory.build(info, "configured", "startup")
     cfg = CPU.model_copy(update={"rebuild": RebuildConfig(every_frames=8)})
-    engine = ResilientEngine(factory, info, cfg, primary, metrics=metrics, on_status=events.append)
+    engine = ServingEngine(factory, info, cfg, primary, metrics=metrics, on_status=events.append)
     expected = [reference.run(b) for b in batches]
     durations: list[float] = []
     mismatches: list[int] = []

@@ -20,17 +20,18 @@ from daemon.core.frames import Frame, FrameResult, Letterbox, StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.core.model_spec import ModelOverrides
 from daemon.core.xp import DeviceChoice
-from daemon.inference.device_stage import DeviceInference, for_lane
+from daemon.inference.device_stage import DeviceInference
 from daemon.inference.engine import Engine, EngineFactory, InferenceError
 from daemon.inference.model_file import ModelInfo, load_model_info
 from daemon.inference.postprocess import decode_batch
-from daemon.inference.protocols import HostArray, InferenceEngine
+from daemon.inference.placement import device_path
+from daemon.inference.protocols import DeviceEngine, HostArray, InferenceEngine
 from daemon.inference.providers import Placement
-from daemon.inference.resilience import ResilientEngine
+from daemon.inference.serving import ServingEngine
 from daemon.inference.stage import BatchTensor, InferenceStage, PostprocessConfig
 from daemon.ingest.decoding import scale
 from tests.support.onnx_models import DEMO_MODELS, wrap_demo
-from tools.synth_video import h264_writer
+from tools.synth.video import h264_writer
 
 MODEL = DEMO_MODELS / "conveyor-640.onnx"
 pytestmark = pytest.mark.skipif(not MODEL.is_file(), reason="demo model not built (tools/bootstrap.sh)")
@@ -38,7 +39,7 @@ pytestmark = pytest.mark.skipif(not MODEL.is_file(), reason="demo model not buil
 
 @pytest.fixture(scope="module")
 def frames(tmp_path_factory: pytest.TempPathFactory) -> list[av.VideoFrame]:
-    render_image = pytest.importorskip("tools.synth").render_image
+    render_image = pytest.importorskip("tools.synth.scene").render_image
     path = tmp_path_factory.mktemp("stage") / "scenes.mp4"
     with h264_writer(path, 960, 540, 10, crf=16, preset="veryfast") as write:
         for seed in (3, 4, 5):
@@ -56,8 +57,8 @@ def test_device_path_with_numpy_finds_what_the_cpu_path_finds(frames: list[av.Vi
         [Frame("c", i, 0, 0.0, lb, scale(f, lb)) for i, f in enumerate(frames)]
     )
     cpu_rows = decode_batch(np, engine.run(cpu_batch), **args)
-    stage = DeviceInference(np, engine, info, 3)
-    out = stage.run([(f, lb) for f in frames])
+    stage = DeviceInference(np, info, 3)
+    out = stage.run(engine, [(f, lb) for f in frames])
     dev_rows = decode_batch(np, out, **args)
     assert sum(len(r) for r in cpu_rows) >= 3  # the scenes have parts to find
     for a, b in zip(cpu_rows, dev_rows, strict=True):
@@ -65,7 +66,7 @@ def test_device_path_with_numpy_finds_what_the_cpu_path_finds(frames: list[av.Vi
         for row in a:  # each CPU-path box has a device-path box of its class within 3 px
             same = b[b[:, 5] == row[5]]
             assert np.abs(same[:, :4] - row[:4]).max(axis=1).min() < 3.0
-    again = stage.run([(f, lb) for f in frames[:2]])  # a smaller batch reuses the tensor
+    again = stage.run(engine, [(f, lb) for f in frames[:2]])  # a smaller batch reuses the tensor
     assert again.shape[0] == 2
     engine.close()
 
@@ -137,7 +138,7 @@ POST = PostprocessConfig(conf_threshold=0.4, iou_threshold=0.5, max_det=100)
 SEAM = DeviceChoice("cuda", "cuda", np, "test: the device path with NumPy as its array module")
 
 
-def stage_of(engine: InferenceEngine, info: ModelInfo, device: DeviceInference | None) -> InferenceStage:
+def stage_of(engine: DeviceEngine, info: ModelInfo, device: DeviceInference | None) -> InferenceStage:
     return InferenceStage(info, engine, max_batch=3, post=POST, rules={}, metrics=Metrics(), device=device)
 
 
@@ -159,7 +160,7 @@ def agree(host: list[FrameResult], device: list[FrameResult], tolerance_px: floa
             assert np.abs(same - np.array(det.box)).max(axis=1).min() < tolerance_px
 
 
-def on_cuda(engine: ResilientEngine) -> bool:
+def on_cuda(engine: ServingEngine) -> bool:
     return engine.on_cuda  # a call, so mypy does not carry an earlier narrowing over
 
 
@@ -176,7 +177,7 @@ def test_the_stage_with_a_device_inference_on_numpy_publishes_what_the_host_path
     device_engine = CudaStandIn(Engine.create(info, CPU_CFG))
     try:
         host = stage_of(host_engine, info, None).infer(live_frames(frames, lb, decoded=False))
-        stage = stage_of(device_engine, info, for_lane(SEAM, device_engine, info, 3))
+        stage = stage_of(device_engine, info, device_path(SEAM, info, 3))
         device = stage.infer(live_frames(frames, lb))
         assert (device_engine.device_runs, device_engine.runs) == (1, 0)  # YUV fill -> run_device
         agree(host, device, tolerance_px=4.5)  # 3 px of the model input, x 1.5 to camera pixels
@@ -198,12 +199,12 @@ def test_an_open_breaker_switches_the_stage_to_the_host_path_and_no_frame_is_los
     )
     primary = cast(CudaStandIn, factory.build(info, "configured"))
     events: list[StatusEvent] = []
-    engine = ResilientEngine(factory, info, cfg, primary, metrics=Metrics(), on_status=events.append)
+    engine = ServingEngine(factory, info, cfg, primary, metrics=Metrics(), on_status=events.append)
     host_engine = Engine.create(info, CPU_CFG)
     try:
         engine.wait_builds(30)
         host = stage_of(host_engine, info, None).infer(live_frames(frames, lb))
-        stage = stage_of(engine, info, for_lane(SEAM, engine, info, 3))
+        stage = stage_of(engine, info, device_path(SEAM, info, 3))
         on_device = stage.infer(live_frames(frames, lb))
         assert primary.device_runs == 1 and engine.on_cuda
         primary.failing = True  # the GPU faults: each failed batch is retried on the CPU fallback
@@ -235,7 +236,7 @@ def test_boxes_map_back_through_the_placement_the_device_fill_used(frames: list[
     device_engine = CudaStandIn(Engine.create(tl_info, CPU_CFG))
     try:
         host = stage_of(host_engine, tl_info, None).infer(live_frames(frames, lb))
-        device = stage_of(device_engine, tl_info, for_lane(SEAM, device_engine, tl_info, 3)).infer(
+        device = stage_of(device_engine, tl_info, device_path(SEAM, tl_info, 3)).infer(
             live_frames(frames, lb)
         )
         assert device_engine.device_runs == 1
@@ -265,7 +266,7 @@ def test_a_frame_the_device_cannot_letterbox_fails_its_batch_not_the_lane(
     lb = Letterbox.fit(960, 540, 640)
     engine = CudaStandIn(Engine.create(info, CPU_CFG))
     try:
-        stage = stage_of(engine, info, for_lane(SEAM, engine, info, 3))
+        stage = stage_of(engine, info, device_path(SEAM, info, 3))
         bad = [Frame("c", 0, 0, 0.0, lb, partial(scale, frames[0], lb), decoded=TenBitDeviceFrame())]
         with pytest.raises(InferenceError, match="p010le"):  # the lane logs it and counts engine_error
             stage.infer(bad)

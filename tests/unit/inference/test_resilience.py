@@ -1,4 +1,4 @@
-"""ResilientEngine's breaker and rebuild policies with fake engines, a fake clock and a fake memory probe.
+"""ServingEngine's breaker and rebuild policies with fake engines, a fake clock and a fake memory probe.
 
 Every engine a test sees is a `FakeEngine` whose output is filled with its own id, so an output
 says which session served the batch. Builds happen in the engine's real builder thread;
@@ -24,7 +24,7 @@ from daemon.core.metrics import Metrics
 from daemon.inference.engine import InferenceError
 from daemon.inference.model_file import ModelInfo
 from daemon.inference.providers import EngineError, Placement
-from daemon.inference.resilience import ResilientEngine
+from daemon.inference.serving import ServingEngine
 
 HostArray = npt.NDArray[np.float32]
 
@@ -121,7 +121,7 @@ class FakeFactory:
 
 @dataclass
 class Rig:
-    engine: ResilientEngine
+    engine: ServingEngine
     primary: FakeEngine
     factory: FakeFactory
     clock: FakeClock
@@ -162,7 +162,7 @@ def make_rig(
     factory, clock, metrics = factory or FakeFactory(), FakeClock(), Metrics()
     events: list[StatusEvent] = []
     memory = [MemorySample(500.0, 1000.0)]
-    engine = ResilientEngine(
+    engine = ServingEngine(
         factory,
         INFO,
         cfg,
