@@ -5,7 +5,7 @@
 #   tools/bootstrap.sh          runtime + demo (redis-server, GStreamer RTSP server, Pillow)
 #   tools/bootstrap.sh --dev    also the test and lint tools (and, for the tests, headless Chromium,
 #                               systemd-analyze and openssl)
-#   tools/bootstrap.sh --train  also PyTorch (CPU) for tools/train_demo_model.py
+#   tools/bootstrap.sh --train  also PyTorch (CPU) for python -m tools.model.train
 #
 # Safe to run again: it installs only what is missing.
 set -euo pipefail

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from tools.demo_view import CameraWindow, StatusBoard, percentile
+from tools.demo.view import CameraWindow, StatusBoard, percentile
 
 
 def entry(published_ms: int, latency_ms: int, labels: list[str]) -> dict[str, object]:

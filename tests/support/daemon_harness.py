@@ -1,4 +1,7 @@
-"""Run the real daemon in-process (its own thread and event loop) or as a subprocess, for tests."""
+"""Run the real daemon in-process (its own thread and event loop) or as a subprocess, for tests.
+
+Configs come from the one config writer, tools/common/daemon_config.py (`write_config`, `MODELS`).
+"""
 
 from __future__ import annotations
 
@@ -24,37 +27,19 @@ from daemon.app import Daemon
 from daemon.config.settings import Settings, load_settings
 from daemon.core.metrics import Metrics
 from daemon.inference.protocols import EngineBuilder
+from tools.common.daemon_config import MODELS, write_config
 
 REPO = Path(__file__).resolve().parents[2]
-MODELS = {size: REPO / "models" / f"conveyor-{size}.onnx" for size in (416, 640, 800)}
-
-
-def write_config(
-    path: Path,
-    *,
-    redis_url: str,
-    cameras: list[dict[str, Any]],
-    extra: str = "",
-    health: dict[str, Any] | None = None,
-    **engine: Any,
-) -> Path:
-    """A TOML config for tests: the committed demo models, CPU provider unless overridden;
-    `health` adds keys to `[health]` (listen defaults to a free loopback port)."""
-    engine = {"providers": ["cpu"], "max_batch": 4, "max_wait_ms": 20, **engine}
-    lines = [f"shutdown_grace_s = 5.0\n\n[redis]\nurl = {json.dumps(redis_url)}\n", "[models]"]
-    lines += [f"{size} = {json.dumps(str(p))}" for size, p in MODELS.items()]
-    lines.append("\n[engine]")
-    lines += [f"{key} = {json.dumps(value)}" for key, value in engine.items()]
-    health = {"listen": "127.0.0.1:0", **(health or {})}
-    lines.append("\n[health]")
-    lines += [f"{key} = {json.dumps(value)}" for key, value in health.items()]
-    lines.append('\n[logging]\nformat = "json"\n')
-    lines.append(extra)
-    for cam in cameras:
-        lines.append("[[cameras]]")
-        lines += [f"{key} = {json.dumps(value)}" for key, value in cam.items()]
-    path.write_text("\n".join(lines) + "\n")
-    return path
+__all__ = [
+    "MODELS",
+    "REPO",
+    "InProcessDaemon",
+    "http_get",
+    "offline_detections",
+    "run_cli",
+    "wait_until",
+    "write_config",
+]
 
 
 class InProcessDaemon:

@@ -7,13 +7,12 @@ made into three masters with one replica each by `redis-cli --cluster create ...
         victim = cluster.master_of("beltsight:detections:cam1")
         victim.kill(); cluster.wait_promoted(victim, key); victim.restart(); cluster.wait_replicated()
 
-Registered through tests/support/fixtures_redis.py.
+Built on tools/common/redis_server.py; registered through tests/support/fixtures_redis.py.
 """
 
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -24,7 +23,8 @@ import redis
 import redis.cluster
 from redis.crc import key_slot
 
-from tests.support.fixtures_redis import RedisServer, find_redis_server, free_port
+from tools.common.ports import free_port, port_in_use
+from tools.common.redis_server import RedisServer, find_redis_server
 
 CLUSTER_NODE_TIMEOUT_MS = 1000
 
@@ -35,7 +35,7 @@ class ClusterNodeServer(RedisServer):
     def _pick_port(self) -> int:
         for _ in range(50):
             port = free_port()
-            if port + 10000 < 65536 and _port_free(port + 10000):
+            if port + 10000 < 65536 and not port_in_use(port + 10000):
                 return port
         raise RuntimeError("no free port pair for a cluster node")
 
@@ -58,15 +58,6 @@ class ClusterNodeServer(RedisServer):
     def role(self) -> str:
         """'master' or 'slave', as this node sees itself."""
         return str(self.ask("ROLE")[0])
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 class RedisClusterProcs:

@@ -1,5 +1,6 @@
-"""tools/gpu_check.py, the script a GPU host runs first, also runs here: every CPU-side check
-passes, and every GPU check it cannot run is listed as skipped with the reason (never passed)."""
+"""tools/checks/gpu_check.py (`python -m tools.checks.gpu_check`), the script a GPU host runs first,
+also runs here: every CPU-side check passes, and every GPU check it cannot run is listed as skipped
+with the reason (never passed)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.slow
 def test_gpu_check_runs_and_says_what_it_skipped(tmp_path: Path) -> None:
     out = tmp_path / "gpu_check.json"
     done = subprocess.run(
-        [sys.executable, "tools/gpu_check.py", "--batch", "2", "--json", str(out)],
+        [sys.executable, "-m", "tools.checks.gpu_check", "--batch", "2", "--json", str(out)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -38,7 +39,7 @@ def test_gpu_check_runs_and_says_what_it_skipped(tmp_path: Path) -> None:
         assert all(s["why"] for s in report["skipped"])
         assert "[SKIP]" in done.stdout
         strict = subprocess.run(
-            [sys.executable, "tools/gpu_check.py", "--batch", "1", "--require-gpu"],
+            [sys.executable, "-m", "tools.checks.gpu_check", "--batch", "1", "--require-gpu"],
             cwd=REPO,
             capture_output=True,
             text=True,

@@ -9,15 +9,9 @@ import numpy as np
 import pytest
 from av.video.frame import PictureType
 
-from tools.synth import (
-    NAMES,
-    Part,
-    composite,
-    render_image,
-    render_scene,
-    render_scene_full,
-)
-from tools.synth_video import h264_writer, render_video
+from tools.synth.parts import NAMES, Part
+from tools.synth.scene import composite, render_image, render_scene, render_scene_full
+from tools.synth.video import h264_writer, render_video
 
 
 def _mask_box(mask: np.ndarray) -> list[int]:

@@ -4,7 +4,7 @@ Baseline 1, the bare model: `session.run` alone on ready-made batches of the cli
 (letterboxed as the workers do, `clip_images`) at the batch sizes the daemon used, one session
 with ORT's default threads and the daemon's layout (`engine.workers` sessions side by side),
 measured before and after the daemon phase (`bracket` averages them and reports the host's speed
-drift). Baseline 2, the naive one-loop pipeline of tools/bench_naive.py on one session
+drift). Baseline 2, the naive one-loop pipeline of tools/bench/naive.py on one session
 (`naive_phase`). A diagnostic, not a baseline: the bare model in the daemon's layout beside a
 separate process that only decodes the same RTSP streams (`bare_beside_decoders`), which is what
 any pipeline that decodes every frame on these cores could at most reach.
@@ -31,9 +31,9 @@ from daemon.inference.model_file import load_model_info
 from daemon.inference.providers import intra_op_threads, lane_workers, session_options
 from daemon.inference.stage import BatchTensor
 from daemon.ingest.decoding import scale
-from tests.support.daemon_harness import MODELS
-from tools.bench_naive import NaiveCamera, run_naive
-from tools.bench_procs import Servers, machine_busy_s, pct, proc_cpu_s, split_window
+from tools.bench.naive import NaiveCamera, run_naive
+from tools.bench.procs import Servers, machine_busy_s, pct, proc_cpu_s, split_window
+from tools.common.daemon_config import MODELS, REPO
 
 
 # -- baselines ----------------------------------------------------------------------------------
@@ -138,11 +138,11 @@ def bare_both(
 
 
 class DecoderLoad:
-    """tools/bench_decoders.py in its own process: decodes `urls` until `close()`."""
+    """`python -m tools.bench.decoders` in its own process: decodes `urls` until `close()`."""
 
     def __init__(self, urls: list[str]) -> None:
-        script = Path(__file__).with_name("bench_decoders.py")
-        self.proc = subprocess.Popen([sys.executable, str(script), *urls], stdout=subprocess.PIPE, text=True)
+        cmd = [sys.executable, "-m", "tools.bench.decoders", *urls]
+        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
         self.latest = (0.0, 0.0, 0.0)  # frames, CPU s, monotonic s
         assert self.proc.stdout is not None
         threading.Thread(target=self._follow, args=(self.proc.stdout,), daemon=True).start()

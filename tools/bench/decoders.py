@@ -1,6 +1,6 @@
 """Decode RTSP streams and nothing else: the decoding load `tools/bench.py` runs the bare model beside.
 
-    .venv/bin/python tools/bench_decoders.py URL [URL ...]
+    .venv/bin/python -m tools.bench.decoders URL [URL ...]
 
 One thread per stream, PyAV over TCP with one decoder thread, as the daemon's camera sources open
 them; every frame is decoded and dropped. Once a second it prints one line on stdout:
@@ -14,14 +14,11 @@ import os
 import sys
 import threading
 import time
-from pathlib import Path
 
 import av
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: `tools` from the repo
-
 from daemon.ingest.decoding import set_decoder_threads
-from tools.bench_naive import AV_OPTIONS
+from tools.bench.naive import AV_OPTIONS
 
 
 def decode(url: str, counts: list[int], index: int) -> None:

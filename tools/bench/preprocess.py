@@ -1,6 +1,6 @@
 """CPU per inferred frame of the worker's pre-processing, against PyAV's default scaler.
 
-    .venv/bin/python tools/bench_preprocess.py [--frames 60] [--rounds 5]
+    .venv/bin/python -m tools.bench.preprocess [--frames 60] [--rounds 5]
 
 For each camera geometry the daemon meets (640x480 into the 640 model, 1280x720 and 1920x1080
 into the 800 model), it times, on the same decoded-like frames:

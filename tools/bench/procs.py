@@ -1,6 +1,7 @@
 """Processes and /proc for `tools/bench.py`, shared by the daemon phase and the baselines.
 
-`Servers` starts redis-server and tools/rtsp_server.py (run by Debian's python3) and stops them;
+`Servers` starts redis-server and tools/common/rtsp_server.py (run by Debian's python3) with
+tools/common's launchers and stops them;
 `render_clips` renders the synthetic clips they serve (cached in runs/bench-cache); the /proc
 readers give CPU seconds (this process, its threads, another process, the whole machine) and RSS;
 `pct` and `split_window` are the latency percentiles both phases report.
@@ -10,17 +11,16 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
-import redis
 
-from tests.support.fixtures_redis import free_port
+from tools.common.redis_server import RedisServer, find_redis_server
+from tools.common.rtsp import RtspServer
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / "runs" / "bench-cache"
 CLIP_SECONDS = 10
 TICK = os.sysconf("SC_CLK_TCK")
@@ -63,7 +63,7 @@ def machine_busy_s() -> float:
 
 def cpu_clocks(srv: Servers) -> tuple[float, float, float, float]:
     """(wall s, this process, the servers, the whole machine) CPU seconds."""
-    return time.time(), proc_cpu_s(), sum(proc_cpu_s(p.pid) for p in srv.procs), machine_busy_s()
+    return time.time(), proc_cpu_s(), sum(proc_cpu_s(pid) for pid in srv.pids), machine_busy_s()
 
 
 def proc_rss_mb(pid: int | str = "self") -> float:
@@ -71,66 +71,34 @@ def proc_rss_mb(pid: int | str = "self") -> float:
 
 
 class Servers:
-    """redis-server and the RTSP server; `close()` stops both (also after a failed start)."""
+    """redis-server and the RTSP server (tools/common's launchers); `close()` stops both (also after a
+    failed start)."""
 
     def __init__(self) -> None:
-        self.procs: list[subprocess.Popen[str]] = []
+        self.redis: RedisServer | None = None
+        self.rtsp: RtspServer | None = None
         self.redis_port = 0
         self.urls: list[str] = []
 
+    @property
+    def pids(self) -> list[int]:
+        return [s.proc.pid for s in (self.redis, self.rtsp) if s is not None and s.proc is not None]
+
     def start(self, clips: list[Path], out: Path) -> None:
-        self.redis_port = free_port()
-        self.procs.append(
-            subprocess.Popen(
-                [
-                    "redis-server",
-                    "--port",
-                    str(self.redis_port),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--logfile",
-                    str(out / "redis.log"),
-                ],
-                stdout=subprocess.DEVNULL,
-                text=True,
-            )
-        )
-        client = redis.Redis(port=self.redis_port)
-        for _ in range(200):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.025)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
-        cmd = ["/usr/bin/python3", str(REPO / "tools" / "rtsp_server.py"), "--port", "0"]
-        cmd += [a for i, clip in enumerate(clips) for a in ("--stream", f"cam{i}={clip}")]
-        rtsp = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=(out / "rtsp.log").open("w"), text=True, env=env)
-        self.procs.append(rtsp)
-        assert rtsp.stdout is not None
-        for line in rtsp.stdout:
-            if line.startswith("STREAM "):
-                self.urls.append(line.split()[2])
-            if line.startswith("READY "):
-                return
-        raise RuntimeError(f"rtsp_server did not start: see {out / 'rtsp.log'}")
+        self.redis = RedisServer(find_redis_server() or "redis-server", out)
+        self.redis_port = self.redis.start().port
+        self.rtsp = RtspServer({f"cam{i}": clip for i, clip in enumerate(clips)}, log_path=out / "rtsp.log")
+        self.urls = self.rtsp.start().urls
 
     def close(self) -> None:
-        for proc in reversed(self.procs):
-            proc.terminate()
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        if self.rtsp is not None:
+            self.rtsp.terminate()
+        if self.redis is not None:
+            self.redis.stop()
 
 
 def render_clips(k: int, width: int, height: int, fps: int, bitrate: str | None) -> list[Path]:
-    from tools.synth_video import render_video  # noqa: PLC0415
+    from tools.synth.video import render_video  # noqa: PLC0415
 
     CACHE.mkdir(parents=True, exist_ok=True)
     clips = []

@@ -4,24 +4,24 @@ Four steps over one folder DIR (`exports.json` in it lists the files: ecosystem,
 optional `[models.<size>]` keys), run in two Python environments:
 
     # in a throwaway venv with torch, ultralytics, onnx, onnxruntime (and YOLOX / YOLOv5 checkouts):
-    /work/tpv/bin/python tools/check_exports.py export DIR --yolox /tmp/yolox --yolov5 /tmp/yolov5
+    /work/tpv/bin/python -m tools.checks.exports export DIR --yolox /tmp/yolox --yolov5 /tmp/yolov5
     # in the project's venv: the daemon's real path (load_model_info, Engine, InferenceStage)
-    .venv/bin/python tools/check_exports.py daemon DIR
+    .venv/bin/python -m tools.checks.exports daemon DIR
     # back in the ecosystem venv: the same input tensors through ONNX Runtime and the ecosystem's
     # own postprocess (Ultralytics non_max_suppression + scale_boxes, YOLOX demo_postprocess +
     # multiclass_nms, YOLOv5 non_max_suppression + scale_boxes), and its own preprocessing of
     # the same frames (to compare input conventions)
-    /work/tpv/bin/python tools/check_exports.py reference DIR --yolox /tmp/yolox --yolov5 /tmp/yolov5
-    .venv/bin/python tools/check_exports.py table DIR          # the table; exit 1 on a mismatch
+    /work/tpv/bin/python -m tools.checks.exports reference DIR --yolox /tmp/yolox --yolov5 /tmp/yolov5
+    .venv/bin/python -m tools.checks.exports table DIR          # the table; exit 1 on a mismatch
 
-`export` and `reference` live in `tools/check_exports_ecosystem.py` (they import torch and the
+`export` and `reference` live in `tools/checks/exports_ecosystem.py` (they import torch and the
 ecosystems). `export` builds random-init nano models from the ecosystems' own model definitions (no
 weights are downloaded), recomputes their batch-norm statistics on rendered frames and spreads their
 class biases so that a threshold keeps boxes, and exports them as the ecosystems do; `--only NAME`
 exports just the Ultralytics files whose name contains NAME into an existing folder (the `nms=True`
 ones need a torchvision that loads). Run `reference` where torchvision loads too: Ultralytics' NMS
 then keeps score ties in index order, as the daemon does. Nothing written belongs in the repository.
-Frames are rendered by `tools/synth.py`; the table compares the reference's boxes mapped by the
+Frames are rendered by `tools/synth/`; the table compares the reference's boxes mapped by the
 daemon's letterbox ("decode") and by the ecosystem's own mapping, reference boxes clipped to the
 frame (the daemon clips, and drops boxes empty once clipped). README "Checked against real
 third-party exports" has the commands, the venvs and the last table.
@@ -48,8 +48,7 @@ TOL = 1e-3
 
 @functools.cache
 def _frames() -> list[np.ndarray]:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tools.synth import render_scene
+    from tools.synth.scene import render_scene
 
     return [render_scene(SEED + i, w, h)[0] for i, (w, h) in enumerate(FRAME_SIZES)]
 
@@ -102,7 +101,6 @@ def replace_batch(convention: Any) -> Any:
 
 
 def cmd_daemon(out: Path) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from daemon.inference.model_file import ModelError
 
     images = _frames()
@@ -202,7 +200,6 @@ def _row(entry: dict[str, Any], out: Path, images: list[np.ndarray]) -> tuple[st
 
 def cmd_table(out: Path) -> int:
     """Print the table; exit status 1 when a file is refused or its decoding differs."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     images = list(np.load(out / "frames.npz").values())
     rows = [_row(entry, out, images) for entry in json.loads((out / MANIFEST).read_text())]
     print(HEADER)
@@ -222,12 +219,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--yolox", type=Path, help="a YOLOX checkout (Megvii-BaseDetection/YOLOX)")
     parser.add_argument("--yolov5", type=Path, help="a YOLOv5 checkout (ultralytics/yolov5)")
     parser.add_argument("--only", help="export: only the Ultralytics files whose name contains this, merged in")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     out = args.dir.resolve()
     if args.step in ("export", "reference"):
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        from tools import check_exports_ecosystem as eco
+        from tools.checks import exports_ecosystem as eco
 
+        eco.with_checkouts_on_pythonpath([c for c in (args.yolox, args.yolov5) if c is not None], argv)
         if args.step == "export":
             eco.cmd_export(out, args.yolox, args.yolov5, args.only)
         else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import sys
 import types
@@ -18,9 +19,21 @@ from typing import Any
 
 import numpy as np
 
-from tools.check_exports import MANIFEST, SEED, _frames
+from tools.checks.exports import MANIFEST, SEED, _frames
+from tools.common.daemon_config import REPO
 
 # ---------------------------------------------------------------- export
+
+
+def with_checkouts_on_pythonpath(checkouts: list[Path], argv: list[str]) -> None:
+    """The YOLOX and YOLOv5 checkouts import themselves by top-level names (`yolox`, `models`,
+    `utils`, `export`): unless they are on PYTHONPATH already, run this same command again with the
+    repository and them on it (the interpreter finds them; nothing edits sys.path)."""
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    missing = [str(c.resolve()) for c in checkouts if str(c.resolve()) not in paths]
+    if missing:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), *missing, *paths]))
+        os.execve(sys.executable, [sys.executable, "-m", "tools.checks.exports", *argv], env)
 
 
 def _calibrate(model: Any, size: int, *, raw_bgr: bool = False) -> None:
@@ -48,8 +61,7 @@ def _calibrate(model: Any, size: int, *, raw_bgr: bool = False) -> None:
 
 @functools.cache
 def _frames_extra(i: int) -> np.ndarray:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tools.synth import render_scene
+    from tools.synth.scene import render_scene
 
     return render_scene(SEED + 100 + i, 640, 480)[0]
 
@@ -138,7 +150,6 @@ def _export_ultralytics(out: Path, entries: list[dict[str, Any]], recipes: tuple
 def _export_yolox(out: Path, repo: Path, entries: list[dict[str, Any]]) -> None:
     import torch
 
-    sys.path.insert(0, str(repo))
     _torchvision_stub()
     from yolox.exp import get_exp
     from yolox.models.network_blocks import SiLU
@@ -168,7 +179,6 @@ def _export_yolox(out: Path, repo: Path, entries: list[dict[str, Any]]) -> None:
 def _export_yolov5(out: Path, repo: Path, entries: list[dict[str, Any]]) -> None:
     import torch
 
-    sys.path.insert(0, str(repo))
     _torchvision_stub()
     import export as v5export  # yolov5/export.py
     from models.yolo import Model
@@ -293,8 +303,6 @@ def _yolox_ref(repo: Path, entry: dict[str, Any], out: np.ndarray, img: np.ndarr
 def _yolov5_ref(repo: Path, entry: dict[str, Any], out: np.ndarray, img: np.ndarray) -> tuple[Any, Any, Any]:
     import torch
 
-    if str(repo) not in sys.path:
-        sys.path.insert(0, str(repo))
     _torchvision_stub()
     from utils.augmentations import letterbox
     from utils.general import non_max_suppression, scale_boxes

@@ -3,12 +3,12 @@ through the CPU path and the GPU path, compared, and each stage timed on both.
 
 Run on the GPU box / Jetson after installing `beltsight[gpu]` (or `[jetson]`)::
 
-    python tools/gpu_check.py --require-gpu --json gpu_check.json
+    python -m tools.checks.gpu_check --require-gpu --json gpu_check.json
 
 Checks (each prints PASS / FAIL / SKIP with why; exit status 1 if any failed, and with
 `--require-gpu` also if a GPU check was skipped):
   1. environment: CuPy and its device, NVML, NVDEC, ORT's providers and CUDA version;
-     thermal (tools/gpu_check_thermal.py): the daemon's real NVML reader on the device:
+     thermal (tools/checks/gpu_thermal.py): the daemon's real NVML reader on the device:
      temperature, slowdown thresholds, clock-event reasons, power, and the governor's limit;
   2. pre-processing: the YUV letterbox (daemon.inference.device_preprocess) under NumPy against the CPU
      path (swscale + BatchTensor), under CuPy (xp path, and the CUDA kernel) against NumPy;
@@ -27,7 +27,6 @@ import argparse
 import json
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,8 +36,6 @@ from typing import Any
 import av
 import numpy as np
 import onnxruntime as ort
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from daemon.config.engine import CudaOptions, EngineConfig
 from daemon.core import nvml, yuv
@@ -54,8 +51,8 @@ from daemon.inference.stage import BatchTensor
 from daemon.ingest import hwdecode
 from daemon.ingest.decoding import scale
 from daemon.ops.doctor_gpu import ort_cuda_version
-from tools.gpu_check_thermal import thermal_checks
-from tools.synth_video import h264_writer
+from tools.checks.gpu_thermal import thermal_checks
+from tools.synth.video import h264_writer
 
 REPORT: dict[str, Any] = {"checks": [], "skipped": [], "timings": {}, "host": platform.node()}
 POST: dict[str, Any] = {"conf_threshold": 0.25, "iou_threshold": 0.5, "max_det": 300}
@@ -88,7 +85,7 @@ def timed(stage: str, path: str, fn: Callable[[], Any], cupy: Any | None = None,
 def make_clip(folder: Path, width: int, height: int, count: int) -> Path:
     path = folder / f"check_{width}x{height}.mp4"
     try:
-        from tools.synth import render_image  # noqa: PLC0415 - Pillow, a dev/demo dependency
+        from tools.synth.scene import render_image  # noqa: PLC0415 - Pillow, a dev/demo dependency
     except ImportError:
         render_image = None
     rng = np.random.default_rng(0)

@@ -3,26 +3,26 @@
 - the ports it needs are free on 127.0.0.1 (and if not, which process probably holds one and the
   option that chooses another);
 - `redis-server` is installed, and the system Python can import GStreamer's RTSP server and the
-  elements `tools/rtsp_server.py` uses (and if not, which Debian packages `tools/bootstrap.sh`
+  elements `tools/common/rtsp_server.py` uses (and if not, which Debian packages `tools/bootstrap.sh`
   would install).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import shutil
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from tools.common.ports import port_in_use
 
 GST_PACKAGES = (
     "python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base gstreamer1.0-plugins-good "
     "gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly"
 )
-# What tools/rtsp_server.py builds its pipelines from.
+# What tools/common/rtsp_server.py builds its pipelines from.
 GST_PROBE = """
 import gi
 gi.require_version("Gst", "1.0")
@@ -44,19 +44,6 @@ class PortNeed:
     port: int
     what: str  # "Redis", "RTSP server", "health endpoint"
     option: str  # the demo's option that chooses another port
-
-
-def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
-    """Whether a server could not listen on host:port now (SO_REUSEADDR, as servers bind)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
-                return True
-            raise
-    return False
 
 
 def _listening_inodes(port: int) -> set[str]:

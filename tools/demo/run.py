@@ -1,12 +1,13 @@
 """The bundled demo: synthetic conveyor cameras over real RTSP into a real local Redis.
 
     .venv/bin/python tools/demo.py [--seconds N] [--verbose] [--redis-port N] [--rtsp-port N] [--health-port N]
+    .venv/bin/python -m tools.demo ...     (the same; tools/demo.py runs this)
 
 1. checks that its ports are free and that redis-server and GStreamer's RTSP server are installed,
-2. renders three demo clips with tools/synth_video.py (once; cached in demo-data/; a clip is
+2. renders three demo clips with tools/synth/video.py (once; cached in demo-data/; a clip is
    written under a temporary name and renamed when complete, so Ctrl-C leaves no half clip),
-3. starts redis-server and the GStreamer RTSP server (tools/rtsp_server.py, run by Debian's
-   python3, which has GStreamer's bindings) on 127.0.0.1,
+3. starts redis-server and the GStreamer RTSP server (tools/common/rtsp_server.py, run by Debian's
+   python3, which has GStreamer's bindings) on 127.0.0.1 (tools/common's launchers),
 4. runs `beltsight run` with configs/demo.toml (ports substituted; JSON logs to demo-data/daemon.log),
 5. reads the detection streams from Redis and shows one line per camera (state, fps, latency
    p50/p99, detections per frame, frequent labels), or every entry with --verbose.
@@ -27,24 +28,24 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+import redis as redis_py
 
-import redis as redis_py  # noqa: E402
+from daemon.publish.schema import decode_entry
+from daemon.publish.tail import format_entry
+from tools.common.redis_server import RedisServer
+from tools.common.rtsp import SYSTEM_PYTHON, RtspServer
+from tools.demo.preflight import PortNeed, PreflightError, check_gstreamer, check_ports, check_redis_server
+from tools.demo.view import CameraWindow, StatusBoard
 
-from daemon.publish.schema import decode_entry  # noqa: E402
-from daemon.publish.tail import format_entry  # noqa: E402
-from tools.demo_preflight import PortNeed, PreflightError, check_gstreamer, check_ports, check_redis_server  # noqa: E402
-from tools.demo_view import CameraWindow, StatusBoard  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 CONFIG = REPO / "configs" / "demo.toml"
 # The ports configs/demo.toml names; the demo substitutes the ones chosen on its command line.
 CONFIG_PORTS = {"redis": 6389, "rtsp": 8554, "health": 9108}
-SYSTEM_PYTHON = "/usr/bin/python3"
 READY_TIMEOUT_S = 180.0
 FIRST_DETECTIONS_S = 30.0
 
@@ -66,7 +67,7 @@ def say(message: str, *, err: bool = False) -> None:
 
 
 def render_clips(data: Path) -> dict[str, Path]:
-    from tools.synth_video import render_video  # noqa: PLC0415 - Pillow and x264 only when rendering
+    from tools.synth.video import render_video  # noqa: PLC0415 - Pillow and x264 only when rendering
 
     data.mkdir(parents=True, exist_ok=True)
     clips = {}
@@ -97,47 +98,22 @@ def write_config(data: Path, ports: dict[str, int]) -> Path:
     return config
 
 
-def wait_for_line(proc: subprocess.Popen[str], prefix: str, timeout_s: float) -> str:
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith(prefix):
-            return line.strip()
-        if not line and proc.poll() is not None:
-            break
-    raise DemoFailed(f"the RTSP server did not start (exit code {proc.poll()}); its errors are above")
-
-
-def start_redis(redis_server: str, port: int) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
-    client = redis_py.Redis(port=port)
-    deadline = time.monotonic() + 10
+def start_redis(redis_server: str, port: int) -> RedisServer:
+    server = RedisServer(redis_server, None, port=port, new_session=True, start_timeout_s=10)
     try:
-        while True:
-            try:
-                client.ping()
-                return proc
-            except redis_py.ConnectionError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise DemoFailed(f"redis-server did not start on port {port} (exit code {proc.poll()})") from None
-                time.sleep(0.05)
-    finally:
-        client.close()
+        return server.start()
+    except RuntimeError as exc:
+        raise DemoFailed(f"redis-server did not start on {exc}") from None
 
 
-def start_rtsp(system_python: str, port: int, clips: dict[str, Path]) -> subprocess.Popen[str]:
-    args = [system_python, str(REPO / "tools" / "rtsp_server.py"), "--port", str(port)]
-    for cam, clip in clips.items():
-        args += ["--stream", f"{cam}={clip}"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, start_new_session=True)
-    say(wait_for_line(proc, "READY", 30))
-    return proc
+def start_rtsp(system_python: str, port: int, clips: dict[str, Path], log: Path) -> RtspServer:
+    server = RtspServer(clips, port, log_path=log, system_python=system_python, new_session=True, ready_timeout_s=30)
+    try:
+        server.start()
+    except RuntimeError as exc:
+        raise DemoFailed(f"the RTSP server did not start: {exc}") from None
+    say(server.ready_line)
+    return server
 
 
 def fetch_health(port: int) -> dict[str, Any] | None:
@@ -216,16 +192,20 @@ def check_every_camera(windows: dict[str, CameraWindow], states: dict[str, str],
         raise DemoFailed(f"no detections published within {FIRST_DETECTIONS_S:.0f} s of READY by: {detail}; see {log}")
 
 
-def stop_all(procs: list[subprocess.Popen[str]]) -> None:
+def stop_daemon(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def stop_all(stops: list[Callable[[], None]]) -> None:
     # One at a time, newest first: the daemon flushes to Redis before Redis goes away.
-    for proc in reversed(procs):
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    for stop in reversed(stops):
+        stop()
 
 
 def run(args: argparse.Namespace) -> None:
@@ -241,10 +221,12 @@ def run(args: argparse.Namespace) -> None:
     clips = render_clips(data)
     config = write_config(data, {"redis": args.redis_port, "rtsp": args.rtsp_port, "health": args.health_port})
     beltsight = str(Path(sys.executable).with_name("beltsight"))
-    procs: list[subprocess.Popen[str]] = []
+    stops: list[Callable[[], None]] = []
     try:
-        procs.append(start_redis(redis_server, args.redis_port))
-        procs.append(start_rtsp(args.gst_python, args.rtsp_port, clips))
+        redis = start_redis(redis_server, args.redis_port)
+        stops.append(lambda: redis.stop(timeout_s=15))
+        rtsp = start_rtsp(args.gst_python, args.rtsp_port, clips, data / "rtsp.log")
+        stops.append(lambda: rtsp.terminate(timeout_s=15))
         log = data / "daemon.log"
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         with log.open("w") as log_file:
@@ -256,17 +238,17 @@ def run(args: argparse.Namespace) -> None:
                 env=env,
                 start_new_session=True,  # Ctrl-C reaches the demo only; it stops the daemon first, once
             )
-        procs.append(daemon)
+        stops.append(lambda: stop_daemon(daemon))
         say(f"daemon started (log: {log}); waiting for READY")
         wait_ready(daemon, args.health_port, log)
         say(f"daemon READY; health: curl http://127.0.0.1:{args.health_port}/healthz  (Ctrl-C stops the demo)")
         watch(args, daemon, log)
     finally:
-        stop_all(procs)
+        stop_all(stops)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(prog="demo.py", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--seconds", type=float, default=0, help="stop after this long after READY (default: Ctrl-C)")
     parser.add_argument("--verbose", action="store_true", help="print every stream entry instead of a line per camera")
     parser.add_argument("--redis-port", type=int, default=CONFIG_PORTS["redis"])

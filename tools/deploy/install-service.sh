@@ -8,14 +8,14 @@
 #     An existing config is never overwritten (the operator's edits stay); passwords are yours
 #     to put into /etc/beltsight/redis-password and camera-password (mode 0600).
 #
-# Usage: sudo tools/install-service.sh [--gpus "0 1"] [--python python3] [--pip-args "..."]
-#                                       [--root DIR] [--no-systemctl]
+# Usage: sudo tools/deploy/install-service.sh [--gpus "0 1"] [--python python3] [--pip-args "..."]
+#                                              [--root DIR] [--no-systemctl]
 #   --root DIR      install under DIR instead of / (a throwaway root for tests and packaging;
 #                   the user goes into DIR/etc/passwd via useradd --prefix; implies --no-systemctl)
 #   --pip-args ARGS extra arguments for pip (e.g. "--no-deps", an index URL, extras ".[gpu]")
 set -euo pipefail
 
-SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 ROOT=""
 GPUS=""
 PYTHON="python3"

@@ -2,7 +2,7 @@
 
 Boxes everywhere are ``[x1, y1, x2, y2]`` in pixels; class ids are 0-based indices into ``names``.
 
-    from tools.coco_eval import evaluate
+    from tools.model.coco_eval import evaluate
     res = evaluate({0: [(cls, box), ...]}, {0: [(cls, score, box), ...]}, names, width, height)
     res["mAP50"], res["mAP50_95"], res["per_class_AP50"]  # {"bolt": 0.97, ...}
 """

@@ -1,6 +1,6 @@
 """Convert an ONNX detector to float16 weights and compute, then report accuracy and speed against the original.
 
-    .venv/bin/python tools/convert_fp16.py models/conveyor-640.onnx models/conveyor-640-fp16.onnx \
+    .venv/bin/python -m tools.model.convert_fp16 models/conveyor-640.onnx models/conveyor-640-fp16.onnx \
         [--keep-io-types | --fp16-io] [--count 100] [--seed 12345678]
 
 Conversion is ONNX Runtime's own converter (`onnxruntime.transformers.float16`). With
@@ -9,7 +9,7 @@ edges, so the daemon fills the same tensor as for the original; `--fp16-io` make
 float16 too (the daemon then fills a float16 tensor: `beltsight doctor` shows the dtype).
 Metadata (names, layout, imgsz, ...) is carried over, with `precision = fp16`.
 
-After converting, the same held-out frames go through both files (`tools.eval_model`), and
+After converting, the same held-out frames go through both files (`tools.model.eval`), and
 one line per file gives mAP50, mAP50-95 and the CPU time per image measured in the same run.
 FP16 speeds up GPUs (tensor cores); on a CPU without FP16 arithmetic it is usually slower.
 """
@@ -17,12 +17,9 @@ FP16 speeds up GPUs (tensor cores); on a CPU without FP16 arithmetic it is usual
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import onnx
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def convert(src: Path, dst: Path, *, keep_io_types: bool = True) -> Path:
@@ -66,7 +63,7 @@ def _sort_nodes(graph: onnx.GraphProto) -> None:
 
 
 def main() -> None:
-    from tools.eval_model import compare_models  # noqa: PLC0415
+    from tools.model.eval import compare_models  # noqa: PLC0415
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("src", type=Path)

@@ -1,13 +1,13 @@
 """Evaluate a BeltSight ONNX detector on held-out synthetic conveyor frames (ONNX Runtime, CPU).
 
-    python tools/eval_model.py --model models/conveyor-800.onnx --size 800 --seed 12345678 --count 500
+    python -m tools.model.eval --model models/conveyor-800.onnx --size 800 --seed 12345678 --count 500
 
 Each held-out image is a camera-like frame rendered by ``tools.synth.render_scene`` with seed ``seed + i``
 (training only uses seeds < 1_000_000, so use seeds >= 1_000_000 here): aspect ratio drawn from 16:9, 4:3,
 1:1 and 3:4, longer side S x U(1.0, 1.6) px (so the frame is downscaled, as a camera frame is).  Frames are
 letterboxed to S x S exactly like the daemon does (aspect kept, centred, pad 114, RGB / 255), detections are
 decoded and NMSed in numpy, mapped back to frame pixels and scored against the frame's ground truth with
-faster-coco-eval (``tools.coco_eval.evaluate``).
+faster-coco-eval (``tools.model.coco_eval.evaluate``).
 
 The helpers ``letterbox``, ``decode`` and ``OnnxDetector`` are reused by the tests.
 """
@@ -24,9 +24,9 @@ import numpy as np
 import onnxruntime as ort
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tools.coco_eval import evaluate
-from tools.synth import NAMES, render_scene
+from tools.model.coco_eval import evaluate
+from tools.synth.parts import NAMES
+from tools.synth.scene import render_scene
 
 PAD = 114
 

@@ -1,7 +1,7 @@
 """Quantize an ONNX detector to INT8 (ONNX Runtime static quantization, QDQ, per-channel), then
 report accuracy and CPU speed against the original in the same run, on the same frames.
 
-    .venv/bin/python tools/quantize_int8.py models/conveyor-416.onnx models/conveyor-416-int8.onnx \
+    .venv/bin/python -m tools.model.quantize_int8 models/conveyor-416.onnx models/conveyor-416-int8.onnx \
         [--calibration 48] [--count 100] [--seed 12345678]
 
 Calibration images are conveyor frames rendered by `tools/synth.py` (seeds from 2_000_000, away
@@ -16,7 +16,6 @@ the final concatenation) stay in float: their outputs are pixel coordinates, and
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,10 +23,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tools.eval_model import compare_models, eval_frame_size, letterbox
-from tools.synth import render_scene
+from tools.model.eval import compare_models, eval_frame_size, letterbox
+from tools.synth.scene import render_scene
 
 CALIBRATION_SEED = 2_000_000
 _FLOAT_TAIL_OPS = {"Softmax", "Sub", "Add", "Mul", "Div", "Concat", "Sigmoid", "Transpose", "Reshape", "Split", "Slice"}

@@ -5,9 +5,9 @@ drawn from {416, 640, 800}, so part pixel sizes cover what every exported model 
 the model input side, i.e. ~25-160 px); some crops contain the letterbox pad (value 114).  Training data is
 generated on the fly by one worker process (seeds < 1_000_000; evaluation uses seeds above that).
 
-    python tools/train_demo_model.py --seed 0 --minutes 35 --out runs/demo
-    python tools/train_demo_model.py --seed 1 --minutes 20 --lr 1e-3 --init runs/demo/last.pt --out runs/demo2
-    python tools/train_demo_model.py --export-only --ckpt runs/demo/last.pt      # re-export
+    python -m tools.model.train --seed 0 --minutes 35 --out runs/demo
+    python -m tools.model.train --seed 1 --minutes 20 --lr 1e-3 --init runs/demo/last.pt --out runs/demo2
+    python -m tools.model.train --export-only --ckpt runs/demo/last.pt      # re-export
 
 Exports models/conveyor-{416,640,800}.onnx (same weights) and models/conveyor-parity.npz.
 """
@@ -18,7 +18,6 @@ import argparse
 import copy
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -26,9 +25,9 @@ import numpy as np
 import onnx
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tools.synth import NAMES, render_scene
-from tools.yolo_net import Detector, DetLoss
+from tools.model.yolo_net import Detector, DetLoss
+from tools.synth.parts import NAMES
+from tools.synth.scene import render_scene
 
 MODEL_SIZES = (416, 640, 800)
 PAD = 114

@@ -1,42 +1,4 @@
-"""Soak test: the real daemon for N minutes against real servers while faults are injected.
-
-    python tools/soak.py --minutes 30 [--cameras 2] [--out DIR] [--rebuild-every 500]
-
-Starts, all on free loopback ports: one `tools/rtsp_server.py` per camera (synthetic conveyor
-clips from `tools.synth_video.render_video`, 640x480 and 1280x720 at 10 fps, alternating), one
-`redis-server` with AOF (`appendfsync always`), and the daemon as a subprocess
-(`python -m daemon run -c <generated config>`, with `redis.spool_dir` and
-`engine.rebuild.every_frames` set). A fault runs every `--fault-every-s` seconds, cycling through:
-
-    camera_kill    SIGKILL one camera's RTSP server, restart it on the same port 5 s later
-    camera_stall   SIGSTOP one camera's RTSP server, SIGCONT 8 s later
-    redis_kill     SIGKILL redis-server, restart it (same port, same AOF) 10 s later
-    http_flood     `--flood-connections` hostile clients on the health endpoint for 20 s (slow
-                   senders, idle connections, oversized request lines, garbage; a separate
-                   process, `tools.soak_procs.FloodProc`)
-
-The daemon runs with RLIMIT_NOFILE `--nofile` (default 1024, systemd's default soft limit), so
-the default flood of 1500 connections is more than it has descriptors.
-
-Every `--sample-s` seconds it samples the daemon's RSS (/proc/PID/status), open fds
-(/proc/PID/fd), threads (/proc/PID/task), its /metrics (frames inferred / published /
-dropped per camera) and how long a plain `GET /healthz` took (the verdict wants every one
-answered within 1 s, floods included). At the end it sends SIGTERM (the daemon must exit 0), checks every stream
-in Redis (no duplicate (camera, seq, captured_ms), entry IDs increasing with captured_ms),
-prints a table and a verdict, and writes `soak.json` and `soak.png` to the output directory.
-
-Verdict, over the measured window that starts at `--baseline-s` (default: after a 10-minute
-warm-up, in which every fault kind has run three times and every session has been rebuilt; 40 %
-of the run for runs shorter than twice that):
-- RSS growth from the baseline (median of the window's first minute) to the end (median of the
-  last minute) <= 2 %, and the RSS trend over the whole window (Theil-Sen slope: the median of
-  all pairwise slopes, so rebuild and outage peaks do not tilt it) projects to <= 2 % too;
-- fds and threads at the end no higher than their maximum in the baseline minute.
-The warm-up is excluded because allocators and caches grow to a high-water mark the first times
-each path runs (first rebuild of each session, first Redis outage backlog); a leak is what keeps
-growing after that. `python tools/soak.py --minutes 40` measures 30 minutes after the warm-up.
-Exit status 0 when every check passes, 1 otherwise.
-"""
+"""`Soak`: the run itself (setup, the fault schedule, samples, the end checks, the report)."""
 
 from __future__ import annotations
 
@@ -50,38 +12,22 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from tests.support.fixtures_redis import free_port  # noqa: E402  (the one port picker, shared with tests and bench)
-from tools.soak_procs import FloodProc, RedisProc, RtspProc, kill_proc, render_clips, write_config  # noqa: E402
-from tools.soak_stats import Sample, by_label, proc_stats, scrape, theil_sen  # noqa: E402
+from tools.common.daemon_config import REPO
+from tools.common.ports import free_port
+from tools.common.redis_server import RedisServer, find_redis_server
+from tools.common.rtsp import RtspServer
+from tools.soak.flood import FloodProc
+from tools.soak.procs import kill_proc, render_clips, write_soak_config
+from tools.soak.stats import HEALTHZ_WITHIN_S, Sample, by_label, healthz_time, proc_stats, scrape, theil_sen
 
 FAULT_KINDS = ("camera_kill", "camera_stall", "redis_kill", "http_flood")
 FAULT_DOWN_S = {"camera_kill": 5.0, "camera_stall": 8.0, "redis_kill": 10.0, "http_flood": 20.0}
-HEALTHZ_WITHIN_S = 1.0
 QUIET_TAIL_S = 60.0  # no fault ends this close to the end, so the final samples are settled
-
-
-def healthz_time(port: int) -> float | None:
-    """Seconds a plain GET /healthz took (None: no answer within HEALTHZ_WITHIN_S x 5)."""
-    started = time.monotonic()
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5 * HEALTHZ_WITHIN_S) as reply:
-            reply.read()
-    except urllib.error.HTTPError as exc:  # 503 while not running is still an answer
-        exc.close()
-    except OSError:
-        return None
-    return time.monotonic() - started
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -98,8 +44,8 @@ class Soak:
         self.args = args
         self.out: Path = args.out
         self.duration_s = args.minutes * 60
-        self.cams: list[RtspProc] = []
-        self.redis: RedisProc | None = None
+        self.cams: dict[str, RtspServer] = {}  # mount -> its own RTSP server
+        self.redis: RedisServer | None = None
         self.daemon: subprocess.Popen[bytes] | None = None
         self.health_port = free_port()
         self.samples: list[Sample] = []
@@ -120,18 +66,17 @@ class Soak:
         print(f"rendering {self.args.cameras} clips ...", flush=True)
         clips = render_clips(self.out, self.args.cameras, self.args.clip_s)
         for i, clip in enumerate(clips):
-            cam = RtspProc(f"cam{i}", clip, self.out / "logs" / f"rtsp-cam{i}.log")
-            cam.start()
-            self.cams.append(cam)
-        self.redis = RedisProc(self.out / "redis")
+            cam = RtspServer({f"cam{i}": clip}, log_path=self.out / "logs" / f"rtsp-cam{i}.log")
+            self.cams[f"cam{i}"] = cam.restart(timeout_s=20)
+        self.redis = RedisServer(find_redis_server() or "redis-server", self.out / "redis", appendonly=True)
         self.redis.start()
         config = self.out / "beltsight.toml"
-        write_config(
+        write_soak_config(
             config,
             redis_url=self.redis.url,
             health_port=self.health_port,
             spool=self.out / "spool",
-            cameras=[(c.mount, c.url) for c in self.cams],
+            cameras=[(mount, c.url(mount)) for mount, c in self.cams.items()],
             rebuild_every=self.args.rebuild_every,
         )
         log = (self.out / "logs" / "daemon.log").open("ab")
@@ -166,9 +111,9 @@ class Soak:
         kinds = self.args.faults
         while kinds and t + FAULT_DOWN_S[kinds[i % len(kinds)]] < self.duration_s - quiet_s:
             kind = kinds[i % len(kinds)]
-            target = {"redis_kill": "redis", "http_flood": "health"}.get(kind) or self.cams[
+            target = {"redis_kill": "redis", "http_flood": "health"}.get(kind) or list(self.cams)[
                 (i // len(kinds)) % len(self.cams)
-            ].mount
+            ]
             plan.append((t, kind, target))
             t += self.args.fault_every_s
             i += 1
@@ -208,18 +153,22 @@ class Soak:
         if kind == "redis_kill":
             assert self.redis is not None
             self.redis.kill()
-            return end_at, self.redis.start, fault
+            return end_at, self._restart_redis, fault
         if kind == "http_flood":
             flood = FloodProc(self.health_port, self.args.flood_connections, self.out / "logs" / "flood.log")
             flood.start()
             self.floods.append(flood)
             return end_at, flood.end, fault
-        cam = next(c for c in self.cams if c.mount == target)
+        cam = self.cams[target]
         if kind == "camera_kill":
             cam.kill()
-            return end_at, cam.start, fault
-        cam.signal(signal.SIGSTOP)
-        return end_at, lambda: cam.signal(signal.SIGCONT), fault
+            return end_at, lambda: cam.restart(timeout_s=20), fault  # the port may still be held after a kill
+        cam.stop()
+        return end_at, cam.cont, fault
+
+    def _restart_redis(self) -> None:
+        assert self.redis is not None
+        self.redis.restart(timeout_s=15)
 
     def sample(self, *, fault_active: bool) -> None:
         assert self.daemon is not None
@@ -275,7 +224,7 @@ class Soak:
     def finish(self) -> None:
         assert self.daemon is not None and self.redis is not None
         if self.redis.proc is None:
-            self.redis.start()
+            self._restart_redis()
         self.sample(fault_active=False)
         self.flood_counts = [flood.stop() for flood in self.floods]
         self.daemon.send_signal(signal.SIGTERM)
@@ -288,15 +237,15 @@ class Soak:
 
     def check_streams(self) -> dict[str, Any]:
         assert self.redis is not None
-        client = self.redis.client()
+        client = self.redis.client(timeout_s=30)
         result: dict[str, Any] = {}
         try:
-            for cam in self.cams:
-                raw = client.xrange(f"beltsight:detections:{cam.mount}")
+            for mount in self.cams:
+                raw = client.xrange(f"beltsight:detections:{mount}")
                 keys = [(f["camera"], int(f["seq"]), int(f["captured_ms"])) for _id, f in raw]
                 ids = [tuple(int(p) for p in eid.split("-")) for eid, _f in raw]
                 captured = [k[2] for k in keys]
-                result[cam.mount] = {
+                result[mount] = {
                     "entries": len(raw),
                     "duplicates": len(keys) - len(set(keys)),
                     "ids_increasing": all(a < b for a, b in itertools.pairwise(ids)),
@@ -424,8 +373,8 @@ class Soak:
     def cleanup(self) -> None:
         for flood in self.floods:
             kill_proc(flood.proc)
-        for cam in self.cams:
-            cam.signal(signal.SIGCONT)
+        for cam in self.cams.values():
+            cam.cont()
             cam.kill()
         if self.daemon is not None and self.daemon.poll() is None:
             self.daemon.send_signal(signal.SIGTERM)
@@ -434,54 +383,3 @@ class Soak:
             kill_proc(self.daemon)
         if self.redis is not None:
             self.redis.kill()
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--minutes", type=float, default=30.0)
-    p.add_argument("--cameras", type=int, default=2)
-    p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--rebuild-every", type=int, default=500, help="engine.rebuild.every_frames")
-    p.add_argument("--sample-s", type=float, default=10.0)
-    p.add_argument("--fault-every-s", type=float, default=60.0)
-    p.add_argument("--first-fault-s", type=float, default=45.0)
-    p.add_argument("--clip-s", type=float, default=10.0, help="seconds per looped clip")
-    p.add_argument("--flood-connections", type=int, default=1500, help="clients of each http_flood")
-    p.add_argument("--nofile", type=int, default=1024, help="the daemon's RLIMIT_NOFILE (0: inherit)")
-    p.add_argument(
-        "--faults",
-        default=",".join(FAULT_KINDS),
-        help="fault kinds to cycle through, comma-separated ('' = none), to isolate one path",
-    )
-    p.add_argument("--baseline-s", type=float, default=600.0, help="start of the measured window (after the warm-up)")
-    args = p.parse_args(argv)
-    args.faults = [k for k in args.faults.split(",") if k]
-    unknown = set(args.faults) - set(FAULT_KINDS)
-    if unknown:
-        p.error(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
-    if args.out is None:
-        args.out = REPO / "runs" / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
-    args.out = args.out.resolve()
-    return args
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    soak = Soak(args)
-
-    def on_term(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    try:
-        soak.run()
-    except KeyboardInterrupt:
-        print("interrupted: cleaning up", flush=True)
-        return 130
-    finally:
-        soak.cleanup()
-    return 0 if getattr(soak, "passed", False) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,6 +8,8 @@ outlier-proof slope the RSS trend is judged by.
 from __future__ import annotations
 
 import os
+import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,3 +71,19 @@ def theil_sen(t: list[float], y: list[float]) -> float:
     dt = tt[j] - tt[i]
     keep = dt > 0
     return float(np.median((yy[j] - yy[i])[keep] / dt[keep])) if keep.any() else 0.0
+
+
+HEALTHZ_WITHIN_S = 1.0
+
+
+def healthz_time(port: int) -> float | None:
+    """Seconds a plain GET /healthz took (None: no answer within HEALTHZ_WITHIN_S x 5)."""
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5 * HEALTHZ_WITHIN_S) as reply:
+            reply.read()
+    except urllib.error.HTTPError as exc:  # 503 while not running is still an answer
+        exc.close()
+    except OSError:
+        return None
+    return time.monotonic() - started

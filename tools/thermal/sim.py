@@ -1,8 +1,8 @@
 """Run the real thermal governor against a simulated plant, beside the seeds' `sleep(0.1)` switch.
 
-    python tools/thermal_sim.py [--tau 60] [--lag 3] [--out tools/reports/thermal-sim.png]
+    python -m tools.thermal.sim [--tau 60] [--lag 3] [--out tools/reports/thermal-sim.png]
 
-The plant (tools/thermal_plant.py) heats from idle to full load, the cabinet warms by 15 C at
+The plant (tools/thermal/plant.py) heats from idle to full load, the cabinet warms by 15 C at
 one third of the run and cools again at two thirds; its hardware slows itself down (half the
 clocks) at `--slowdown` C and reports that threshold, as NVML does. Both policies see the same
 sensor (lagged, whole degrees). The governor runs on its defaults: its limit is the reported
@@ -17,16 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from daemon.config.thermal import ThermalConfig
 from daemon.thermal.governor import ThermalGovernor
-from tools.thermal_plant import PlantParams, SleepSwitch, Trace, simulate, steps
+from tools.thermal.plant import PlantParams, SleepSwitch, Trace, simulate, steps
 
-REPORTS = Path(__file__).resolve().parent / "reports"
+REPORTS = Path(__file__).resolve().parents[1] / "reports"
 
 
 def summarise(trace: Trace, params: PlantParams, limit_c: float, phases: list[tuple[float, float, float]]) -> dict:

@@ -1,9 +1,9 @@
 """Sweep the real thermal governor across the plant family and count failures per criterion.
 
-    python tools/thermal_sweep.py [--quick] [--json out.json] [--worst 5]
+    python -m tools.thermal.sweep [--quick] [--json out.json] [--worst 5]
 
 Each case runs `daemon.thermal.governor.ThermalGovernor` on its defaults (only `limit_c` set, or not even
-that where the plant's reported threshold gives it) against tools/thermal_plant.py: the plant
+that where the plant's reported threshold gives it) against tools/thermal/plant.py: the plant
 starts cold at full speed, settles, takes an ambient step of +15 C, settles, and gets the ambient
 back (each phase max(10 tau, 600 s)). The grid spans tau 20..300 s, sensor lags 0..6 s, the share
 the plant can sustain at the limit in the hot phase from 0.12 to above 1, several idle/full-load
@@ -29,16 +29,13 @@ import argparse
 import itertools
 import json
 import statistics
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from daemon.config.thermal import ThermalConfig
 from daemon.thermal.governor import ThermalGovernor
-from tools.thermal_plant import PlantParams, simulate, steps
+from tools.thermal.plant import PlantParams, simulate, steps
 
 LIMIT = 80.0
 RISES = ((10.0, 50.0), (15.0, 70.0), (5.0, 30.0))

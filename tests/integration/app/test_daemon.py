@@ -27,7 +27,7 @@ from tests.support.daemon_harness import (
 )
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip, RtspServer
-from tools.coco_eval import evaluate
+from tools.model.coco_eval import evaluate
 
 NAMES = ["bolt", "hex_nut", "washer", "l_bracket"]
 

@@ -30,7 +30,7 @@ from tests.support.daemon_harness import InProcessDaemon, wait_until, write_conf
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip
 from tests.support.onnx_models import DEMO_MODELS, NAMES, WRAPPED_KINDS, wrap_demo
-from tools.synth import render_scene
+from tools.synth.scene import render_scene
 
 SIZE = 416
 DEMO = DEMO_MODELS / f"conveyor-{SIZE}.onnx"
@@ -157,7 +157,7 @@ def test_static_batch_model_gets_exactly_its_batch(
 
 
 def test_float16_input_model(tmp_path: Path, frames: list[Frame], reference: list[tuple[Detection, ...]]) -> None:
-    from tools.convert_fp16 import convert  # noqa: PLC0415
+    from tools.model.convert_fp16 import convert  # noqa: PLC0415
 
     path = convert(DEMO, tmp_path / "fp16.onnx", keep_io_types=False)
     info = load_model_info(path, SIZE)

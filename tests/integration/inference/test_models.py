@@ -17,10 +17,10 @@ import pytest
 from onnx import numpy_helper
 
 from daemon.inference.model_file import load_model_info
-from tools.coco_eval import evaluate
-from tools.eval_model import OnnxDetector, compare_models, letterbox
-from tools.synth import NAMES
-from tools.synth_video import render_video
+from tools.model.coco_eval import evaluate
+from tools.model.eval import OnnxDetector, compare_models, letterbox
+from tools.synth.parts import NAMES
+from tools.synth.video import render_video
 
 ort = pytest.importorskip("onnxruntime")
 

@@ -34,7 +34,7 @@ from tests.integration.ops.test_systemd_notify import metric
 from tests.support.daemon_harness import REPO, http_get, wait_until, write_config
 from tests.support.fixtures_redis import RedisServer, free_port
 from tests.support.fixtures_rtsp import Clip, RtspServer
-from tools.soak_procs import FloodProc
+from tools.soak.flood import FloodProc
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""The systemd units and tools/install-service.sh.
+"""The systemd units and tools/deploy/install-service.sh.
 
 `systemd-analyze verify` checks both units (in a throwaway root holding the unit files, a
 stand-in for the installed `beltsight` executable and the host's own system units); the
@@ -186,7 +186,7 @@ def test_everything_written_lands_where_protectsystem_strict_allows(unit: Path, 
     assert not (home / ".cache").exists()  # XDG_CACHE_HOME is honoured: the cache is in CacheDirectory
 
 
-SCRIPT = ROOT / "tools/install-service.sh"
+SCRIPT = ROOT / "tools/deploy/install-service.sh"
 
 
 def test_the_install_script_is_valid_bash() -> None:

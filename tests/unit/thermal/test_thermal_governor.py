@@ -16,7 +16,7 @@ import pytest
 from daemon.config.thermal import ThermalConfig
 from daemon.thermal import Reading, ThermalGovernor, Throttle
 from daemon.thermal.governor import limits_for, lsq_slope
-from tools.thermal_plant import PlantParams, SleepSwitch, Trace, simulate, steps
+from tools.thermal.plant import PlantParams, SleepSwitch, Trace, simulate, steps
 
 LIMIT = 80.0
 

@@ -1,0 +1,29 @@
+"""Throughput and latency of the real daemon, against the bare model and the naive pipeline.
+
+    .venv/bin/python -m tools.bench [--cameras 4] [--fps 15] [--size 640x480] [--bitrate 1M] [--seconds 60]
+        [--model 640|FILE.onnx] [--max-batch N] [--max-wait-ms M] [--workers W] [--worker-batch B] [--sweep 1,2,4,6]
+        [--naive-seconds S] [--out DIR]
+
+1. renders K synthetic clips (cached in runs/bench-cache), starts redis-server and tools/common/rtsp_server.py;
+2. runs the real daemon in-process (CPU provider, `model` forced per camera) for T seconds, sampling
+   stream lengths, CPU and RSS every second; reads every entry back (latency = published_ms - captured_ms);
+3. baseline 1: bare `session.run` on the clips' own frames (letterboxed as the workers do) at the
+   batch sizes the daemon used, measured two ways and the higher taken: one session with ORT's
+   default threads, and the daemon's layout (`engine.workers` sessions side by side, each with its
+   share of the cores); measured before and after the daemon phase and averaged, the ratio
+   after / before printed as the host's speed drift (a shared machine's speed changes over
+   minutes; above 10 % the ratios are flagged unreliable).
+   Then, as a diagnostic, the same layout beside a separate process that only decodes the same
+   streams (tools/bench_decoders.py): what is left of the bare model once every frame is decoded
+   on the same cores, and the share of that the daemon reached;
+4. baseline 2: the naive one-loop pipeline (tools/bench/naive.py) on one session with ORT's
+   default threads, latency vs the expected capture time;
+5. prints a table and the acceptance checks; writes report.json and bench.png into --out.
+`--sweep` runs the daemon phase once per camera count (T each); the table and checks use --cameras
+(or the last count of the sweep when --cameras is not in it). Every process started is stopped on exit.
+
+Modules: `phase` (the daemon in-process, sampled), `baselines` (the bare model, beside decoders,
+the naive loop), `naive` (that loop), `procs` (the servers, clips, /proc readers, percentiles),
+`report` (checks, table, plot); `python -m tools.bench.decoders URL ...` and
+`python -m tools.bench.preprocess` are the decoding load and the pre-processing micro-bench.
+"""

@@ -1,0 +1,7 @@
+"""Checks run on a host rather than in the test suite.
+
+    python -m tools.checks.gpu_check --require-gpu --json gpu_check.json   (GPU host: GPU vs CPU path)
+    python -m tools.checks.exports export|daemon|reference|table DIR       (third-party ONNX exports)
+
+`gpu_thermal` is gpu_check's NVML section; `exports_ecosystem` the torch / ecosystem side of `exports`.
+"""

@@ -1,0 +1,43 @@
+"""Soak test: the real daemon for N minutes against real servers while faults are injected.
+
+    python -m tools.soak --minutes 30 [--cameras 2] [--out DIR] [--rebuild-every 500]
+
+Starts, all on free loopback ports: one `tools/common/rtsp_server.py` per camera (synthetic conveyor
+clips from `tools.synth.video.render_video`, 640x480 and 1280x720 at 10 fps, alternating), one
+`redis-server` with AOF (`appendfsync always`), and the daemon as a subprocess
+(`python -m daemon run -c <generated config>`, with `redis.spool_dir` and
+`engine.rebuild.every_frames` set). A fault runs every `--fault-every-s` seconds, cycling through:
+
+    camera_kill    SIGKILL one camera's RTSP server, restart it on the same port 5 s later
+    camera_stall   SIGSTOP one camera's RTSP server, SIGCONT 8 s later
+    redis_kill     SIGKILL redis-server, restart it (same port, same AOF) 10 s later
+    http_flood     `--flood-connections` hostile clients on the health endpoint for 20 s (slow
+                   senders, idle connections, oversized request lines, garbage; a separate
+                   process, `tools.soak.flood.FloodProc`)
+
+The daemon runs with RLIMIT_NOFILE `--nofile` (default 1024, systemd's default soft limit), so
+the default flood of 1500 connections is more than it has descriptors.
+
+Every `--sample-s` seconds it samples the daemon's RSS (/proc/PID/status), open fds
+(/proc/PID/fd), threads (/proc/PID/task), its /metrics (frames inferred / published /
+dropped per camera) and how long a plain `GET /healthz` took (the verdict wants every one
+answered within 1 s, floods included). At the end it sends SIGTERM (the daemon must exit 0), checks every stream
+in Redis (no duplicate (camera, seq, captured_ms), entry IDs increasing with captured_ms),
+prints a table and a verdict, and writes `soak.json` and `soak.png` to the output directory.
+
+Verdict, over the measured window that starts at `--baseline-s` (default: after a 10-minute
+warm-up, in which every fault kind has run three times and every session has been rebuilt; 40 %
+of the run for runs shorter than twice that):
+- RSS growth from the baseline (median of the window's first minute) to the end (median of the
+  last minute) <= 2 %, and the RSS trend over the whole window (Theil-Sen slope: the median of
+  all pairwise slopes, so rebuild and outage peaks do not tilt it) projects to <= 2 % too;
+- fds and threads at the end no higher than their maximum in the baseline minute.
+The warm-up is excluded because allocators and caches grow to a high-water mark the first times
+each path runs (first rebuild of each session, first Redis outage backlog); a leak is what keeps
+growing after that. `python -m tools.soak --minutes 40` measures 30 minutes after the warm-up.
+Exit status 0 when every check passes, 1 otherwise.
+
+Modules: `runner` (`Soak`: setup, faults, samples, verdict), `procs` (the clips, the daemon's
+config, `kill_proc`), `flood` (the hostile HTTP clients, also `python -m tools.soak.flood PORT N`),
+`stats` (/proc and /metrics readers, Theil-Sen). Servers come from tools/common's launchers.
+"""

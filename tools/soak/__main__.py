@@ -1,0 +1,63 @@
+"""`python -m tools.soak --minutes N ...`: see tools/soak/__init__.py."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+
+import tools.soak
+from tools.common.daemon_config import REPO
+from tools.soak.runner import FAULT_KINDS, Soak
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=(tools.soak.__doc__ or "").split("\n\n")[0])
+    p.add_argument("--minutes", type=float, default=30.0)
+    p.add_argument("--cameras", type=int, default=2)
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--rebuild-every", type=int, default=500, help="engine.rebuild.every_frames")
+    p.add_argument("--sample-s", type=float, default=10.0)
+    p.add_argument("--fault-every-s", type=float, default=60.0)
+    p.add_argument("--first-fault-s", type=float, default=45.0)
+    p.add_argument("--clip-s", type=float, default=10.0, help="seconds per looped clip")
+    p.add_argument("--flood-connections", type=int, default=1500, help="clients of each http_flood")
+    p.add_argument("--nofile", type=int, default=1024, help="the daemon's RLIMIT_NOFILE (0: inherit)")
+    p.add_argument(
+        "--faults",
+        default=",".join(FAULT_KINDS),
+        help="fault kinds to cycle through, comma-separated ('' = none), to isolate one path",
+    )
+    p.add_argument("--baseline-s", type=float, default=600.0, help="start of the measured window (after the warm-up)")
+    args = p.parse_args(argv)
+    args.faults = [k for k in args.faults.split(",") if k]
+    unknown = set(args.faults) - set(FAULT_KINDS)
+    if unknown:
+        p.error(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
+    if args.out is None:
+        args.out = REPO / "runs" / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
+    args.out = args.out.resolve()
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    soak = Soak(args)
+
+    def on_term(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        soak.run()
+    except KeyboardInterrupt:
+        print("interrupted: cleaning up", flush=True)
+        return 130
+    finally:
+        soak.cleanup()
+    return 0 if getattr(soak, "passed", False) else 1
+
+
+sys.exit(main())

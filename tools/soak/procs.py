@@ -1,0 +1,48 @@
+"""What `python -m tools.soak` starts its children with: the clips, the daemon's config, `kill_proc`."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from tools.common.daemon_config import write_config
+
+CAMERA_SIZES = ((640, 480), (1280, 720))
+
+
+def kill_proc(proc: subprocess.Popen[Any] | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.kill()  # SIGKILL also ends a SIGSTOPped process
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+
+
+def render_clips(out: Path, cameras: int, seconds: float) -> list[Path]:
+    from tools.synth.video import render_video  # noqa: PLC0415
+
+    clips = []
+    for i in range(cameras):
+        w, h = CAMERA_SIZES[i % len(CAMERA_SIZES)]
+        path = out / "clips" / f"cam{i}-{w}x{h}.mp4"
+        if not path.exists():
+            render_video(path, path.with_suffix(".json"), w, h, 10, seconds, 100 + i)
+        clips.append(path)
+    return clips
+
+
+def write_soak_config(
+    path: Path, *, redis_url: str, health_port: int, spool: Path, cameras: list[tuple[str, str]], rebuild_every: int
+) -> None:
+    """The daemon's config: a spool, sessions rebuilt every `rebuild_every` frames, short camera timeouts."""
+    write_config(
+        path,
+        redis_url=redis_url,
+        redis={"spool_dir": str(spool)},
+        health={"listen": f"127.0.0.1:{health_port}"},
+        shutdown_grace_s=15.0,
+        extra=f"[engine.rebuild]\nevery_frames = {rebuild_every}\n",
+        cameras=[{"id": cid, "url": url, "read_timeout_s": 2.0, "stall_s": 5.0} for cid, url in cameras],
+    )
