@@ -2,8 +2,9 @@
 
 `load_model_info` opens the file with ONNX Runtime on the CPU, checks its one image input
 (float32 or float16 `[N, 3, S, S]`, S fixed; N fixed for a static-batch file), runs one
-probe image, and hands the outputs to `daemon.inference.layouts.recognise` to find the layout
-(yolov8, yolov5, yolox, end2end; see that module). Labels come from `[models.<size>]`
+probe image, and hands the outputs to `daemon.inference.recognise.recognise` to find the layout
+(yolov8, yolov5, yolox, end2end; see `daemon.inference.layouts`). What metadata and config say
+key by key is read by `daemon.inference.model_meta`. Labels come from `[models.<size>]`
 `labels`, else metadata `names` (a JSON list, or Ultralytics' dict literal), else the class
 ids. The input convention (colour, scale, padding, pad value) comes from the config, else
 metadata (`color`, `scale`, `padding`, `pad_value`), else the layout's own ecosystem's
@@ -12,8 +13,6 @@ defaults. Every problem is a `ModelError` naming the file and what was found.
 
 from __future__ import annotations
 
-import ast
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,23 +25,26 @@ import structlog
 from daemon.core.frames import LETTERBOX_PAD_VALUE
 from daemon.core.model_spec import ModelOverrides
 from daemon.inference.layouts import (
-    LAYOUTS,
     InputConvention,
     LayoutError,
     ModelLayout,
     OutputInfo,
-    default_convention,
-    expected_anchors,
-    recognise,
     yolov8_layout,
 )
-
-__all__ = ["DEFAULT_STRIDES", "SUPPORTED_LAYOUTS", "ModelError", "ModelInfo", "expected_anchors", "load_model_info"]
+from daemon.inference.model_meta import (
+    MetadataError,
+    check_imgsz,
+    convention_of,
+    dynamic_size,
+    labels_of,
+    layout_override,
+    names_of,
+    strides_of,
+)
+from daemon.inference.recognise import recognise
 
 log = structlog.get_logger("beltsight.model")
 
-DEFAULT_STRIDES: tuple[int, ...] = (8, 16, 32)
-SUPPORTED_LAYOUTS = LAYOUTS
 _DTYPES = {"tensor(float)": ("float32", np.float32), "tensor(float16)": ("float16", np.float16)}
 
 
@@ -139,17 +141,6 @@ def _open(path: Path) -> ort.InferenceSession:
         raise ModelError(path, f"not a loadable ONNX model (ONNX Runtime: {first[:300]})") from None
 
 
-def _dynamic_size(meta: Mapping[str, str], expected_size: int | None) -> int | None:
-    """The size to run a file whose input height and width are symbolic (`dynamic=True` exports):
-    the size it is configured as, else its metadata `imgsz` when square."""
-    if expected_size is not None:
-        return expected_size
-    imgsz = _parse_literal(meta.get("imgsz", ""))
-    if isinstance(imgsz, list) and len(imgsz) in (1, 2) and len(set(imgsz)) == 1 and isinstance(imgsz[0], int):
-        return int(imgsz[0])
-    return None
-
-
 def _check_input(
     path: Path, inputs: Sequence[Any], expected_size: int | None, meta: Mapping[str, str]
 ) -> tuple[str, int, int | None, str]:
@@ -161,7 +152,7 @@ def _check_input(
         raise ModelError(path, f"input '{inp.name}' is {inp.type}; expected float32 or float16 (tensor(float))")
     shape = list(inp.shape)
     if len(shape) == 4 and not isinstance(shape[2], int) and not isinstance(shape[3], int):
-        dynamic = _dynamic_size(meta, expected_size)
+        dynamic = dynamic_size(meta, expected_size)
         shape[2:] = [dynamic, dynamic] if dynamic is not None else shape[2:]
     square = len(shape) == 4 and isinstance(shape[2], int) and shape[2] == shape[3] and shape[2] > 0
     if not square or shape[1] != 3:
@@ -200,149 +191,26 @@ def _probe(
     return infos, list(arrays)
 
 
-def _strides(path: Path, meta: Mapping[str, str]) -> tuple[int, ...]:
-    if "strides" in meta:
-        try:
-            strides = json.loads(meta["strides"])
-        except json.JSONDecodeError:
-            strides = None
-        if not isinstance(strides, list) or not strides or not all(isinstance(s, int) and s > 0 for s in strides):
-            raise ModelError(path, f"metadata 'strides' must be a JSON list of positive ints, got {meta['strides']!r}")
-        return tuple(strides)
-    if "stride" in meta:  # Ultralytics / YOLOv5: the largest stride; P3..P5 (or P6) heads below it
-        try:
-            largest = int(float(meta["stride"]))
-        except ValueError:
-            raise ModelError(path, f"metadata 'stride' is not a number: {meta['stride']!r}") from None
-        return tuple(s for s in (8, 16, 32, 64) if s <= largest) or DEFAULT_STRIDES
-    return DEFAULT_STRIDES
-
-
-def _parse_literal(raw: str) -> Any:
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
-        pass
-    try:
-        return ast.literal_eval(raw)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
-
-
-def _meta_names(path: Path, meta: Mapping[str, str]) -> tuple[str, ...] | None:
-    raw = meta.get("names")
-    if not raw:
-        return None
-    value = _parse_literal(raw)
-    if isinstance(value, dict):  # Ultralytics: "{0: 'bolt', 1: 'nut'}" (or JSON with string keys)
-        try:
-            by_id = {int(k): v for k, v in value.items()}
-        except (TypeError, ValueError):
-            by_id = {}
-        value = [by_id.get(i) for i in range(len(by_id))] if by_id else None
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ModelError(path, f"metadata 'names' is not a list of labels (or a dict of id -> label): {raw[:120]!r}")
-    return tuple(value)
-
-
-def _check_imgsz(path: Path, meta: Mapping[str, str], size: int) -> None:
-    if "imgsz" in meta:
-        imgsz = _parse_literal(meta["imgsz"])
-        if imgsz not in ([size, size], [size], size):
-            raise ModelError(path, f"metadata 'imgsz' is {meta['imgsz']} but the input is {size}x{size}")
-
-
-def _layout_override(path: Path, meta: Mapping[str, str], overrides: ModelOverrides) -> tuple[str, str]:
-    """(override, who set it): the config's layout, else metadata 'layout', else auto."""
-    if overrides.layout != "auto":
-        return overrides.layout, "config"
-    layout = meta.get("layout")
-    if layout is None:
-        return "auto", ""
-    if layout not in LAYOUTS:
-        raise ModelError(path, f"metadata 'layout' is {layout!r}; supported: {list(LAYOUTS)}")
-    return layout, "metadata"
-
-
-def _meta_convention(path: Path, meta: Mapping[str, str]) -> dict[str, Any]:
-    """Input convention keys the file itself carries (`color`, `scale`, `padding`, `pad_value`)."""
-    found: dict[str, Any] = {}
-    if "color" in meta:
-        found["color"] = "bgr" if meta["color"].strip().lower() == "bgr" else "rgb"
-    if "padding" in meta:
-        found["padding"] = "top-left" if meta["padding"].strip().lower() in ("top-left", "topleft") else "symmetric"
-    for key, kind in (("scale", float), ("pad_value", int)):
-        if key in meta:
-            try:
-                found[key] = kind(meta[key])
-            except ValueError:
-                raise ModelError(path, f"metadata {key!r} is not a number: {meta[key]!r}") from None
-    return found
-
-
-def _convention(
-    path: Path,
-    meta: Mapping[str, str],
-    layout: ModelLayout,
-    overrides: ModelOverrides,
-    *,
-    dtype: str,
-    batch: int | None,
-) -> InputConvention:
-    """Config over metadata over the layout's own defaults, key by key; `origin` says which."""
-    color, scale, padding, default_origin = default_convention(layout.name)
-    values: dict[str, Any] = {"color": color, "scale": scale, "padding": padding, "pad_value": LETTERBOX_PAD_VALUE}
-    from_meta = _meta_convention(path, meta)
-    from_config = {k: getattr(overrides, k) for k in values if getattr(overrides, k) is not None}
-    values |= from_meta | from_config
-    parts = [f"config {'/'.join(from_config)}"] if from_config else []
-    if set(from_meta) - set(from_config):
-        parts.append(f"metadata {'/'.join(sorted(set(from_meta) - set(from_config)))}")
-    if len(set(from_meta) | set(from_config)) < len(values):
-        parts.append(default_origin)
-    boxes = "content"  # each ecosystem's own way back to camera pixels (they differ at fractional sizes)
-    if layout.name == "yolox" and values["padding"] == "top-left":
-        boxes = "ratio"
-    elif layout.name == "yolov5" and values["padding"] == "symmetric":
-        boxes = "ratio-centred"
-    return InputConvention(
-        values["color"],
-        float(values["scale"]),
-        values["padding"],
-        int(values["pad_value"]),
-        dtype,  # type: ignore[arg-type]
-        batch,
-        ", ".join(parts),
-        boxes,  # type: ignore[arg-type]
-    )
-
-
-def _labels(
-    path: Path, layout: ModelLayout, meta_names: tuple[str, ...] | None, config: tuple[str, ...] | None
-) -> tuple[tuple[str, ...], str]:
-    labels, origin = (config, "config labels") if config is not None else (meta_names, "metadata names")
-    if labels is None:
-        return tuple(str(i) for i in range(layout.num_classes)), "no labels in the file or config: class ids"
-    if layout.num_classes and len(labels) != layout.num_classes:
-        source = "[models] labels" if config is not None else "metadata 'names'"
-        raise ModelError(path, f"{source} has {len(labels)} labels but the output has {layout.num_classes} classes")
-    return labels, origin
-
-
 def load_model_info(
     path: Path | str, expected_size: int | None = None, overrides: ModelOverrides | None = None
 ) -> ModelInfo:
     """Open and check one model file; raise ModelError naming the file and the problem."""
     path = Path(path)
-    overrides = overrides or ModelOverrides()
+    try:
+        return _load(path, expected_size, overrides or ModelOverrides())
+    except MetadataError as exc:
+        raise ModelError(path, str(exc)) from None
+
+
+def _load(path: Path, expected_size: int | None, overrides: ModelOverrides) -> ModelInfo:
     session = _open(path)
     meta = dict(session.get_modelmeta().custom_metadata_map)
     input_name, size, batch, dtype = _check_input(path, session.get_inputs(), expected_size, meta)
     if all(isinstance(d, int) for d in session.get_inputs()[0].shape[2:]):
-        _check_imgsz(path, meta, size)  # a file of dynamic height and width runs at any size
-    strides = _strides(path, meta)
-    meta_names = _meta_names(path, meta)
-    override, who = _layout_override(path, meta, overrides)
+        check_imgsz(meta, size)  # a file of dynamic height and width runs at any size
+    strides = strides_of(meta)
+    meta_names = names_of(meta)
+    override, who = layout_override(meta, overrides)
     outputs, arrays = _probe(path, session, size, batch)
     known = overrides.labels if overrides.labels is not None else meta_names
     probe = arrays[[o.name for o in outputs].index(_main_name(outputs))]
@@ -361,10 +229,10 @@ def load_model_info(
     except LayoutError as exc:
         prefix = f"metadata 'layout' is {override!r}: " if who == "metadata" else ""
         raise ModelError(path, prefix + str(exc)) from None
-    names, labels_origin = _labels(path, layout, meta_names, overrides.labels)
+    names, labels_origin = labels_of(layout, meta_names, overrides.labels)
     if not layout.num_classes:
         layout = _with_classes(layout, len(names))
-    convention = _convention(path, meta, layout, overrides, dtype=dtype, batch=batch)
+    convention = convention_of(meta, layout, overrides, dtype=dtype, batch=batch)
     version = meta.get("version", "")
     return ModelInfo(
         path=path,

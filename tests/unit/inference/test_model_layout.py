@@ -11,9 +11,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from daemon.__main__ import main
 from daemon.config.settings import EX_CONFIG
-from daemon.inference.layouts import LayoutError, ModelLayout, OutputInfo, anchor_grid, recognise
+from daemon.inference.layouts import LayoutError, ModelLayout, OutputInfo, anchor_grid
 from daemon.inference.model_file import ModelError, load_model_info
 from daemon.inference.postprocess import join_outputs
+from daemon.inference.recognise import recognise
 
 ULTRALYTICS = {"stride": "32", "task": "detect", "batch": "1", "imgsz": "[640, 640]"}
 
