@@ -24,12 +24,14 @@ class MemorySample:
         return max(growths) if growths else None
 
 
-def read_rss_mb(status_path: str = "/proc/self/status") -> float | None:
-    """VmRSS of this process in MiB (None where /proc is absent)."""
+def read_rss_mb(status_path: str = "/proc/self/status", *, peak: bool = False) -> float | None:
+    """VmRSS of this process in MiB, or with `peak` VmHWM, its high-water mark (None where
+    /proc is absent)."""
+    key = "VmHWM:" if peak else "VmRSS:"
     try:
         with open(status_path, encoding="ascii") as fh:
             for line in fh:
-                if line.startswith("VmRSS:"):
+                if line.startswith(key):
                     return int(line.split()[1]) / 1024
     except (OSError, ValueError, IndexError):
         return None

@@ -10,16 +10,6 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-DROP_REASONS = (
-    "superseded",  # a newer frame of the same camera replaced it before it was batched
-    "stale",  # older than engine.max_age_ms when its batch would start
-    "no_model",  # its resolution routes to a size with no configured model
-    "engine_error",  # inference failed for its batch
-    "buffer_full",  # the sink buffer (and spool) was full: the oldest entry was dropped
-    "shutdown",  # still unpublished when the shutdown grace period ended
-    "thermal",  # arrived while the thermal governor had paused inference
-)
-
 
 @dataclass
 class Metrics:
@@ -157,4 +147,9 @@ class Metrics:
         )
 
     def dropped(self, camera_id: str, reason: str, n: int = 1) -> None:
+        """Count `n` frames dropped for `reason`: `superseded` (a newer frame of the camera replaced
+        it before it was batched), `stale` (older than engine.max_age_ms when its batch would
+        start), `no_model` (its resolution routes to no configured model), `engine_error`
+        (inference failed for its batch), `buffer_full` (the sink buffer and spool were full),
+        `shutdown` (unpublished when the grace period ended), `thermal` (inference was paused)."""
         self.frames_dropped.labels(camera=camera_id, reason=reason).inc(n)

@@ -25,14 +25,19 @@ class ConnectionLostError(Exception):
         self.stalled = stalled
 
 
+def error_text(exc: BaseException) -> str:
+    """An error's message: FFmpeg's own text for an FFmpegError (its `str` appends the URL),
+    else `str(exc)`; the class name when that is empty. Not scrubbed."""
+    if isinstance(exc, av.error.FFmpegError):
+        return exc.strerror or type(exc).__name__
+    return str(exc) or type(exc).__name__
+
+
 def describe_error(exc: BaseException, *, opened: bool) -> str:
     """A short, secret-free reason for a camera_down event (FFmpeg messages can hold the URL)."""
     if isinstance(exc, av.error.ExitError | TimeoutError):
         return "read timeout" if opened else "open timeout"
-    if isinstance(exc, av.error.FFmpegError):
-        text = exc.strerror or type(exc).__name__
-    else:
-        text = str(exc) or type(exc).__name__
+    text = error_text(exc)
     return SECRETS.scrub(text[:1].lower() + text[1:])
 
 

@@ -28,6 +28,7 @@ import structlog
 
 from daemon.core.redaction import SECRETS
 from daemon.core.xp import DeviceChoice
+from daemon.ingest.decoding import error_text
 
 log = structlog.get_logger("beltsight.hwdecode")
 
@@ -88,8 +89,7 @@ def nvdec_status(device_id: int = 0) -> HwDecodeStatus:
 
 
 def _why(exc: BaseException) -> str:
-    text = exc.strerror if isinstance(exc, av.error.FFmpegError) and exc.strerror else str(exc)
-    text = text or type(exc).__name__
+    text = error_text(exc)
     if "not permitted" in text.lower():
         text += ": no usable NVIDIA driver or GPU"
     return SECRETS.scrub(text)

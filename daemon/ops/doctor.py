@@ -8,25 +8,25 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import sys
 from typing import TextIO
 
 from daemon.config.models import model_overrides, model_paths
 from daemon.config.settings import Settings
+from daemon.core.memory import read_rss_mb
 from daemon.inference.providers import cpu_cores, intra_op_threads, lane_workers, worker_batch
 from daemon.ops.doctor_gpu import gpu_findings
 from daemon.ops.doctor_report import doctor_report
 from daemon.thermal.monitor import thermal_report
 
 
-def _rss_mb() -> float:
-    # ru_maxrss is in KiB on Linux
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _peak_rss() -> str:
+    peak = read_rss_mb(peak=True)
+    return "?" if peak is None else f"{peak:.0f}"
 
 
 def run_doctor(settings: Settings, *, out: TextIO = sys.stdout, as_json: bool = False) -> int:
-    rss_before = _rss_mb()
+    rss_before = _peak_rss()
     report = doctor_report(settings.engine, model_paths(settings.models), model_overrides(settings.models))
     got = next((m.providers for m in report.models if m.providers), ())
     gpu = gpu_findings(settings.engine, model_paths(settings.models), got)
@@ -39,7 +39,7 @@ def run_doctor(settings: Settings, *, out: TextIO = sys.stdout, as_json: bool = 
         return 0 if ok else 1
     for line in report.lines()[:-1]:
         print(line, file=out)
-    print(f"host memory (peak RSS): {rss_before:.0f} MiB before sessions, {_rss_mb():.0f} MiB after", file=out)
+    print(f"host memory (peak RSS): {rss_before} MiB before sessions, {_peak_rss()} MiB after", file=out)
     workers, threads = lane_workers(settings.engine), intra_op_threads(settings.engine)
     per_batch = worker_batch(settings.engine) or "its share of the cameras"
     print(
