@@ -1,7 +1,13 @@
-"""The configuration room: pydantic-settings models, one module per section, `Section` in `base`.
+"""The configuration room: the TOML file plus `BELTSIGHT_*` environment overrides, validated.
 
-The only place the environment is read. May import: `daemon.core`. Entry points: `Settings`,
-`load_settings`, `resolve_config_path`, `ConfigError`, and each section's model (`ThermalConfig`, ...).
+`settings.Settings` is the whole configuration, one field per section; each section's model lives
+in its own module (`redis`, `engine`, `models`, `logging`, `health`, `cameras`, `thermal`,
+`sharding` for `[instance]`), all built on `base.Section` (unknown keys are errors, values frozen).
+`load_settings(path)` reads one file per call (re-entrant) and raises `ConfigError` listing every
+problem with its key path. The only place the environment is read.
+
+May import: `daemon.core`. Entry points: `Settings`, `load_settings`, `resolve_config_path`,
+`ConfigError`, `ThermalConfig` (here), and each section's model from its module.
 """
 
 from daemon.config.settings import ConfigError, Settings, load_settings, resolve_config_path
