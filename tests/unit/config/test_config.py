@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,16 @@ def test_good_config_loads_and_model_paths_are_relative_to_the_file(tmp_path: Pa
     assert settings.engine.max_batch == 4
     assert settings.cameras[0].id == "line1-infeed"
     assert settings.redis.stream_for("line1-infeed") == "beltsight:detections:line1-infeed"
+
+
+def test_loads_of_different_files_at_once_each_read_their_own(tmp_path: Path) -> None:
+    paths = []
+    for batch in (2, 3, 5, 7):
+        (tmp_path / str(batch)).mkdir()
+        paths.append(write(tmp_path / str(batch), GOOD.replace("max_batch = 4", f"max_batch = {batch}")))
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda p: (p, load_settings(p).engine.max_batch), paths * 10))
+    assert all(batch == int(p.parent.name) for p, batch in got)
 
 
 def test_environment_overrides_nested_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
