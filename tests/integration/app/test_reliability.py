@@ -15,70 +15,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import redis
-
 from daemon.config.settings import Settings
 from daemon.core.metrics import Metrics
 from daemon.inference.engine import EngineFactory
 from daemon.inference.model_file import ModelInfo
 from daemon.inference.protocols import HostArray, InferenceEngine
 from daemon.inference.providers import Placement
-from tests.support.daemon_harness import InProcessDaemon, wait_until, write_config
+from tests.support.clips import small_clip
+from tests.support.daemon_harness import InProcessDaemon, write_config
 from tests.support.faults import DelegatingEngine
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip, RtspServer
-
-STREAM = "beltsight:detections:{}"
-
-
-def stream(server: RedisServer, camera: str) -> list[tuple[tuple[int, int], dict[str, str]]]:
-    """(entry ID as (ms, n), fields) in stream order; [] while Redis is down."""
-    client = server.client()
-    try:
-        raw = client.xrange(STREAM.format(camera))
-    except (redis.ConnectionError, redis.TimeoutError):  # a killed server is part of these tests
-        return []
-    finally:
-        client.close()
-    return [(entry_id(str(eid)), {str(k): str(v) for k, v in (fields or {}).items()}) for eid, fields in raw or []]
-
-
-def entry_id(text: str) -> tuple[int, int]:
-    ms, _, n = text.partition("-")
-    return int(ms), int(n)
-
-
-def total(d: InProcessDaemon, name: str, **labels: str) -> float:
-    """Sum of a metric's samples whose labels include `labels` (e.g. every model of a camera)."""
-    value = 0.0
-    for family in d.metrics.registry.collect():
-        for s in family.samples:
-            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
-                value += s.value
-    return value
-
-
-def inferred(d: InProcessDaemon, camera: str) -> int:
-    return int(total(d, "beltsight_frames_inferred_total", camera=camera))
-
-
-def assert_exactly_once_in_order(entries: list[tuple[tuple[int, int], dict[str, str]]], expected: int) -> None:
-    keys = [(int(f["seq"]), int(f["captured_ms"])) for _id, f in entries]
-    assert len(entries) == expected, f"{len(entries)} entries in Redis, {expected} frames inferred"
-    assert len(set(keys)) == len(keys), "duplicate (seq, captured_ms) entries"
-    ids = [eid for eid, _f in entries]
-    assert all(a < b for a, b in itertools.pairwise(ids)), "entry IDs not increasing"
-    captured = [ms for _seq, ms in keys]
-    assert all(a <= b for a, b in itertools.pairwise(captured)), "entries out of capture order"
-
-
-def drops(d: InProcessDaemon, camera: str, *reasons: str) -> float:
-    return sum(total(d, "beltsight_frames_dropped_total", camera=camera, reason=r) for r in reasons)
-
-
-def small_clip(clip_factory: Callable[..., Clip], seconds: float = 3.0, seed: int = 0) -> Clip:
-    """320x240 routes to the 416 model: the cheapest lane, so timing holds on 2 busy cores."""
-    return clip_factory(320, 240, fps=10, seconds=seconds, seed=seed, synthetic=False)
+from tests.support.metrics import drops, inferred, total
+from tests.support.streams import assert_exactly_once_in_order, stream
+from tests.support.waits import wait_until
 
 
 def test_killed_camera_comes_back_and_the_other_camera_never_pauses(

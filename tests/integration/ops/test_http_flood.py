@@ -29,11 +29,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.app.test_reliability import small_clip, stream
-from tests.integration.ops.test_systemd_notify import metric
-from tests.support.daemon_harness import REPO, http_get, wait_until, write_config
+from tests.support.clips import small_clip
+from tests.support.daemon_harness import REPO, http_get, write_config
 from tests.support.fixtures_redis import RedisServer, free_port
 from tests.support.fixtures_rtsp import Clip, RtspServer
+from tests.support.metrics import metric
+from tests.support.streams import stream
+from tests.support.waits import wait_until
 from tools.soak.flood import FloodProc
 
 pytestmark = pytest.mark.slow

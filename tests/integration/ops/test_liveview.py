@@ -18,10 +18,11 @@ import pytest
 from PIL import Image
 
 from daemon.ops.liveview import BOX_WIDTH, class_colour
-from tests.integration.app.test_reliability import stream
-from tests.support.daemon_harness import InProcessDaemon, http_get, wait_until, write_config
+from tests.support.daemon_harness import InProcessDaemon, http_get, write_config
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip, RtspServer
+from tests.support.streams import stream
+from tests.support.waits import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = pytest.mark.slow

@@ -27,10 +27,13 @@ from typing import Any
 import pytest
 
 from daemon.publish.spool import Spool
-from tests.integration.app.test_reliability import small_clip, stream
-from tests.support.daemon_harness import REPO, http_get, wait_until, write_config
+from tests.support.clips import small_clip
+from tests.support.daemon_harness import REPO, http_get, write_config
 from tests.support.fixtures_redis import RedisServer, free_port
 from tests.support.fixtures_rtsp import Clip
+from tests.support.metrics import metric
+from tests.support.streams import stream
+from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -144,16 +147,6 @@ def replay_config(
         )
         config.write_text(text)
     return config, port
-
-
-def metric(report: dict[str, Any], name: str, **labels: str) -> float:
-    return float(
-        sum(
-            s["value"]
-            for s in report["samples"]
-            if s["name"] == name and all(s["labels"].get(k) == v for k, v in labels.items())
-        )
-    )
 
 
 def lane_busy_s(child: Child) -> float:

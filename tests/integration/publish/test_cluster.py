@@ -26,14 +26,15 @@ from daemon.config.sharding import InstanceConfig, assignment, runs
 from daemon.core.frames import FrameResult
 from daemon.core.metrics import Metrics
 from daemon.publish.tail import tail
-from tests.integration.app.test_reliability import assert_exactly_once_in_order, drops, inferred, small_clip, total
-from tests.integration.publish.test_sink import BASE_MS, make_sink, readme_acl, result, running, sample
-from tests.integration.publish.test_sink import wait_until as async_wait_until
-from tests.support.daemon_harness import InProcessDaemon, wait_until, write_config
+from tests.support.clips import small_clip
+from tests.support.daemon_harness import InProcessDaemon, write_config
 from tests.support.fixtures_redis_cluster import CLUSTER_NODE_TIMEOUT_MS, RedisClusterProcs
 from tests.support.fixtures_rtsp import Clip, RtspServer
+from tests.support.metrics import drops, inferred, sample, total
+from tests.support.sink_helpers import BASE_MS, make_sink, readme_acl, result, running
+from tests.support.streams import STREAM, assert_exactly_once_in_order, entry_id
+from tests.support.waits import async_wait_until, wait_until
 
-STREAM = "beltsight:detections:{}"
 SLOT_RANGES = ((0, 5460), (5461, 10922), (10923, 16383))  # what `redis-cli --cluster create` gives 3 masters
 
 
@@ -57,12 +58,7 @@ def cameras_on_each_master(prefix: str, per_master: int = 1) -> list[str]:
 
 def entries(cluster: RedisClusterProcs, camera: str) -> list[tuple[tuple[int, int], dict[str, str]]]:
     raw = cluster.client().xrange(STREAM.format(camera))
-    return [(_eid(str(i)), {str(k): str(v) for k, v in f.items()}) for i, f in raw]
-
-
-def _eid(text: str) -> tuple[int, int]:
-    ms, _, n = text.partition("-")
-    return int(ms), int(n)
+    return [(entry_id(str(i)), {str(k): str(v) for k, v in f.items()}) for i, f in raw]
 
 
 def test_sink_writes_each_camera_to_its_master_and_keeps_exactly_once_through_a_failover(

@@ -16,12 +16,13 @@ from daemon.config.redis import RedisConfig
 from daemon.config.settings import ConfigError, load_settings
 from daemon.core.metrics import Metrics
 from daemon.publish.tail import tail
-from tests.integration.app.test_reliability import assert_exactly_once_in_order, inferred, total
-from tests.integration.publish.test_sink import make_sink, result, running, sample, stored
-from tests.integration.publish.test_sink import wait_until as async_wait_until
-from tests.support.daemon_harness import InProcessDaemon, wait_until, write_config
+from tests.support.daemon_harness import InProcessDaemon, write_config
 from tests.support.fixtures_redis_tls import TlsMaterial, TlsRedisServer
 from tests.support.fixtures_rtsp import Clip
+from tests.support.metrics import inferred, sample, total
+from tests.support.sink_helpers import make_sink, result, running, stored
+from tests.support.streams import assert_exactly_once_in_order
+from tests.support.waits import async_wait_until, wait_until
 
 
 def tls_config(server: TlsRedisServer, material: TlsMaterial, *, client_cert: bool = False, **kw: Any) -> RedisConfig:

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import io
 import time
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,66 +16,14 @@ from redis.exceptions import AuthenticationError, NoPermissionError, ResponseErr
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from daemon.config.redis import RedisConfig
-from daemon.core.frames import Detection, FrameResult, StatusEvent
+from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.publish.redis_conn import is_auth_error, make_client
 from daemon.publish.schema import ENTRY_FIELDS, decode_entry, encode_entry
-from daemon.publish.sink import RedisSink
 from daemon.publish.tail import tail
-
-BASE_MS = 1_700_000_000_000
-BOLT = Detection(cls=1, label="bolt", score=0.9, box=(1.0, 2.0, 3.0, 4.0))
-
-
-def result(seq: int, camera: str = "cam1", *, captured_ms: int | None = None, n_dets: int = 1) -> FrameResult:
-    return FrameResult(
-        camera_id=camera,
-        seq=seq,
-        captured_ms=BASE_MS + seq * 10 if captured_ms is None else captured_ms,
-        captured_mono=time.monotonic(),
-        width=1280,
-        height=720,
-        model_size=640,
-        model_name="conveyor-640@1.0.0",
-        detections=(BOLT,) * n_dets,
-    )
-
-
-def config(url: str, **kw: Any) -> RedisConfig:
-    return RedisConfig(url=url, connect_timeout_s=0.5, socket_timeout_s=1.0, **kw)
-
-
-def make_sink(cfg: RedisConfig, metrics: Metrics | None = None, **kw: Any) -> RedisSink:
-    return RedisSink(cfg, metrics or Metrics(), backoff_min_s=0.02, backoff_max_s=0.1, **kw)
-
-
-@contextlib.asynccontextmanager
-async def running(sink: RedisSink) -> AsyncIterator[RedisSink]:
-    task = asyncio.create_task(sink.run())
-    try:
-        yield sink
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await sink.close()
-
-
-async def wait_until(cond: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.01)
-
-
-def stored(client: Any, stream: str) -> list[dict[str, Any]]:
-    return [decode_entry(fields) for _, fields in client.xrange(stream)]
-
-
-def sample(metrics: Metrics, name: str, **labels: str) -> float:
-    value = metrics.registry.get_sample_value(name, labels)
-    return 0.0 if value is None else value
+from tests.support.metrics import sample
+from tests.support.sink_helpers import BASE_MS, BOLT, config, make_sink, readme_acl, result, running, stored
+from tests.support.waits import async_wait_until
 
 
 def test_entries_reach_their_streams_in_order_with_schema_v1(redis_server: Any) -> None:
@@ -89,7 +36,7 @@ def test_entries_reach_their_streams_in_order_with_schema_v1(redis_server: Any) 
             for seq in range(60):
                 sink.accept(result(seq, "cam1", n_dets=seq % 3))  # a third of them empty
                 sink.accept(result(seq, "cam2", captured_ms=BASE_MS))  # all in the same ms
-            await wait_until(lambda: sink.buffered == 0 and sample(metrics, "beltsight_redis_up") == 1)
+            await async_wait_until(lambda: sink.buffered == 0 and sample(metrics, "beltsight_redis_up") == 1)
 
     asyncio.run(scenario())
     r = server.client()
@@ -121,7 +68,7 @@ def test_maxlen_trims_approximately(redis_server: Any) -> None:
         async with running(make_sink(cfg)) as sink:
             for seq in range(1500):
                 sink.accept(result(seq, n_dets=0))
-            await wait_until(lambda: sink.buffered == 0)
+            await async_wait_until(lambda: sink.buffered == 0)
 
     asyncio.run(scenario())
     r = server.client()
@@ -139,17 +86,17 @@ def test_redis_killed_and_restarted_with_aof_loses_and_duplicates_nothing(redis_
         async with running(make_sink(cfg, metrics)) as sink:
             for seq in range(40):
                 sink.accept(result(seq))
-            await wait_until(lambda: sink.buffered == 0)
+            await async_wait_until(lambda: sink.buffered == 0)
             assert sink.connected
             server.kill()
             for seq in range(40, 100):
                 sink.accept(result(seq))
                 await asyncio.sleep(0.002)
-            await wait_until(lambda: not sink.connected)
+            await async_wait_until(lambda: not sink.connected)
             assert sample(metrics, "beltsight_redis_up") == 0
             assert sink.buffered > 0
             await asyncio.to_thread(server.restart)
-            await wait_until(lambda: sink.buffered == 0 and sink.connected)
+            await async_wait_until(lambda: sink.buffered == 0 and sink.connected)
 
     with structlog.testing.capture_logs() as logs:
         asyncio.run(scenario())
@@ -206,7 +153,7 @@ def test_retry_after_lost_reply_writes_each_entry_once(redis_server: Any) -> Non
         for seq in range(30):
             sink.accept(result(seq, captured_ms=BASE_MS))  # same ms: IDs BASE-0 .. BASE-29
         async with running(sink):
-            await wait_until(lambda: sink.buffered == 0 and sink.connected)
+            await async_wait_until(lambda: sink.buffered == 0 and sink.connected)
 
     asyncio.run(scenario())
     assert proxies[0].lost == 1 and len(proxies) >= 2
@@ -281,7 +228,7 @@ def test_replay_by_a_fresh_sink_creates_no_duplicates(redis_server: Any) -> None
         async with running(make_sink(cfg)) as sink:
             for res in batch:
                 sink.accept(res)
-            await wait_until(lambda: sink.buffered == 0)
+            await async_wait_until(lambda: sink.buffered == 0)
 
     asyncio.run(publish(results))
     asyncio.run(publish([*results, result(20, captured_ms=BASE_MS + 6), result(21)]))
@@ -302,7 +249,7 @@ def test_foreign_entries_above_our_ids_are_not_mistaken_for_ours(redis_server: A
         async with running(make_sink(cfg)) as sink:
             for seq in range(6):
                 sink.accept(result(seq, captured_ms=BASE_MS + 50 + seq // 4))  # 50,50,50,50,51,51
-            await wait_until(lambda: sink.buffered == 0)
+            await async_wait_until(lambda: sink.buffered == 0)
 
     asyncio.run(scenario())
     entries = stored(r, stream)
@@ -320,11 +267,11 @@ def test_wrong_password_is_reported_as_auth_and_recovers_when_fixed(redis_server
         async with running(make_sink(cfg, metrics)) as sink:
             for seq in range(5):
                 sink.accept(result(seq))
-            await wait_until(lambda: any(e["event"] == "redis_auth_failed" for e in logs))
+            await async_wait_until(lambda: any(e["event"] == "redis_auth_failed" for e in logs))
             assert sample(metrics, "beltsight_redis_up") == 0
             assert sink.buffered == 5
             secret.write_text("right-horse-battery\n")
-            await wait_until(lambda: sink.buffered == 0)
+            await async_wait_until(lambda: sink.buffered == 0)
 
     with structlog.testing.capture_logs() as logs:
         asyncio.run(scenario())
@@ -342,7 +289,7 @@ def test_missing_acl_permission_is_classified_as_auth(redis_server: Any) -> None
     async def scenario() -> None:
         async with running(make_sink(cfg, metrics)) as sink:
             sink.accept(result(0))
-            await wait_until(lambda: any(e["event"] == "redis_auth_failed" for e in logs))
+            await async_wait_until(lambda: any(e["event"] == "redis_auth_failed" for e in logs))
             assert sink.buffered == 1 and not sink.connected
 
     with structlog.testing.capture_logs() as logs:
@@ -372,7 +319,7 @@ def test_buffer_full_drops_the_oldest_and_counts_it(redis_server: Any) -> None:
         assert sink.buffered == 10
         assert sample(metrics, "beltsight_sink_buffered_entries") == 10
         async with running(sink):
-            await wait_until(lambda: sink.buffered == 0)
+            await async_wait_until(lambda: sink.buffered == 0)
 
     with structlog.testing.capture_logs() as logs:
         asyncio.run(scenario())
@@ -433,7 +380,7 @@ def test_events_go_to_the_events_stream(redis_server: Any) -> None:
         async with running(make_sink(cfg)) as sink:
             sink.accept_event(StatusEvent("camera_down", "stream ended", "cam1", at_ms=BASE_MS))
             sink.accept_event(StatusEvent("throttle_on", "GPU at 86 C"))
-            await wait_until(lambda: server.client().xlen(cfg.events_stream) == 2)
+            await async_wait_until(lambda: server.client().xlen(cfg.events_stream) == 2)
 
     asyncio.run(scenario())
     events = [fields for _, fields in server.client().xrange(cfg.events_stream)]
@@ -446,7 +393,7 @@ async def publish_all(cfg: RedisConfig, results: list[FrameResult]) -> None:
     async with running(make_sink(cfg)) as sink:
         for res in results:
             sink.accept(res)
-        await wait_until(lambda: sink.buffered == 0)
+        await async_wait_until(lambda: sink.buffered == 0)
 
 
 def test_tail_with_group_prints_and_acks(redis_server: Any) -> None:
@@ -501,12 +448,12 @@ def test_redis_killed_mid_stream_with_aof_keeps_exactly_once(redis_server: Any) 
                     await asyncio.sleep(0.001)
 
             producer = asyncio.create_task(produce())
-            await wait_until(lambda: sample(metrics, "beltsight_entries_published_total", camera="cam1") >= 50)
+            await async_wait_until(lambda: sample(metrics, "beltsight_entries_published_total", camera="cam1") >= 50)
             server.kill()  # while pipelines are in flight
             await asyncio.sleep(0.1)
             await asyncio.to_thread(server.restart)
             await producer
-            await wait_until(lambda: sink.buffered == 0 and sink.connected)
+            await async_wait_until(lambda: sink.buffered == 0 and sink.connected)
 
     asyncio.run(scenario())
     entries = stored(server.client(), cfg.stream_for("cam1"))
@@ -525,21 +472,21 @@ def test_min_replicas_keeps_entries_buffered_until_the_replica_has_them(redis_se
         return master.client().info("replication").get("slave0", {}).get("state") == "online"
 
     async def scenario() -> None:
-        await wait_until(replica_linked)
+        await async_wait_until(replica_linked)
         async with running(make_sink(cfg, metrics)) as sink:
             for seq in range(10):
                 sink.accept(result(seq))
-            await wait_until(lambda: sink.buffered == 0 and sink.connected)
+            await async_wait_until(lambda: sink.buffered == 0 and sink.connected)
             await asyncio.to_thread(replica.kill)
             for seq in range(10, 30):
                 sink.accept(result(seq))
                 sink.accept(result(seq, "cam2"))
-            await wait_until(lambda: master.client().xlen(cfg.stream_for("cam2")) == 20)  # all written...
+            await async_wait_until(lambda: master.client().xlen(cfg.stream_for("cam2")) == 20)  # all written...
             await asyncio.sleep(0.3)
             assert sink.buffered == 40 and not sink.connected  # ...none confirmed
             assert sample(metrics, "beltsight_redis_up") == 0
             await asyncio.to_thread(replica.restart)
-            await wait_until(lambda: sink.buffered == 0 and sink.connected)
+            await async_wait_until(lambda: sink.buffered == 0 and sink.connected)
 
     with structlog.testing.capture_logs() as logs:
         asyncio.run(scenario())
@@ -549,15 +496,6 @@ def test_min_replicas_keeps_entries_buffered_until_the_replica_has_them(redis_se
     assert sample(metrics, "beltsight_entries_published_total", camera="cam2") == 20
     assert sample(metrics, "beltsight_redis_replica_waits_total", outcome="short") > 0
     assert [e["event"] for e in logs].count("redis_replicas_short") == 1
-
-
-README = Path(__file__).resolve().parents[3] / "README.md"
-
-
-def readme_acl(user: str, password: str) -> list[str]:
-    """The README's `ACL SETUSER <user> ...` line, with its password placeholder filled in."""
-    line = next(x for x in README.read_text().splitlines() if x.startswith(f"ACL SETUSER {user} "))
-    return line.replace(">CHANGE-ME", f">{password}").split()
 
 
 def test_the_documented_acl_users_can_publish_and_read_and_nothing_more(redis_server: Any) -> None:
@@ -573,7 +511,7 @@ def test_the_documented_acl_users_can_publish_and_read_and_nothing_more(redis_se
             for seq in range(5):
                 sink.accept(result(seq))
             sink.accept_event(StatusEvent("camera_up", "ok", "cam1", at_ms=BASE_MS))
-            await wait_until(lambda: sink.buffered == 0 and admin.xlen(cfg.events_stream) == 1)
+            await async_wait_until(lambda: sink.buffered == 0 and admin.xlen(cfg.events_stream) == 1)
 
     asyncio.run(scenario())
     out = io.StringIO()
@@ -603,19 +541,19 @@ def test_entries_found_stored_after_a_reconnect_are_confirmed_only_once_the_repl
     admin = master.client()
 
     async def scenario() -> None:
-        await wait_until(lambda: admin.info("replication").get("slave0", {}).get("state") == "online")
+        await async_wait_until(lambda: admin.info("replication").get("slave0", {}).get("state") == "online")
         async with running(make_sink(cfg, metrics)) as sink:
             sink.accept(result(0))
-            await wait_until(lambda: sink.buffered == 0 and sink.connected)
+            await async_wait_until(lambda: sink.buffered == 0 and sink.connected)
             replica.freeze()  # its link stays up: the master still counts it as attached
             for seq in range(1, 6):
                 sink.accept(result(seq))
-            await wait_until(lambda: admin.xlen(cfg.stream_for("cam1")) == 6)
+            await async_wait_until(lambda: admin.xlen(cfg.stream_for("cam1")) == 6)
             admin.client_kill_filter(_type="normal", skipme=True)  # the sink's connection goes
             await asyncio.sleep(1.0)  # reconnected, found the 5 stored, WAITed
             assert sink.buffered == 5
             replica.thaw()
-            await wait_until(lambda: sink.buffered == 0 and sink.connected)
+            await async_wait_until(lambda: sink.buffered == 0 and sink.connected)
 
     asyncio.run(scenario())
     assert [e["seq"] for e in stored(master.client(), cfg.stream_for("cam1"))] == list(range(6))

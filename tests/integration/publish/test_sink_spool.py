@@ -15,7 +15,9 @@ from redis.exceptions import ResponseError
 from daemon.config.redis import RedisConfig
 from daemon.core.metrics import Metrics
 from daemon.publish.redis_conn import make_client
-from tests.integration.publish.test_sink import BASE_MS, config, make_sink, result, running, sample, stored, wait_until
+from tests.support.metrics import sample
+from tests.support.sink_helpers import BASE_MS, config, make_sink, result, running, stored
+from tests.support.waits import async_wait_until
 
 CAMERAS = ("cam1", "cam2")
 
@@ -50,7 +52,7 @@ def test_ten_second_outage_spills_to_disk_and_loses_nothing(redis_server: Any, t
             await produce(10.0)
             assert not sink.connected
             await asyncio.gather(produce(1.0), asyncio.to_thread(server.restart))
-            await wait_until(lambda: sink.buffered == 0 and sink.connected, timeout_s=30)
+            await async_wait_until(lambda: sink.buffered == 0 and sink.connected, timeout_s=30)
 
     asyncio.run(scenario())
     assert most_spooled > 100  # the memory buffer (100) overflowed into the spool
@@ -116,11 +118,11 @@ def test_a_new_sink_publishes_the_previous_runs_spool_exactly_once(redis_server:
         sink = make_sink(cfg, metrics_a, client_factory=lambda: LostReplyThenDown(make_client(cfg), network))
         sink.accept(cam1(0))
         async with running(sink):
-            await wait_until(lambda: network.xadd_pipelines == 1 and sink.buffered == 0)
+            await async_wait_until(lambda: network.xadd_pipelines == 1 and sink.buffered == 0)
             for seq in range(1, 20):
                 sink.accept(cam1(seq))
                 sink.accept(result(seq, "cam2"))
-            await wait_until(lambda: network.landed)
+            await async_wait_until(lambda: network.landed)
             await asyncio.to_thread(server.kill)
             for seq in range(20, 60):  # memory overflows: the landed entries go to the spool
                 sink.accept(cam1(seq))
@@ -135,7 +137,7 @@ def test_a_new_sink_publishes_the_previous_runs_spool_exactly_once(redis_server:
         for seq in range(60, 65):  # new entries of this run come after the old run's
             sink.accept(cam1(seq))
         async with running(sink):
-            await wait_until(lambda: sink.buffered == 0 and sink.connected)
+            await async_wait_until(lambda: sink.buffered == 0 and sink.connected)
 
     asyncio.run(run_a())
     assert sample(metrics_a, "beltsight_frames_dropped_total", camera="cam1", reason="shutdown") == 0
@@ -156,7 +158,7 @@ def test_a_new_sink_publishes_the_previous_runs_spool_exactly_once(redis_server:
 
     async def run_c() -> None:
         async with running(make_sink(cfg_c, metrics_c)) as sink:
-            await wait_until(lambda: sink.buffered == 0 and sink.connected)
+            await async_wait_until(lambda: sink.buffered == 0 and sink.connected)
 
     asyncio.run(run_c())
     assert seqs_of(server, cfg, "cam1") == list(range(65))
@@ -178,7 +180,7 @@ def test_a_full_spool_drops_the_oldest_and_counts_them(redis_server: Any, tmp_pa
         assert sink.spooled < total - 200
         await asyncio.to_thread(server.restart)
         async with running(sink):
-            await wait_until(lambda: sink.buffered == 0)
+            await async_wait_until(lambda: sink.buffered == 0)
 
     asyncio.run(scenario())
     seqs = seqs_of(server, cfg, "cam1")
@@ -235,10 +237,10 @@ def test_a_stream_refusing_writes_holds_its_entries_without_duplicating_the_othe
                 sink.accept(result(seq // 4, "cam2"))
         assert sink.spooled > 0
         async with running(sink):
-            await wait_until(lambda: server.client().xlen(cfg.stream_for("cam1")) >= 4)
+            await async_wait_until(lambda: server.client().xlen(cfg.stream_for("cam1")) >= 4)
             await asyncio.sleep(0.3)  # several retries of the refused entry
             state["refusing"] = False
-            await wait_until(lambda: sink.buffered == 0 and sink.connected)
+            await async_wait_until(lambda: sink.buffered == 0 and sink.connected)
 
     asyncio.run(scenario())
     assert seqs_of(server, cfg, "cam1") == list(range(40))

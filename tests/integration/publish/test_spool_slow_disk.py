@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from daemon.core.metrics import Metrics
-from tests.integration.publish.test_sink import BASE_MS, config, make_sink, result, running, sample, stored, wait_until
+from tests.support.metrics import sample
+from tests.support.sink_helpers import BASE_MS, config, make_sink, result, running, stored
+from tests.support.waits import async_wait_until
 
 FSYNC_DELAY_S = 1.0
 TICK_S = 0.005
@@ -99,7 +101,7 @@ def test_a_slow_fsync_during_an_outage_never_stalls_the_loop(
             assert not sink.connected
             monkeypatch.setattr(os, "fsync", slow.real)
             await asyncio.gather(produce(0.5), asyncio.to_thread(server.restart))
-            await wait_until(lambda: sink.buffered == 0 and sink.connected, timeout_s=60)
+            await async_wait_until(lambda: sink.buffered == 0 and sink.connected, timeout_s=60)
 
     asyncio.run(scenario())
     assert most_spooled > 200  # the spool really took the outage
