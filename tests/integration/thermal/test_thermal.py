@@ -11,9 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support.daemon_harness import InProcessDaemon, wait_until, write_config
+from tests.support.daemon_harness import InProcessDaemon, write_config
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip, RtspServer
+from tests.support.waits import wait_until
 
 CAMERA = "belt"
 
