@@ -88,6 +88,8 @@ def merge_link(source: Path, target: Path) -> None:
 
 def daemon_modules() -> list[str]:
     names = (".".join(p.relative_to(REPO).with_suffix("").parts) for p in (REPO / "daemon").rglob("*.py"))
+    # a subpackage's __main__ runs its program when imported (daemon.__main__ is beltsight's entry point)
+    names = (n for n in names if not n.endswith(".__main__") or n == "daemon.__main__")
     return sorted(name.removesuffix(".__init__") for name in names)
 
 

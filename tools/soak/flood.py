@@ -150,7 +150,7 @@ def flood_main(port: int, connections: int) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "flood":
-        flood_main(int(sys.argv[2]), int(sys.argv[3]))
+    if len(sys.argv) == 3:
+        flood_main(int(sys.argv[1]), int(sys.argv[2]))
     else:
         sys.exit(f"usage: python -m tools.soak.flood PORT CONNECTIONS (got {sys.argv[1:]})")
