@@ -32,17 +32,8 @@ def entry_id(text: str) -> tuple[int, int]:
 
 
 def entries(server: RedisServer, camera: str) -> list[dict[str, str]]:
-    """The fields of every entry of a camera's stream, in order (Redis must be up)."""
-    client = server.client()
-    try:
-        raw = client.xrange(STREAM.format(camera))
-    finally:
-        client.close()
-    return [{_text(k): _text(v) for k, v in (fields or {}).items()} for _id, fields in raw or []]
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+    """The fields of every entry of a camera's stream, in order; [] while Redis is down."""
+    return [fields for _id, fields in stream(server, camera)]
 
 
 def assert_exactly_once_in_order(entries: list[Entry], expected: int) -> None:

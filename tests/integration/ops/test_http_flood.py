@@ -34,7 +34,7 @@ from tests.support.daemon_harness import REPO, http_get, write_config
 from tests.support.fixtures_redis import RedisServer, free_port
 from tests.support.fixtures_rtsp import Clip, RtspServer
 from tests.support.metrics import metric
-from tests.support.streams import stream
+from tests.support.streams import entries, stream
 from tests.support.waits import wait_until
 from tools.soak.flood import FloodProc
 
@@ -85,10 +85,6 @@ def first_after(entries: list[dict[str, str]], field_name: str, after_ms: int) -
     """Seconds from `after_ms` to the first entry whose `field_name` is later."""
     later = [int(f[field_name]) for f in entries if int(f[field_name]) > after_ms]
     return (min(later) - after_ms) / 1000 if later else None
-
-
-def entries(redis: RedisServer, camera: str) -> list[dict[str, str]]:
-    return [f for _id, f in stream(redis, camera)]
 
 
 def outage(kill: Callable[[], object], restart: Callable[[], object], redis: RedisServer, field_name: str) -> float:
