@@ -21,15 +21,16 @@ MAX_FUNCTION_LINES = 60
 
 @dataclass(frozen=True, slots=True)
 class Import:
-    """One import of `target` (a dotted module name, resolved) at `path:line`."""
+    """One import of `target` (a dotted module name, resolved) at `path:line`, at module level or in a function."""
 
     source: str
     target: str
     path: Path
     line: int
+    scope: str
 
     def where(self) -> str:
-        return f"{self.path.relative_to(REPO)}:{self.line}"
+        return f"{self.path.relative_to(REPO)}:{self.line}, {self.scope}"
 
 
 def module_name(path: Path) -> str:
@@ -44,23 +45,31 @@ def python_files(*roots: str) -> list[Path]:
     return sorted(p for root in roots for p in (REPO / root).rglob("*.py") if "__pycache__" not in p.parts)
 
 
-def imported_names(tree: ast.AST, module: str, is_package: bool) -> Iterator[tuple[str, int]]:
-    """Every (dotted name, line) an import anywhere in `tree` names: `a.b` for `from a import b`
-    (the module a.b, or the name b in a: the caller takes the longest prefix that is a module);
-    relative imports resolved against `module`."""
+def imported_names(tree: ast.AST, module: str, is_package: bool) -> Iterator[tuple[str, int, str]]:
+    """Every (dotted name, line, scope) an import anywhere in `tree` names, scope being "module" or
+    the enclosing function: `a.b` for `from a import b` (the module a.b, or the name b in a: the
+    caller takes the longest prefix that is a module); relative imports resolved against `module`."""
     package = module if is_package else module.rpartition(".")[0]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield alias.name, node.lineno
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base_parts = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                base = ".".join([*base_parts, *([node.module] if node.module else [])])
+
+    def visit(node: ast.AST, scope: str) -> Iterator[tuple[str, int, str]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    yield alias.name, child.lineno, scope
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base_parts = package.split(".")[: len(package.split(".")) - (child.level - 1)]
+                    base = ".".join([*base_parts, *([child.module] if child.module else [])])
+                else:
+                    base = child.module or ""
+                for alias in child.names:
+                    yield f"{base}.{alias.name}", child.lineno, scope
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                yield from visit(child, f"in {child.name}()")
             else:
-                base = node.module or ""
-            for alias in node.names:
-                yield f"{base}.{alias.name}", node.lineno
+                yield from visit(child, scope)
+
+    return visit(tree, "module")
 
 
 def longest_module(target: str, modules: Collection[str]) -> str | None:
@@ -77,10 +86,10 @@ def import_graph(*roots: str) -> tuple[set[str], list[Import]]:
     edges: list[Import] = []
     for name, path in modules.items():
         tree = ast.parse(path.read_text(), str(path))
-        for target, line in imported_names(tree, name, path.name == "__init__.py"):
+        for target, line, scope in imported_names(tree, name, path.name == "__init__.py"):
             known = longest_module(target, modules)
             if known is not None and known != name:
-                edges.append(Import(name, known, path, line))
+                edges.append(Import(name, known, path, line, scope))
     return set(modules), edges
 
 
@@ -182,7 +191,7 @@ SOURCE_IMPORT = re.compile(r"\b(?:from|import)\s+(tests(?:\.\w+)+)")
 def imports_of_tests(path: Path) -> Iterator[tuple[str, int]]:
     name = module_name(path)
     tree = ast.parse(path.read_text(), str(path))
-    for target, line in imported_names(tree, name, path.name == "__init__.py"):
+    for target, line, _scope in imported_names(tree, name, path.name == "__init__.py"):
         if target == "tests" or target.startswith("tests."):
             yield target, line
     for node in ast.walk(tree):
