@@ -1,1 +1,25 @@
-"""TODO"""
+"""Inference: model files, ONNX Runtime sessions, the lanes that run batches through them.
+
+What the room is for: turning batches of letterboxed frames into `FrameResult`s, one lane per
+model size, kept serving through GPU faults. It may import `daemon.core` and `daemon.config`
+only (not ingest, batching, publish or thermal: app wires those to it through the Protocols in
+`protocols`).
+
+Entry points (what `daemon.app` and `daemon.ops` use):
+- `model_check.validate_models` / `camera_rules`: the configured model files against the config;
+  `model_file.load_model_info` (`ModelInfo`, `ModelError`) for one file, `describe_models` for
+  `check-config`;
+- `engine.EngineFactory` / `Engine`: one verified, warmed-up session (`providers` maps and
+  verifies the execution providers, `EngineError`, `ProviderError`);
+- `placement.choose` / `device_path`: CPU or CUDA for pre- and post-processing, decided once;
+- `serving.ServingEngine`: a lane worker's engine, with its rebuild and breaker policies
+  (`policies`);
+- `stage.InferenceStage`: fill the batch, run, decode + NMS (`postprocess`), per-camera rules;
+  `device_stage.DeviceInference` its device path;
+- `lanes.Lanes`: every lane's workers, started on first use; results leave through the one
+  `publish` callable app wires.
+
+Inside: `layouts` (what outputs mean, input conventions), `recognise` (a file's layout),
+`model_meta` (metadata and config key by key), `iobinding`, `tensorrt_cache`,
+`device_preprocess` and `letterbox_kernel` (the YUV letterbox on the device).
+"""

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
@@ -179,7 +179,7 @@ class ServingEngine:
     def run(self, batch: HostArray) -> HostArray:
         """Infer one host batch on the primary, or on the CPU fallback when the primary fails or the
         breaker is open. Raises InferenceError only when no session could serve the batch."""
-        return self._serve(batch, device=False)  # type: ignore[no-any-return]
+        return cast(HostArray, self._serve(batch, device=False))
 
     def run_device(self, batch: Any, *, synchronize: bool = True) -> Any:
         """`run` for a batch already on the device: the primary's `run_device` (output stays on
