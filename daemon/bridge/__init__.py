@@ -12,5 +12,5 @@ Every import of the daemon's own modules is in `daemon.bridge.deps` (their paths
 
 Entry points: `daemon.bridge.service.run_bridge` (and `Bridge`), `daemon.bridge.cli.main`,
 `daemon.bridge.config.BridgeConfig` (the `[bridge]` section), `daemon.bridge.layout.BridgeLayout`
-with `validate_layout`; log events in `daemon.bridge.events`.
+with `validate_layout`; log events catalogued in `daemon.ops.log_rows_bridge`.
 """

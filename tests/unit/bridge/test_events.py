@@ -1,13 +1,14 @@
-"""The bridge's log calls and its catalogue (daemon/bridge/events.py) agree."""
+"""The bridge's log calls and its rows of the catalogue (daemon/ops/log_rows_bridge.py) agree."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from daemon.bridge.events import CATALOGUE, EVENTS
+from daemon.ops.log_rows_bridge import BRIDGE_EVENTS as EVENTS
 from tests.support.log_calls import IMPLICIT_FIELDS, scan
 
 ROOT = Path(__file__).resolve().parents[3]
+CATALOGUE = {e.name: e for e in EVENTS}
 
 
 def test_every_bridge_event_is_catalogued_and_emitted() -> None:

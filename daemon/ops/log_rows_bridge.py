@@ -1,27 +1,13 @@
-"""The bridge's log events: name, level, meaning, fields (same shape as `daemon.ops.log_events.LogEvent`).
+"""`beltsight bridge`'s rows of the log-event catalogue (a separate process; same logging set-up).
 
-Kept here until they are merged into the daemon's catalogue (`daemon/log_events.py` and the README's
-table); tests/unit/bridge/test_events.py checks that this list and the bridge's log calls agree.
-Library records (asyncua, pymodbus, redis-py) go through the daemon's `library_log` event.
+Library records (asyncua, pymodbus, redis-py) go through the `library_log` event.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from daemon.ops.log_rows import LogEvent
 
-Level = Literal["debug", "info", "warning", "error", "critical"]
-
-
-@dataclass(frozen=True, slots=True)
-class LogEvent:
-    name: str
-    level: Level
-    meaning: str
-    fields: tuple[str, ...] = ()
-
-
-EVENTS: tuple[LogEvent, ...] = (
+BRIDGE_EVENTS: tuple[LogEvent, ...] = (
     LogEvent(
         "bridge_config_invalid", "error", "`beltsight bridge`: invalid [bridge] section or layout; exit 78", ("error",)
     ),
@@ -78,5 +64,3 @@ EVENTS: tuple[LogEvent, ...] = (
         ("task", "error"),
     ),
 )
-
-CATALOGUE: dict[str, LogEvent] = {e.name: e for e in EVENTS}
