@@ -20,6 +20,8 @@ class RedisConfig(Section):
     password_file: Path | None = None
     """File holding the password (overrides one in the URL), e.g. a systemd credential."""
     stream: str = "beltsight:detections:{camera}"
+    objects_stream: str = "beltsight:objects:{camera}"
+    """Per-camera stream of tracked objects: `new`, `crossed`, `end` (README: the objects stream)."""
     events_stream: str = "beltsight:events"
     maxlen: int = Field(100_000, gt=0)
     """Approximate per-stream cap (XADD MAXLEN ~)."""
@@ -65,7 +67,7 @@ class RedisConfig(Section):
         SECRETS.add_from_url(url)
         return v
 
-    @field_validator("stream")
+    @field_validator("stream", "objects_stream")
     @classmethod
     def _check_stream(cls, v: str) -> str:
         if "{camera}" not in v:
@@ -118,6 +120,9 @@ class RedisConfig(Section):
 
     def stream_for(self, camera_id: str) -> str:
         return self.stream.replace("{camera}", camera_id)
+
+    def objects_stream_for(self, camera_id: str) -> str:
+        return self.objects_stream.replace("{camera}", camera_id)
 
 
 def _node(text: str) -> tuple[str, int]:

@@ -15,6 +15,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from daemon.core.objects import ObjectEvent
+
 MODEL_SIZES: tuple[int, ...] = (416, 640, 800)
 """Input sizes (square, pixels) of the models the daemon knows how to route to."""
 
@@ -134,14 +136,19 @@ class Detection:
     label: str
     score: float
     box: tuple[float, float, float, float]
+    track: int | None = None
+    """The confirmed track this detection belongs to (None: untracked or not yet confirmed)."""
 
     def as_json(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "cls": self.cls,
             "label": self.label,
             "score": round(self.score, 4),
             "box": [round(v, 1) for v in self.box],
         }
+        if self.track is not None:
+            out["track"] = self.track
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +164,9 @@ class FrameResult:
     model_size: int
     model_name: str
     detections: tuple[Detection, ...]
+    objects: tuple[ObjectEvent, ...] = ()
+    """The tracking stage's events from this frame (`new`, `crossed`, `end`), for the objects
+    stream: published with the frame, through the same buffer, spool and ID path."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.core.redaction import SECRETS
 from daemon.publish.backlog import Backlog, Buffer, Drops, Slot
+from daemon.publish.objects import ObjectBatch, ObjectWrites
 from daemon.publish.redis_conn import (
     RETRYABLE,
     Connector,
@@ -29,12 +30,11 @@ from daemon.publish.redis_conn import (
 from daemon.publish.schema import EntryId, encode_entry, encode_event
 from daemon.publish.sink_report import OutageReport
 from daemon.publish.spool import Spool
-from daemon.publish.stream_ids import StreamIds
+from daemon.publish.stream_ids import ID_TOO_SMALL, StreamIds
 
 log = structlog.get_logger("beltsight.sink")
 
 EVENTS_BUFFER_MAX = 1000
-_ID_TOO_SMALL = "equal or smaller than the target stream top item"
 
 
 class RedisSink:
@@ -95,6 +95,7 @@ class RedisSink:
         if cfg.spool_dir is not None:
             spool = Spool.open(cfg.spool_dir, cfg.spool_max_mb * 1024 * 1024)
         self._ids = StreamIds(cfg.stream_for)
+        self._objects = ObjectWrites(cfg.objects_stream_for, self._ids)
         self._frames = Backlog(cfg.buffer_max, spool, self._ids.assign_spill_id)
         metrics.sink_spooled.set_function(lambda: self._frames.spooled)
         self._events: Buffer[StatusEvent] = Buffer(EVENTS_BUFFER_MAX)
@@ -210,10 +211,15 @@ class RedisSink:
         short: ReplicasShortError | None = None
         try:
             await self._ids.resolve(client, frames, self._unconfirmed)
+            objects = await self._objects.plan(client, frames)
             to_send = [s for s in frames if not s.duplicate]
-            replies, waits = await self._send(client, to_send, events, frames)
+            replies, waits = await self._send(client, to_send, events, frames, objects)
+            self._objects.settle(objects, replies[: len(objects.writes)])
+            replies = replies[len(objects.writes) :]
             confirmed, fewest = self._confirmed(client, waits, replies[len(replies) - len(waits) :])
-            refusal = self._settle_frames(frames, to_send, replies[: len(to_send)], confirmed, done_frames)
+            # a frame one of whose events failed stays: its entry is stored, its events go again
+            sent = replies[: len(to_send)]
+            refusal = self._settle_frames(frames, to_send, sent, confirmed, done_frames, objects=objects)
             for ev, reply in zip(events, replies[len(to_send) : len(to_send) + len(events)], strict=True):
                 if isinstance(reply, Exception):
                     refusal = refusal or reply
@@ -244,14 +250,17 @@ class RedisSink:
         frames: list[Slot[FrameResult]],
         events: list[Slot[StatusEvent]],
         batch: list[Slot[FrameResult]],
+        objects: ObjectBatch,
     ) -> tuple[list[Any], Waits]:
-        """XADD `frames` and `events` in one pipeline (no MULTI), then the WAITs that confirm
-        every stream of `batch` (written now or found stored) when min_replicas is set."""
-        streams = {self.cfg.stream_for(s.item.camera_id) for s in batch}
-        if not frames and not events and not (streams and self.cfg.min_replicas):
+        """XADD the frames' object events, `frames` and `events` in one pipeline (no MULTI), then
+        the WAITs that confirm every stream of `batch` (written now or found stored) when
+        min_replicas is set. Replies in that order."""
+        streams = {self.cfg.stream_for(s.item.camera_id) for s in batch} | self._objects.streams(batch)
+        if not frames and not events and not objects.writes and not (streams and self.cfg.min_replicas):
             return [], Waits(self.cfg.min_replicas)
         published_ms = time_ms(self._clock)
         async with client.pipeline(transaction=False) as pipe:
+            self._objects.queue(pipe, objects, self.cfg.maxlen)
             for slot in frames:
                 pipe.xadd(
                     self.cfg.stream_for(slot.item.camera_id),
@@ -267,7 +276,7 @@ class RedisSink:
                     maxlen=self.cfg.events_maxlen,
                     approximate=True,
                 )
-            written = {self.cfg.stream_for(s.item.camera_id) for s in frames}
+            written = {self.cfg.stream_for(s.item.camera_id) for s in frames} | objects.streams
             written |= {self.cfg.events_stream} if events else set()
             tops = {s: str(top) for s in streams if (top := self._ids.top(s)) is not None}
             waits = queue_waits(
@@ -297,12 +306,14 @@ class RedisSink:
         replies: list[Any],
         confirmed: set[str] | None,
         done: set[int],
+        *,
+        objects: ObjectBatch,
     ) -> Exception | None:
-        refusal: Exception | None = None
+        refusal: Exception | None = objects.refusal
         for slot, reply in zip(sent, replies, strict=True):
             stream = self.cfg.stream_for(slot.item.camera_id)
             if isinstance(reply, Exception):
-                if _ID_TOO_SMALL in str(reply):
+                if ID_TOO_SMALL in str(reply):
                     self._ids.forget_top(stream)  # someone else wrote: re-read the top, re-check
                 else:
                     refusal = refusal or reply
@@ -310,21 +321,22 @@ class RedisSink:
             self._ids.written(stream, EntryId.parse(reply))
         now = self._clock.monotonic()
         for slot, reply in zip(sent, replies, strict=True):
-            if isinstance(reply, Exception):
-                continue
-            self._published(slot, confirmed, done, now)
+            if not isinstance(reply, Exception) and slot.ticket not in objects.failed:
+                self._published(slot, confirmed, done, now)
         for slot in batch:
-            if slot.duplicate:  # written by an earlier attempt whose reply was lost or unconfirmed
+            # written by an earlier attempt whose reply was lost or unconfirmed
+            if slot.duplicate and slot.ticket not in objects.failed:
                 self._published(slot, confirmed, done, None)
         return refusal
 
     def _published(
         self, slot: Slot[FrameResult], confirmed: set[str] | None, done: set[int], now: float | None
     ) -> None:
-        if confirmed is not None and self.cfg.stream_for(slot.item.camera_id) not in confirmed:
+        camera = slot.item.camera_id
+        needed = {self.cfg.stream_for(camera)} | self._objects.streams([slot])
+        if confirmed is not None and not needed <= confirmed:
             return  # in Redis, not yet on enough replicas: stays buffered
         done.add(slot.ticket)
-        camera = slot.item.camera_id
         self.metrics.entries_published.labels(camera=camera).inc()
         if now is not None or confirmed is not None:
             latency_s = max(0.0, (now or self._clock.monotonic()) - slot.item.captured_mono)

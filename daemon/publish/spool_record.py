@@ -1,7 +1,8 @@
 """The spool's record format: one stream entry as a length- and CRC-framed JSON payload.
 
 Record: an 8-byte header, `<u32 payload length><u32 crc32(payload)>` (little-endian), then
-the payload: compact JSON of the FrameResult and the stream entry ID it was given, so a
+the payload: compact JSON of the FrameResult (its detections with their track ids, and its
+object events as their stream fields) and the stream entry ID it was given, so a
 replay writes the same ID and the sink's same-ID check recognises entries that had landed.
 A record that fails the length or CRC check is torn or corrupt: reading stops there.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from daemon.core.frames import Detection, FrameResult
+from daemon.core.objects import parse_fields
 from daemon.publish.schema import EntryId
 
 HEADER = struct.Struct("<II")
@@ -45,7 +47,8 @@ def encode_record(record: SpoolRecord) -> bytes:
             "h": r.height,
             "model_size": r.model_size,
             "model_name": r.model_name,
-            "dets": [[d.cls, d.label, d.score, *d.box] for d in r.detections],
+            "dets": [[d.cls, d.label, d.score, *d.box, *(() if d.track is None else (d.track,))] for d in r.detections],
+            **({"objects": [o.to_fields() for o in r.objects]} if r.objects else {}),
         },
         separators=(",", ":"),
     ).encode()
@@ -65,12 +68,17 @@ def decode_payload(payload: bytes) -> SpoolRecord:
         height=int(doc["h"]),
         model_size=int(doc["model_size"]),
         model_name=str(doc["model_name"]),
-        detections=tuple(
-            Detection(int(c), str(label), float(score), (float(x1), float(y1), float(x2), float(y2)))
-            for c, label, score, x1, y1, x2, y2 in doc["dets"]
-        ),
+        detections=tuple(_detection(d) for d in doc["dets"]),
+        objects=tuple(parse_fields(o) for o in doc.get("objects", ())),
     )
     return SpoolRecord(result, EntryId.parse(str(doc["id"])))
+
+
+def _detection(row: list[Any]) -> Detection:
+    """`[cls, label, score, x1, y1, x2, y2]`, with the track id as an eighth element when it has one."""
+    c, label, score, x1, y1, x2, y2, *track = row
+    box = (float(x1), float(y1), float(x2), float(y2))
+    return Detection(int(c), str(label), float(score), box, int(track[0]) if track else None)
 
 
 def read_record(f: IO[bytes], limit: int) -> bytes | None:

@@ -21,6 +21,9 @@ from daemon.publish.backlog import Slot
 from daemon.publish.redis_conn import RedisClient, SinkError, as_text
 from daemon.publish.schema import EntryId, next_entry_id, same_frame
 
+ID_TOO_SMALL = "equal or smaller than the target stream top item"
+"""Redis' refusal of an explicit ID at or below the stream's top."""
+
 
 class StreamIds:
     """What one sink knows about its streams' IDs; event-loop only (not thread-safe)."""
@@ -60,7 +63,7 @@ class StreamIds:
         `stored`: tickets of slots this connection wrote at their `entry_id` (not yet confirmed
         by replicas): duplicates without a lookup."""
         streams = {self._stream_for(s.item.camera_id) for s in frames}
-        await self._load_tops(client, [s for s in streams if s not in self._top])
+        await self.load_tops(client, sorted(streams))
         tentative: list[EntryId] = []
         chain: dict[str, EntryId | None] = {s: self._last.get(s) for s in streams}
         for slot in frames:
@@ -91,7 +94,9 @@ class StreamIds:
         last = self._last.get(stream)
         self._last[stream] = entry_id if last is None else max(last, entry_id)
 
-    async def _load_tops(self, client: RedisClient, streams: list[str]) -> None:
+    async def load_tops(self, client: RedisClient, streams: list[str]) -> None:
+        """Read the tops of those `streams` whose top is not known (XINFO STREAM)."""
+        streams = [s for s in streams if s not in self._top]
         if not streams:
             return
         async with client.pipeline(transaction=False) as pipe:
@@ -124,4 +129,4 @@ class StreamIds:
         return found
 
 
-__all__ = ["StreamIds"]
+__all__ = ["ID_TOO_SMALL", "StreamIds"]

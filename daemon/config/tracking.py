@@ -1,0 +1,103 @@
+"""The `[tracking]` section (tracker defaults for every camera) and a camera's counting lines.
+
+Lines are in normalised coordinates (fractions of the frame's width and height), so a camera
+whose resolution changes keeps them. Gates sit downstream of a line at `distance_mm` along the
+belt; they need the camera's `mm_per_px` calibration (checked where the camera is validated).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from daemon.config.base import Section
+
+_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,47}$"
+
+
+class TrackingConfig(Section):
+    """Tracker defaults (ByteTrack-style, time-based: every limit is in seconds of capture time,
+    so dropped frames cost accuracy, never correctness)."""
+
+    enabled: bool = True
+    """Track every camera (a camera's own `tracking = false` turns it off for that camera)."""
+    high_score: float = Field(0.5, gt=0, le=1)
+    """Detections at or above this score are matched first (ByteTrack's first stage)."""
+    low_score: float = Field(0.1, ge=0, le=1)
+    """Detections between this and `high_score` only keep existing tracks alive (second stage)."""
+    new_track_score: float = Field(0.6, gt=0, le=1)
+    """An unmatched detection starts a track only from this score."""
+    match_iou: float = Field(0.2, gt=0, lt=1)
+    """Least IoU between a track's predicted box and a detection for them to be matched."""
+    confirm_s: float = Field(0.1, ge=0, le=10)
+    """A tentative track is confirmed (gets its ID, `new`) after this long and `min_hits` observations."""
+    min_hits: int = Field(3, ge=1, le=100)
+    lost_s: float = Field(2.0, gt=0, le=600)
+    """A track not observed for this long ends (`end`); a part standing on a stopped belt is
+    still observed, so it keeps its track however long the belt stands."""
+    anchor: Literal["center", "bottom_center"] = "center"
+    """The point of a box that crosses lines: its centre, or the middle of its bottom edge."""
+
+    @model_validator(mode="after")
+    def _check_scores(self) -> TrackingConfig:
+        if self.low_score > self.high_score:
+            raise ValueError(f"low_score ({self.low_score}) must not exceed high_score ({self.high_score})")
+        return self
+
+
+class GateConfig(Section):
+    """An actuator downstream of a line (a reject gate, a diverter)."""
+
+    id: str = Field(pattern=_ID_PATTERN)
+    distance_mm: float = Field(gt=0, le=1_000_000)
+    """Belt distance from the line to the gate, in the direction of travel."""
+
+
+Point = tuple[float, float]
+
+
+class LineConfig(Section):
+    """A counting line from `start` to `end`, normalised (0..1 of width and height)."""
+
+    id: str = Field(pattern=_ID_PATTERN)
+    start: Point
+    end: Point
+    direction: Point = (1.0, 0.0)
+    """A crossing whose motion has a positive component along this vector is `in`, else `out`."""
+    gates: list[GateConfig] = Field(default_factory=list)
+
+    @field_validator("start", "end")
+    @classmethod
+    def _inside_frame(cls, v: Point) -> Point:
+        if not all(math.isfinite(c) and 0.0 <= c <= 1.0 for c in v):
+            raise ValueError(f"{list(v)} is outside the frame: coordinates are fractions 0..1 of width and height")
+        return v
+
+    @field_validator("direction")
+    @classmethod
+    def _nonzero(cls, v: Point) -> Point:
+        if not all(math.isfinite(c) for c in v) or math.hypot(*v) < 1e-9:
+            raise ValueError(f"{list(v)} has no direction: give a non-zero vector, e.g. [1.0, 0.0]")
+        return v
+
+    @model_validator(mode="after")
+    def _has_length(self) -> LineConfig:
+        if math.dist(self.start, self.end) < 1e-6:
+            raise ValueError(f"start and end are the same point {list(self.start)}: a line needs a length")
+        ids = [g.id for g in self.gates]
+        duplicate = next((g for i, g in enumerate(ids) if g in ids[:i]), None)
+        if duplicate is not None:
+            raise ValueError(f"gate id {duplicate!r} is used twice on line {self.id!r}")
+        return self
+
+
+def duplicate_line(lines: list[LineConfig]) -> str | None:
+    """The first line id used twice, if any."""
+    seen: set[str] = set()
+    for line in lines:
+        if line.id in seen:
+            return line.id
+        seen.add(line.id)
+    return None
