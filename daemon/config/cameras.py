@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from daemon.config.base import Seconds, Section, read_secret_file, with_password
+from daemon.config.tracking import LineConfig, duplicate_line
 from daemon.core.frames import MODEL_SIZES
 from daemon.core.redaction import SECRETS, redact_url
 
@@ -48,6 +49,22 @@ class CameraConfig(Section):
     """Publish only these labels (default: all)."""
     shard: int | None = Field(None, ge=0)
     """Run this camera on this shard (`[instance] shard`) instead of the rendezvous rule."""
+    tracking: bool | None = None
+    """Track this camera's parts (default: `[tracking] enabled`)."""
+    mm_per_px: float | None = Field(None, gt=0, le=1000)
+    """Calibration of the belt plane: millimetres per pixel (speeds in mm/s, gate arrival times)."""
+    lines: list[LineConfig] = Field(default_factory=list)
+    """Counting lines (`[[cameras.lines]]`), normalised coordinates; each may have gates."""
+
+    @model_validator(mode="after")
+    def _check_lines(self) -> Self:
+        duplicate = duplicate_line(self.lines)
+        if duplicate is not None:
+            raise ValueError(f"lines: line id {duplicate!r} is used twice")
+        gated = [line.id for line in self.lines if line.gates]
+        if gated and self.mm_per_px is None:
+            raise ValueError(f"lines: line {gated[0]!r} has gates, which need the camera's mm_per_px calibration")
+        return self
 
     @field_validator("id")
     @classmethod

@@ -34,6 +34,7 @@ from daemon.config.models import ModelConfig
 from daemon.config.redis import RedisConfig
 from daemon.config.sharding import InstanceConfig, runs
 from daemon.config.thermal import ThermalConfig
+from daemon.config.tracking import TrackingConfig
 from daemon.core.frames import MODEL_SIZES
 from daemon.core.redaction import redact_url
 
@@ -60,6 +61,8 @@ class Settings(BaseSettings):
     health: HealthConfig = HealthConfig()
     thermal: ThermalConfig = ThermalConfig()
     """Thermal throttling: sensors, the limit held, the pause (see daemon/thermal/governor.py)."""
+    tracking: TrackingConfig = TrackingConfig()
+    """Tracker defaults for every camera (daemon/tracking); lines and gates are per camera."""
     cameras: list[CameraConfig] = Field(default_factory=list)
     instance: InstanceConfig = InstanceConfig()
     """Which share of the cameras this instance runs (see daemon.config.sharding)."""
