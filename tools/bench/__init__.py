@@ -14,7 +14,7 @@
    after / before printed as the host's speed drift (a shared machine's speed changes over
    minutes; above 10 % the ratios are flagged unreliable).
    Then, as a diagnostic, the same layout beside a separate process that only decodes the same
-   streams (tools/bench_decoders.py): what is left of the bare model once every frame is decoded
+   streams (tools/bench/decoders.py): what is left of the bare model once every frame is decoded
    on the same cores, and the share of that the daemon reached;
 4. baseline 2: the naive one-loop pipeline (tools/bench/naive.py) on one session with ORT's
    default threads, latency vs the expected capture time;

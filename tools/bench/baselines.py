@@ -1,4 +1,4 @@
-"""The baselines `tools/bench.py` measures the daemon against.
+"""The baselines `python -m tools.bench` measures the daemon against.
 
 Baseline 1, the bare model: `session.run` alone on ready-made batches of the clips' own frames
 (letterboxed as the workers do, `clip_images`) at the batch sizes the daemon used, one session

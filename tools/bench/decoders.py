@@ -1,4 +1,4 @@
-"""Decode RTSP streams and nothing else: the decoding load `tools/bench.py` runs the bare model beside.
+"""Decode RTSP streams and nothing else: the decoding load `python -m tools.bench` runs the bare model beside.
 
     .venv/bin/python -m tools.bench.decoders URL [URL ...]
 

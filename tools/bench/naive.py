@@ -1,4 +1,4 @@
-"""The naive pipeline the field ships, as a baseline for `tools/bench.py`.
+"""The naive pipeline the field ships, as a baseline for `python -m tools.bench`.
 
 One loop, one camera after another: read the next frame from its RTSP stream (PyAV), letterbox
 it with NumPy (nearest-neighbour index arithmetic, no swscale resize), `session.run` at batch 1,

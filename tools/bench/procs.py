@@ -1,4 +1,4 @@
-"""Processes and /proc for `tools/bench.py`, shared by the daemon phase and the baselines.
+"""Processes and /proc for `python -m tools.bench`, shared by the daemon phase and the baselines.
 
 `Servers` starts redis-server and tools/common/rtsp_server.py (run by Debian's python3) with
 tools/common's launchers and stops them;

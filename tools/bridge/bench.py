@@ -2,7 +2,7 @@
 
     python -m tools.bridge.bench [--crossings 1000] [--rate 100] [--poll-ms 5]
 
-Starts its own redis-server (a free loopback port, a temp dir), the bridge in-process (OPC UA with
+Starts its own redis-server (tools/common: a free loopback port, a temp dir), the bridge in-process (OPC UA with
 security none, Modbus), an asyncua client subscribed to CountIn at a 10 ms publishing interval and a
 pymodbus client polling the line's block every `--poll-ms`. XADDs crossings at `--rate` per second
 and prints p50/p99/max of both latencies (the Modbus figure includes up to one poll interval).
@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
-import socket
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -28,39 +25,8 @@ from pymodbus.client import AsyncModbusTcpClient
 from daemon.bridge.config import BridgeConfig, layout_from_data
 from daemon.bridge.registers import words_u32
 from daemon.bridge.service import Bridge
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_redis(data_dir: Path) -> tuple[subprocess.Popen[bytes], int]:
-    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-    port = free_port()
-    argv = [
-        binary,
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        str(data_dir),
-    ]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return proc, port
-        time.sleep(0.02)
-    proc.kill()
-    raise SystemExit("redis-server did not start")
+from tools.common.ports import free_port
+from tools.common.redis_server import RedisServer, find_redis_server
 
 
 class Changes:
@@ -155,12 +121,15 @@ def main() -> None:
     parser.add_argument("--poll-ms", type=float, default=5.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        proc, port = start_redis(Path(tmp))
+        redis_server = RedisServer(find_redis_server() or "redis-server", Path(tmp))
         try:
-            asyncio.run(bench(args, port, Path(tmp)))
+            redis_server.start()
+        except RuntimeError as exc:
+            raise SystemExit(f"redis-server did not start: {exc}") from None
+        try:
+            asyncio.run(bench(args, redis_server.port, Path(tmp)))
         finally:
-            proc.kill()
-            proc.wait()
+            redis_server.kill()
 
 
 if __name__ == "__main__":

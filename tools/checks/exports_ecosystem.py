@@ -1,7 +1,7 @@
-"""The ecosystem side of `tools/check_exports.py`: exporting with, and decoding by, the ecosystems' own code.
+"""The ecosystem side of `tools/checks/exports.py`: exporting with, and decoding by, the ecosystems' own code.
 
 Runs in a venv with torch, ultralytics, onnx and onnxruntime (and YOLOX / YOLOv5 checkouts on the
-command line); see `tools/check_exports.py` for the steps and README "Checked against real third-party
+command line); see `tools/checks/exports.py` for the steps and README "Checked against real third-party
 exports". Imports of torch and the ecosystems stay inside the functions: the project's venv has none.
 """
 

@@ -1,4 +1,4 @@
-"""`tools/gpu_check.py`'s thermal section: the real NVML reader (pynvml, no fake) on a GPU host.
+"""`tools/checks/gpu_check.py`'s thermal section: the real NVML reader (pynvml, no fake) on a GPU host.
 
 Reads the engine's device through `daemon.thermal.sensors.NvmlSensor` exactly as the daemon does, checks
 what the driver reports (temperature, slowdown thresholds, clock-event reasons, power), and runs

@@ -4,7 +4,7 @@ report accuracy and CPU speed against the original in the same run, on the same 
     .venv/bin/python -m tools.model.quantize_int8 models/conveyor-416.onnx models/conveyor-416-int8.onnx \
         [--calibration 48] [--count 100] [--seed 12345678]
 
-Calibration images are conveyor frames rendered by `tools/synth.py` (seeds from 2_000_000, away
+Calibration images are conveyor frames rendered by `tools/synth/` (seeds from 2_000_000, away
 from both the training seeds (< 1_000_000) and the held-out evaluation seeds), letterboxed exactly
 as the daemon fills its input. Activations and weights are signed INT8 in QDQ form (what the
 CPU, CUDA and TensorRT providers all run), weights per output channel, min/max calibration.

@@ -1,4 +1,4 @@
-"""What `tools/soak.py` samples and how it judges the trend.
+"""What `python -m tools.soak` samples and how it judges the trend (and `healthz_time`, a timed GET /healthz).
 
 `Sample` is one reading; `proc_stats` reads the daemon's RSS, fds and threads from /proc,
 `scrape` its Prometheus /metrics and `by_label` sums a metric per label; `theil_sen` is the

@@ -1,4 +1,4 @@
-"""A simulated thermal plant in discrete time, for the governor's tests and `tools/thermal_sim.py`.
+"""A simulated thermal plant in discrete time, for the governor's tests and `tools/thermal/sim.py`.
 
 First order: `C dT/dt = P(share) - k (T - T_ambient)`, written with the time constant
 `tau = C / k` and temperature rises instead of powers: at steady state a device idling sits
