@@ -23,8 +23,8 @@ from daemon.core.xp import DeviceChoice
 from daemon.inference.device_stage import DeviceInference
 from daemon.inference.engine import Engine, EngineFactory, InferenceError
 from daemon.inference.model_file import ModelInfo, load_model_info
-from daemon.inference.postprocess import decode_batch
 from daemon.inference.placement import device_path
+from daemon.inference.postprocess import decode_batch
 from daemon.inference.protocols import DeviceEngine, HostArray, InferenceEngine
 from daemon.inference.providers import Placement
 from daemon.inference.serving import ServingEngine
