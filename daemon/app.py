@@ -29,7 +29,7 @@ from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.core.xp import DeviceChoice
 from daemon.inference.engine import EngineFactory
-from daemon.inference.lanes import Lanes
+from daemon.inference.lanes import Lane, Lanes
 from daemon.inference.model_check import camera_rules, validate_models
 from daemon.inference.model_file import ModelInfo
 from daemon.inference.placement import choose, device_path
@@ -95,8 +95,8 @@ class Daemon:
 
     # -- public ----------------------------------------------------------------------------
     @property
-    def lanes(self) -> dict[int, Any]:
-        """The running lanes by model size (`daemon.inference.lanes.Lane`)."""
+    def lanes(self) -> dict[int, Lane]:
+        """The running lanes by model size."""
         return self._lanes.by_size
 
     def request_stop(self) -> None:
