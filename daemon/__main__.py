@@ -53,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--consumer", default=f"tail-{os.getpid()}", help="consumer name within the group")
     tail.add_argument("--count", type=int, help="stop after this many entries")
     tail.add_argument("--from-start", action="store_true", help="start at the beginning of the streams")
+    tail.add_argument("--objects", action="store_true", help="read the objects streams (tracked parts) instead")
+    add("bridge", "serve the objects and events streams to PLCs over OPC UA and Modbus TCP ([bridge])")
     return parser
 
 
@@ -98,10 +100,17 @@ def cmd_tail(args: argparse.Namespace) -> int:
                 consumer=args.consumer,
                 count=args.count,
                 from_start=args.from_start,
+                objects=args.objects,
             )
         )
     except KeyboardInterrupt:
         return 0
+
+
+def cmd_bridge(args: argparse.Namespace) -> int:
+    from daemon.bridge.cli import main as bridge_main  # noqa: PLC0415 - asyncua and pymodbus only for this command
+
+    return bridge_main(resolve_config_path(args.config))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -153,7 +162,13 @@ async def _serve(daemon: Daemon) -> None:
     await daemon.run()
 
 
-COMMANDS = {"run": cmd_run, "check-config": cmd_check_config, "doctor": cmd_doctor, "tail": cmd_tail}
+COMMANDS = {
+    "run": cmd_run,
+    "check-config": cmd_check_config,
+    "doctor": cmd_doctor,
+    "tail": cmd_tail,
+    "bridge": cmd_bridge,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,6 +22,7 @@ class Metrics:
         self._sink_metrics(self.registry)
         self._http_metrics(self.registry)
         self._thermal_metrics(self.registry)
+        self._tracking_metrics(self.registry)
 
     def _frame_metrics(self, r: CollectorRegistry) -> None:
         """Every frame's path: decoded, then dropped (by reason) or inferred and published."""
@@ -45,6 +46,22 @@ class Metrics:
             "Capture to XADD per entry",
             ["camera"],
             buckets=(0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12),
+            registry=r,
+        )
+
+    def _tracking_metrics(self, r: CollectorRegistry) -> None:
+        """What the tracking stage sees: parts, not boxes."""
+        self.crossings = Counter(
+            "beltsight_crossings_total",
+            "Tracked parts that crossed a counting line, by camera, line, direction and label",
+            ["camera", "line", "direction", "label"],
+            registry=r,
+        )
+        self.active_tracks = Gauge(
+            "beltsight_active_tracks", "Confirmed tracks alive (seen within lost_s)", ["camera"], registry=r
+        )
+        self.object_events = Counter(
+            "beltsight_object_events_total", "Events for the objects stream, by camera and event", ["camera", "event"],
             registry=r,
         )
 

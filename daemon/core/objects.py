@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 EventKind = Literal["new", "crossed", "end"]
@@ -65,6 +66,15 @@ class ObjectEvent:
         elif self.event == "end":
             out |= {"first_ms": str(self.first_ms), "last_ms": str(self.last_ms), "frames": str(self.frames)}
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectsResume:
+    """Where a camera's track ids and line counts continue after a restart: read back from its
+    objects stream (the newest `new` entry's track + 1; each (line, direction)'s newest `count`)."""
+
+    next_track_id: int = 1
+    counts: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
 
 def _check(e: ObjectEvent) -> None:

@@ -331,6 +331,19 @@ DAEMON_EVENTS: tuple[LogEvent, ...] = (
         ("from_level", "to_level", "share", "sensor", "celsius", "reason"),
     ),
     LogEvent(
+        "tracking_resumed",
+        "info",
+        "a tracked camera's ids and counts continue from its objects stream (and the spool) after a restart",
+        ("camera", "next_track", "counts"),
+    ),
+    LogEvent(
+        "tracking_resume_failed",
+        "warning",
+        "Redis could not be read at startup to continue track ids and counts: ids continue from a"
+        " time-based base (still unique), line counts restart at 0",
+        ("error", "cameras"),
+    ),
+    LogEvent(
         "unhandled_exception",
         "critical",
         "an exception nobody caught (main thread or another thread); the traceback is in `exception`",

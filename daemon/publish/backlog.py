@@ -160,6 +160,22 @@ class Backlog:
     def spooled(self) -> int:
         return len(self.spool) if self.spool is not None else 0
 
+    def spooled_results(self, chunk: int = 256) -> list[FrameResult]:
+        """Every result in the spool, oldest first, read without consuming it (startup only: the
+        tracking stage resumes past the events that are not yet in Redis)."""
+        if self.spool is None or self._head:
+            return []
+        out: list[FrameResult] = []
+        try:
+            while len(out) < len(self.spool):
+                records = self.spool.read(chunk)
+                if not records:
+                    break
+                out += [r.result for r in records]
+        finally:
+            self.spool.rewind()
+        return out
+
     def push(self, item: FrameResult) -> Drops:
         if self.spool is None:
             dropped = self.memory.push(item)

@@ -13,9 +13,10 @@ from daemon.core.backoff import Backoff
 from daemon.core.clock import SYSTEM_CLOCK, Clock, time_ms
 from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
+from daemon.core.objects import ObjectsResume
 from daemon.core.redaction import SECRETS
 from daemon.publish.backlog import Backlog, Buffer, Drops, Slot
-from daemon.publish.objects import ObjectBatch, ObjectWrites
+from daemon.publish.objects import ObjectBatch, ObjectWrites, fold_spooled, read_resume
 from daemon.publish.redis_conn import (
     RETRYABLE,
     Connector,
@@ -131,6 +132,25 @@ class RedisSink:
     def spooled(self) -> int:
         """Frame entries waiting in the disk spool (0 without one)."""
         return self._frames.spooled
+
+    async def resume_points(
+        self, cameras: dict[str, set[tuple[str, str]]], timeout_s: float
+    ) -> dict[str, ObjectsResume] | None:
+        """Where each tracked camera's ids and counts continue: its objects stream read back, then the
+        events still in the spool. None when Redis could not be read within `timeout_s`."""
+        resume: dict[str, ObjectsResume] = {}
+        client = self._client_factory()
+        try:
+            async with asyncio.timeout(timeout_s):
+                for camera, lines in cameras.items():
+                    resume[camera] = await read_resume(client, self.cfg.objects_stream_for(camera), lines)
+        except (*RETRYABLE, TimeoutError) as exc:
+            log.warning("tracking_resume_failed", error=SECRETS.scrub(str(exc)), cameras=len(cameras))
+            return None
+        finally:
+            await client.aclose()
+        fold_spooled(resume, self._frames.spooled_results())
+        return resume
 
     # -- publishing ----------------------------------------------------------------------
 

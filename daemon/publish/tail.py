@@ -1,4 +1,5 @@
-"""`beltsight tail`: the reference consumer of the detection streams (schema v1).
+"""`beltsight tail`: the reference consumer of the detection streams (schema v1), and with
+`--objects` of the objects streams (tracked parts: `new`, `crossed`, `end`).
 
 With `--group`, it reads as a member of a consumer group (created if missing, MKSTREAM):
 first its own pending entries (delivered before but never acknowledged, e.g. it crashed
@@ -33,13 +34,15 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TextIO
 
 from redis.exceptions import ResponseError
 
 from daemon.config.redis import RedisConfig
-from daemon.publish.redis_conn import RedisClient, make_client, slot_groups
+from daemon.core.objects import parse_fields
+from daemon.publish.redis_conn import RedisClient, as_text, make_client, slot_groups
 from daemon.publish.schema import decode_entry
 
 BLOCK_MS = 1000
@@ -56,6 +59,28 @@ def format_entry(entry_id: str, entry: dict[str, Any]) -> str:
     )
 
 
+def format_object(entry_id: str, fields: dict[str, str]) -> str:
+    """One objects-stream entry: time, camera, event, track and label, and for a crossing its line,
+    direction, count, speed and gate arrival times."""
+    e = parse_fields(fields)
+    when = datetime.fromtimestamp(e.at_ms / 1000).strftime("%H:%M:%S.%f")[:-3]
+    text = f"{when} {e.camera} {e.event} track={e.track} {e.label} {e.score:.2f}"
+    if e.event == "crossed":
+        speed = f"{e.speed_mm_s:.0f}mm/s" if e.speed_mm_s is not None else f"{e.speed_px_s:.0f}px/s"
+        text += f" line={e.line} {e.direction} count={e.count} {speed}"
+        for gate, ms in e.eta or ():
+            text += f" {gate}@{datetime.fromtimestamp(ms / 1000).strftime('%H:%M:%S.%f')[:-3]}"
+    elif e.event == "end":
+        text += f" frames={e.frames} for {((e.last_ms or 0) - (e.first_ms or 0)) / 1000:.1f}s"
+    return f"{text} ({entry_id})"
+
+
+def _format(objects: bool) -> Callable[[str, dict[str, str]], str]:
+    if objects:
+        return lambda entry_id, fields: format_object(entry_id, as_text(fields))
+    return lambda entry_id, fields: format_entry(entry_id, decode_entry(fields))
+
+
 async def tail(
     redis_cfg: RedisConfig,
     cameras: list[str],
@@ -64,9 +89,11 @@ async def tail(
     consumer: str,
     count: int | None,
     from_start: bool,
+    objects: bool = False,
     out: TextIO = sys.stdout,
 ) -> int:
-    """Print entries of the cameras' streams until `count` entries were printed (or cancelled).
+    """Print entries of the cameras' streams (`objects`: their objects streams) until `count`
+    entries were printed (or cancelled).
 
     Works the same against one Redis and a Redis Cluster (`[redis] cluster`): streams are read
     in groups that share a slot, side by side. Returns the exit code: 0, or 2 when there is no
@@ -75,22 +102,28 @@ async def tail(
     if not cameras:
         print("no cameras to read: configure [[cameras]] or pass --camera", file=sys.stderr)
         return 2
-    streams = [redis_cfg.stream_for(c) for c in cameras]
+    streams = [redis_cfg.objects_stream_for(c) if objects else redis_cfg.stream_for(c) for c in cameras]
+    show = _format(objects)
     client = make_client(redis_cfg)
     try:
         if group is None:
-            await _read_plain(client, streams, count, from_start, out)
+            await _read_plain(client, streams, count, from_start, out, show)
         else:
             await _read_group(
-                client, streams, group=group, consumer=consumer, count=count, from_start=from_start, out=out
+                client, streams, group=group, consumer=consumer, count=count, from_start=from_start, out=out, show=show
             )
     finally:
         await client.aclose()
     return 0
 
 
-async def _read_plain(
-    client: RedisClient, streams: list[str], count: int | None, from_start: bool, out: TextIO
+async def _read_plain(  # noqa: PLR0917 - internal, mirrors tail()'s arguments
+    client: RedisClient,
+    streams: list[str],
+    count: int | None,
+    from_start: bool,
+    out: TextIO,
+    show: Callable[[str, dict[str, str]], str],
 ) -> None:
     # Resolve "$" once: re-sending "$" after an empty read would skip entries added in between.
     positions = {s: ("0-0" if from_start else await _last_id(client, s)) for s in streams}
@@ -105,7 +138,7 @@ async def _read_plain(
                 if count is not None and printed >= count:
                     break
                 positions[stream] = entry_id
-                out.write(format_entry(entry_id, decode_entry(fields)) + "\n")
+                out.write(show(entry_id, fields) + "\n")
                 printed += 1
         out.flush()
 
@@ -119,6 +152,7 @@ async def _read_group(
     count: int | None,
     from_start: bool,
     out: TextIO,
+    show: Callable[[str, dict[str, str]], str],
 ) -> None:
     for stream in streams:
         try:
@@ -148,7 +182,7 @@ async def _read_group(
             for entry_id, fields in entries:
                 if count is not None and printed >= count:
                     break
-                out.write(format_entry(entry_id, decode_entry(fields)) + "\n")
+                out.write(show(entry_id, fields) + "\n")
                 out.flush()
                 await client.xack(stream, group, entry_id)
                 printed += 1
