@@ -1,0 +1,57 @@
+"""Box overlap and gated optimal assignment (Hungarian, via SciPy)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.optimize import linear_sum_assignment  # type: ignore[import-untyped, unused-ignore]  # scipy-stubs optional
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.intp]
+
+_FORBIDDEN = 1e6
+
+
+def xywh_to_xyxy(b: FloatArray) -> FloatArray:
+    """(N, 4) cx,cy,w,h -> x1,y1,x2,y2."""
+    half = b[:, 2:4] / 2.0
+    return np.concatenate([b[:, :2] - half, b[:, :2] + half], axis=1)
+
+
+def xyxy_to_xywh(b: FloatArray) -> FloatArray:
+    """(N, 4) x1,y1,x2,y2 -> cx,cy,w,h."""
+    return np.concatenate([(b[:, :2] + b[:, 2:4]) / 2.0, b[:, 2:4] - b[:, :2]], axis=1)
+
+
+def iou_matrix(a: FloatArray, b: FloatArray) -> FloatArray:
+    """Intersection over union of every box in ``a`` (N, 4) with every box in ``b`` (M, 4), both x1,y1,x2,y2."""
+    if a.shape[0] == 0 or b.shape[0] == 0:
+        return np.zeros((a.shape[0], b.shape[0]))
+    lt = np.maximum(a[:, None, :2], b[None, :, :2])
+    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
+    wh = np.clip(rb - lt, 0.0, None)
+    inter = wh[..., 0] * wh[..., 1]
+    area_a = np.clip(a[:, 2] - a[:, 0], 0.0, None) * np.clip(a[:, 3] - a[:, 1], 0.0, None)
+    area_b = np.clip(b[:, 2] - b[:, 0], 0.0, None) * np.clip(b[:, 3] - b[:, 1], 0.0, None)
+    union = area_a[:, None] + area_b[None, :] - inter
+    out: FloatArray = np.divide(inter, union, out=np.zeros_like(inter), where=union > 0.0)
+    return out
+
+
+def assign(cost: FloatArray, max_cost: float) -> tuple[IntArray, IntArray, IntArray]:
+    """Minimum-cost matching where no pair costs more than ``max_cost``.
+
+    Returns (matches (K, 2) of row, col; unmatched rows; unmatched cols). Pairs over the gate are forbidden
+    before solving, so a gated pair never displaces a valid one.
+    """
+    n, m = cost.shape
+    if n == 0 or m == 0:
+        return np.zeros((0, 2), dtype=np.intp), np.arange(n, dtype=np.intp), np.arange(m, dtype=np.intp)
+    allowed = cost <= max_cost
+    gated = np.where(allowed, cost, _FORBIDDEN)
+    rows, cols = linear_sum_assignment(gated)
+    ok = allowed[rows, cols]
+    rows, cols = rows[ok].astype(np.intp), cols[ok].astype(np.intp)
+    free_rows = np.setdiff1d(np.arange(n, dtype=np.intp), rows)
+    free_cols = np.setdiff1d(np.arange(m, dtype=np.intp), cols)
+    return np.stack([rows, cols], axis=1), free_rows, free_cols

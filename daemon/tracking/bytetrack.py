@@ -1,0 +1,257 @@
+"""ByteTrack-style multi-object tracker (Zhang et al. 2022, "ByteTrack: Multi-Object Tracking by Associating
+Every Detection Box"), written from the paper's algorithm, with a time-based track life.
+
+Per update: predict every track to the frame's time (real dt in seconds), associate the high-score
+detections with all tracks (tracked, lost and tentative) by IoU, then the low-score detections with the
+tracked tracks still unmatched, then (an addition for conveyors) a tentative track seen only once with the
+nearest unmatched high detection. Unmatched high detections above ``new_track_score`` start tentative
+tracks. All ages are measured on a monotonic clock in ms that the caller advances by capture time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from daemon.tracking import kalman
+from daemon.tracking.association import FloatArray, IntArray, assign, iou_matrix, xywh_to_xyxy, xyxy_to_xywh
+from daemon.tracking.specs import TrackerParams
+
+Box = tuple[float, float, float, float]
+
+
+@dataclass(slots=True, eq=False)
+class Track:
+    """One object's life. Times ``*_ms`` are capture time (Unix ms); ``*_mono_ms`` the monotonic clock."""
+
+    uid: int
+    first_ms: int
+    first_mono_ms: int
+    last_ms: int
+    last_mono_ms: int
+    box: Box
+    hits: int = 1
+    track_id: int | None = None
+    lost: bool = False
+    best_score: float = 0.0
+    vx: float = 0.0
+    vy: float = 0.0
+    votes: dict[int, float] = field(default_factory=dict)
+    labels: dict[int, str] = field(default_factory=dict)
+
+    def observe(self, cls: int, label: str, score: float) -> None:
+        self.votes[cls] = self.votes.get(cls, 0.0) + score
+        self.labels[cls] = label
+        self.best_score = max(self.best_score, score)
+
+    @property
+    def cls(self) -> int:
+        """The class with the largest summed score over the track's life (ties: the lower index)."""
+        return min(self.votes, key=lambda c: (-self.votes[c], c))
+
+    @property
+    def label(self) -> str:
+        return self.labels[self.cls]
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """Detection ``det`` observed ``track``; ``prev_box``/``prev_ms`` its previous observation (None: new)."""
+
+    track: Track
+    det: int
+    prev_box: Box | None
+    prev_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one update did: per-detection track, observations, confirmations, confirmed ends, drops."""
+
+    det_tracks: tuple[Track | None, ...]
+    observations: tuple[Observation, ...]
+    confirmed: tuple[Track, ...]
+    ended: tuple[Track, ...]
+    dropped: tuple[Track, ...]
+
+
+class ByteTracker:
+    """Tracks of one camera. Policy: see ``TrackerParams``; ids come from ``first_track_id`` upwards."""
+
+    def __init__(self, params: TrackerParams, first_track_id: int = 1) -> None:
+        self.params = params
+        self.next_track_id = first_track_id
+        self._tracks: list[Track] = []
+        self._x = np.zeros((0, kalman.STATE))
+        self._p = np.zeros((0, kalman.STATE, kalman.STATE))
+        self._mono_ms: int | None = None
+        self._next_uid = 0
+
+    @property
+    def tracks(self) -> tuple[Track, ...]:
+        return tuple(self._tracks)
+
+    def rescale(self, sx: float, sy: float) -> None:
+        """Map every track into a frame scaled by (sx, sy)."""
+        self._x, self._p = kalman.rescale(self._x, self._p, sx, sy)
+        for t in self._tracks:
+            x1, y1, x2, y2 = t.box
+            t.box = (x1 * sx, y1 * sy, x2 * sx, y2 * sy)
+            t.vx, t.vy = t.vx * sx, t.vy * sy
+
+    def prior_velocity(self, moving_px_s: float) -> tuple[float, float]:
+        """Median velocity of the moving confirmed tracks (a new part most likely rides the belt)."""
+        rows = [i for i, t in enumerate(self._tracks) if t.track_id is not None and not t.lost]
+        if not rows:
+            return 0.0, 0.0
+        v = self._x[rows, 4:6]
+        moving = np.hypot(v[:, 0], v[:, 1]) > moving_px_s
+        if not moving.any():
+            return 0.0, 0.0
+        med = np.median(v[moving], axis=0)
+        return float(med[0]), float(med[1])
+
+    def expire(self, mono_ms: int) -> list[Track]:
+        """Remove tracks unseen for more than lost_s; returns them all (confirmed and tentative)."""
+        limit = self.params.lost_s * 1000.0
+        keep = np.array([mono_ms - t.last_mono_ms <= limit for t in self._tracks], dtype=bool)
+        gone = [t for t, k in zip(self._tracks, keep, strict=True) if not k]
+        if gone:
+            self._compact(keep)
+        return gone
+
+    def finish(self) -> list[Track]:
+        """Remove every track (shutdown); returns them."""
+        gone = list(self._tracks)
+        self._compact(np.zeros(len(self._tracks), dtype=bool))
+        return gone
+
+    def update(
+        self, *, captured_ms: int, mono_ms: int, boxes: FloatArray, scores: FloatArray, classes: IntArray,
+        labels: list[str], moving_px_s: float,
+    ) -> Step:
+        """Associate one frame's detections (boxes x1,y1,x2,y2 px) taken at ``captured_ms``."""
+        expired = self.expire(mono_ms)
+        prior = self.prior_velocity(moving_px_s)
+        if self._mono_ms is not None and mono_ms > self._mono_ms and self._tracks:
+            dt_s = (mono_ms - self._mono_ms) / 1000.0
+            self._x, self._p = kalman.predict(self._x, self._p, dt_s, self.params.noise)
+        self._mono_ms = mono_ms if self._mono_ms is None else max(self._mono_ms, mono_ms)
+        matches = self._associate(boxes, scores)
+        det_tracks: list[Track | None] = [None] * boxes.shape[0]
+        observations = self._apply(matches, boxes=boxes, scores=scores, classes=classes, labels=labels,
+                                   captured_ms=captured_ms, mono_ms=mono_ms, det_tracks=det_tracks)
+        matched_rows = {r for r, _ in matches}
+        unmatched = [i for i in range(len(self._tracks)) if i not in matched_rows]
+        keep = np.ones(len(self._tracks), dtype=bool)
+        dropped = [t for t in expired if t.track_id is None]
+        for i in unmatched:
+            t = self._tracks[i]
+            if t.track_id is None:
+                keep[i] = False
+                dropped.append(t)
+            else:
+                t.lost = True
+        self._compact(keep)
+        taken = {d for _, d in matches}
+        fresh = [
+            d for d in range(boxes.shape[0])
+            if d not in taken and scores[d] >= self.params.new_track_score
+        ]
+        observations += self._spawn(fresh, boxes=boxes, scores=scores, classes=classes, labels=labels,
+                                     captured_ms=captured_ms, mono_ms=mono_ms, prior=prior, det_tracks=det_tracks)
+        confirmed = self._confirm([o.track for o in observations])
+        for t, (vx, vy) in zip(self._tracks, self._x[:, 4:6].tolist(), strict=True):
+            t.vx, t.vy = vx, vy
+        ended = tuple(t for t in expired if t.track_id is not None)
+        return Step(tuple(det_tracks), tuple(observations), confirmed, ended, tuple(dropped))
+
+    def _associate(self, boxes: FloatArray, scores: FloatArray) -> list[tuple[int, int]]:
+        """The three stages; returns (track row, detection) pairs."""
+        p = self.params
+        high = np.flatnonzero(scores >= p.high_score)
+        low = np.flatnonzero((scores >= p.low_score) & (scores < p.high_score))
+        pred = xywh_to_xyxy(self._x[:, :4])
+        rows = np.arange(len(self._tracks))
+        m1, free_rows, free_high = assign(1.0 - iou_matrix(pred, boxes[high]), 1.0 - p.match_iou)
+        pairs = [(int(rows[r]), int(high[c])) for r, c in m1]
+        tracked = np.array([r for r in free_rows if self._tracks[r].track_id is not None
+                            and not self._tracks[r].lost], dtype=np.intp)
+        m2, _, _ = assign(1.0 - iou_matrix(pred[tracked], boxes[low]), 1.0 - p.low_match_iou)
+        pairs += [(int(tracked[r]), int(low[c])) for r, c in m2]
+        once = np.array([r for r in free_rows if self._tracks[r].track_id is None
+                         and self._tracks[r].hits == 1], dtype=np.intp)
+        if once.size and free_high.size:
+            last = xyxy_to_xywh(np.array([self._tracks[r].box for r in once], dtype=np.float64))
+            dets = xyxy_to_xywh(boxes[high[free_high]])
+            diag = np.hypot(last[:, 2], last[:, 3])
+            dist = np.hypot(last[:, None, 0] - dets[None, :, 0], last[:, None, 1] - dets[None, :, 1])
+            m3, _, _ = assign(dist / np.maximum(diag[:, None], 1.0), p.jump_diag)
+            pairs += [(int(once[r]), int(high[free_high[c]])) for r, c in m3]
+        return pairs
+
+    def _apply(
+        self, pairs: list[tuple[int, int]], *, boxes: FloatArray, scores: FloatArray, classes: IntArray,
+        labels: list[str], captured_ms: int, mono_ms: int, det_tracks: list[Track | None],
+    ) -> list[Observation]:
+        if not pairs:
+            return []
+        rows = np.array([r for r, _ in pairs], dtype=np.intp)
+        dets = np.array([d for _, d in pairs], dtype=np.intp)
+        z = xyxy_to_xywh(boxes[dets])
+        x, p = kalman.update(self._x[rows], self._p[rows], z, self.params.noise)
+        self._x[rows], self._p[rows] = x, p
+        out: list[Observation] = []
+        for r, d in pairs:
+            t = self._tracks[r]
+            out.append(Observation(t, d, t.box, t.last_ms))
+            box = boxes[d]
+            t.box = (float(box[0]), float(box[1]), float(box[2]), float(box[3]))
+            t.hits += 1
+            t.lost = False
+            t.last_ms = captured_ms
+            t.last_mono_ms = max(t.last_mono_ms, mono_ms)
+            t.observe(int(classes[d]), labels[d], float(scores[d]))
+            det_tracks[d] = t
+        return out
+
+    def _spawn(
+        self, fresh: list[int], *, boxes: FloatArray, scores: FloatArray, classes: IntArray, labels: list[str],
+        captured_ms: int, mono_ms: int, prior: tuple[float, float], det_tracks: list[Track | None],
+    ) -> list[Observation]:
+        if not fresh:
+            return []
+        idx = np.array(fresh, dtype=np.intp)
+        x, p = kalman.initiate(xyxy_to_xywh(boxes[idx]), np.array(prior), self.params.noise)
+        self._x = np.concatenate([self._x, x])
+        self._p = np.concatenate([self._p, p])
+        out: list[Observation] = []
+        for d in fresh:
+            b = boxes[d]
+            t = Track(self._next_uid, captured_ms, mono_ms, captured_ms, mono_ms,
+                      (float(b[0]), float(b[1]), float(b[2]), float(b[3])))
+            self._next_uid += 1
+            t.observe(int(classes[d]), labels[d], float(scores[d]))
+            self._tracks.append(t)
+            det_tracks[d] = t
+            out.append(Observation(t, d, None, captured_ms))
+        return out
+
+    def _confirm(self, seen: list[Track]) -> tuple[Track, ...]:
+        p = self.params
+        out = []
+        for t in seen:
+            old_enough = t.last_mono_ms - t.first_mono_ms >= p.confirm_s * 1000.0 - 1e-6
+            if t.track_id is None and t.hits >= p.min_hits and old_enough:
+                t.track_id = self.next_track_id
+                self.next_track_id += 1
+                out.append(t)
+        return tuple(out)
+
+    def _compact(self, keep: np.ndarray) -> None:
+        if keep.all():
+            return
+        self._tracks = [t for t, k in zip(self._tracks, keep, strict=True) if k]
+        self._x = self._x[keep]
+        self._p = self._p[keep]
