@@ -30,7 +30,7 @@ class KalmanNoise:
     """
 
     meas_std: float = 0.05
-    accel_std: float = 4.0
+    accel_std: float = 2.0
     size_accel_std: float = 0.5
     init_vel_std: float = 10.0
 

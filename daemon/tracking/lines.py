@@ -4,7 +4,9 @@ Lines are stored normalised (fractions of the frame) and scaled to the current f
 resolution change keeps them. The crossing time is interpolated linearly between the two capture times at
 the intersection. Hysteresis: after the path cuts the line, the crossing registers only once the anchor
 stands ``hysteresis_px`` past it on the new side; going back cancels it; and each (track, line, direction)
-registers at most once. A part jittering on the line, or standing on it, therefore counts once.
+registers at most once. A part jittering on the line, or standing on it, therefore counts once. Its time
+is then that of the last cut before the anchor cleared the band (for a part that stood on the line while
+the belt was stopped: about when the belt moved it off). A point exactly on the line counts as the "out" side.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ class LineGeometry:
     def intersection(self, p0: Point, p1: Point) -> float | None:
         """Parameter s in [0, 1] where segment p0->p1 cuts the line segment (strictly changing side), or None."""
         d0, d1 = self.signed_distance(p0), self.signed_distance(p1)
-        if (d0 < 0.0) == (d1 < 0.0) or d0 == d1:
+        if (d0 > 0.0) == (d1 > 0.0):
             return None
         s = d0 / (d0 - d1)
         qx, qy = p0[0] + s * (p1[0] - p0[0]), p0[1] + s * (p1[1] - p0[1])

@@ -90,7 +90,7 @@ class TrackerParams:
     lost_s: float = 1.0
     anchor: Anchor = "center"
     line_hysteresis: float = 0.25
-    moving_frac_s: float = 0.01
+    moving_frac_s: float = 0.03
     belt_tau_s: float = 0.5
     noise: KalmanNoise = field(default_factory=KalmanNoise)
 
