@@ -76,7 +76,10 @@ class Scene:
     def crossing_ms(self, i: int, line_x: float) -> float | None:
         """True time (Unix ms) the part's centre reaches x = line_x (bisection on the belt travel)."""
         lo, hi = 0.0, self.duration_s
-        f = lambda t: self.x(i, t) - line_x  # noqa: E731
+
+        def f(t: float) -> float:
+            return self.x(i, t) - line_x
+
         if f(lo) * f(hi) > 0:
             return None
         for _ in range(60):

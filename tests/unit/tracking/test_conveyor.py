@@ -168,7 +168,8 @@ def test_line_segment_extent_is_respected() -> None:
 def test_bottom_center_anchor_crosses_a_horizontal_line_earlier() -> None:
     """Parts moving down (+y) cross y = 360: the bottom edge gets there h/2 / v = 20 px / 200 px/s sooner."""
     line = LineSpec("H", (0.0, 0.5), (1.0, 0.5), direction=(0.0, 1.0))
-    t_center, t_bottom = [], []
+    t_center: list[int] = []
+    t_bottom: list[int] = []
     for anchor, sink in (("center", t_center), ("bottom_center", t_bottom)):
         tracker = CameraTracker("cam1", [line], TrackerParams(anchor=anchor))  # type: ignore[arg-type]
         t0 = 1_000_000
