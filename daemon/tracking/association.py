@@ -52,6 +52,9 @@ def assign(cost: FloatArray, max_cost: float) -> tuple[IntArray, IntArray, IntAr
     rows, cols = linear_sum_assignment(gated)
     ok = allowed[rows, cols]
     rows, cols = rows[ok].astype(np.intp), cols[ok].astype(np.intp)
-    free_rows = np.setdiff1d(np.arange(n, dtype=np.intp), rows)
-    free_cols = np.setdiff1d(np.arange(m, dtype=np.intp), cols)
+    row_free = np.ones(n, dtype=bool)
+    row_free[rows] = False
+    col_free = np.ones(m, dtype=bool)
+    col_free[cols] = False
+    free_rows, free_cols = np.flatnonzero(row_free), np.flatnonzero(col_free)
     return np.stack([rows, cols], axis=1), free_rows, free_cols

@@ -203,16 +203,19 @@ class ByteTracker:
         x, p = kalman.update(self._x[rows], self._p[rows], z, self.params.noise)
         self._x[rows], self._p[rows] = x, p
         out: list[Observation] = []
-        for r, d in pairs:
+        rows_boxes = boxes[dets].tolist()
+        rows_cls = classes[dets].tolist()
+        rows_scores = scores[dets].tolist()
+        for k, (r, d) in enumerate(pairs):
             t = self._tracks[r]
             out.append(Observation(t, d, t.box, t.last_ms))
-            box = boxes[d]
-            t.box = (float(box[0]), float(box[1]), float(box[2]), float(box[3]))
+            x1, y1, x2, y2 = rows_boxes[k]
+            t.box = (x1, y1, x2, y2)
             t.hits += 1
             t.lost = False
             t.last_ms = captured_ms
             t.last_mono_ms = max(t.last_mono_ms, mono_ms)
-            t.observe(int(classes[d]), labels[d], float(scores[d]))
+            t.observe(rows_cls[k], labels[d], rows_scores[k])
             det_tracks[d] = t
         return out
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from daemon.tracking.bytetrack import ByteTracker, Observation, Track
 from daemon.tracking.events import ObjectEvent
-from daemon.tracking.lines import Direction, LineGeometry, LineState, anchor_point
+from daemon.tracking.lines import Direction, LineGeometry, LineState, anchor_points
 from daemon.tracking.specs import LineSpec, TrackerParams
 from daemon.tracking.speed import BeltSpeed, eta_speed_px_s, gate_etas, speed_along
 
@@ -101,7 +101,7 @@ class CameraTracker:
                                     labels=list(labels), moving_px_s=moving)
         for t in step.dropped:
             self._forget(t)
-        crossings = [x for o in step.observations for x in self._cross(o)]
+        crossings = self._cross(step.observations)
         events = [self._new(t) for t in step.confirmed]
         for t in step.confirmed:
             crossings += self._pending.pop(t.uid, [])
@@ -134,22 +134,37 @@ class CameraTracker:
         self._size = (width, height)
         self._geoms = tuple(LineGeometry.of(ln, width, height) for ln in self.lines)
 
-    def _cross(self, o: Observation) -> list[_Crossing]:
-        t = o.track
-        p1 = anchor_point(t.box, self.params.anchor)
-        p0 = anchor_point(o.prev_box, self.params.anchor) if o.prev_box is not None else None
+    def _cross(self, observations: tuple[Observation, ...]) -> list[_Crossing]:
+        """Feed every observation to every line; crossings of confirmed tracks (tentative ones wait)."""
+        if not observations or not self._geoms:
+            return []
+        cur = np.array([o.track.box for o in observations])
+        prev = np.array([o.prev_box if o.prev_box is not None else o.track.box for o in observations])
+        has_prev = np.array([o.prev_box is not None for o in observations])
+        p1, p0 = anchor_points(cur, self.params.anchor), anchor_points(prev, self.params.anchor)
         out = []
         for i, geom in enumerate(self._geoms):
-            state = self._states.setdefault((t.uid, i), LineState())
-            hyst = geom.hysteresis_px(t.box, self.params.line_hysteresis)
-            hit = state.observe(geom, p0, p1, t0_ms=o.prev_ms, t1_ms=t.last_ms, hysteresis_px=hyst)
-            if hit is None:
-                continue
-            crossing = _Crossing(t, i, hit[0], hit[1])
-            if t.track_id is None:
-                self._pending.setdefault(t.uid, []).append(crossing)
-            else:
-                out.append(crossing)
+            d1 = geom.signed_distances(p1)
+            cut = has_prev & ((geom.signed_distances(p0) > 0.0) != (d1 > 0.0))
+            hyst = geom.hysteresis_px(cur, self.params.line_hysteresis)
+            sides = np.where(d1 > 0.0, 1, -1)
+            # only a cut or an anchor clear of the band can change a state; the rest skip the Python work
+            for k in np.flatnonzero(cut | (np.abs(d1) >= hyst)).tolist():
+                o = observations[k]
+                t = o.track
+                state = self._states.setdefault((t.uid, i), LineState())
+                if not cut[k] and state.cut_ms is None and state.side == sides[k]:
+                    continue
+                q0 = (float(p0[k, 0]), float(p0[k, 1])) if o.prev_box is not None else None
+                q1 = (float(p1[k, 0]), float(p1[k, 1]))
+                hit = state.observe(geom, q0, q1, t0_ms=o.prev_ms, t1_ms=t.last_ms, hysteresis_px=float(hyst[k]))
+                if hit is None:
+                    continue
+                crossing = _Crossing(t, i, hit[0], hit[1])
+                if t.track_id is None:
+                    self._pending.setdefault(t.uid, []).append(crossing)
+                else:
+                    out.append(crossing)
         return out
 
     def _emit_crossings(self, crossings: list[_Crossing], moving_px_s: float) -> list[ObjectEvent]:

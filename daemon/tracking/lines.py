@@ -15,6 +15,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
+from numpy.typing import NDArray
+
 from daemon.tracking.specs import Anchor, LineSpec
 
 Point = tuple[float, float]
@@ -65,11 +68,24 @@ class LineGeometry:
         u = ((qx - self.a[0]) * lx + (qy - self.a[1]) * ly) / (lx * lx + ly * ly)
         return s if 0.0 <= u <= 1.0 else None
 
-    def hysteresis_px(self, box: tuple[float, float, float, float], fraction: float) -> float:
-        """``fraction`` of the box's extent across the line, at least 2 px."""
-        w, h = box[2] - box[0], box[3] - box[1]
-        extent = abs(self.normal[0]) * w + abs(self.normal[1]) * h
-        return max(_MIN_HYSTERESIS_PX, fraction * extent)
+    def signed_distances(self, points: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``signed_distance`` of each row of ``points`` (K, 2)."""
+        out: NDArray[np.float64] = (points[:, 0] - self.a[0]) * self.normal[0] + (
+            points[:, 1] - self.a[1]
+        ) * self.normal[1]
+        return out
+
+    def hysteresis_px(self, boxes: NDArray[np.float64], fraction: float) -> NDArray[np.float64]:
+        """Per box x1,y1,x2,y2 (K, 4): ``fraction`` of its extent across the line, at least 2 px."""
+        extent = abs(self.normal[0]) * (boxes[:, 2] - boxes[:, 0]) + abs(self.normal[1]) * (boxes[:, 3] - boxes[:, 1])
+        out: NDArray[np.float64] = np.maximum(_MIN_HYSTERESIS_PX, fraction * extent)
+        return out
+
+
+def anchor_points(boxes: NDArray[np.float64], mode: Anchor) -> NDArray[np.float64]:
+    """``anchor_point`` of each row of ``boxes`` (K, 4)."""
+    y = boxes[:, 3] if mode == "bottom_center" else (boxes[:, 1] + boxes[:, 3]) / 2.0
+    return np.stack([(boxes[:, 0] + boxes[:, 2]) / 2.0, y], axis=1)
 
 
 @dataclass(slots=True)
