@@ -8,12 +8,14 @@ dropped frames and irregular gaps cost accuracy, never correctness.
 Imports allowed here: the standard library, numpy and scipy; nothing else from ``daemon`` (later, the
 ``daemon.core`` types may be allowed). No I/O, no asyncio, no clocks: the caller supplies every time.
 
-Entry points: ``CameraTracker`` (one per camera; ``update`` per frame, ``finish`` at shutdown) and its
-``TrackUpdate``; the specs ``LineSpec``, ``GateSpec``, ``TrackerParams``; ``ObjectEvent`` and ``parse_fields``.
+Entry points, re-exported here: ``CameraTracker`` (one per camera; ``update`` per frame, ``finish`` at
+shutdown), the specs ``LineSpec``, ``GateSpec``, ``TrackerParams``, and ``ObjectEvent``. Nothing else is
+re-exported: ``update``'s result type is ``daemon.tracking.camera.TrackUpdate``, and a consumer validates an
+entry with ``daemon.tracking.events.parse_fields``.
 """
 
-from daemon.tracking.camera import CameraTracker, TrackUpdate
-from daemon.tracking.events import ObjectEvent, parse_fields
+from daemon.tracking.camera import CameraTracker
+from daemon.tracking.events import ObjectEvent
 from daemon.tracking.specs import GateSpec, LineSpec, TrackerParams
 
-__all__ = ["CameraTracker", "GateSpec", "LineSpec", "ObjectEvent", "TrackUpdate", "TrackerParams", "parse_fields"]
+__all__ = ["CameraTracker", "GateSpec", "LineSpec", "ObjectEvent", "TrackerParams"]

@@ -15,6 +15,7 @@ from daemon.tracking.specs import LineSpec, TrackerParams
 from daemon.tracking.speed import BeltSpeed, eta_speed_px_s, gate_etas, speed_along
 
 _RANK = {"new": 0, "crossed": 1, "end": 2}
+DEFAULT_PARAMS = TrackerParams()
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +45,11 @@ class CameraTracker:
     """
 
     def __init__(
-        self, camera_id: str, lines: Sequence[LineSpec], params: TrackerParams | None = None, *,
+        self, camera_id: str, lines: Sequence[LineSpec], params: TrackerParams = DEFAULT_PARAMS, *,
         mm_per_px: float | None = None, first_track_id: int = 1, counts: Mapping[tuple[str, str], int] | None = None,
     ) -> None:
         self.camera_id = camera_id
-        self.params = params if params is not None else TrackerParams()
+        self.params = params
         self.lines = tuple(lines)
         if mm_per_px is not None and not (math.isfinite(mm_per_px) and mm_per_px > 0.0):
             raise ValueError(f"mm_per_px: must be > 0, got {mm_per_px}")

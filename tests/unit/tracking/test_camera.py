@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from daemon.tracking import CameraTracker, GateSpec, LineSpec, ObjectEvent, TrackerParams, parse_fields
+from daemon.tracking import CameraTracker, GateSpec, LineSpec, ObjectEvent, TrackerParams
+from daemon.tracking.events import parse_fields
 from daemon.tracking.speed import BeltSpeed, eta_speed_px_s, gate_etas
 
 from .scenes import Part, Scene, crossings, lane_parts, run_scene, vertical_line_at
@@ -162,6 +163,8 @@ def test_out_of_order_and_repeated_times_break_nothing() -> None:
         assert tid == 1 and events == ()
     tid, events = _one(tracker, T0 - 60_000 + 33, 150.0)
     assert tid == 1 and events == ()
+    (end,) = tracker.finish(T0 - 60_000 + 33)  # its last sighting is now before its first: clamped, no error
+    assert end.event == "end" and end.first_ms == end.last_ms == T0 - 60_000 + 33 and end.frames == 14
 
 
 def test_resolution_change_rescales_without_fake_crossings() -> None:

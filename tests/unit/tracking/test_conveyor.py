@@ -17,7 +17,7 @@ W_PX = 1280
 
 def _tracker(params: TrackerParams | None = None, line_x: float = LINE_X) -> CameraTracker:
     start, end = vertical_line_at(line_x)
-    return CameraTracker("cam1", [LineSpec("L", start, end)], params)
+    return CameraTracker("cam1", [LineSpec("L", start, end)], params or TrackerParams())
 
 
 def _assert_clean(
