@@ -51,6 +51,9 @@ class CameraTracker:
         self.camera_id = camera_id
         self.params = params
         self.lines = tuple(lines)
+        ids = [ln.id for ln in self.lines]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"lines: duplicate line ids {ids}")
         if mm_per_px is not None and not (math.isfinite(mm_per_px) and mm_per_px > 0.0):
             raise ValueError(f"mm_per_px: must be > 0, got {mm_per_px}")
         self.mm_per_px = mm_per_px
@@ -93,6 +96,7 @@ class CameraTracker:
     ) -> TrackUpdate:
         """One frame's detections: boxes (N, 4) x1,y1,x2,y2 camera px, scores (N,), classes (N,), labels."""
         b, s, c = _validated(boxes, scores, classes, labels)
+        captured_ms = int(captured_ms)
         self._set_size(width, height)
         if self._last_captured is not None:
             self._mono_ms += max(0, captured_ms - self._last_captured)

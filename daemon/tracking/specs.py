@@ -79,20 +79,20 @@ class TrackerParams:
     larger side per second; the belt speed is smoothed with time constant ``belt_tau_s`` seconds.
     """
 
-    high_score: float = 0.5
-    low_score: float = 0.1
-    new_track_score: float = 0.6
-    match_iou: float = 0.2
-    low_match_iou: float = 0.5
-    jump_diag: float = 1.5
-    confirm_s: float = 0.1
-    min_hits: int = 3
-    lost_s: float = 1.0
-    anchor: Anchor = "center"
-    line_hysteresis: float = 0.25
-    moving_frac_s: float = 0.03
-    belt_tau_s: float = 0.5
-    noise: KalmanNoise = field(default_factory=KalmanNoise)
+    high_score: float = 0.5  # score, 0..1: first-stage detections (ByteTrack's track_thresh)
+    low_score: float = 0.1  # score: below this a detection is ignored (ByteTrack's 0.1)
+    new_track_score: float = 0.6  # score: an unmatched detection starts a track (high_score + 0.1, as ByteTrack)
+    match_iou: float = 0.2  # IoU, first stage (ByteTrack's match_thresh 0.8 on cost 1 - IoU)
+    low_match_iou: float = 0.5  # IoU, second stage: a low box must overlap well (ByteTrack's 0.5)
+    jump_diag: float = 1.5  # box diagonals: third stage gate for a track seen once (a part moving > 1 box/frame)
+    confirm_s: float = 0.1  # seconds from first sighting to confirmation (3 frames at 30 fps)
+    min_hits: int = 3  # observations needed for confirmation, whatever the frame rate
+    lost_s: float = 1.0  # seconds of capture time unseen before a confirmed track ends (ByteTrack's 30 frames)
+    anchor: Anchor = "center"  # the box point that crosses lines
+    line_hysteresis: float = 0.25  # fraction of the box's extent across the line the anchor must clear
+    moving_frac_s: float = 0.03  # fraction of the frame's larger side per second: slower counts as standing
+    belt_tau_s: float = 0.5  # seconds: time constant of the belt speed's smoothing
+    noise: KalmanNoise = field(default_factory=KalmanNoise)  # the filter's noise levels, in box sizes
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.low_score <= self.high_score <= 1.0:

@@ -207,6 +207,10 @@ def test_input_validation() -> None:
         tracker.update(T0, 0, 720, np.zeros((0, 4)), np.zeros(0), np.zeros(0, dtype=int), [])
     with pytest.raises(ValueError, match="mm_per_px"):
         CameraTracker("cam1", [LINE], mm_per_px=0.0)
+    with pytest.raises(ValueError, match="duplicate"):
+        CameraTracker("cam1", [LINE, LINE])
+    with pytest.raises(ValueError, match="new_track_score"):
+        TrackerParams(new_track_score=0.4)
 
 
 @pytest.mark.parametrize(
