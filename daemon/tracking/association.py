@@ -48,10 +48,20 @@ def assign(cost: FloatArray, max_cost: float) -> tuple[IntArray, IntArray, IntAr
     if n == 0 or m == 0:
         return np.zeros((0, 2), dtype=np.intp), np.arange(n, dtype=np.intp), np.arange(m, dtype=np.intp)
     allowed = cost <= max_cost
-    gated = np.where(allowed, cost, _FORBIDDEN)
-    rows, cols = linear_sum_assignment(gated)
-    ok = allowed[rows, cols]
-    rows, cols = rows[ok].astype(np.intp), cols[ok].astype(np.intp)
+    # A row whose only allowed column has no other allowed row is in every optimum: take those pairs
+    # directly (the usual case on a belt) and solve only what is left.
+    per_row, per_col = allowed.sum(axis=1), allowed.sum(axis=0)
+    lone = allowed & (per_row == 1)[:, None] & (per_col == 1)[None, :]
+    lone_rows, lone_cols = np.nonzero(lone)
+    rest_rows = np.flatnonzero((per_row > 0) & ~lone.any(axis=1))
+    rest_cols = np.flatnonzero((per_col > 0) & ~lone.any(axis=0))
+    rows, cols = lone_rows.astype(np.intp), lone_cols.astype(np.intp)
+    if rest_rows.size and rest_cols.size:
+        sub_allowed = allowed[np.ix_(rest_rows, rest_cols)]
+        r, c = linear_sum_assignment(np.where(sub_allowed, cost[np.ix_(rest_rows, rest_cols)], _FORBIDDEN))
+        ok = sub_allowed[r, c]
+        rows = np.concatenate([rows, rest_rows[r[ok]]]).astype(np.intp)
+        cols = np.concatenate([cols, rest_cols[c[ok]]]).astype(np.intp)
     row_free = np.ones(n, dtype=bool)
     row_free[rows] = False
     col_free = np.ones(m, dtype=bool)

@@ -11,6 +11,7 @@ tracks. All ages are measured on a monotonic clock in ms that the caller advance
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -55,8 +56,7 @@ class Track:
         return self.labels[self.cls]
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
+class Observation(NamedTuple):
     """Detection ``det`` observed ``track``; ``prev_box``/``prev_ms`` its previous observation (None: new)."""
 
     track: Track
@@ -102,10 +102,10 @@ class ByteTracker:
 
     def prior_velocity(self, moving_px_s: float) -> tuple[float, float]:
         """Median velocity of the moving confirmed tracks (a new part most likely rides the belt)."""
-        rows = [i for i, t in enumerate(self._tracks) if t.track_id is not None and not t.lost]
-        if not rows:
+        live = np.fromiter((t.track_id is not None and not t.lost for t in self._tracks), bool, len(self._tracks))
+        if not live.any():
             return 0.0, 0.0
-        v = self._x[rows, 4:6]
+        v = self._x[live, 4:6]
         moving = np.hypot(v[:, 0], v[:, 1]) > moving_px_s
         if not moving.any():
             return 0.0, 0.0
@@ -133,7 +133,6 @@ class ByteTracker:
     ) -> Step:
         """Associate one frame's detections (boxes x1,y1,x2,y2 px) taken at ``captured_ms``."""
         expired = self.expire(mono_ms)
-        prior = self.prior_velocity(moving_px_s)
         if self._mono_ms is not None and mono_ms > self._mono_ms and self._tracks:
             dt_s = (mono_ms - self._mono_ms) / 1000.0
             self._x, self._p = kalman.predict(self._x, self._p, dt_s, self.params.noise)
@@ -159,8 +158,10 @@ class ByteTracker:
             d for d in range(boxes.shape[0])
             if d not in taken and scores[d] >= self.params.new_track_score
         ]
-        observations += self._spawn(fresh, boxes=boxes, scores=scores, classes=classes, labels=labels,
-                                     captured_ms=captured_ms, mono_ms=mono_ms, prior=prior, det_tracks=det_tracks)
+        if fresh:  # the belt's velocity after this frame's corrections
+            prior = self.prior_velocity(moving_px_s)
+            observations += self._spawn(fresh, boxes=boxes, scores=scores, classes=classes, labels=labels,
+                                        captured_ms=captured_ms, mono_ms=mono_ms, prior=prior, det_tracks=det_tracks)
         confirmed = self._confirm([o.track for o in observations])
         for t, (vx, vy) in zip(self._tracks, self._x[:, 4:6].tolist(), strict=True):
             t.vx, t.vy = vx, vy
@@ -172,23 +173,24 @@ class ByteTracker:
         p = self.params
         high = np.flatnonzero(scores >= p.high_score)
         low = np.flatnonzero((scores >= p.low_score) & (scores < p.high_score))
-        pred = xywh_to_xyxy(self._x[:, :4])
-        rows = np.arange(len(self._tracks))
-        m1, free_rows, free_high = assign(1.0 - iou_matrix(pred, boxes[high]), 1.0 - p.match_iou)
-        pairs = [(int(rows[r]), int(high[c])) for r, c in m1]
-        tracked = np.array([r for r in free_rows if self._tracks[r].track_id is not None
-                            and not self._tracks[r].lost], dtype=np.intp)
-        m2, _, _ = assign(1.0 - iou_matrix(pred[tracked], boxes[low]), 1.0 - p.low_match_iou)
-        pairs += [(int(tracked[r]), int(low[c])) for r, c in m2]
-        once = np.array([r for r in free_rows if self._tracks[r].track_id is None
-                         and self._tracks[r].hits == 1], dtype=np.intp)
+        cost = 1.0 - iou_matrix(xywh_to_xyxy(self._x[:, :4]), boxes)
+        m1, free_rows, free_high = assign(cost[:, high], 1.0 - p.match_iou)
+        pairs = list(zip(m1[:, 0].tolist(), high[m1[:, 1]].tolist(), strict=True))
+        tracks = self._tracks
+        tracked = np.array([r for r in free_rows.tolist() if tracks[r].track_id is not None and not tracks[r].lost],
+                           dtype=np.intp)
+        if tracked.size and low.size:
+            m2, _, _ = assign(cost[np.ix_(tracked, low)], 1.0 - p.low_match_iou)
+            pairs += zip(tracked[m2[:, 0]].tolist(), low[m2[:, 1]].tolist(), strict=True)
+        once = np.array([r for r in free_rows.tolist() if tracks[r].track_id is None and tracks[r].hits == 1],
+                        dtype=np.intp)
         if once.size and free_high.size:
             last = xyxy_to_xywh(np.array([self._tracks[r].box for r in once], dtype=np.float64))
             dets = xyxy_to_xywh(boxes[high[free_high]])
             diag = np.hypot(last[:, 2], last[:, 3])
             dist = np.hypot(last[:, None, 0] - dets[None, :, 0], last[:, None, 1] - dets[None, :, 1])
             m3, _, _ = assign(dist / np.maximum(diag[:, None], 1.0), p.jump_diag)
-            pairs += [(int(once[r]), int(high[free_high[c]])) for r, c in m3]
+            pairs += zip(once[m3[:, 0]].tolist(), high[free_high[m3[:, 1]]].tolist(), strict=True)
         return pairs
 
     def _apply(

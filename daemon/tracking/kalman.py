@@ -66,9 +66,13 @@ def predict(
     n = x.shape[0]
     dt = np.broadcast_to(np.asarray(dt_s, dtype=np.float64), (n,)).copy()
     dt[~(dt > 0.0)] = 0.0
-    f = np.broadcast_to(np.eye(STATE), (n, STATE, STATE)).copy()
     idx = np.arange(MEAS)
-    f[:, idx, idx + MEAS] = dt[:, None]
+    if np.isscalar(dt_s):  # one transition for all rows: (8, 8) @ (N, 8, 8) broadcasts
+        f = np.eye(STATE)
+        f[idx, idx + MEAS] = dt[0] if n else 0.0
+    else:
+        f = np.broadcast_to(np.eye(STATE), (n, STATE, STATE)).copy()
+        f[:, idx, idx + MEAS] = dt[:, None]
     x_new = x.copy()
     x_new[:, :MEAS] += dt[:, None] * x[:, MEAS:]
     s = _scales(x)
@@ -80,7 +84,7 @@ def predict(
     qm[:, idx, idx + MEAS] = q * d**2 / 2.0
     qm[:, idx + MEAS, idx] = q * d**2 / 2.0
     qm[:, idx + MEAS, idx + MEAS] = q * d
-    p_new = f @ p @ f.transpose(0, 2, 1) + qm
+    p_new = f @ p @ np.swapaxes(f, -1, -2) + qm
     return x_new, p_new
 
 
