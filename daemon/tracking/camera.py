@@ -64,7 +64,7 @@ class CameraTracker:
                 raise ValueError(f"counts: unknown (line, direction) {key!r}")
             self._counts[key] = int(value)
         self._belt = BeltSpeed(self.params.belt_tau_s)
-        self._states: dict[tuple[int, int], LineState] = {}
+        self._states: dict[int, list[LineState]] = {}  # per track uid, one per line
         self._pending: dict[int, list[_Crossing]] = {}
         self._size: tuple[int, int] | None = None
         self._geoms: tuple[LineGeometry, ...] = ()
@@ -147,22 +147,23 @@ class CameraTracker:
         prev = np.array([o.prev_box if o.prev_box is not None else o.track.box for o in observations])
         has_prev = np.array([o.prev_box is not None for o in observations])
         p1, p0 = anchor_points(cur, self.params.anchor), anchor_points(prev, self.params.anchor)
+        n_lines = len(self._geoms)
+        states = [self._states.get(o.track.uid) or self._new_states(o.track.uid, n_lines) for o in observations]
         out = []
         for i, geom in enumerate(self._geoms):
             d1 = geom.signed_distances(p1)
             cut = has_prev & ((geom.signed_distances(p0) > 0.0) != (d1 > 0.0))
-            hyst = geom.hysteresis_px(cur, self.params.line_hysteresis)
-            sides = np.where(d1 > 0.0, 1, -1)
-            # only a cut or an anchor clear of the band can change a state; the rest skip the Python work
-            for k in np.flatnonzero(cut | (np.abs(d1) >= hyst)).tolist():
+            clear = np.abs(d1) >= geom.hysteresis_px(cur, self.params.line_hysteresis)
+            # a state changes only on a cut, or once clear of the band on another side than it knows (2: a cut
+            # is pending); everything else skips the per-track Python work
+            known = np.fromiter((st[i].side if st[i].cut_ms is None else 2 for st in states), np.int64, len(states))
+            for k in np.flatnonzero(cut | (clear & (known != np.where(d1 > 0.0, 1, -1)))).tolist():
                 o = observations[k]
                 t = o.track
-                state = self._states.setdefault((t.uid, i), LineState())
-                if not cut[k] and state.cut_ms is None and state.side == sides[k]:
-                    continue
                 q0 = (float(p0[k, 0]), float(p0[k, 1])) if o.prev_box is not None else None
                 q1 = (float(p1[k, 0]), float(p1[k, 1]))
-                hit = state.observe(geom, q0, q1, t0_ms=o.prev_ms, t1_ms=t.last_ms, hysteresis_px=float(hyst[k]))
+                hyst = float(geom.hysteresis_px(cur[k : k + 1], self.params.line_hysteresis)[0])
+                hit = states[k][i].observe(geom, q0, q1, t0_ms=o.prev_ms, t1_ms=t.last_ms, hysteresis_px=hyst)
                 if hit is None:
                     continue
                 crossing = _Crossing(t, i, hit[0], hit[1])
@@ -171,6 +172,11 @@ class CameraTracker:
                 else:
                     out.append(crossing)
         return out
+
+    def _new_states(self, uid: int, n_lines: int) -> list[LineState]:
+        states = [LineState() for _ in range(n_lines)]
+        self._states[uid] = states
+        return states
 
     def _emit_crossings(self, crossings: list[_Crossing], moving_px_s: float) -> list[ObjectEvent]:
         out = []
@@ -202,8 +208,7 @@ class CameraTracker:
 
     def _forget(self, t: Track) -> None:
         self._pending.pop(t.uid, None)
-        for i in range(len(self.lines)):
-            self._states.pop((t.uid, i), None)
+        self._states.pop(t.uid, None)
 
 
 def _id(t: Track) -> int:
@@ -225,4 +230,6 @@ def _validated(
         raise ValueError(f"scores, classes, labels: need {n} each, got {s.shape[0]}, {c.shape[0]}, {len(labels)}")
     if not (np.isfinite(b).all() and np.isfinite(s).all()):
         raise ValueError("boxes, scores: must be finite")
+    if n and int(c.min()) < 0:
+        raise ValueError("classes: must be >= 0")
     return b, s, c

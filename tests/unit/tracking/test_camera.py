@@ -203,6 +203,8 @@ def test_input_validation() -> None:
         tracker.update(T0, 1280, 720, np.zeros((2, 3)), np.zeros(2), np.zeros(2, dtype=int), ["a", "b"])
     with pytest.raises(ValueError, match="labels"):
         tracker.update(T0, 1280, 720, np.zeros((2, 4)), np.zeros(2), np.zeros(2, dtype=int), ["a"])
+    with pytest.raises(ValueError, match="classes"):
+        tracker.update(T0, 1280, 720, np.zeros((1, 4)), np.ones(1), np.array([-1]), ["a"])
     with pytest.raises(ValueError, match="frame size"):
         tracker.update(T0, 0, 720, np.zeros((0, 4)), np.zeros(0), np.zeros(0, dtype=int), [])
     with pytest.raises(ValueError, match="mm_per_px"):
