@@ -153,11 +153,9 @@ class ByteTracker:
             else:
                 t.lost = True
         self._compact(keep)
-        taken = {d for _, d in matches}
-        fresh = [
-            d for d in range(boxes.shape[0])
-            if d not in taken and scores[d] >= self.params.new_track_score
-        ]
+        spawn = scores >= self.params.new_track_score
+        spawn[[d for _, d in matches]] = False
+        fresh = np.flatnonzero(spawn).tolist()
         if fresh:  # the belt's velocity after this frame's corrections
             prior = self.prior_velocity(moving_px_s)
             observations += self._spawn(fresh, boxes=boxes, scores=scores, classes=classes, labels=labels,

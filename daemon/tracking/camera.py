@@ -121,8 +121,8 @@ class CameraTracker:
         return TrackUpdate(ids, tuple(events))
 
     def finish(self, at_ms: int) -> tuple[ObjectEvent, ...]:
-        """End every confirmed track now (daemon shutdown); ``at_ms`` is not used for the ends' at_ms,
-        which stays each track's last seen time, but bounds it (never later than ``at_ms``)."""
+        """End every live confirmed track (daemon shutdown). Each ``end`` keeps its last-seen time as
+        ``at_ms``, capped at ``at_ms``; tentative tracks vanish silently. The tracker is empty afterwards."""
         events = [self._end(t, at_ms) for t in self._tracker.finish() if t.track_id is not None]
         self._states.clear()
         self._pending.clear()
