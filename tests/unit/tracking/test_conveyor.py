@@ -200,3 +200,14 @@ def test_new_parts_start_at_the_belt_velocity() -> None:
     assert len(news) >= 18  # the parts seen long enough to confirm within the 5 s
     assert {p: first_seen[p] for p in news} == news
     _assert_clean(run, scene, max_err_frames=0.4)
+
+
+def test_every_part_counted_once_on_each_of_two_lines() -> None:
+    lines = [LineSpec("A", *vertical_line_at(400.0)), LineSpec("B", *vertical_line_at(900.0))]
+    tracker = CameraTracker("cam1", lines)
+    scene = Scene(lane_parts(10, speed=300.0, spacing=120.0), duration_s=10.0, seed=21)
+    run = run_scene(tracker, scene)
+    for line, x in (("A", 400.0), ("B", 900.0)):
+        per_part = sorted(part_of(run, e.track) for e in crossings(run, line))
+        assert per_part == sorted(i for i in range(len(scene.parts)) if scene.crossing_ms(i, x) is not None)
+        assert tracker.counts[(line, "in")] == len(per_part) == 20
