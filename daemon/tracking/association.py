@@ -27,12 +27,13 @@ def iou_matrix(a: FloatArray, b: FloatArray) -> FloatArray:
     """Intersection over union of every box in ``a`` (N, 4) with every box in ``b`` (M, 4), both x1,y1,x2,y2."""
     if a.shape[0] == 0 or b.shape[0] == 0:
         return np.zeros((a.shape[0], b.shape[0]))
-    lt = np.maximum(a[:, None, :2], b[None, :, :2])
-    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
-    wh = np.clip(rb - lt, 0.0, None)
-    inter = wh[..., 0] * wh[..., 1]
-    area_a = np.clip(a[:, 2] - a[:, 0], 0.0, None) * np.clip(a[:, 3] - a[:, 1], 0.0, None)
-    area_b = np.clip(b[:, 2] - b[:, 0], 0.0, None) * np.clip(b[:, 3] - b[:, 1], 0.0, None)
+    iw = np.minimum(a[:, 2:3], b[:, 2]) - np.maximum(a[:, 0:1], b[:, 0])
+    ih = np.minimum(a[:, 3:4], b[:, 3]) - np.maximum(a[:, 1:2], b[:, 1])
+    np.maximum(iw, 0.0, out=iw)
+    np.maximum(ih, 0.0, out=ih)
+    inter = iw * ih
+    area_a = np.maximum(a[:, 2] - a[:, 0], 0.0) * np.maximum(a[:, 3] - a[:, 1], 0.0)
+    area_b = np.maximum(b[:, 2] - b[:, 0], 0.0) * np.maximum(b[:, 3] - b[:, 1], 0.0)
     union = area_a[:, None] + area_b[None, :] - inter
     out: FloatArray = np.divide(inter, union, out=np.zeros_like(inter), where=union > 0.0)
     return out

@@ -84,7 +84,7 @@ class ByteTracker:
         self.next_track_id = first_track_id
         self._tracks: list[Track] = []
         self._x = np.zeros((0, kalman.STATE))
-        self._p = np.zeros((0, kalman.STATE, kalman.STATE))
+        self._p = np.zeros((0, 3, kalman.MEAS))  # per-dimension covariance, see kalman
         self._mono_ms: int | None = None
         self._next_uid = 0
 

@@ -7,7 +7,7 @@
    noise, wrapping at the right edge so tracks keep ending and starting), two counting lines per camera,
    one with two gates (calibrated, so every crossing gets ETAs). Times ``CameraTracker.update`` over
    ``--frames`` frames for each camera, in this process (the first 3 inference runs are a warm-up).
-2. ONNX Runtime (CPU provider, default threads) on the model with a batch of ``--cameras`` images,
+2. ONNX Runtime (CPU provider, default threads, no spinning of idle threads) on the model with a batch of ``--cameras`` images,
    interleaved with the tracker in ``--runs`` rounds (a shared machine's load then hits both alike).
 3. Prints a table and the ratio tracker / inference per frame of all cameras (goal <= 2 %): the median
    of the rounds' ratios, and the ratio of the medians.
@@ -59,7 +59,10 @@ def _trackers(cameras: int) -> list[CameraTracker]:
 
 
 def _session(model: Path, batch: int) -> tuple[ort.InferenceSession, dict[str, np.ndarray]]:
-    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    # ORT's idle intra-op threads spin after each run and would take the cores from the tracker timed next
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
     inp = session.get_inputs()[0]
     shape = [d if isinstance(d, int) else batch for d in inp.shape]
     return session, {inp.name: np.random.default_rng(0).random(shape, dtype=np.float32)}
