@@ -7,8 +7,9 @@
    noise, wrapping at the right edge so tracks keep ending and starting), two counting lines per camera,
    one with two gates (calibrated, so every crossing gets ETAs). Times ``CameraTracker.update`` over
    ``--frames`` frames for each camera, in this process (the first 3 inference runs are a warm-up).
-2. ONNX Runtime (CPU provider, default threads, no spinning of idle threads) on the model with a batch of ``--cameras`` images,
-   interleaved with the tracker in ``--runs`` rounds (a shared machine's load then hits both alike).
+2. ONNX Runtime (CPU provider, default threads, idle threads not spinning) on the model with a batch of
+   ``--cameras`` images, interleaved with the tracker in ``--runs`` rounds (a shared machine's load then
+   hits both alike).
 3. Prints a table and the ratio tracker / inference per frame of all cameras (goal <= 2 %): the median
    of the rounds' ratios, and the ratio of the medians.
 """
