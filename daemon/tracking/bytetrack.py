@@ -1,0 +1,260 @@
+"""ByteTrack-style multi-object tracker (Zhang et al. 2022, "ByteTrack: Multi-Object Tracking by Associating
+Every Detection Box"), written from the paper's algorithm, with a time-based track life.
+
+Per update: predict every track to the frame's time (real dt in seconds), associate the high-score
+detections with all tracks (tracked, lost and tentative) by IoU, then the low-score detections with the
+tracked tracks still unmatched, then (an addition for conveyors) a tentative track seen only once with the
+nearest unmatched high detection. Unmatched high detections above ``new_track_score`` start tentative
+tracks. All ages are measured on a monotonic clock in ms that the caller advances by capture time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from daemon.tracking import kalman
+from daemon.tracking.association import FloatArray, IntArray, assign, iou_matrix, xywh_to_xyxy, xyxy_to_xywh
+from daemon.tracking.specs import TrackerParams
+
+Box = tuple[float, float, float, float]
+
+
+@dataclass(slots=True, eq=False)
+class Track:
+    """One object's life. Times ``*_ms`` are capture time (Unix ms); ``*_mono_ms`` the monotonic clock."""
+
+    uid: int
+    first_ms: int
+    first_mono_ms: int
+    last_ms: int
+    last_mono_ms: int
+    box: Box
+    hits: int = 1
+    track_id: int | None = None
+    lost: bool = False
+    best_score: float = 0.0
+    vx: float = 0.0
+    vy: float = 0.0
+    votes: dict[int, float] = field(default_factory=dict)
+    labels: dict[int, str] = field(default_factory=dict)
+
+    def observe(self, cls: int, label: str, score: float) -> None:
+        self.votes[cls] = self.votes.get(cls, 0.0) + score
+        self.labels[cls] = label
+        self.best_score = max(self.best_score, score)
+
+    @property
+    def cls(self) -> int:
+        """The class with the largest summed score over the track's life (ties: the lower index)."""
+        return min(self.votes, key=lambda c: (-self.votes[c], c))
+
+    @property
+    def label(self) -> str:
+        return self.labels[self.cls]
+
+
+class Observation(NamedTuple):
+    """Detection ``det`` observed ``track``; ``prev_box``/``prev_ms`` its previous observation (None: new)."""
+
+    track: Track
+    det: int
+    prev_box: Box | None
+    prev_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one update did: per-detection track, observations, confirmations, confirmed ends, drops."""
+
+    det_tracks: tuple[Track | None, ...]
+    observations: tuple[Observation, ...]
+    confirmed: tuple[Track, ...]
+    ended: tuple[Track, ...]
+    dropped: tuple[Track, ...]
+
+
+class ByteTracker:
+    """Tracks of one camera. Policy: see ``TrackerParams``; ids come from ``first_track_id`` upwards."""
+
+    def __init__(self, params: TrackerParams, first_track_id: int = 1) -> None:
+        self.params = params
+        self.next_track_id = first_track_id
+        self._tracks: list[Track] = []
+        self._x = np.zeros((0, kalman.STATE))
+        self._p = np.zeros((0, 3, kalman.MEAS))  # per-dimension covariance, see kalman
+        self._mono_ms: int | None = None
+        self._next_uid = 0
+
+    @property
+    def tracks(self) -> tuple[Track, ...]:
+        return tuple(self._tracks)
+
+    def rescale(self, sx: float, sy: float) -> None:
+        """Map every track into a frame scaled by (sx, sy)."""
+        self._x, self._p = kalman.rescale(self._x, self._p, sx, sy)
+        for t in self._tracks:
+            x1, y1, x2, y2 = t.box
+            t.box = (x1 * sx, y1 * sy, x2 * sx, y2 * sy)
+            t.vx, t.vy = t.vx * sx, t.vy * sy
+
+    def prior_velocity(self, moving_px_s: float) -> tuple[float, float]:
+        """Median velocity of the moving confirmed tracks (a new part most likely rides the belt)."""
+        live = np.fromiter((t.track_id is not None and not t.lost for t in self._tracks), bool, len(self._tracks))
+        if not live.any():
+            return 0.0, 0.0
+        v = self._x[live, 4:6]
+        moving = np.hypot(v[:, 0], v[:, 1]) > moving_px_s
+        if not moving.any():
+            return 0.0, 0.0
+        med = np.median(v[moving], axis=0)
+        return float(med[0]), float(med[1])
+
+    def expire(self, mono_ms: int) -> list[Track]:
+        """Remove tracks unseen for more than lost_s; returns them all (confirmed and tentative)."""
+        limit = self.params.lost_s * 1000.0
+        keep = np.array([mono_ms - t.last_mono_ms <= limit for t in self._tracks], dtype=bool)
+        gone = [t for t, k in zip(self._tracks, keep, strict=True) if not k]
+        if gone:
+            self._compact(keep)
+        return gone
+
+    def finish(self) -> list[Track]:
+        """Remove every track (shutdown); returns them."""
+        gone = list(self._tracks)
+        self._compact(np.zeros(len(self._tracks), dtype=bool))
+        return gone
+
+    def update(
+        self, *, captured_ms: int, mono_ms: int, boxes: FloatArray, scores: FloatArray, classes: IntArray,
+        labels: list[str], moving_px_s: float,
+    ) -> Step:
+        """Associate one frame's detections (boxes x1,y1,x2,y2 px) taken at ``captured_ms``."""
+        expired = self.expire(mono_ms)
+        if self._mono_ms is not None and mono_ms > self._mono_ms and self._tracks:
+            dt_s = (mono_ms - self._mono_ms) / 1000.0
+            self._x, self._p = kalman.predict(self._x, self._p, dt_s, self.params.noise)
+        self._mono_ms = mono_ms if self._mono_ms is None else max(self._mono_ms, mono_ms)
+        matches = self._associate(boxes, scores)
+        det_tracks: list[Track | None] = [None] * boxes.shape[0]
+        observations = self._apply(matches, boxes=boxes, scores=scores, classes=classes, labels=labels,
+                                   captured_ms=captured_ms, mono_ms=mono_ms, det_tracks=det_tracks)
+        matched_rows = {r for r, _ in matches}
+        unmatched = [i for i in range(len(self._tracks)) if i not in matched_rows]
+        keep = np.ones(len(self._tracks), dtype=bool)
+        dropped = [t for t in expired if t.track_id is None]
+        for i in unmatched:
+            t = self._tracks[i]
+            if t.track_id is None:
+                keep[i] = False
+                dropped.append(t)
+            else:
+                t.lost = True
+        self._compact(keep)
+        spawn = scores >= self.params.new_track_score
+        spawn[[d for _, d in matches]] = False
+        fresh = np.flatnonzero(spawn).tolist()
+        if fresh:  # the belt's velocity after this frame's corrections
+            prior = self.prior_velocity(moving_px_s)
+            observations += self._spawn(fresh, boxes=boxes, scores=scores, classes=classes, labels=labels,
+                                        captured_ms=captured_ms, mono_ms=mono_ms, prior=prior, det_tracks=det_tracks)
+        confirmed = self._confirm([o.track for o in observations])
+        for t, (vx, vy) in zip(self._tracks, self._x[:, 4:6].tolist(), strict=True):
+            t.vx, t.vy = vx, vy
+        ended = tuple(t for t in expired if t.track_id is not None)
+        return Step(tuple(det_tracks), tuple(observations), confirmed, ended, tuple(dropped))
+
+    def _associate(self, boxes: FloatArray, scores: FloatArray) -> list[tuple[int, int]]:
+        """The three stages; returns (track row, detection) pairs."""
+        p = self.params
+        high = np.flatnonzero(scores >= p.high_score)
+        low = np.flatnonzero((scores >= p.low_score) & (scores < p.high_score))
+        cost = 1.0 - iou_matrix(xywh_to_xyxy(self._x[:, :4]), boxes)
+        m1, free_rows, free_high = assign(cost[:, high], 1.0 - p.match_iou)
+        pairs = list(zip(m1[:, 0].tolist(), high[m1[:, 1]].tolist(), strict=True))
+        tracks = self._tracks
+        tracked = np.array([r for r in free_rows.tolist() if tracks[r].track_id is not None and not tracks[r].lost],
+                           dtype=np.intp)
+        if tracked.size and low.size:
+            m2, _, _ = assign(cost[np.ix_(tracked, low)], 1.0 - p.low_match_iou)
+            pairs += zip(tracked[m2[:, 0]].tolist(), low[m2[:, 1]].tolist(), strict=True)
+        once = np.array([r for r in free_rows.tolist() if tracks[r].track_id is None and tracks[r].hits == 1],
+                        dtype=np.intp)
+        if once.size and free_high.size:
+            last = xyxy_to_xywh(np.array([self._tracks[r].box for r in once], dtype=np.float64))
+            dets = xyxy_to_xywh(boxes[high[free_high]])
+            diag = np.hypot(last[:, 2], last[:, 3])
+            dist = np.hypot(last[:, None, 0] - dets[None, :, 0], last[:, None, 1] - dets[None, :, 1])
+            m3, _, _ = assign(dist / np.maximum(diag[:, None], 1.0), p.jump_diag)
+            pairs += zip(once[m3[:, 0]].tolist(), high[free_high[m3[:, 1]]].tolist(), strict=True)
+        return pairs
+
+    def _apply(
+        self, pairs: list[tuple[int, int]], *, boxes: FloatArray, scores: FloatArray, classes: IntArray,
+        labels: list[str], captured_ms: int, mono_ms: int, det_tracks: list[Track | None],
+    ) -> list[Observation]:
+        if not pairs:
+            return []
+        rows = np.array([r for r, _ in pairs], dtype=np.intp)
+        dets = np.array([d for _, d in pairs], dtype=np.intp)
+        z = xyxy_to_xywh(boxes[dets])
+        x, p = kalman.update(self._x[rows], self._p[rows], z, self.params.noise)
+        self._x[rows], self._p[rows] = x, p
+        out: list[Observation] = []
+        rows_boxes = boxes[dets].tolist()
+        rows_cls = classes[dets].tolist()
+        rows_scores = scores[dets].tolist()
+        for k, (r, d) in enumerate(pairs):
+            t = self._tracks[r]
+            out.append(Observation(t, d, t.box, t.last_ms))
+            x1, y1, x2, y2 = rows_boxes[k]
+            t.box = (x1, y1, x2, y2)
+            t.hits += 1
+            t.lost = False
+            t.last_ms = captured_ms
+            t.last_mono_ms = max(t.last_mono_ms, mono_ms)
+            t.observe(rows_cls[k], labels[d], rows_scores[k])
+            det_tracks[d] = t
+        return out
+
+    def _spawn(
+        self, fresh: list[int], *, boxes: FloatArray, scores: FloatArray, classes: IntArray, labels: list[str],
+        captured_ms: int, mono_ms: int, prior: tuple[float, float], det_tracks: list[Track | None],
+    ) -> list[Observation]:
+        if not fresh:
+            return []
+        idx = np.array(fresh, dtype=np.intp)
+        x, p = kalman.initiate(xyxy_to_xywh(boxes[idx]), np.array(prior), self.params.noise)
+        self._x = np.concatenate([self._x, x])
+        self._p = np.concatenate([self._p, p])
+        out: list[Observation] = []
+        for d in fresh:
+            b = boxes[d]
+            t = Track(self._next_uid, captured_ms, mono_ms, captured_ms, mono_ms,
+                      (float(b[0]), float(b[1]), float(b[2]), float(b[3])))
+            self._next_uid += 1
+            t.observe(int(classes[d]), labels[d], float(scores[d]))
+            self._tracks.append(t)
+            det_tracks[d] = t
+            out.append(Observation(t, d, None, captured_ms))
+        return out
+
+    def _confirm(self, seen: list[Track]) -> tuple[Track, ...]:
+        p = self.params
+        out = []
+        for t in seen:
+            old_enough = t.last_mono_ms - t.first_mono_ms >= p.confirm_s * 1000.0 - 1e-6
+            if t.track_id is None and t.hits >= p.min_hits and old_enough:
+                t.track_id = self.next_track_id
+                self.next_track_id += 1
+                out.append(t)
+        return tuple(out)
+
+    def _compact(self, keep: np.ndarray) -> None:
+        if keep.all():
+            return
+        self._tracks = [t for t, k in zip(self._tracks, keep, strict=True) if k]
+        self._x = self._x[keep]
+        self._p = self._p[keep]

@@ -1,0 +1,1 @@
+"""Tools for the tracking room (``daemon.tracking``): ``python -m tools.tracking.bench`` times it against inference."""
