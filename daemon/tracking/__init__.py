@@ -5,17 +5,17 @@ in Unix ms) into tracks with stable ids and publishes ``ObjectEvent``s (``new``,
 Redis field contract is ``ObjectEvent.to_fields`` / ``parse_fields``. Everything runs on capture time, so
 dropped frames and irregular gaps cost accuracy, never correctness.
 
-Imports allowed here: the standard library, numpy and scipy; nothing else from ``daemon`` (later, the
-``daemon.core`` types may be allowed). No I/O, no asyncio, no clocks: the caller supplies every time.
+Imports allowed here: the standard library, numpy and scipy, and ``daemon.core`` (the ``ObjectEvent``
+type the sink writes); the stage (``daemon.tracking.stage``) also reads ``daemon.config``. The tracker does
+no I/O and reads no clock: the caller supplies every time. Nothing here imports another stage's room.
 
-Entry points, re-exported here: ``CameraTracker`` (one per camera; ``update`` per frame, ``finish`` at
-shutdown), the specs ``LineSpec``, ``GateSpec``, ``TrackerParams``, and ``ObjectEvent``. Nothing else is
-re-exported: ``update``'s result type is ``daemon.tracking.camera.TrackUpdate``, and a consumer validates an
-entry with ``daemon.tracking.events.parse_fields``.
+Entry points: ``daemon.tracking.stage.TrackingStage`` (what ``app.py`` wires between the lanes and the sink),
+and, re-exported here, ``CameraTracker`` (one per camera; ``update`` per frame, ``finish`` at shutdown) with
+its specs ``LineSpec``, ``GateSpec``, ``TrackerParams``. Events are ``daemon.core.objects.ObjectEvent`` (a
+consumer validates an entry with ``daemon.core.objects.parse_fields``).
 """
 
 from daemon.tracking.camera import CameraTracker
-from daemon.tracking.events import ObjectEvent
 from daemon.tracking.specs import GateSpec, LineSpec, TrackerParams
 
-__all__ = ["CameraTracker", "GateSpec", "LineSpec", "ObjectEvent", "TrackerParams"]
+__all__ = ["CameraTracker", "GateSpec", "LineSpec", "TrackerParams"]

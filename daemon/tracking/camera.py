@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from daemon.core.objects import ObjectEvent
 from daemon.tracking.bytetrack import ByteTracker, Observation, Track
-from daemon.tracking.events import ObjectEvent
 from daemon.tracking.lines import Direction, LineGeometry, LineState, anchor_points
 from daemon.tracking.specs import LineSpec, TrackerParams
 from daemon.tracking.speed import BeltSpeed, eta_speed_px_s, gate_etas, speed_along

@@ -5,11 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from daemon.tracking import CameraTracker, GateSpec, LineSpec, ObjectEvent, TrackerParams
-from daemon.tracking.events import parse_fields
+from daemon.core.objects import ObjectEvent, parse_fields
+from daemon.tracking import CameraTracker, GateSpec, LineSpec, TrackerParams
 from daemon.tracking.speed import BeltSpeed, eta_speed_px_s, gate_etas
-
-from .scenes import Part, Scene, crossings, lane_parts, run_scene, vertical_line_at
+from tests.support.tracking_scenes import Part, Scene, crossings, lane_parts, run_scene, vertical_line_at
 
 T0 = 1_700_000_000_000
 LINE = LineSpec("L", *vertical_line_at(640.0))

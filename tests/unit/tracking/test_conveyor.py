@@ -8,8 +8,17 @@ import numpy as np
 import pytest
 
 from daemon.tracking import CameraTracker, LineSpec, TrackerParams
-
-from .scenes import Part, Run, Scene, belt_stop_and_go, crossings, lane_parts, part_of, run_scene, vertical_line_at
+from tests.support.tracking_scenes import (
+    Part,
+    Run,
+    Scene,
+    belt_stop_and_go,
+    crossings,
+    lane_parts,
+    part_of,
+    run_scene,
+    vertical_line_at,
+)
 
 LINE_X = 640.0
 W_PX = 1280

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.tracking import ObjectEvent
-from daemon.tracking.events import parse_fields
+from daemon.core.objects import ObjectEvent, parse_fields
 
 NEW = ObjectEvent("cam-3", 17, "hex_nut", 1, 0.8731, "new", 1_700_000_000_123)
 CROSSED = ObjectEvent(

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from daemon.tracking import CameraTracker
-
-from .scenes import Scene, lane_parts
+from tests.support.tracking_scenes import Scene, lane_parts
 
 trackers = pytest.importorskip("trackers", reason="the reference ByteTrack (`pip install trackers`) is not installed")
 sv = pytest.importorskip("supervision", reason="`trackers` comes with `supervision`; it is missing")

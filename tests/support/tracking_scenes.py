@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from daemon.tracking import CameraTracker, ObjectEvent
+from daemon.core.objects import ObjectEvent
+from daemon.tracking import CameraTracker
 
 W, H = 1280, 720
 
