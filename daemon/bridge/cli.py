@@ -1,75 +1,74 @@
-"""`beltsight bridge -c beltsight.toml` (also `python -m daemon.bridge -c ...` until the main CLI has it).
+"""`beltsight bridge [-c FILE]`: daemon/__main__.py resolves the config path and calls `main`.
 
-Reads `[bridge]`, `[redis]`, `[logging]` and the cameras' `lines`/`gates` from the TOML file; an
-invalid section or layout is one `bridge_config_invalid` line and exit status 78 (EX_CONFIG).
-SIGTERM/SIGINT stop it cleanly (exit 0).
+The config is the daemon's own file, loaded with `daemon.config.load_settings` (environment
+overrides and secret files as for `run`): `[bridge]`, `[redis]` (connection, stream names),
+`[logging]`, and the enabled cameras' `lines`/`gates` for the served layout. An invalid config or
+layout exits 78 (EX_CONFIG) listing every problem with its key path: printed on a terminal, one
+`bridge_config_invalid` JSON line otherwise (the journal). SIGTERM/SIGINT stop it cleanly (exit 0).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
 import sys
-import tomllib
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import structlog
-from pydantic import ValidationError
 
-from daemon.bridge.config import BridgeConfig
-from daemon.bridge.deps import RedisConfig, SystemdNotifier, configure_logging, make_client
-from daemon.bridge.layout import BridgeLayout, LayoutError, layout_from_data, validate_layout
+from daemon.bridge.layout import BridgeLayout, layout_from_data, layout_problems
 from daemon.bridge.service import read_users, run_bridge
+from daemon.config.settings import EX_CONFIG, ConfigError, Settings, load_settings
+from daemon.core.redaction import SECRETS
+from daemon.ops.health import SystemdNotifier
+from daemon.ops.logs import capture_uncaught, configure_logging
+from daemon.publish.redis_conn import RedisClient, make_client
 
-EX_CONFIG = 78
 log = structlog.get_logger("beltsight.bridge")
 
 
-def load(path: Path) -> tuple[BridgeConfig, RedisConfig, BridgeLayout, dict[str, Any]]:
-    """The bridge's config, Redis config, validated layout and `[logging]` table from one TOML file."""
-    with path.open("rb") as f:
-        data = tomllib.load(f)
-    config = BridgeConfig.model_validate(data.get("bridge", {}))
-    redis_cfg = RedisConfig.model_validate(data.get("redis", {}))
-    cameras = [c for c in data.get("cameras", []) if not isinstance(c, dict) or c.get("enabled", True)]
-    layout = validate_layout(
-        layout_from_data(cameras), base_register=config.modbus.base_register, block_size=config.modbus.block_size
-    )
-    read_users(config)  # a missing password file is a config error, found before anything listens
-    return config, redis_cfg, layout, dict(data.get("logging", {}))
+def load(path: Path) -> tuple[Settings, BridgeLayout]:
+    """The settings and the served layout; ConfigError listing every problem with its key path."""
+    settings = load_settings(path)
+    modbus = settings.bridge.modbus
+    layout = layout_from_data(settings.cameras)
+    errors = [str(p) for p in layout_problems(layout, base_register=modbus.base_register, block_size=modbus.block_size)]
+    try:
+        read_users(settings.bridge)  # a missing password file is a config error, found before anything listens
+    except ValueError as exc:
+        errors.append(str(exc))
+    if errors:
+        raise ConfigError(str(path), errors)
+    return settings, layout
 
 
-async def _serve(config: BridgeConfig, redis_cfg: RedisConfig, layout: BridgeLayout) -> None:
+async def _serve(settings: Settings, layout: BridgeLayout) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    def factory() -> Any:
-        return make_client(redis_cfg)
+    def factory() -> RedisClient:
+        return make_client(settings.redis)
 
-    await run_bridge(config, layout, factory, notifier=SystemdNotifier(), stop_event=stop)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="beltsight bridge", description="Serve BeltSight's streams over OPC UA and Modbus"
+    await run_bridge(
+        settings.bridge, layout, factory, redis=settings.redis, notifier=SystemdNotifier(), stop_event=stop
     )
-    parser.add_argument("-c", "--config", type=Path, default=Path("/etc/beltsight/beltsight.toml"))
-    args = parser.parse_args(argv)
+
+
+def main(path: Path) -> int:
+    """Serve until stopped (0), or EX_CONFIG when the config or the layout is invalid."""
     try:
-        config, redis_cfg, layout, logging_cfg = load(args.config)
-    except (OSError, tomllib.TOMLDecodeError, ValidationError, LayoutError, ValueError) as exc:
-        configure_logging("json")
-        log.error("bridge_config_invalid", error=str(exc).replace("\n", "; ")[:2000])
+        settings, layout = load(path)
+    except ConfigError as exc:
+        message = SECRETS.scrub(str(exc))
+        if sys.stderr.isatty():
+            print(message, file=sys.stderr)
+        else:
+            configure_logging("json", "info", sys.stderr)
+            log.error("bridge_config_invalid", error=message)
         return EX_CONFIG
-    configure_logging(str(logging_cfg.get("format", "auto")), str(logging_cfg.get("level", "info")))
-    asyncio.run(_serve(config, redis_cfg, layout))
+    configure_logging(settings.logging.format, settings.logging.level)
+    capture_uncaught()
+    asyncio.run(_serve(settings, layout))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

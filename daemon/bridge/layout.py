@@ -1,9 +1,10 @@
 """What the bridge serves: cameras in config-file order, each with its lines, each line with its gates.
 
 The order is the contract of the Modbus map (blocks follow cameras, then lines, in this order) and
-of the OPC UA address space (`Objects/BeltSight/<camera>/<line>/...`). `validate_layout` rejects a
-layout whose ids would collide with each other or with the fixed node names, naming the key path
-(`cameras[0].lines[1].id`); the CLI exits 78 with that message.
+of the OPC UA address space (`Objects/BeltSight/<camera>/<line>/...`). `layout_problems` lists every
+id that would collide with another or with the fixed node names, each naming its key path in the
+config file (`cameras.0.lines.1.id`, as check-config does); `validate_layout` raises the first.
+`beltsight bridge` exits 78 listing them all.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class LineLayout:
 class CameraLayout:
     id: str
     lines: tuple[LineLayout, ...] = ()
+    index: int = 0
+    """Its position in the config's `cameras` (disabled cameras included): the key path's index."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,60 +75,98 @@ def _items(raw: Any, key: str) -> Sequence[Any]:
     return tuple(value or ())
 
 
-def layout_from_data(cameras: Sequence[Any]) -> BridgeLayout:
-    """A layout from the config's cameras: dicts (`[[cameras]]` tables) or objects with `id`,
-    `lines` (each with `id` and `gates`; a gate is an id string or a table with `id`).
+def _enabled(cam: Any) -> bool:
+    return bool(cam.get("enabled", True) if isinstance(cam, Mapping) else getattr(cam, "enabled", True))
 
-    Only the shape is read here; call `validate_layout` for the rules."""
+
+def layout_from_data(cameras: Sequence[Any]) -> BridgeLayout:
+    """A layout from the config's cameras (`Settings.cameras`, or dicts shaped like `[[cameras]]`
+    tables): the enabled ones in order, each with its `lines` (`id`, `gates`; a gate is an id
+    string or a table with `id`) in order.
+
+    Only the shape is read here; `layout_problems` and `validate_layout` apply the rules."""
     built: list[CameraLayout] = []
     for ci, cam in enumerate(cameras):
+        if not _enabled(cam):
+            continue
         lines: list[LineLayout] = []
         for li, line in enumerate(_items(cam, "lines")):
             gates = tuple(
-                _ident(g, f"cameras[{ci}].lines[{li}].gates[{gi}].id") for gi, g in enumerate(_items(line, "gates"))
+                _ident(g, f"cameras.{ci}.lines.{li}.gates.{gi}.id") for gi, g in enumerate(_items(line, "gates"))
             )
-            lines.append(LineLayout(_ident(line, f"cameras[{ci}].lines[{li}].id"), gates))
-        built.append(CameraLayout(_ident(cam, f"cameras[{ci}].id"), tuple(lines)))
+            lines.append(LineLayout(_ident(line, f"cameras.{ci}.lines.{li}.id"), gates))
+        built.append(CameraLayout(_ident(cam, f"cameras.{ci}.id"), tuple(lines), ci))
     return BridgeLayout(tuple(built))
 
 
-def _check_id(value: str, path: str) -> None:
+def _id_problem(value: str, path: str) -> LayoutError | None:
     if not _ID.match(value):
-        raise LayoutError(path, f"{value!r} must be 1-64 letters, digits, '_', '.', '-' (starting alphanumeric)")
+        return LayoutError(path, f"{value!r} must be 1-64 letters, digits, '_', '.', '-' (starting alphanumeric)")
+    if value in NODE_NAMES:
+        return LayoutError(path, f"{value!r} is a fixed node name ({', '.join(sorted(NODE_NAMES))})")
+    return None
 
 
-def _check_line(line: LineLayout, path: str) -> None:
-    names: dict[str, str] = {n: "a fixed node name" for n in LINE_NODES}
+def _line_problems(line: LineLayout, path: str) -> list[LayoutError]:
+    problems: list[LayoutError] = []
+    names: dict[str, str] = {}
     for gi, gate in enumerate(line.gates):
-        gpath = f"{path}.gates[{gi}].id"
-        _check_id(gate, gpath)
+        gpath = f"{path}.gates.{gi}.id"
+        bad = _id_problem(gate, gpath)
         node = gate + ETA_SUFFIX
-        if node in names:
-            raise LayoutError(gpath, f"gate {gate!r} makes node {node!r}, which collides with {names[node]}")
-        names[node] = f"the node of {gpath}"
+        if bad is not None:
+            problems.append(bad)
+        elif node in names:
+            problems.append(LayoutError(gpath, f"gate {gate!r} makes node {node!r}, which collides with {names[node]}"))
+        else:
+            names[node] = f"the node of {gpath}"
+    return problems
+
+
+def _camera_problems(cam: CameraLayout) -> list[LayoutError]:
+    problems: list[LayoutError] = []
+    lines: dict[str, str] = {}
+    for li, line in enumerate(cam.lines):
+        lpath = f"cameras.{cam.index}.lines.{li}"
+        bad = _id_problem(line.id, f"{lpath}.id")
+        if bad is not None:
+            problems.append(bad)
+        elif line.id in lines:
+            problems.append(LayoutError(f"{lpath}.id", f"line {line.id!r} collides with {lines[line.id]}"))
+        else:
+            lines[line.id] = f"{lpath}.id"
+        problems += _line_problems(line, lpath)
+    return problems
+
+
+def layout_problems(layout: BridgeLayout, *, base_register: int = 0, block_size: int = 16) -> list[LayoutError]:
+    """Every offending id of `layout` (each naming its key path), then whether it fits the registers."""
+    problems: list[LayoutError] = []
+    cameras: dict[str, str] = {}
+    for cam in layout.cameras:
+        cpath = f"cameras.{cam.index}.id"
+        bad = _id_problem(cam.id, cpath)
+        if bad is not None:
+            problems.append(bad)
+        elif cam.id in cameras:
+            problems.append(LayoutError(cpath, f"camera {cam.id!r} collides with {cameras[cam.id]}"))
+        else:
+            cameras[cam.id] = cpath
+        problems += _camera_problems(cam)
+    blocks = len(layout.blocks())
+    if base_register + blocks * block_size > MAX_REGISTER:
+        problems.append(
+            LayoutError(
+                "bridge.modbus.base_register",
+                f"{blocks} blocks of {block_size} registers from {base_register} pass register 65535",
+            )
+        )
+    return problems
 
 
 def validate_layout(layout: BridgeLayout, *, base_register: int = 0, block_size: int = 16) -> BridgeLayout:
-    """`layout` when valid; else `LayoutError` naming the key path of the first offending id."""
-    cameras: dict[str, str] = {n: "the fixed node BeltSight/" + n for n in ROOT_NODES}
-    for ci, cam in enumerate(layout.cameras):
-        cpath = f"cameras[{ci}].id"
-        _check_id(cam.id, cpath)
-        if cam.id in cameras:
-            raise LayoutError(cpath, f"camera {cam.id!r} collides with {cameras[cam.id]}")
-        cameras[cam.id] = cpath
-        lines: dict[str, str] = {n: f"the camera's fixed node {n!r}" for n in CAMERA_NODES}
-        for li, line in enumerate(cam.lines):
-            lpath = f"cameras[{ci}].lines[{li}].id"
-            _check_id(line.id, lpath)
-            if line.id in lines:
-                raise LayoutError(lpath, f"line {line.id!r} collides with {lines[line.id]}")
-            lines[line.id] = lpath
-            _check_line(line, f"cameras[{ci}].lines[{li}]")
-    blocks = len(layout.blocks())
-    if base_register + blocks * block_size > MAX_REGISTER:
-        raise LayoutError(
-            "bridge.modbus.base_register",
-            f"{blocks} blocks of {block_size} registers from {base_register} pass register 65535",
-        )
+    """`layout` when valid; else the first of `layout_problems` (a `LayoutError`) is raised."""
+    problems = layout_problems(layout, base_register=base_register, block_size=block_size)
+    if problems:
+        raise problems[0]
     return layout

@@ -29,9 +29,10 @@ from pymodbus.server.requesthandler import ServerRequestHandler
 from pymodbus.simulator import DataType, SimData, SimDevice
 from pymodbus.simulator.simcore import SimCore
 
-from daemon.bridge.config import ModbusConfig, parse_listen
 from daemon.bridge.registers import RegisterMap
 from daemon.bridge.tasks import stop_task
+from daemon.config.bridge import ModbusConfig
+from daemon.core.netaddr import parse_host_port
 
 log = structlog.get_logger("beltsight.bridge.modbus")
 
@@ -173,7 +174,7 @@ class ModbusBridgeServer:
 
     async def start(self) -> None:
         assert self.cfg.listen is not None
-        host, port = parse_listen(self.cfg.listen)
+        host, port = parse_host_port(self.cfg.listen)
         logging.getLogger("pymodbus").setLevel(logging.CRITICAL)  # refusals are counted and summarised here
         size = max(1, len(self.registers))
         data = SimData(address=self.registers.base, count=size, values=0, datatype=DataType.REGISTERS)

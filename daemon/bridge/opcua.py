@@ -43,9 +43,10 @@ from asyncua.ua.object_ids import ObjectIds
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from daemon.bridge.config import OpcUaConfig, parse_listen
 from daemon.bridge.layout import ETA_SUFFIX, BridgeLayout
 from daemon.bridge.state import BridgeState, Crossing, LineState
+from daemon.config.bridge import OpcUaConfig
+from daemon.core.netaddr import parse_host_port
 
 log = structlog.get_logger("beltsight.bridge.opcua")
 
@@ -137,7 +138,7 @@ class OpcUaBridgeServer:
     async def start(self, users: dict[str, str]) -> None:
         """Start listening; `users` maps user names to their passwords (already read)."""
         assert self.cfg.listen is not None
-        host, port = parse_listen(self.cfg.listen)
+        host, port = parse_host_port(self.cfg.listen)
         for noisy in NOISY_LOGGERS:
             logging.getLogger(noisy).setLevel(logging.CRITICAL)  # refusals are counted and summarised here
         server = Server(user_manager=_Users(users, self.refusals) if users else None)  # type: ignore[arg-type]

@@ -1,5 +1,7 @@
 """The consumer: every camera's objects stream and the events stream, through one consumer group.
 
+The streams are the daemon's (`[redis] objects_stream` per camera, `[redis] events_stream`).
+
 - Each stream's group is created with `XGROUP CREATE <stream> <group> 0 MKSTREAM` (BUSYGROUP
   ignored), so a new group reads each stream from its start. A group that vanished (Redis lost
   its data) is created again the same way.
@@ -23,11 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
-from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
-from daemon.bridge.config import BridgeConfig
 from daemon.bridge.state import BridgeState, Change, MalformedEntryError
+from daemon.config.bridge import BridgeConfig
+from daemon.config.redis import RedisConfig
+from daemon.publish.redis_conn import RedisClient
 
 log = structlog.get_logger("beltsight.bridge.reader")
 
@@ -82,9 +85,10 @@ class StreamReader:
     def __init__(
         self,
         cfg: BridgeConfig,
+        redis: RedisConfig,
         state: BridgeState,
         sink: Sink,
-        client_factory: Callable[[], Redis],
+        client_factory: Callable[[], RedisClient],
         *,
         rng: Callable[[], float] = random.random,
     ) -> None:
@@ -93,8 +97,8 @@ class StreamReader:
         self.sink = sink
         self._factory = client_factory
         self._rng = rng
-        self.streams: dict[str, str | None] = {cfg.stream_for(c.id): c.id for c in state.layout.cameras}
-        self.streams[cfg.events_stream] = None
+        self.streams: dict[str, str | None] = {redis.objects_stream_for(c.id): c.id for c in state.layout.cameras}
+        self.streams[redis.events_stream] = None
         self.stats = ReaderStats()
         self._snapshot_loaded = False
         self._malformed_logged = 0.0
@@ -120,7 +124,7 @@ class StreamReader:
             cap = min(self.cfg.reconnect_max_s, BACKOFF_BASE_S * 2 ** min(attempt, 20))
             await asyncio.sleep(cap * self._rng())
 
-    async def _session(self, client: Redis) -> None:
+    async def _session(self, client: RedisClient) -> None:
         await self._ensure_groups(client)
         if not self._snapshot_loaded:
             await self._load_snapshot(client)
@@ -146,7 +150,7 @@ class StreamReader:
                 await self.process(client, batches)
             await self._refresh_pending(client)
 
-    async def _ensure_groups(self, client: Redis) -> None:
+    async def _ensure_groups(self, client: RedisClient) -> None:
         for stream in self.streams:
             try:
                 await client.xgroup_create(stream, self.cfg.group, id="0", mkstream=True)
@@ -154,7 +158,7 @@ class StreamReader:
                 if "BUSYGROUP" not in str(exc):
                     raise
 
-    async def _load_snapshot(self, client: Redis) -> None:
+    async def _load_snapshot(self, client: RedisClient) -> None:
         raw = await client.get(self.cfg.snapshot_key_name())
         self._snapshot_loaded = True
         if raw is not None:
@@ -165,7 +169,7 @@ class StreamReader:
                 log.warning("bridge_snapshot_invalid", key=self.cfg.snapshot_key_name(), reason=exc.reason)
         await self.sink.serve_all(self.state)
 
-    async def _claim(self, client: Redis) -> None:
+    async def _claim(self, client: RedisClient) -> None:
         """Process every pending entry of the group first (a previous run's, or this one's)."""
         for stream in self.streams:
             start = "0-0"
@@ -186,7 +190,7 @@ class StreamReader:
                 if start == "0-0":
                     break
 
-    async def process(self, client: Redis, batches: list[tuple[str, Entries]]) -> None:
+    async def process(self, client: RedisClient, batches: list[tuple[str, Entries]]) -> None:
         """Apply, serve, then acknowledge (with the snapshot, atomically)."""
         changes: list[Change] = []
         for stream, entries in batches:
@@ -228,7 +232,7 @@ class StreamReader:
                 )
             return None
 
-    async def _refresh_pending(self, client: Redis) -> None:
+    async def _refresh_pending(self, client: RedisClient) -> None:
         now = time.monotonic()
         if now - self._pending_at < PENDING_REFRESH_S:
             return

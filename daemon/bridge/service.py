@@ -12,10 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-from redis.asyncio import Redis
+from prometheus_client import CollectorRegistry
 
-from daemon.bridge.config import BridgeConfig, parse_listen
-from daemon.bridge.deps import CollectorRegistry, HealthServer, SystemdNotifier, register_secret
 from daemon.bridge.layout import BridgeLayout, validate_layout
 from daemon.bridge.modbus import ModbusBridgeServer
 from daemon.bridge.opcua import OpcUaBridgeServer
@@ -23,6 +21,12 @@ from daemon.bridge.reader import StreamReader
 from daemon.bridge.registers import RegisterMap
 from daemon.bridge.state import BridgeState, Change, Crossing
 from daemon.bridge.tasks import stop_task
+from daemon.config.bridge import BridgeConfig
+from daemon.config.redis import RedisConfig
+from daemon.core.netaddr import parse_host_port
+from daemon.core.redaction import SECRETS
+from daemon.ops.health import HealthServer, SystemdNotifier
+from daemon.publish.redis_conn import RedisClient
 
 log = structlog.get_logger("beltsight.bridge")
 
@@ -57,16 +61,17 @@ class _Servers:
 
 
 def read_users(config: BridgeConfig) -> dict[str, str]:
-    """The OPC UA users' passwords (files read now); each is registered for log scrubbing."""
+    """The OPC UA users' passwords (files read now); each is scrubbed from every log line from now
+    on. ValueError naming the key path when a file cannot be read or a password is empty."""
     users: dict[str, str] = {}
     for name, user in config.opcua.users.items():
         try:
             secret = user.secret()
-        except OSError as exc:
-            raise ValueError(f"bridge.opcua.users.{name}.password_file: {exc.strerror or exc}") from exc
+        except ValueError as exc:
+            raise ValueError(f"bridge.opcua.users.{name}.password_file: {exc}") from None
         if not secret:
             raise ValueError(f"bridge.opcua.users.{name}: the password is empty")
-        register_secret(secret)
+        SECRETS.add(secret)
         users[name] = secret
     return users
 
@@ -76,10 +81,12 @@ class Bridge:
         self,
         config: BridgeConfig,
         layout: BridgeLayout,
-        redis_client_factory: Callable[[], Redis],
+        redis_client_factory: Callable[[], RedisClient],
         *,
+        redis: RedisConfig,
         notifier: SystemdNotifier | None = None,
     ) -> None:
+        """`redis` names the streams read (`objects_stream`, `events_stream`); the factory connects."""
         self.config = config
         self.layout = validate_layout(
             layout, base_register=config.modbus.base_register, block_size=config.modbus.block_size
@@ -92,7 +99,7 @@ class Bridge:
         self.opcua = OpcUaBridgeServer(config.opcua, layout, config.state_dir) if config.opcua.listen else None
         self.modbus = ModbusBridgeServer(config.modbus, self.registers) if config.modbus.listen else None
         self.reader = StreamReader(
-            config, self.state, _Servers(self.state, self.registers, self.opcua), redis_client_factory
+            config, redis, self.state, _Servers(self.state, self.registers, self.opcua), redis_client_factory
         )
         self.health: HealthServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -105,7 +112,7 @@ class Bridge:
         if self.modbus is not None:
             await self.modbus.start()
         if self.config.health_listen:
-            host, port = parse_listen(self.config.health_listen)
+            host, port = parse_host_port(self.config.health_listen)
             self.health = HealthServer(host, port, CollectorRegistry(), self.report)
             await self.health.start()
         self._tasks = [
@@ -177,13 +184,14 @@ class Bridge:
 async def run_bridge(
     config: BridgeConfig,
     layout: BridgeLayout,
-    redis_client_factory: Callable[[], Redis],
+    redis_client_factory: Callable[[], RedisClient],
     *,
+    redis: RedisConfig,
     notifier: SystemdNotifier | None = None,
     stop_event: asyncio.Event,
 ) -> None:
     """Serve until `stop_event` is set (or this task is cancelled, which propagates)."""
-    bridge = Bridge(config, layout, redis_client_factory, notifier=notifier)
+    bridge = Bridge(config, layout, redis_client_factory, redis=redis, notifier=notifier)
     stop: asyncio.Task[bool] | None = None
     ended: list[str] = []
     try:

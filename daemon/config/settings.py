@@ -26,6 +26,7 @@ from pydantic_settings import (
 )
 
 from daemon.config.base import Seconds
+from daemon.config.bridge import BridgeConfig
 from daemon.config.cameras import CameraConfig
 from daemon.config.engine import EngineConfig
 from daemon.config.health import HealthConfig
@@ -64,6 +65,7 @@ class Settings(BaseSettings):
     tracking: TrackingConfig = TrackingConfig()
     """Tracker defaults for every camera (daemon/tracking); lines and gates are per camera."""
     cameras: list[CameraConfig] = Field(default_factory=list)
+    bridge: BridgeConfig = BridgeConfig()
     instance: InstanceConfig = InstanceConfig()
     """Which share of the cameras this instance runs (see daemon.config.sharding)."""
     shutdown_grace_s: Seconds = 10.0

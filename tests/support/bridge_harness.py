@@ -12,8 +12,10 @@ from typing import Any
 import redis.asyncio as aioredis
 from asyncua import Client, ua
 
-from daemon.bridge.config import BridgeConfig, layout_from_data
+from daemon.bridge.layout import layout_from_data
 from daemon.bridge.service import Bridge
+from daemon.config.bridge import BridgeConfig
+from daemon.config.redis import RedisConfig
 from tests.support.fixtures_redis import RedisServer, free_port
 
 LAYOUT = layout_from_data(
@@ -101,7 +103,7 @@ async def wait_for(check: Callable[[], bool], within_s: float = 10.0) -> None:
 
 
 async def start_bridge(config: BridgeConfig, server: RedisServer) -> Bridge:
-    bridge = Bridge(config, LAYOUT, factory(server))
+    bridge = Bridge(config, LAYOUT, factory(server), redis=RedisConfig())
     await bridge.start()
     await wait_for(lambda: bridge.reader.stats.connected)
     return bridge

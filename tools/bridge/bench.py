@@ -22,9 +22,11 @@ import redis.asyncio as aioredis
 from asyncua import Client, ua
 from pymodbus.client import AsyncModbusTcpClient
 
-from daemon.bridge.config import BridgeConfig, layout_from_data
+from daemon.bridge.layout import layout_from_data
 from daemon.bridge.registers import words_u32
 from daemon.bridge.service import Bridge
+from daemon.config.bridge import BridgeConfig
+from daemon.config.redis import RedisConfig
 from tools.common.ports import free_port
 from tools.common.redis_server import RedisServer, find_redis_server
 
@@ -67,7 +69,7 @@ async def bench(args: argparse.Namespace, redis_port: int, state_dir: Path) -> N
             "modbus": {"listen": f"127.0.0.1:{free_port()}"},
         }
     )
-    bridge = Bridge(config, layout, lambda: aioredis.Redis(port=redis_port, decode_responses=True))
+    bridge = Bridge(config, layout, lambda: aioredis.Redis(port=redis_port, decode_responses=True), redis=RedisConfig())
     await bridge.start()
     writer = aioredis.Redis(port=redis_port, decode_responses=True)
     sent: dict[int, float] = {}

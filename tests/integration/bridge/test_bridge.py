@@ -11,8 +11,8 @@ from pathlib import Path
 from asyncua import Client
 from pymodbus.client import AsyncModbusTcpClient
 
-from daemon.bridge.config import parse_listen
 from daemon.bridge.registers import words_u32
+from daemon.core.netaddr import parse_host_port
 from tests.support.bridge_harness import (
     Events,
     crossing,
@@ -64,7 +64,7 @@ def test_crossings_reach_opcua_events_variables_and_modbus(redis_server: RedisSe
                 assert handler.changes[-1] == ("BeltSight/cam1/L1/CountIn", 30)
                 assert abs(await read(client, "BeltSight/Heartbeat") - time.time() * 1000) < 5000
 
-            host, port = parse_listen(config.modbus.listen or "")
+            host, port = parse_host_port(config.modbus.listen or "")
             mb = AsyncModbusTcpClient(host, port=port)
             await mb.connect()
             regs = (await mb.read_holding_registers(0, count=16, device_id=1)).registers

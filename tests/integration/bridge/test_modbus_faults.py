@@ -7,10 +7,11 @@ from pathlib import Path
 
 from pymodbus.client import AsyncModbusTcpClient
 
-from daemon.bridge.config import ModbusConfig, parse_listen
 from daemon.bridge.modbus import ModbusBridgeServer
 from daemon.bridge.registers import RegisterMap
 from daemon.bridge.state import LineState
+from daemon.config.bridge import ModbusConfig
+from daemon.core.netaddr import parse_host_port
 from tests.support.bridge_harness import LAYOUT
 from tests.support.fixtures_redis import free_port
 
@@ -23,7 +24,7 @@ def test_flood_idle_and_malformed_clients_do_not_block_a_plc(tmp_path: Path) -> 
 
     async def scenario() -> None:
         await server.start()
-        host, port = parse_listen(cfg.listen or "")
+        host, port = parse_host_port(cfg.listen or "")
         try:
             idle = [await asyncio.open_connection(host, port) for _ in range(40)]  # never read or write
             _garbage_r, garbage_w = await asyncio.open_connection(host, port)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from daemon.bridge.config import BridgeConfig, LayoutError, layout_from_data, validate_layout
+from daemon.bridge.layout import LayoutError, layout_from_data, validate_layout
 from daemon.bridge.registers import RegisterMap, encode_line, u32_words, words_u32
 from daemon.bridge.state import LineState
+from daemon.config.bridge import BridgeConfig
 
 
 def test_u32_high_word_first_modulo() -> None:
@@ -65,12 +66,12 @@ def test_config_defaults_and_off_switches() -> None:
 @pytest.mark.parametrize(
     ("cameras", "path"),
     [
-        ([{"id": "c", "lines": ["L1", "State"]}], "cameras[0].lines[1].id"),
-        ([{"id": "c", "lines": ["L1", "L1"]}], "cameras[0].lines[1].id"),
-        ([{"id": "c"}, {"id": "Heartbeat"}], "cameras[1].id"),
-        ([{"id": "c"}, {"id": "c"}], "cameras[1].id"),
-        ([{"id": "c", "lines": [{"id": "L", "gates": ["g", "g"]}]}], "cameras[0].lines[0].gates[1].id"),
-        ([{"id": "c", "lines": ["a/b"]}], "cameras[0].lines[0].id"),
+        ([{"id": "c", "lines": ["L1", "State"]}], "cameras.0.lines.1.id"),
+        ([{"id": "c", "lines": ["L1", "L1"]}], "cameras.0.lines.1.id"),
+        ([{"id": "c"}, {"id": "Heartbeat"}], "cameras.1.id"),
+        ([{"id": "c"}, {"id": "c"}], "cameras.1.id"),
+        ([{"id": "c", "lines": [{"id": "L", "gates": ["g", "g"]}]}], "cameras.0.lines.0.gates.1.id"),
+        ([{"id": "c", "lines": ["a/b"]}], "cameras.0.lines.0.id"),
     ],
 )
 def test_layout_collisions_name_the_key_path(cameras: list[dict[str, object]], path: str) -> None:
