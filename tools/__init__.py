@@ -10,6 +10,7 @@
     checks    host checks: the GPU pipeline, third-party ONNX exports through the daemon
     deploy    the systemd installer (tools/deploy/install-service.sh)
     bridge    the bridge's latency bench
+    tracking  the tracker timed against inference
 
 `tools/bootstrap.sh` (the environment) and `tools/demo.py` stay at those paths for the README.
 Tools import the daemon and each other, never `tests` (tests/tools/test_layout.py checks it).
