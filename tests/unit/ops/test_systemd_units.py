@@ -1,8 +1,8 @@
 """The systemd units and tools/deploy/install-service.sh.
 
-`systemd-analyze verify` checks both units (in a throwaway root holding the unit files, a
+`systemd-analyze verify` checks the units (in a throwaway root holding the unit files, a
 stand-in for the installed `beltsight` executable and the host's own system units); the
-template keeps every hardening setting of beltsight.service; the instance name selects the GPU,
+template and the bridge's unit keep every hardening setting of beltsight.service; the instance name selects the GPU,
 the config and its own directories; everything the daemon and ONNX Runtime write lands in a
 directory systemd makes writable under ProtectSystem=strict / ProtectHome; the install script
 is idempotent in a throwaway root."""
@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[3]
 UNITS = ROOT / "systemd"
 SINGLE = UNITS / "beltsight.service"
 TEMPLATE = UNITS / "beltsight@.service"
+BRIDGE = UNITS / "beltsight-bridge.service"
 HARDENING = (
     "NoNewPrivileges",
     "ProtectSystem",
@@ -95,7 +96,7 @@ def verify_root(tmp_path: Path) -> Path:
     """A root for `systemd-analyze verify --root`: the units, the executable, the host's targets."""
     root = tmp_path / "root"
     (root / "etc/systemd/system").mkdir(parents=True)
-    for unit in (SINGLE, TEMPLATE):
+    for unit in (SINGLE, TEMPLATE, BRIDGE):
         shutil.copy(unit, root / "etc/systemd/system" / unit.name)
     exe = root / "opt/beltsight/.venv/bin/beltsight"
     exe.parent.mkdir(parents=True)
@@ -113,9 +114,11 @@ def analyze(root: Path, *units: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed (Debian: systemd)")
-def test_both_units_pass_systemd_analyze_verify_without_a_warning(tmp_path: Path) -> None:
+def test_the_units_pass_systemd_analyze_verify_without_a_warning(tmp_path: Path) -> None:
     root = verify_root(tmp_path)
-    result = analyze(root, "beltsight.service", "beltsight@0.service", "beltsight@3.service")
+    result = analyze(
+        root, "beltsight.service", "beltsight@0.service", "beltsight@3.service", "beltsight-bridge.service"
+    )
     assert result.returncode == 0 and not (result.stdout + result.stderr).strip(), result.stdout + result.stderr
     # the check can fail: a misspelt hardening key is reported
     bad = root / "etc/systemd/system/beltsight-typo.service"
@@ -131,6 +134,19 @@ def test_the_template_keeps_the_single_units_hardening_and_limits() -> None:
         assert template.get(key) == single[key], f"{key}: {template.get(key)!r} != {single[key]!r}"
     assert int(single["LimitNOFILE"]) > 1024
     assert "PrivateDevices" not in single and "PrivateDevices" not in template  # the GPU nodes stay visible
+
+
+def test_the_bridge_unit_is_a_watched_notify_service_with_the_daemons_hardening() -> None:
+    single, bridge = service(SINGLE), service(BRIDGE)
+    for key in HARDENING:
+        assert bridge.get(key) == single[key], f"{key}: {bridge.get(key)!r} != {single[key]!r}"
+    assert bridge["Type"] == "notify" and bridge["NotifyAccess"] == "main"
+    assert int(bridge["WatchdogSec"]) >= 5  # the heartbeat sends WATCHDOG=1 every second
+    assert bridge["RestartPreventExitStatus"] == "78"  # an invalid config: restarting cannot help
+    assert bridge["ExecStart"] == "/opt/beltsight/.venv/bin/beltsight bridge -c /etc/beltsight/beltsight.toml"
+    assert bridge["User"] == single["User"] and bridge["Group"] == single["Group"]
+    assert bridge["Environment"].count("HOME=/var/lib/beltsight-bridge") == 1
+    assert writable_dirs(BRIDGE) == ["/var/lib/beltsight-bridge"]  # the state_dir of the OPC UA certificates
 
 
 def test_the_instance_selects_its_gpu_config_and_directories(monkeypatch: pytest.MonkeyPatch) -> None:
