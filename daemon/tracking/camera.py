@@ -153,7 +153,8 @@ class CameraTracker:
         for i, geom in enumerate(self._geoms):
             d1 = geom.signed_distances(p1)
             cut = has_prev & ((geom.signed_distances(p0) > 0.0) != (d1 > 0.0))
-            clear = np.abs(d1) >= geom.hysteresis_px(cur, self.params.line_hysteresis)
+            hyst = geom.hysteresis_px(cur, self.params.line_hysteresis)
+            clear = np.abs(d1) >= hyst
             # a state changes only on a cut, or once clear of the band on another side than it knows (2: a cut
             # is pending); everything else skips the per-track Python work
             known = np.fromiter((st[i].side if st[i].cut_ms is None else 2 for st in states), np.int64, len(states))
@@ -162,8 +163,8 @@ class CameraTracker:
                 t = o.track
                 q0 = (float(p0[k, 0]), float(p0[k, 1])) if o.prev_box is not None else None
                 q1 = (float(p1[k, 0]), float(p1[k, 1]))
-                hyst = float(geom.hysteresis_px(cur[k : k + 1], self.params.line_hysteresis)[0])
-                hit = states[k][i].observe(geom, q0, q1, t0_ms=o.prev_ms, t1_ms=t.last_ms, hysteresis_px=hyst)
+                hit = states[k][i].observe(geom, q0, q1, t0_ms=o.prev_ms, t1_ms=t.last_ms,
+                                           hysteresis_px=float(hyst[k]))
                 if hit is None:
                     continue
                 crossing = _Crossing(t, i, hit[0], hit[1])
