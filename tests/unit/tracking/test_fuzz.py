@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from daemon.tracking import CameraTracker, GateSpec, LineSpec, ObjectEvent
-from daemon.tracking.events import parse_fields
+from daemon.core.objects import ObjectEvent, parse_fields
+from daemon.tracking import CameraTracker, GateSpec, LineSpec
 
 
 def _check_stream(events: list[ObjectEvent]) -> None:
