@@ -39,7 +39,7 @@ from daemon.inference.serving import ServingEngine
 from daemon.inference.stage import InferenceStage, PostprocessConfig
 from daemon.ingest.hwdecode import source_decode
 from daemon.ingest.sources import CameraSource
-from daemon.ops.health import HealthServer, HttpLimits, SystemdNotifier
+from daemon.ops.health import HealthServer, HttpLimits, SystemdNotifier, watchdog
 from daemon.ops.health_report import health_report
 from daemon.ops.liveview import LiveView
 from daemon.publish.sink import RedisSink
@@ -123,7 +123,8 @@ class Daemon:
                 self.notifier.ready(f"{len(self.sources)} cameras, models {sorted(self._infos)}")
                 log.info("daemon_ready", cameras=len(self.sources), models=sorted(self._infos))
                 if self.notifier.watchdog_interval_s:
-                    self._tasks.append(spawn(self._watchdog(self.notifier.watchdog_interval_s), "watchdog"))
+                    interval_s = self.notifier.watchdog_interval_s
+                    self._tasks.append(spawn(watchdog(self.notifier, self._lanes.busy_s, interval_s), "watchdog"))
                 await self._stop.wait()
                 await self._shutdown()
         finally:
@@ -245,17 +246,6 @@ class Daemon:
         """Where results leave the lanes, in order (a tracking stage goes in here)."""
         for result in results:
             self.sink.accept(result)
-
-    async def _watchdog(self, interval_s: float) -> None:
-        """Ping systemd while the loop runs and no engine has been stuck on one batch for long."""
-        stuck_after_s = max(30.0, 4 * interval_s)
-        while True:
-            busy = self._lanes.busy_s()
-            if all(b < stuck_after_s for b in busy.values()):
-                self.notifier.watchdog()
-            else:
-                log.error("engine_stuck", lanes=busy)
-            await asyncio.sleep(interval_s)
 
     # -- shutdown --------------------------------------------------------------------------
     async def _shutdown(self) -> None:

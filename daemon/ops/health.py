@@ -1,4 +1,4 @@
-"""Health for systemd and operators: sd_notify (READY/WATCHDOG/STATUS/STOPPING) and the HTTP endpoint.
+"""Health for systemd and operators: sd_notify (READY/WATCHDOG/STATUS/STOPPING), the watchdog, the HTTP endpoint.
 
 The endpoint (`/healthz`, `/metrics`, and the live view's routes, see `daemon.ops.liveview`) is
 served by aiohttp's low-level server (it parses the requests; prometheus-client writes the
@@ -26,7 +26,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +118,20 @@ class SystemdNotifier:
 
     def watchdog(self) -> None:
         self.notify("WATCHDOG=1")
+
+
+async def watchdog(notifier: SystemdNotifier, busy_s: Callable[[], Mapping[int, float]], interval_s: float) -> None:
+    """Ping systemd (WATCHDOG=1) every `interval_s` while the loop runs and no lane's engine has
+    been stuck on one batch for long (`busy_s`: each lane's longest batch in progress); else log
+    `engine_stuck` and let systemd's watchdog restart the daemon."""
+    stuck_after_s = max(30.0, 4 * interval_s)
+    while True:
+        busy = dict(busy_s())
+        if all(b < stuck_after_s for b in busy.values()):
+            notifier.watchdog()
+        else:
+            log.error("engine_stuck", lanes=busy)
+        await asyncio.sleep(interval_s)
 
 
 HealthProvider = Callable[[], dict[str, Any]]
