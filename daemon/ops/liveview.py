@@ -30,6 +30,7 @@ import structlog
 from aiohttp import web
 from PIL import Image, ImageDraw
 
+from daemon.config.tracking import LineConfig
 from daemon.core.clock import SYSTEM_CLOCK, Clock
 from daemon.core.frames import Detection, Frame, FrameResult
 from daemon.core.metrics import Metrics
@@ -63,6 +64,10 @@ def class_colour(cls: int) -> tuple[int, int, int]:
 class _Latest:
     frame: Frame
     result: FrameResult
+    lines: tuple[LineConfig, ...] = ()
+
+
+LINE_COLOUR = (255, 255, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,11 +122,12 @@ def render(latest: _Latest, clock: Clock = SYSTEM_CLOCK) -> Snapshot:
         colour = class_colour(det.cls)
         box = (x1 * sx, y1 * sy, max(x1 * sx, x2 * sx - 1), max(y1 * sy, y2 * sy - 1))
         draw.rectangle(box, outline=colour, width=BOX_WIDTH)
-        text = f"{det.label} {det.score:.2f}"
+        text = f"{det.label} {det.score:.2f}" if det.track is None else f"#{det.track} {det.label} {det.score:.2f}"
         left, top, right, bottom = draw.textbbox((0, 0), text)
         tx, ty = box[0], max(0.0, box[1] - (bottom - top) - 4)
         draw.rectangle((tx, ty, tx + right - left + 4, ty + bottom - top + 4), fill=colour)
         draw.text((tx + 2, ty + 2 - top), text, fill=(0, 0, 0))
+    _draw_lines(draw, latest.lines, image.width, image.height)
     out = BytesIO()
     image.save(out, "JPEG", quality=JPEG_QUALITY, subsampling=0)
     return Snapshot(
@@ -139,6 +145,20 @@ def render(latest: _Latest, clock: Clock = SYSTEM_CLOCK) -> Snapshot:
     )
 
 
+def _draw_lines(draw: ImageDraw.ImageDraw, lines: tuple[LineConfig, ...], w: int, h: int) -> None:
+    """The camera's counting lines (normalised, so they fit whatever size the image is), with
+    their ids and an arrow for the `in` direction."""
+    for line in lines:
+        (x1, y1), (x2, y2) = (line.start[0] * w, line.start[1] * h), (line.end[0] * w, line.end[1] * h)
+        draw.line((x1, y1, x2, y2), fill=LINE_COLOUR, width=BOX_WIDTH)
+        mx, my = (x1 + x2) / 2, (y1 + y2) / 2
+        dx, dy = line.direction
+        norm = max(1e-9, (dx * dx + dy * dy) ** 0.5)
+        ax, ay = mx + 24 * dx / norm, my + 24 * dy / norm
+        draw.line((mx, my, ax, ay), fill=LINE_COLOUR, width=BOX_WIDTH)
+        draw.text((ax + 3, ay + 3), f"{line.id} in", fill=LINE_COLOUR)
+
+
 class LiveView:
     """The newest inferred (frame, result) per camera, and snapshots of them made on request.
 
@@ -151,10 +171,21 @@ class LiveView:
         self._clock = clock
         self._latest: dict[str, _Latest] = {}
         self._latency_s: dict[str, float] = {}
+        self._lines: dict[str, tuple[LineConfig, ...]] = {}
         self._cache: dict[str, Snapshot] = {}
         self._pending: dict[str, asyncio.Task[Snapshot]] = {}
         self._executor: ThreadPoolExecutor | None = None
         self._failing: set[str] = set()
+
+    def set_lines(self, camera_id: str, lines: Sequence[LineConfig]) -> None:
+        """The counting lines drawn on `camera_id`'s view."""
+        self._lines[camera_id] = tuple(lines)
+
+    def tracked(self, result: FrameResult) -> None:
+        """The tracking stage's version of a result already offered (its boxes carry track ids)."""
+        latest = self._latest.get(result.camera_id)
+        if latest is not None and latest.result.captured_mono == result.captured_mono:
+            self._latest[result.camera_id] = _Latest(latest.frame, result)
 
     def offer(self, frames: Sequence[Frame], results: Sequence[FrameResult]) -> None:
         """Keep the newest pair per camera (workers may finish batches out of order)."""
@@ -197,7 +228,8 @@ class LiveView:
             return None
         task = self._pending.get(camera_id)
         if task is None:
-            task = asyncio.create_task(self._render(latest), name=f"snapshot-{camera_id}")
+            with_lines = _Latest(latest.frame, latest.result, self._lines.get(camera_id, ()))
+            task = asyncio.create_task(self._render(with_lines), name=f"snapshot-{camera_id}")
             self._pending[camera_id] = task
             task.add_done_callback(lambda _t: self._pending.pop(camera_id, None))
         return await asyncio.shield(task)  # a viewer that goes away does not cancel the others' snapshot
