@@ -11,7 +11,7 @@ from av.video.frame import PictureType
 
 from tools.synth.parts import NAMES, Part
 from tools.synth.scene import composite, render_image, render_scene, render_scene_full
-from tools.synth.video import h264_writer, render_video
+from tools.synth.video import belt_shift, h264_writer, render_video
 
 
 def _mask_box(mask: np.ndarray) -> list[int]:
@@ -111,3 +111,40 @@ def test_video_writer_caps_the_bit_rate_like_a_camera_encoder(tmp_path) -> None:
         sizes[name] = path.stat().st_size
     assert sizes["capped"] * 8 / 2 <= 2 * 200_000  # within the 2 s VBV buffer of the cap
     assert sizes["free"] > 5 * sizes["capped"]
+
+
+def test_video_parts_keep_their_ids_and_stand_still_while_the_belt_stops(tmp_path) -> None:
+    """Every GT box names its part (`id`, an index into `parts`), the same part in every frame; a stop
+    halts the belt (the parts keep their place) and it starts again."""
+    gt_path = tmp_path / "stop.json"
+    render_video(tmp_path / "stop.mp4", gt_path, 320, 240, fps=10, seconds=3.0, seed=4, speed_px_s=100.0,
+                 density=0.2, stops=[(0.8, 1.2)])
+    gt = json.loads(gt_path.read_text())
+    parts, shift = gt["parts"], gt["belt"]["shift_px"]
+    assert len(shift) == gt["frames"] == 30 and gt["belt"]["speed_px_s"] == 100.0
+    seen: dict[int, list[int]] = {}
+    for i, objs in gt["annotations"].items():
+        for o in objs:
+            assert parts[o["id"]]["cls"] == o["cls"]
+            x1, _, x2, _ = o["box"]
+            if x1 > 2 and x2 < 318:  # whole part in the frame: its box moves with its centre
+                centre = parts[o["id"]]["x0"] + shift[int(i)]
+                assert x1 < centre < x2
+            seen.setdefault(o["id"], []).append(int(i))
+    assert any(len(frames) >= 5 for frames in seen.values())
+    # standing: frames 11..14 (1.1 s .. 1.4 s, inside the stop minus its ramps) show the same boxes
+    assert shift[11] == shift[12] == shift[13] == shift[14]
+    boxes = [sorted((o["id"], o["box"]) for o in gt["annotations"][str(i)]) for i in (11, 12, 13, 14)]
+    assert boxes[0] and all(b == boxes[0] for b in boxes)
+    # and moving again at full speed afterwards; before the stop at full speed
+    assert shift[25] - shift[24] == pytest.approx(10.0) and shift[5] - shift[4] == pytest.approx(10.0)
+    assert belt_shift(np.array([3.0]), 100.0, [(0.8, 1.2)])[0] == pytest.approx(100.0 * (3.0 - 1.2 + 0.3))
+
+
+def test_video_defaults_unchanged_by_the_new_knobs(tmp_path) -> None:
+    """Speed and density given as the seed would draw them: the same frames' boxes as without them."""
+    render_video(tmp_path / "a.mp4", tmp_path / "a.json", 160, 120, fps=10, seconds=0.5, seed=2)
+    gt = json.loads((tmp_path / "a.json").read_text())
+    render_video(tmp_path / "b.mp4", tmp_path / "b.json", 160, 120, fps=10, seconds=0.5, seed=2,
+                 speed_px_s=gt["belt"]["speed_px_s"])
+    assert json.loads((tmp_path / "b.json").read_text())["annotations"] == gt["annotations"]

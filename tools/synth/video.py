@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
@@ -68,6 +68,31 @@ def h264_writer(
             container.mux(packet)
 
 
+RAMP_S = 0.3  # a stopping or starting belt changes speed linearly over this long
+
+
+def belt_shift(times_s: np.ndarray, speed_px_s: float, stops: Sequence[tuple[float, float]] = ()) -> np.ndarray:
+    """Belt travel (px) at each time: ``speed_px_s`` except during ``stops`` ((start_s, duration_s) each), where
+    the belt slows down linearly over ``RAMP_S`` from ``start_s``, stands, and speeds up again over ``RAMP_S``
+    so that it runs at full speed from ``start_s + duration_s`` on. Without stops: exactly ``speed * t``."""
+    t = np.asarray(times_s, dtype=np.float64)
+    if not stops:
+        return speed_px_s * t
+    lost = np.zeros_like(t)  # travel lost to the stops, relative to running at full speed
+    for start, duration in stops:
+        ramp = min(RAMP_S, duration / 2)
+        # speed factor 1 - f(t): f ramps 0 -> 1 over [start, start+ramp], 1 until end-ramp, 1 -> 0 until end
+        end = start + duration
+        knots = np.array([start, start + ramp, end - ramp, end])
+        # integral of f from -inf to t, piecewise: quadratic on ramps, linear in between
+        a = np.clip(t - knots[0], 0, ramp)
+        lost += a * a / (2 * ramp) if ramp > 0 else 0.0
+        lost += np.clip(t - knots[1], 0, knots[2] - knots[1])
+        b = np.clip(t - knots[2], 0, ramp)
+        lost += b - b * b / (2 * ramp) if ramp > 0 else 0.0
+    return speed_px_s * (t - lost)
+
+
 def render_video(
     out_mp4: Path,
     gt_json: Path,
@@ -77,13 +102,23 @@ def render_video(
     seconds: float,
     seed: int,
     maxrate: str | None = None,
+    *,
+    speed_px_s: float | None = None,
+    density: float | None = None,
+    stops: Sequence[tuple[float, float]] = (),
 ) -> None:
-    """Render a conveyor clip: belt moving right at constant speed, parts enter and leave the frame.
+    """Render a conveyor clip: belt moving right, parts enter and leave the frame.
 
     Writes an H.264 MP4 (libx264, yuv420p, no B-frames, GOP = fps, crf 20, bit rate capped at
     ``maxrate`` if given) to ``out_mp4`` and the GT JSON
-    ``{"width", "height", "fps", "frames", "names", "annotations": {"<i>": [{"cls", "label", "box"}]}}``
-    (boxes xyxy in camera pixels, keys = decoded frame index) to ``gt_json``.
+    ``{"width", "height", "fps", "frames", "names", "annotations": {"<i>": [{"cls", "label", "box", "id"}]},
+    "parts": [{"id", "cls", "x0", "cy"}], "belt": {"speed_px_s", "stops", "shift_px"}}``
+    (boxes xyxy in camera pixels, keys = decoded frame index; ``id`` is the part's index in ``parts``, the same
+    in every frame; a part's centre is at ``x0 + shift_px[i]``, ``cy`` in frame ``i``) to ``gt_json``.
+
+    Speed (px/s) and density (parts area per belt area, about) are random by seed unless given; ``stops``
+    ((start_s, duration_s) each) halt the belt (see :func:`belt_shift`): parts keep their place while it stands.
+    Without these keywords the clip is the same as before they existed (same seed, same frames).
     """
     out_mp4, gt_json = Path(out_mp4), Path(gt_json)
     rng = np.random.default_rng([seed, 11])
@@ -91,11 +126,15 @@ def render_video(
     ref = float(max(width, height))
     period = 2 * width
     belt = make_belt(rng, period, height, ref)
-    speed = width * rng.uniform(0.2, 0.4)  # px / s
-    travel = speed * n_frames / fps
-    # parts in belt coordinates at t=0; x_frame(t) = x0 + speed * t
+    drawn_speed = width * rng.uniform(0.2, 0.4)  # px / s
+    speed = drawn_speed if speed_px_s is None else float(speed_px_s)
+    stops = [(float(a), float(b)) for a, b in stops]
+    shifts = belt_shift(np.arange(n_frames + 1) / fps, speed, stops)
+    travel = speed * n_frames / fps if not stops else float(shifts[-1])
+    # parts in belt coordinates at t=0; x_frame(t) = x0 + shift(t)
     span_lo, span_hi = -travel - 0.25 * ref, width + 0.25 * ref
-    dens = rng.uniform(0.12, 0.25)
+    drawn_dens = rng.uniform(0.12, 0.25)
+    dens = drawn_dens if density is None else float(density)
     mean_len = ref * 0.12
     count = int(rng.poisson(dens * (span_hi - span_lo) * height / (mean_len * mean_len)))
     parts = place_parts(rng, int(span_hi - span_lo), height, ref, count, x_range=(span_lo, span_hi))
@@ -109,23 +148,28 @@ def render_video(
     with h264_writer(out_mp4, width, height, fps, crf=20, preset="veryfast", maxrate=maxrate) as write:
         for i in range(n_frames):
             frng = np.random.default_rng([seed, 13, i])
-            shift = speed * i / fps
+            shift = speed * i / fps if not stops else float(shifts[i])
             cols = (np.arange(width) - math.floor(shift)) % period
             img = belt[:, cols].copy()
-            visible = []
-            for p, bx in zip(parts, base_x, strict=True):
+            visible, ids = [], []
+            for k, (p, bx) in enumerate(zip(parts, base_x, strict=True)):
                 p.cx = bx + shift
                 if -p.length < p.cx < width + p.length:
                     visible.append(p)
+                    ids.append(k)
             recs = composite(img, visible, frng, shadow=shadow)
             img *= light
             frame_u8 = camera_effects(frng, img, jpeg=False)
             annotations[str(i)] = [
-                {"cls": r["cls"], "label": NAMES[r["cls"]], "box": r["box"]}
-                for r in recs
+                {"cls": r["cls"], "label": NAMES[r["cls"]], "box": r["box"], "id": k}
+                for r, k in zip(recs, ids, strict=True)
                 if r["box"] is not None and r["visible"] >= MIN_VISIBLE
             ]
             write(frame_u8)
-    gt = {"width": width, "height": height, "fps": fps, "frames": n_frames, "names": NAMES, "annotations": annotations}
+    gt = {"width": width, "height": height, "fps": fps, "frames": n_frames, "names": NAMES, "annotations": annotations,
+          "parts": [{"id": k, "cls": p.cls, "x0": bx, "cy": p.cy} for k, (p, bx) in enumerate(zip(parts, base_x,
+                                                                                                   strict=True))],
+          "belt": {"speed_px_s": speed, "stops": [list(s) for s in stops],
+                   "shift_px": [speed * i / fps if not stops else float(shifts[i]) for i in range(n_frames)]}}
     gt_json.parent.mkdir(parents=True, exist_ok=True)
     gt_json.write_text(json.dumps(gt))
