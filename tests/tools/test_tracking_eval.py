@@ -1,0 +1,65 @@
+"""The measuring code of tools/tracking/eval.py: crossing GT and matching, IDF1 and HOTA on known cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tools.synth.video import belt_shift
+from tools.tracking.metrics import Crossing, gt_crossings, id_metrics, match_crossings, track_parts
+
+
+def _box(x: float) -> list[float]:
+    return [x, 10.0, x + 20.0, 30.0]
+
+
+def _frames(track_of_frame) -> list:
+    """One GT part (id 7) moving 5 px a frame for 10 frames; the tracker's box is exact, its id per frame."""
+    return [([(7, _box(5.0 * k))], [(track_of_frame(k), _box(5.0 * k))]) for k in range(10)]
+
+
+def test_perfect_tracks_score_one() -> None:
+    pytest.importorskip("trackeval")
+    m = id_metrics(_frames(lambda k: 1))
+    assert m["IDF1"] == pytest.approx(1.0) and m["HOTA"] == pytest.approx(1.0)
+
+
+def test_one_id_switch_halfway() -> None:
+    """IDTP 5 of 10 GT and 10 tracker detections: IDF1 = 2*5 / (10 + 10) = 0.5; AssA = 0.5 at every
+    threshold (each TP's association: 5 TPA / (5 + 5 FNA + 0 FPA)), DetA = 1, so HOTA = sqrt(0.5)."""
+    pytest.importorskip("trackeval")
+    m = id_metrics(_frames(lambda k: 1 if k < 5 else 2))
+    assert m["IDF1"] == pytest.approx(0.5)
+    assert m["DetA"] == pytest.approx(1.0) and m["AssA"] == pytest.approx(0.5)
+    assert m["HOTA"] == pytest.approx(0.5**0.5)
+
+
+def test_crossings_matched_by_time_and_double_counts_found() -> None:
+    gt = [Crossing(1, "in", 1.0), Crossing(2, "in", 2.0), Crossing(3, "in", 3.0)]
+    counted = [Crossing(10, "in", 1.04), Crossing(11, "in", 2.1), Crossing(12, "in", 2.15), Crossing(13, "out", 3.0)]
+    r = match_crossings(gt, counted, tol_s=0.5, track_to_part={10: 1, 11: 2, 12: 2, 13: 3})
+    assert (r["gt"], r["counted"], r["matched"], r["missed"], r["extra"], r["double"]) == (3, 4, 2, 1, 2, 1)
+    assert r["count_error"] == pytest.approx(1 / 3)
+    assert sorted(round(e, 3) for e in r["time_errors_s"]) == [0.04, 0.1]
+
+
+def test_track_parts_majority() -> None:
+    frames = _frames(lambda k: 1 if k < 7 else 2)
+    assert track_parts(frames) == {1: 7, 2: 7}
+
+
+def test_gt_crossing_time_from_the_belt_travel() -> None:
+    """A part at x0 = 100 (box centre 4 px right of it) on a belt at 50 px/s crosses x = 160 when
+    100 + 4 + 50 t = 160: t = 1.12 s; with a 1 s stop from 0.5 s (0.3 s ramps: 0.7 s of travel lost) 1.82 s."""
+    def clip(stops: list) -> dict:
+        shift = belt_shift(np.arange(40) / 10, 50.0, stops).tolist()
+        ann = {str(i): [{"id": 0, "cls": 2, "box": [100 + 4 - 10 + s, 50, 100 + 4 + 10 + s, 70]}]
+               for i, s in enumerate(shift)}
+        return {"width": 320, "height": 240, "fps": 10, "frames": 40, "annotations": ann,
+                "parts": [{"id": 0, "cls": 2, "x0": 100.0, "cy": 60.0}],
+                "belt": {"speed_px_s": 50.0, "stops": stops, "shift_px": shift}}
+
+    (c,) = gt_crossings(clip([]), 0.5)
+    assert (c.key, c.direction) == (0, "in") and c.t_s == pytest.approx(1.12, abs=2e-3)
+    (c,) = gt_crossings(clip([[0.5, 1.0]]), 0.5)
+    assert c.t_s == pytest.approx(1.82, abs=2e-3)

@@ -1,0 +1,144 @@
+"""Tracking metrics against the synthetic ground truth: line crossings, IDF1 and HOTA.
+
+* ``gt_crossings``: when each GT part's box centre crosses a vertical line, from the belt travel in the
+  GT JSON (a part moves rigidly with the belt, so its box centre is ``x0 + offset + shift(t)``; the offset of
+  the box centre from the part centre is the median over the frames where the box is whole in the frame).
+* ``match_crossings``: counted crossings against GT ones: one-to-one by time (Hungarian on |dt|, gated),
+  parts counted twice (two crossings whose tracks map to the same GT part), time errors.
+* ``id_metrics``: HOTA (Luiten et al. 2020) and IDF1 (Ristani et al. 2016) with the ``trackeval`` package's
+  own implementations (``trackeval.metrics.HOTA`` / ``Identity``), fed per-frame IoU matrices directly.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from tools.synth.video import belt_shift
+
+Box = Sequence[float]
+
+
+@dataclass(frozen=True)
+class Crossing:
+    key: int  # GT: part id; counted: track id
+    direction: str  # "in" | "out"
+    t_s: float  # clip time
+
+
+def gt_crossings(gt: dict[str, Any], line_x_frac: float, edge_px: float = 2.0) -> list[Crossing]:
+    """GT crossings of the vertical line at ``line_x_frac`` of the width by each part's box centre (all "in":
+    the belt moves along +x), at times from the belt travel, in clip seconds; parts never whole in the frame
+    near the line are skipped (no box to take the offset from)."""
+    w, fps = gt["width"], gt["fps"]
+    line_x = line_x_frac * w
+    shift = np.asarray(gt["belt"]["shift_px"], dtype=np.float64)
+    offsets: dict[int, list[float]] = {}
+    for i, objs in gt["annotations"].items():
+        for o in objs:
+            x1, _, x2, _ = o["box"]
+            if x1 > edge_px and x2 < w - edge_px:
+                part = gt["parts"][o["id"]]
+                offsets.setdefault(o["id"], []).append((x1 + x2) / 2 - part["x0"] - shift[int(i)])
+    duration = gt["frames"] / fps
+    grid = np.linspace(0.0, duration, round(duration * 1000) + 1)
+    travel = belt_shift(grid, gt["belt"]["speed_px_s"], [tuple(s) for s in gt["belt"]["stops"]])
+    out = []
+    for pid, offs in offsets.items():
+        need = line_x - gt["parts"][pid]["x0"] - statistics.median(offs)
+        k = int(np.searchsorted(travel, need, side="left"))
+        if 0 < k < len(grid):
+            lo, hi = travel[k - 1], travel[k]
+            t = grid[k - 1] + (grid[k] - grid[k - 1]) * ((need - lo) / (hi - lo) if hi > lo else 0.0)
+            out.append(Crossing(pid, "in", float(t)))
+    return sorted(out, key=lambda c: c.t_s)
+
+
+def match_crossings(
+    gt: Sequence[Crossing], counted: Sequence[Crossing], tol_s: float, track_to_part: dict[int, int] | None = None
+) -> dict[str, Any]:
+    """One-to-one matching of counted to GT crossings of the same direction by time (within ``tol_s``).
+
+    Returns gt, counted, count_error (counted - gt) / gt, matched, missed, extra, double (GT parts that two or
+    more counted crossings map to through ``track_to_part``, the majority GT part of each track), and the
+    signed time errors (counted - GT, seconds) of the matched pairs."""
+    pairs: list[tuple[int, int]] = []
+    for direction in ("in", "out"):
+        gi = [k for k, c in enumerate(gt) if c.direction == direction]
+        ci = [k for k, c in enumerate(counted) if c.direction == direction]
+        if not gi or not ci:
+            continue
+        dt = np.abs(np.array([[counted[c].t_s - gt[g].t_s for c in ci] for g in gi]))
+        cost = np.where(dt <= tol_s, dt, 1e6)
+        rows, cols = linear_sum_assignment(cost)
+        pairs += [(gi[r], ci[c]) for r, c in zip(rows, cols, strict=True) if cost[r, c] < 1e6]
+    errors = [counted[c].t_s - gt[g].t_s for g, c in pairs]
+    per_part = Counter((track_to_part.get(c.key), c.direction) for c in counted if track_to_part) if track_to_part \
+        else Counter()
+    double = sum(1 for (part, _), n in per_part.items() if part is not None and n > 1)
+    n_gt = len(gt)
+    return {
+        "gt": n_gt, "counted": len(counted),
+        "count_error": (len(counted) - n_gt) / n_gt if n_gt else 0.0,
+        "matched": len(pairs), "missed": n_gt - len(pairs), "extra": len(counted) - len(pairs), "double": double,
+        "time_errors_s": errors,
+    }
+
+
+def iou_matrix(a: Sequence[Box], b: Sequence[Box]) -> np.ndarray:
+    """IoU of every box of ``a`` (rows) with every box of ``b`` (columns), xyxy."""
+    if not len(a) or not len(b):
+        return np.zeros((len(a), len(b)))
+    x = np.asarray(a, dtype=np.float64)[:, None, :]
+    y = np.asarray(b, dtype=np.float64)[None, :, :]
+    iw = np.clip(np.minimum(x[..., 2], y[..., 2]) - np.maximum(x[..., 0], y[..., 0]), 0, None)
+    ih = np.clip(np.minimum(x[..., 3], y[..., 3]) - np.maximum(x[..., 1], y[..., 1]), 0, None)
+    inter = iw * ih
+    area_x = (x[..., 2] - x[..., 0]) * (x[..., 3] - x[..., 1])
+    area_y = (y[..., 2] - y[..., 0]) * (y[..., 3] - y[..., 1])
+    return inter / np.maximum(area_x + area_y - inter, 1e-9)
+
+
+def track_parts(frames: Sequence[tuple[Sequence[tuple[int, Box]], Sequence[tuple[int, Box]]]],
+                min_iou: float = 0.5) -> dict[int, int]:
+    """The majority GT part of each track id over frames of (GT (id, box) pairs, tracked (id, box) pairs)."""
+    votes: dict[int, Counter[int]] = {}
+    for gts, trs in frames:
+        iou = iou_matrix([b for _, b in gts], [b for _, b in trs])
+        if iou.size == 0:
+            continue
+        rows, cols = linear_sum_assignment(-iou)
+        for r, c in zip(rows, cols, strict=True):
+            if iou[r, c] >= min_iou:
+                votes.setdefault(trs[c][0], Counter())[gts[r][0]] += 1
+    return {track: c.most_common(1)[0][0] for track, c in votes.items()}
+
+
+def id_metrics(frames: Sequence[tuple[Sequence[tuple[int, Box]], Sequence[tuple[int, Box]]]]) -> dict[str, float]:
+    """HOTA (mean over the IoU thresholds 0.05..0.95), DetA, AssA, IDF1, IDP, IDR over frames of (GT (id, box)
+    pairs, tracked (id, box) pairs), with trackeval's implementations."""
+    from trackeval.metrics import HOTA, Identity  # noqa: PLC0415 - a dev tool, only needed here
+
+    gt_ids = sorted({i for gts, _ in frames for i, _ in gts})
+    tr_ids = sorted({i for _, trs in frames for i, _ in trs})
+    g_index, t_index = {v: k for k, v in enumerate(gt_ids)}, {v: k for k, v in enumerate(tr_ids)}
+    data: dict[str, Any] = {
+        "num_gt_ids": len(gt_ids), "num_tracker_ids": len(tr_ids),
+        "num_gt_dets": sum(len(g) for g, _ in frames), "num_tracker_dets": sum(len(t) for _, t in frames),
+        "gt_ids": [np.array([g_index[i] for i, _ in g], dtype=int) for g, _ in frames],
+        "tracker_ids": [np.array([t_index[i] for i, _ in t], dtype=int) for _, t in frames],
+        "similarity_scores": [iou_matrix([b for _, b in g], [b for _, b in t]) for g, t in frames],
+    }
+    hota = HOTA().eval_sequence(data)
+    ident = Identity({"THRESHOLD": 0.5, "PRINT_CONFIG": False}).eval_sequence(data)
+    return {
+        "HOTA": float(np.mean(hota["HOTA"])), "DetA": float(np.mean(hota["DetA"])),
+        "AssA": float(np.mean(hota["AssA"])), "IDF1": float(ident["IDF1"]), "IDP": float(ident["IDP"]),
+        "IDR": float(ident["IDR"]),
+    }
