@@ -1,4 +1,5 @@
-"""The `[redis]` section: one Redis or a Redis Cluster, TLS, durability through a failover."""
+"""The `[redis]` section: one Redis, Redis under Sentinel or a Redis Cluster, TLS, durability through a
+failover, dead-connection detection."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 from typing import Self
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from daemon.config.base import Seconds, Section, read_secret_file, with_password
 from daemon.core.netaddr import parse_host_port
@@ -35,6 +36,11 @@ class RedisConfig(Section):
     """Most entries sent in one pipeline."""
     connect_timeout_s: Seconds = 2.0
     socket_timeout_s: Seconds = 5.0
+    """Longest wait for one send or one reply: a connection that stops answering mid-command
+    (half-open behind a switch reboot) is given up within 2 x socket_timeout_s."""
+    keepalive_s: Seconds = 10.0
+    """An idle connection is probed by TCP keepalive after this long (then every keepalive_s / 3,
+    3 probes: a dead peer is noticed within 2 x keepalive_s) and PINGed before it is used again."""
 
     cluster: bool = False
     """Redis Cluster: `url` names any node; streams spread over the cluster's slots (redis-py's
@@ -57,6 +63,17 @@ class RedisConfig(Section):
     tls_check_hostname: bool = True
     """Check that the certificate names the host in `url`. false: logged at startup."""
 
+    sentinels: list[str] = Field(default_factory=list)
+    """Redis Sentinel (`host:port` of each sentinel): the master is looked up by `sentinel_master`
+    on every (re)connect, so a failover is followed. `url` then gives the scheme (rediss://: TLS to
+    the master and the sentinels), user, password and db; its host is not used."""
+    sentinel_master: str | None = None
+    """The name the sentinels monitor the master under (`sentinel monitor <name> ...`)."""
+    sentinel_username: str | None = None
+    """ACL user on the sentinels (default: none, or `default` with a password)."""
+    sentinel_password_file: Path | None = None
+    """File holding the sentinels' password (`requirepass` / the ACL user's), as `password_file`."""
+
     @field_validator("url")
     @classmethod
     def _check_url(cls, v: SecretStr) -> SecretStr:
@@ -74,11 +91,11 @@ class RedisConfig(Section):
             raise ValueError("must contain '{camera}' (one stream per camera)")
         return v
 
-    @field_validator("startup_nodes")
+    @field_validator("startup_nodes", "sentinels")
     @classmethod
-    def _check_nodes(cls, v: list[str]) -> list[str]:
+    def _check_nodes(cls, v: list[str], info: ValidationInfo) -> list[str]:
         for node in v:
-            _node(node)
+            _node(node, "startup node" if info.field_name == "startup_nodes" else "sentinel")
         return v
 
     @model_validator(mode="after")
@@ -98,7 +115,19 @@ class RedisConfig(Section):
                 raise ValueError("a Redis Cluster has only database 0: drop the /N from url")
         if self.min_replicas and self.wait_timeout_ms >= self.socket_timeout_s * 1000:
             raise ValueError("wait_timeout_ms must be below socket_timeout_s")
+        self._check_sentinel(parts.scheme)
         return self
+
+    def _check_sentinel(self, scheme: str) -> None:
+        if self.sentinels and self.cluster:
+            raise ValueError("sentinels and cluster = true exclude each other (Sentinel or a Redis Cluster)")
+        if bool(self.sentinels) != (self.sentinel_master is not None):
+            raise ValueError("sentinels and sentinel_master go together")
+        extra = [k for k in ("sentinel_username", "sentinel_password_file") if getattr(self, k) is not None]
+        if extra and not self.sentinels:
+            raise ValueError(f"{', '.join(extra)} need sentinels")
+        if self.sentinels and scheme == "unix":
+            raise ValueError("sentinels need a redis:// or rediss:// url (no unix socket)")
 
     @property
     def tls(self) -> bool:
@@ -109,6 +138,17 @@ class RedisConfig(Section):
         parts = urlsplit(self.url.get_secret_value())
         seeds = [(parts.hostname, parts.port or 6379)] if parts.hostname else []
         return [*seeds, *(_node(n) for n in self.startup_nodes)]
+
+    def sentinel_nodes(self) -> list[tuple[str, int]]:
+        return [_node(n, "sentinel") for n in self.sentinels]
+
+    def sentinel_password(self) -> str | None:
+        """The sentinels' password from `sentinel_password_file` (read now), if any."""
+        if self.sentinel_password_file is None:
+            return None
+        password = read_secret_file(self.sentinel_password_file)
+        SECRETS.add(password)
+        return password
 
     def effective_url(self) -> str:
         url = self.url.get_secret_value()
@@ -125,11 +165,11 @@ class RedisConfig(Section):
         return self.objects_stream.replace("{camera}", camera_id)
 
 
-def _node(text: str) -> tuple[str, int]:
+def _node(text: str, what: str = "startup node") -> tuple[str, int]:
     try:
         return parse_host_port(text, listen=False)
     except ValueError:
-        raise ValueError(f"startup node {text!r} must be host:port") from None
+        raise ValueError(f"{what} {text!r} must be host:port") from None
 
 
 __all__ = ["RedisConfig"]

@@ -1,11 +1,16 @@
 """Redis connections for the sink and `beltsight tail`, and what their failures mean.
 
-One Redis or a Redis Cluster behind the same calls, so the sink does not branch:
-- `Connector` builds the client: `redis.asyncio.Redis`, or with `[redis] cluster = true`
-  redis-py's `redis.asyncio.cluster.RedisCluster` (pipelines grouped by node, MOVED/ASK followed
-  by the client); TLS options for `rediss://`. A cluster client is seeded with `url`,
-  `startup_nodes` and every node the previous client had seen, so losing the node named in
-  `url` does not lose the cluster.
+One Redis, Redis under Sentinel or a Redis Cluster behind the same calls, so the sink does not branch:
+- `Connector` builds the client: `redis.asyncio.Redis`; with `[redis] sentinels` the master
+  named `sentinel_master` through redis-py's `redis.asyncio.sentinel.Sentinel.master_for` (its
+  address asked of the sentinels on every connect, so a new client after a failover reaches the
+  promoted replica); with `cluster = true` redis-py's `redis.asyncio.cluster.RedisCluster`
+  (pipelines grouped by node, MOVED/ASK followed by the client); TLS options for `rediss://`.
+  A cluster client is seeded with `url`, `startup_nodes` and every node the previous client had
+  seen, so losing the node named in `url` does not lose the cluster.
+- Dead connections: every send and every reply waits at most `socket_timeout_s`, so a connection
+  that goes silent mid-command (half-open: no FIN, no RST) fails within 2 x socket_timeout_s; idle
+  TCP connections are probed by keepalive (`keepalive_s`) and PINGed before reuse.
 - `queue_waits` / `Waits.confirmed`: `WAIT numreplicas timeout` after a pipeline's writes, one
   per master written (on the same connection as the writes, which is what WAIT counts), and
   the streams whose writes `min_replicas` replicas acknowledged.
@@ -14,6 +19,8 @@ One Redis or a Redis Cluster behind the same calls, so the sink does not branch:
 
 from __future__ import annotations
 
+import math
+import socket
 import ssl
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -21,7 +28,9 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import (
     AskError,
@@ -139,15 +148,59 @@ def _tls_kwargs(cfg: RedisConfig) -> dict[str, Any]:
     }
 
 
-def make_client(cfg: RedisConfig, known_nodes: Iterable[tuple[str, int]] = ()) -> RedisClient:
-    """An asyncio client without redis-py's own retries (callers own the retry policy)."""
-    common: dict[str, Any] = {
-        "decode_responses": True,
+def _socket_kwargs(cfg: RedisConfig, *, tcp: bool) -> dict[str, Any]:
+    """Timeouts, TCP keepalive (idle `keepalive_s`, then 3 probes `keepalive_s / 3` apart) and a
+    PING before using a connection idle longer than `keepalive_s`; no redis-py retries."""
+    kwargs: dict[str, Any] = {
         "socket_connect_timeout": cfg.connect_timeout_s,
         "socket_timeout": cfg.socket_timeout_s,
+        "health_check_interval": cfg.keepalive_s,
         "retry": Retry(NoBackoff(), 0),
-        **_tls_kwargs(cfg),
     }
+    if tcp:
+        kwargs["socket_keepalive"] = True
+        kwargs["socket_keepalive_options"] = {
+            socket.TCP_KEEPIDLE: max(1, math.ceil(cfg.keepalive_s)),
+            socket.TCP_KEEPINTVL: max(1, math.ceil(cfg.keepalive_s / 3)),
+            socket.TCP_KEEPCNT: 3,
+        }
+    return kwargs
+
+
+class SentinelRedis(aioredis.Redis):
+    """The master's client from `Sentinel.master_for`; closing it closes the sentinels' connections too."""
+
+    sentinels: Sentinel | None = None
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        try:
+            await super().aclose(close_connection_pool)
+        finally:
+            if self.sentinels is not None:
+                await self.sentinels.aclose()
+
+
+def _sentinel_client(cfg: RedisConfig, common: dict[str, Any]) -> SentinelRedis:
+    """The master `sentinel_master`, its address asked of `sentinels` at each connect. `url`'s user,
+    password and db are the master's; TLS (rediss://) is used to the sentinels as well."""
+    url = parse_url(cfg.effective_url())
+    master = {k: url[k] for k in ("username", "password", "db") if url.get(k) is not None}
+    tls = {"ssl": True, **common} if cfg.tls else common
+    on_sentinels = {k: v for k, v in tls.items() if k != "decode_responses"}
+    on_sentinels |= {"username": cfg.sentinel_username, "password": cfg.sentinel_password()}
+    sentinel = Sentinel(cfg.sentinel_nodes(), sentinel_kwargs=on_sentinels, **tls, **master)  # type: ignore[no-untyped-call]
+    assert cfg.sentinel_master is not None  # the config pairs it with `sentinels`
+    client: SentinelRedis = sentinel.master_for(cfg.sentinel_master, redis_class=SentinelRedis)
+    client.sentinels = sentinel
+    return client
+
+
+def make_client(cfg: RedisConfig, known_nodes: Iterable[tuple[str, int]] = ()) -> RedisClient:
+    """An asyncio client without redis-py's own retries (callers own the retry policy)."""
+    tcp = not cfg.url.get_secret_value().startswith("unix:")
+    common: dict[str, Any] = {"decode_responses": True, **_socket_kwargs(cfg, tcp=tcp), **_tls_kwargs(cfg)}
+    if cfg.sentinels:
+        return _sentinel_client(cfg, common)
     if not cfg.cluster:
         return aioredis.Redis.from_url(cfg.effective_url(), **common)
     seeds = list(dict.fromkeys([*cfg.seed_nodes(), *known_nodes]))
@@ -289,6 +342,7 @@ __all__ = [
     "Connector",
     "RedisClient",
     "ReplicasShortError",
+    "SentinelRedis",
     "SinkError",
     "Waits",
     "as_text",
