@@ -32,6 +32,12 @@ class RedisConfig(Section):
     spool_dir: Path | None = None
     """Optional on-disk spool for outages longer than the memory buffer allows."""
     spool_max_mb: int = Field(512, gt=0)
+    """Cap on the spool's size in MiB: over it the oldest records are dropped (`spool_full`)."""
+    spool_max_bytes: int | None = Field(None, gt=0)
+    """The same cap in bytes; with both set, the smaller wins (`spool_cap_bytes`)."""
+    spool_after_s: Seconds = 1.0
+    """With a spool, an entry not in Redis after this long goes to the disk (group commits on the
+    spool's writer thread), however much room the memory buffer has: what a crash can lose."""
     publish_batch: int = Field(256, gt=0)
     """Most entries sent in one pipeline."""
     connect_timeout_s: Seconds = 2.0
@@ -132,6 +138,12 @@ class RedisConfig(Section):
     @property
     def tls(self) -> bool:
         return urlsplit(self.url.get_secret_value()).scheme == "rediss"
+
+    @property
+    def spool_cap_bytes(self) -> int:
+        """The spool's cap: `spool_max_mb` MiB, or `spool_max_bytes` when that is smaller."""
+        cap = self.spool_max_mb * 1024 * 1024
+        return cap if self.spool_max_bytes is None else min(cap, self.spool_max_bytes)
 
     def seed_nodes(self) -> list[tuple[str, int]]:
         """The node in `url` (when it names one), then `startup_nodes`."""
