@@ -103,7 +103,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
                 objects=args.objects,
             )
         )
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, BrokenPipeError):  # Ctrl-C, or `| head` closed the pipe
         return 0
 
 

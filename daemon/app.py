@@ -9,7 +9,8 @@ expected faults (camera gone, Redis down) are retried inside the stages.
 
 Wiring: camera sources -> `FrameHub` -> each lane's `Batcher` -> lane workers
 (`daemon.inference.lanes`: a `ServingEngine` and an `InferenceStage` each) -> `_publish`, the
-one seam where results leave the lanes (the sink).
+one seam where results leave the lanes -> the `TrackingStage` (track ids, object events) ->
+the sink (and the live view).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from daemon.config.settings import Settings
 from daemon.core.clock import SYSTEM_CLOCK
 from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
+from daemon.core.netaddr import parse_host_port
+from daemon.core.objects import ObjectsResume
 from daemon.core.xp import DeviceChoice
 from daemon.inference.engine import EngineFactory
 from daemon.inference.lanes import Lane, Lanes
@@ -44,8 +47,11 @@ from daemon.ops.health_report import health_report
 from daemon.ops.liveview import LiveView
 from daemon.publish.sink import RedisSink
 from daemon.thermal.monitor import ThermalMonitor
+from daemon.tracking.stage import TrackingStage
 
 log = structlog.get_logger("beltsight.app")
+
+TRACKING_RESUME_TIMEOUT_S = 10.0
 
 
 class Daemon:
@@ -69,6 +75,9 @@ class Daemon:
         self.sources: list[CameraSource] = []
         self.health: HealthServer | None = None
         self.liveview = LiveView(self.metrics, settings.health.snapshot_min_interval_s)
+        self.tracking = TrackingStage(settings.instance_cameras(), settings.tracking, self.metrics)
+        for camera in settings.instance_cameras():
+            self.liveview.set_lines(camera.id, camera.lines)
         self._lanes = Lanes(
             settings.engine,
             self.metrics,
@@ -114,6 +123,7 @@ class Daemon:
 
                 self._lanes.start(spawn)
                 self._tasks.append(spawn(self.sink.run(), "sink"))
+                await self._resume_tracking()
                 await self._start_sources()
                 await self._start_health()
                 self._tasks.append(spawn(self.thermal.run(), "thermal"))
@@ -161,6 +171,29 @@ class Daemon:
             built = [probe]
         self._device = self._device or choose(self.settings.engine, built[0].providers)
 
+    async def _resume_tracking(self) -> None:
+        """Continue each tracked camera's track ids and line counts where the objects stream (and
+        the spool) left them. Redis unreadable within the bound: ids continue from a time-based
+        base (unique across restarts at under 1000 new tracks a second), counts restart at 0."""
+        cameras = {
+            cid: {(line.id, d) for line in self.tracking.lines_of(cid) for d in ("in", "out")}
+            for cid in self.tracking.camera_ids
+        }
+        if not cameras:
+            return
+        resume = await self.sink.resume_points(cameras, TRACKING_RESUME_TIMEOUT_S)
+        for camera_id in cameras:
+            state = resume.get(camera_id) if resume is not None else None
+            if state is None:
+                state = ObjectsResume(next_track_id=int(SYSTEM_CLOCK.time()) * 1000)
+            self.tracking.resume(camera_id, state)
+            log.info(
+                "tracking_resumed",
+                camera=camera_id,
+                next_track=state.next_track_id,
+                counts={f"{line}:{d}": n for (line, d), n in sorted(state.counts.items())},
+            )
+
     def _build_engine(self, size: int, reason: str) -> InferenceEngine:
         return self._factory.build(self._infos[size], reason=reason)
 
@@ -195,11 +228,11 @@ class Daemon:
         listen = self.settings.health.listen
         if not listen:
             return
-        host, _, port = listen.rpartition(":")
+        host, port = parse_host_port(listen)
         cfg = self.settings.health
         limits = HttpLimits(cfg.max_connections, cfg.request_timeout_s)
         self.health = HealthServer(
-            host, int(port), self.metrics.registry, self.health_report, limits=limits, metrics=self.metrics
+            host, port, self.metrics.registry, self.health_report, limits=limits, metrics=self.metrics
         )
         self.liveview.register(self.health, self.health_report)
         await self.health.start()
@@ -243,9 +276,11 @@ class Daemon:
         return batcher, InOrder()
 
     def _publish(self, results: list[FrameResult]) -> None:
-        """Where results leave the lanes, in order (a tracking stage goes in here)."""
+        """Where results leave the lanes, in order: tracked, shown, published."""
         for result in results:
-            self.sink.accept(result)
+            tracked = self.tracking.process(result)
+            self.liveview.tracked(tracked)
+            self.sink.accept(tracked)
 
     # -- shutdown --------------------------------------------------------------------------
     async def _shutdown(self) -> None:
