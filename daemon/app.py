@@ -16,7 +16,7 @@ the sink (and the live view).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import structlog
@@ -29,7 +29,6 @@ from daemon.core.clock import SYSTEM_CLOCK
 from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.core.netaddr import parse_host_port
-from daemon.core.objects import ObjectsResume
 from daemon.core.xp import DeviceChoice
 from daemon.inference.engine import EngineFactory
 from daemon.inference.lanes import Lane, Lanes
@@ -47,11 +46,13 @@ from daemon.ops.health_report import health_report
 from daemon.ops.liveview import LiveView
 from daemon.publish.sink import RedisSink
 from daemon.thermal.monitor import ThermalMonitor
+from daemon.tracking import persist
 from daemon.tracking.stage import TrackingStage
 
 log = structlog.get_logger("beltsight.app")
 
 TRACKING_RESUME_TIMEOUT_S = 10.0
+Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None]"]
 
 
 class Daemon:
@@ -123,7 +124,7 @@ class Daemon:
 
                 self._lanes.start(spawn)
                 self._tasks.append(spawn(self.sink.run(), "sink"))
-                await self._resume_tracking()
+                await self._resume_tracking(spawn)
                 await self._start_sources()
                 await self._start_health()
                 self._tasks.append(spawn(self.thermal.run(), "thermal"))
@@ -171,28 +172,20 @@ class Daemon:
             built = [probe]
         self._device = self._device or choose(self.settings.engine, built[0].providers)
 
-    async def _resume_tracking(self) -> None:
-        """Continue each tracked camera's track ids and line counts where the objects stream (and
-        the spool) left them. Redis unreadable within the bound: ids continue from a time-based
-        base (unique across restarts at under 1000 new tracks a second), counts restart at 0."""
+    async def _resume_tracking(self, spawn: Spawn) -> None:
+        """Continue each tracked camera's ids and counts (`daemon.tracking.persist`), then keep the
+        state file next to the spool current."""
         cameras = {
             cid: {(line.id, d) for line in self.tracking.lines_of(cid) for d in ("in", "out")}
             for cid in self.tracking.camera_ids
         }
         if not cameras:
             return
-        resume = await self.sink.resume_points(cameras, TRACKING_RESUME_TIMEOUT_S)
-        for camera_id in cameras:
-            state = resume.get(camera_id) if resume is not None else None
-            if state is None:
-                state = ObjectsResume(next_track_id=int(SYSTEM_CLOCK.time()) * 1000)
-            self.tracking.resume(camera_id, state)
-            log.info(
-                "tracking_resumed",
-                camera=camera_id,
-                next_track=state.next_track_id,
-                counts={f"{line}:{d}": n for (line, d), n in sorted(state.counts.items())},
-            )
+        from_streams, read = await self.sink.resume_points(cameras, TRACKING_RESUME_TIMEOUT_S)
+        directory = self.settings.redis.spool_dir
+        persist.resume(self.tracking, from_streams, read, directory)
+        if directory is not None:
+            self._tasks.append(spawn(persist.keep(self.tracking, directory), "tracking-state"))
 
     def _build_engine(self, size: int, reason: str) -> InferenceEngine:
         return self._factory.build(self._infos[size], reason=reason)

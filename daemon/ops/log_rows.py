@@ -344,6 +344,20 @@ DAEMON_EVENTS: tuple[LogEvent, ...] = (
         ("error", "cameras"),
     ),
     LogEvent(
+        "tracking_state_unreadable",
+        "warning",
+        "the tracking state file next to the spool could not be read at startup (ids and counts then"
+        " continue from the objects stream and the spool alone)",
+        ("path", "error"),
+    ),
+    LogEvent(
+        "tracking_state_unwritable",
+        "error",
+        "the tracking state file could not be written (disk full or read-only): a restart while Redis is"
+        " down may then restart line counts",
+        ("path", "error"),
+    ),
+    LogEvent(
         "unhandled_exception",
         "critical",
         "an exception nobody caught (main thread or another thread); the traceback is in `exception`",

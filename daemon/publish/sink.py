@@ -135,10 +135,11 @@ class RedisSink:
 
     async def resume_points(
         self, cameras: dict[str, set[tuple[str, str]]], timeout_s: float
-    ) -> dict[str, ObjectsResume] | None:
-        """Where each tracked camera's ids and counts continue: its objects stream read back, then the
-        events still in the spool. None when Redis could not be read within `timeout_s`."""
-        resume: dict[str, ObjectsResume] = {}
+    ) -> tuple[dict[str, ObjectsResume], bool]:
+        """Where each tracked camera's ids and counts continue: its objects stream read back, then
+        the events still in the spool; and whether Redis could be read within `timeout_s`."""
+        resume = {camera: ObjectsResume() for camera in cameras}
+        read = True
         client = self._client_factory()
         try:
             async with asyncio.timeout(timeout_s):
@@ -146,11 +147,11 @@ class RedisSink:
                     resume[camera] = await read_resume(client, self.cfg.objects_stream_for(camera), lines)
         except (*RETRYABLE, TimeoutError) as exc:
             log.warning("tracking_resume_failed", error=SECRETS.scrub(str(exc)), cameras=len(cameras))
-            return None
+            read = False
         finally:
             await client.aclose()
         fold_spooled(resume, self._frames.spooled_results())
-        return resume
+        return resume, read
 
     # -- publishing ----------------------------------------------------------------------
 

@@ -7,7 +7,8 @@ dropped frames and irregular gaps cost accuracy, never correctness.
 
 Imports allowed here: the standard library, numpy and scipy, and ``daemon.core`` (the ``ObjectEvent``
 type the sink writes); the stage (``daemon.tracking.stage``) also reads ``daemon.config``. The tracker does
-no I/O and reads no clock: the caller supplies every time. Nothing here imports another stage's room.
+no I/O and reads no clock: the caller supplies every time. ``daemon.tracking.state`` and ``persist`` keep
+where ids and counts stand in a small file next to the spool. Nothing here imports another stage's room.
 
 Entry points: ``daemon.tracking.stage.TrackingStage`` (what ``app.py`` wires between the lanes and the sink),
 and, re-exported here, ``CameraTracker`` (one per camera; ``update`` per frame, ``finish`` at shutdown) with

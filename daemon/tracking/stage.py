@@ -92,6 +92,10 @@ class TrackingStage:
             counts={k: v for k, v in state.counts.items() if k in known},
         )
 
+    def snapshot(self) -> dict[str, ObjectsResume]:
+        """Where every started camera's ids and counts stand now (for `daemon.tracking.state`)."""
+        return {cid: ObjectsResume(t.next_track_id, t.counts) for cid, t in self._trackers.items()}
+
     def process(self, result: FrameResult) -> FrameResult:
         """`result` with its detections' track ids and this frame's object events."""
         tracker = self._tracker(result.camera_id)
