@@ -19,7 +19,7 @@ from daemon.inference.layouts import InputConvention
 from daemon.inference.model_file import load_model_info
 from daemon.inference.postprocess import decode_batch
 from tests.support.onnx_models import DEMO_MODELS, wrap_demo
-from tests.unit.inference.test_device_preprocess import frame_of, planes
+from tests.support.yuv_planes import frame_of, planes
 
 cupy = pytest.importorskip("cupy")
 try:

@@ -9,7 +9,7 @@ import pytest
 
 from daemon.core.xp import GpuUnavailableError, get_xp, is_device_array, to_host
 from daemon.inference.postprocess import decode_batch, greedy_nms
-from tests.unit.inference.test_postprocess import C, make_output, random_boxes, reference_nms
+from tests.support.postprocess_refs import C, make_output, random_boxes, reference_nms
 
 cupy = pytest.importorskip("cupy")
 try:

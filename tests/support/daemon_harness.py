@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -37,7 +36,6 @@ __all__ = [
     "http_get",
     "offline_detections",
     "run_cli",
-    "wait_until",
     "write_config",
 ]
 
@@ -88,19 +86,6 @@ class InProcessDaemon:
 
     def counter(self, name: str, **labels: str) -> float:
         return self.metrics.registry.get_sample_value(name, labels) or 0.0
-
-
-def wait_until(
-    predicate: Callable[[], bool], timeout_s: float, what: str, daemon: InProcessDaemon | None = None
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if daemon is not None and daemon.error is not None:
-            raise AssertionError(f"daemon failed while waiting for {what}") from daemon.error
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 @dataclass(frozen=True, slots=True)

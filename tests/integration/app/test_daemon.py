@@ -22,27 +22,15 @@ from tests.support.daemon_harness import (
     InProcessDaemon,
     offline_detections,
     run_cli,
-    wait_until,
     write_config,
 )
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip, RtspServer
+from tests.support.streams import entries
+from tests.support.waits import wait_until
 from tools.model.coco_eval import evaluate
 
 NAMES = ["bolt", "hex_nut", "washer", "l_bracket"]
-
-
-def entries(server: RedisServer, camera: str) -> list[dict[str, str]]:
-    client = server.client()
-    try:
-        raw = client.xrange(f"beltsight:detections:{camera}")
-    finally:
-        client.close()
-    return [{_text(k): _text(v) for k, v in fields.items()} for _id, fields in raw]
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def test_two_rtsp_cameras_of_different_resolutions_reach_redis_through_different_models(

@@ -21,11 +21,12 @@ import structlog
 from daemon.app import Daemon
 from daemon.config.settings import Settings
 from daemon.core.xp import cupy_status
-from tests.integration.app.test_daemon import entries
-from tests.support.daemon_harness import InProcessDaemon, run_cli, wait_until, write_config
+from tests.support.daemon_harness import InProcessDaemon, run_cli, write_config
+from tests.support.device_seam import SEAM, CudaStandIn, StandInFactory
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip, RtspServer
-from tests.unit.inference.test_device_stage import SEAM, CudaStandIn, StandInFactory
+from tests.support.streams import entries
+from tests.support.waits import wait_until
 
 FRAMES_EACH = 24
 

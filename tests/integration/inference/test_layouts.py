@@ -26,10 +26,11 @@ from daemon.core.model_spec import ModelOverrides
 from daemon.inference.engine import Engine
 from daemon.inference.model_file import ModelError, load_model_info
 from daemon.inference.stage import InferenceStage, PostprocessConfig
-from tests.support.daemon_harness import InProcessDaemon, wait_until, write_config
+from tests.support.daemon_harness import InProcessDaemon, write_config
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip
 from tests.support.onnx_models import DEMO_MODELS, NAMES, WRAPPED_KINDS, wrap_demo
+from tests.support.waits import wait_until
 from tools.synth.scene import render_scene
 
 SIZE = 416

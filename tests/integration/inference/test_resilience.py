@@ -26,18 +26,14 @@ from daemon.core.metrics import Metrics
 from daemon.inference.engine import Engine, EngineFactory
 from daemon.inference.model_file import ModelInfo, load_model_info
 from daemon.inference.serving import ServingEngine
-from tests.integration.app.test_reliability import (
-    assert_exactly_once_in_order,
-    drops,
-    inferred,
-    small_clip,
-    stream,
-    total,
-)
-from tests.support.daemon_harness import InProcessDaemon, wait_until, write_config
+from tests.support.clips import small_clip
+from tests.support.daemon_harness import InProcessDaemon, write_config
 from tests.support.faults import FaultyEngine, FaultyFactory
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip
+from tests.support.metrics import drops, inferred, total
+from tests.support.streams import assert_exactly_once_in_order, stream
+from tests.support.waits import wait_until
 
 MODEL = Path(__file__).resolve().parents[3] / "models" / "conveyor-416.onnx"
 SIZE = 416

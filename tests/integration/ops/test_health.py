@@ -18,11 +18,13 @@ from daemon.config.settings import Settings
 from daemon.core.metrics import Metrics
 from daemon.inference.engine import EngineFactory
 from daemon.ops.health import MAX_LINE_BYTES
-from tests.integration.app.test_reliability import small_clip, stream
+from tests.support.clips import small_clip
 from tests.support.daemon_child import HangingFactory
-from tests.support.daemon_harness import InProcessDaemon, http_get, wait_until, write_config
+from tests.support.daemon_harness import InProcessDaemon, http_get, write_config
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip, RtspServer
+from tests.support.streams import stream
+from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.slow
 

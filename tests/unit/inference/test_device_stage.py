@@ -19,17 +19,16 @@ from daemon.config.engine import BreakerConfig, EngineConfig
 from daemon.core.frames import Frame, FrameResult, Letterbox, StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.core.model_spec import ModelOverrides
-from daemon.core.xp import DeviceChoice
 from daemon.inference.device_stage import DeviceInference
-from daemon.inference.engine import Engine, EngineFactory, InferenceError
+from daemon.inference.engine import Engine, InferenceError
 from daemon.inference.model_file import ModelInfo, load_model_info
 from daemon.inference.placement import device_path
 from daemon.inference.postprocess import decode_batch
-from daemon.inference.protocols import DeviceEngine, HostArray, InferenceEngine
-from daemon.inference.providers import Placement
+from daemon.inference.protocols import DeviceEngine
 from daemon.inference.serving import ServingEngine
 from daemon.inference.stage import BatchTensor, InferenceStage, PostprocessConfig
 from daemon.ingest.decoding import scale
+from tests.support.device_seam import SEAM, CudaStandIn, StandInFactory
 from tests.support.onnx_models import DEMO_MODELS, wrap_demo
 from tools.synth.video import h264_writer
 
@@ -74,68 +73,8 @@ def test_device_path_with_numpy_finds_what_the_cpu_path_finds(frames: list[av.Vi
 # -- the inference stage with its device path (the daemon's wiring), on NumPy ---------------------
 
 
-class CudaStandIn:
-    """A real CPU `Engine` behind the `DeviceEngine` interface, standing in for a CUDA session
-    (no GPU here): `run_device` runs the batch through ORT on the host, and fails while `failing`
-    (as a GPU fault would); counts which entry point served each batch."""
-
-    def __init__(self, inner: Engine) -> None:
-        self.inner = inner
-        self.failing = False
-        self.runs = 0
-        self.device_runs = 0
-
-    @property
-    def max_batch(self) -> int:
-        return self.inner.max_batch
-
-    @property
-    def providers(self) -> tuple[str, ...]:
-        return ("CUDAExecutionProvider", *self.inner.providers)
-
-    @property
-    def on_cuda(self) -> bool:
-        return True
-
-    @property
-    def cuda_stream(self) -> None:
-        return None
-
-    def run(self, batch: HostArray) -> HostArray:
-        self.runs += 1
-        return self._serve(batch)
-
-    def run_device(self, batch: HostArray, *, synchronize: bool = True) -> HostArray:
-        self.device_runs += 1
-        return self._serve(batch)
-
-    def _serve(self, batch: HostArray) -> HostArray:
-        if self.failing:
-            raise InferenceError("stand-in: injected fault (CUDA error: an illegal memory access)")
-        return self.inner.run(batch)
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-class StandInFactory:
-    """Real CPU engines for every placement; those not on the CPU come as `CudaStandIn`."""
-
-    def __init__(self, cfg: EngineConfig, metrics: Metrics | None = None) -> None:
-        self.inner = EngineFactory(cfg, metrics or Metrics())
-        self.built: list[tuple[Placement, InferenceEngine]] = []
-
-    def build(self, info: ModelInfo, placement: Placement = "configured", reason: str = "startup") -> InferenceEngine:
-        engine: InferenceEngine = self.inner.build(info, "cpu", reason)
-        if placement != "cpu":
-            engine = CudaStandIn(cast(Engine, engine))
-        self.built.append((placement, engine))
-        return engine
-
-
 CPU_CFG = EngineConfig(providers=["cpu"], max_batch=3, worker_batch=3, workers=1)
 POST = PostprocessConfig(conf_threshold=0.4, iou_threshold=0.5, max_det=100)
-SEAM = DeviceChoice("cuda", "cuda", np, "test: the device path with NumPy as its array module")
 
 
 def stage_of(engine: DeviceEngine, info: ModelInfo, device: DeviceInference | None) -> InferenceStage:
