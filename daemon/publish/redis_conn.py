@@ -114,6 +114,32 @@ def tls_hint(err: ssl.SSLError) -> str:
     return "TLS handshake with Redis failed"
 
 
+REFUSALS = {
+    "OOM": "Redis is at maxmemory and evicts nothing (noeviction): raise maxmemory, or free memory (other keys, "
+    "a smaller redis.maxlen)",
+    "READONLY": "this Redis is a replica: its master was demoted in a failover; check Sentinel / the failover and "
+    "that redis.url names the current master",
+    "NOPERM": "the Redis ACL user lacks a command or key: give it the README's ACL line (XADD, XINFO, XRANGE on "
+    "the stream keys)",
+    "WRONGTYPE": "another key, not a stream, sits at the stream's name: rename or delete it, or change redis.stream",
+    "MISCONF": "Redis cannot persist (RDB/AOF writes failing: its disk or dir) and refuses writes: fix its disk, "
+    "or set stop-writes-on-bgsave-error no",
+    "LOADING": "Redis is loading its dataset after a restart: wait",
+    "BUSY": "a Lua script or function runs too long: wait, or SCRIPT KILL / FUNCTION KILL",
+}
+"""The refusals the sink recognises (the error's first word) and what the operator should do; the
+entries are held (memory, then the spool) and retried until the cause is fixed."""
+
+
+def refusal_code(exc: BaseException) -> str | None:
+    """The REFUSALS code of a Redis error reply (also as a SinkError's cause), else None."""
+    exc = _cause(exc)
+    if not isinstance(exc, ResponseError | BusyLoadingError):
+        return None
+    code = exc.status_code or str(exc).lstrip("'\"(").split(" ", 1)[0]
+    return code if code in REFUSALS else None
+
+
 TRANSIENT = (
     RedisConnectionError,
     RedisTimeoutError,
@@ -337,6 +363,7 @@ def as_text(fields: dict[Any, Any]) -> dict[str, str]:
 
 
 __all__ = [
+    "REFUSALS",
     "RETRYABLE",
     "TRANSIENT",
     "Connector",
@@ -352,6 +379,7 @@ __all__ = [
     "is_transient",
     "make_client",
     "queue_waits",
+    "refusal_code",
     "slot_groups",
     "tls_error",
     "tls_hint",
