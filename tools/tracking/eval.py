@@ -1,0 +1,235 @@
+"""Tracking accuracy of the real daemon on rendered conveyor clips with part ids: counts, crossing times, IDF1, HOTA.
+
+    python -m tools.tracking.eval [--quick] [--model 416] [--modes file,drop,rtsp] [--cache DIR] [--out JSON]
+
+1. Clips (``tools.synth``, 640x480, 15 fps, 15 s, deterministic by seed, cached in ``--cache``, rendered two
+   at a time): belt speeds 0.1, 0.2 and 0.35 frame widths/s x densities 0.1 and 0.25, plus a stop-and-go clip
+   (the belt stands 2 s and 1.5 s, 0.3 s ramps; parts keep their place). ``--quick``: two 8-10 s clips (0.2 w/s
+   sparse, stop-and-go), modes file+drop. ``rtsp`` mode uses the 0.2 w/s sparse and the stop-and-go clip.
+2. A vertical counting line at x = 0.5 (``direction`` +x); GT crossings: when each part's box centre passes
+   it, from the belt travel in the GT (``tools.tracking.metrics.gt_crossings``).
+3. The daemon (``python -m daemon run``, a real redis-server, config by ``tools.common.daemon_config``, one
+   daemon per mode with every clip as a camera, ``[tracking]`` defaults) in three modes:
+   * ``file``: file sources, ``realtime = false``: every frame is processed (the reader waits).
+   * ``drop``: two thirds of the frames gone: each clip DECIMATED beforehand (frames 0, 3, 6, ... re-encoded
+     at 5 fps), every frame of that processed (``realtime = false``). The daemon drops nothing itself here:
+     the same frames every run, spaced evenly in capture time.
+   * ``rtsp``: the clips served at 15 fps by ``tools.common.rtsp.RtspServer``, the daemon reading live; it
+     processes what it keeps up with and drops the rest itself (the processed fraction is reported). Only
+     the first pass over the clip (seq < frames) of the first connection is scored.
+4. Read back: the objects stream (``crossed`` on the line) and the detections stream (``dets`` with
+   ``track``). An event's ``at_ms`` (capture clock) is mapped to clip time through the published frames'
+   (captured_ms, frame index) pairs, piecewise linearly, as the tracker interpolates. While the daemon does
+   not track yet (no objects, no track ids), the daemon's ``CameraTracker`` is run over its published
+   detections instead (``"tracker": "replay"`` in the report).
+5. Scores per clip and pooled per mode: count error (counted - GT) / GT, missed/extra (one-to-one by time
+   within 1 s), parts counted twice (crossings whose tracks map to the same GT part), median and p90 |crossing
+   time error| (ms and in processed-frame intervals), IDF1 and HOTA (``trackeval``) of the detections' track
+   ids against the GT part ids on the processed frames. Crossings in the last 0.5 s of a clip are not scored
+   (a crossing registers once the part is clear of the line). Goals are printed against the pooled figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tools.common.daemon_config import REPO
+from tools.common.rtsp import RtspServer
+from tools.tracking.clips import Scenario, decimate, load_gt, render
+from tools.tracking.daemon_run import Published, daemon_tracked, replay_tracking, run_daemon
+from tools.tracking.metrics import Crossing, gt_crossings, id_metrics, match_crossings, track_parts
+
+LINE = {"id": "mid", "start": [0.5, 0.0], "end": [0.5, 1.0], "direction": [1.0, 0.0]}
+TAIL_S = 0.5
+MATCH_TOL_S = 1.0
+DROP_STEP = 3
+GOALS = {"count_error": {"file": 0.01, "drop": 0.02}, "double": 0, "median_dt_intervals": 0.5, "IDF1": 0.9}
+
+FULL = [
+    *(Scenario(f"v{speed:g}-d{dens:g}", speed, dens, 15.0, 300 + 10 * i + j)
+      for i, speed in enumerate((0.1, 0.2, 0.35)) for j, dens in enumerate((0.1, 0.25))),
+    Scenario("stopgo", 0.2, 0.15, 15.0, 390, stops=((3.0, 2.0), (8.0, 1.5))),
+]
+QUICK = [Scenario("v0.2-d0.1", 0.2, 0.1, 8.0, 310), Scenario("stopgo", 0.2, 0.12, 10.0, 390, stops=((3.0, 2.0),))]
+
+
+def camera(name: str, url: str, model: int, realtime: bool) -> dict[str, Any]:
+    return {"id": name.replace(".", "_"), "url": url, "realtime": realtime, "model": model, "lines": [LINE]}
+
+
+def score_clip(pub: Published, gt: dict[str, Any], frame_of: Callable[[int], int]) -> tuple[dict[str, Any], list]:
+    """One clip's figures and its (GT, tracked) frames for pooling."""
+    entries, last_seq = [], -1
+    for e in sorted(pub.entries, key=lambda e: e["captured_ms"]):
+        if e["seq"] < last_seq or frame_of(e["seq"]) >= gt["frames"]:
+            break  # a reconnect, or the RTSP loop's second pass
+        entries.append(e)
+        last_seq = e["seq"]
+    fps = gt["fps"]
+    idx = np.array([frame_of(e["seq"]) for e in entries])
+    t_clip = idx / fps
+    cap = np.array([e["captured_ms"] for e in entries], dtype=np.float64)
+    lo, hi = float(t_clip[0]), float(t_clip[-1]) - TAIL_S
+    counted = []
+    for ev in pub.objects:
+        if ev.event == "crossed" and ev.line == LINE["id"] and cap[0] <= ev.at_ms <= cap[-1]:
+            t = float(np.interp(ev.at_ms, cap, t_clip))
+            if lo <= t <= hi:
+                counted.append(Crossing(ev.track, ev.direction or "", t))
+    truth = [c for c in gt_crossings(gt, LINE["start"][0]) if lo <= c.t_s <= hi]
+    frames = [
+        ([(o["id"], o["box"]) for o in gt["annotations"][str(i)]],
+         [(d["track"], d["box"]) for d in e["dets"] if "track" in d])
+        for i, e in zip(idx.tolist(), entries, strict=True)
+    ]
+    m = match_crossings(truth, counted, MATCH_TOL_S, track_parts(frames))
+    interval = float(np.median(np.diff(t_clip))) if len(t_clip) > 1 else math.nan
+    wall = float(np.median(np.diff(cap))) / 1000 if len(cap) > 1 else math.nan
+    m |= id_metrics(frames) | {"interval_ms": 1000 * interval, "processed": len(entries) / gt["frames"],
+                               "wall_per_clip_s": wall / interval if interval else math.nan}
+    return m, frames
+
+
+def _abs_stats(errors: list[float], interval_ms: float) -> dict[str, float]:
+    if not errors:
+        return {"median_dt_ms": math.nan, "p90_dt_ms": math.nan, "median_dt_intervals": math.nan,
+                "bias_ms": math.nan}
+    a = np.abs(np.array(errors)) * 1000
+    med = float(np.median(a))
+    return {"median_dt_ms": med, "p90_dt_ms": float(np.percentile(a, 90)), "median_dt_intervals": med / interval_ms,
+            "bias_ms": 1000 * statistics.median(errors)}
+
+
+def pooled(clips: dict[str, dict[str, Any]], frames: list[list]) -> dict[str, Any]:
+    keys = ("gt", "counted", "matched", "missed", "extra", "double")
+    out: dict[str, Any] = {k: sum(c[k] for c in clips.values()) for k in keys}
+    out["count_error"] = (out["counted"] - out["gt"]) / out["gt"] if out["gt"] else 0.0
+    out["worst_clip_count_error"] = max((abs(c["count_error"]) for c in clips.values()), default=0.0)
+    errors = [e for c in clips.values() for e in c["time_errors_s"]]
+    interval = float(np.median([c["interval_ms"] for c in clips.values()]))
+    out |= _abs_stats(errors, interval) | {"interval_ms": interval}
+    out["processed"] = float(np.mean([c["processed"] for c in clips.values()]))
+    # ids made unique per clip, then one pooled HOTA/IDF1
+    merged = [([(k * 1_000_000 + g, b) for g, b in gts], [(k * 1_000_000 + t, b) for t, b in trs])
+              for k, fs in enumerate(frames) for gts, trs in fs]
+    return out | id_metrics(merged)
+
+
+def render_all(scenarios: list[Scenario], cache: Path) -> dict[str, tuple[Path, Path]]:
+    with ProcessPoolExecutor(2) as pool:
+        paths = list(pool.map(render, scenarios, [cache] * len(scenarios)))
+    return {sc.name: p for sc, p in zip(scenarios, paths, strict=True)}
+
+
+def run_mode(mode: str, scenarios: list[Scenario], args: argparse.Namespace) -> dict[str, Any]:
+    clips = render_all(scenarios, args.cache)
+    gts = {name: load_gt(gt) for name, (_, gt) in clips.items()}
+    out_dir = args.cache / f"run-{mode}"
+    rtsp = None
+    if mode == "drop":
+        urls = {n: str(decimate(mp4, DROP_STEP)) for n, (mp4, _) in clips.items()}
+        step, want = DROP_STEP, {n: -(-gts[n]["frames"] // DROP_STEP) for n in clips}
+    else:
+        step, want = 1, {n: gts[n]["frames"] for n in clips}
+        urls = {n: str(mp4) for n, (mp4, _) in clips.items()}
+    timeout = 120 + sum(want.values()) * args.s_per_frame
+    if mode == "rtsp":
+        rtsp = RtspServer({n.replace(".", "_"): mp4 for n, (mp4, _) in clips.items()},
+                          log_path=args.cache / "rtsp.log").start()
+        urls = {n: rtsp.url(n.replace(".", "_")) for n in clips}
+        want = {n: 10**9 for n in clips}  # it loops: stop after the clip's length once running
+        timeout = 30 + max(sc.seconds for sc in scenarios)
+    cams = [camera(n, urls[n], args.model, realtime=mode == "rtsp") for n in clips]
+    ids = {c["id"]: n for c, n in zip(cams, clips, strict=True)}
+    try:
+        started = time.monotonic()
+        pubs = run_daemon(out_dir, cams, {c: want[n] for c, n in ids.items()}, timeout)
+        wall = time.monotonic() - started
+    finally:
+        if rtsp is not None:
+            rtsp.close()
+    result: dict[str, Any] = {"clips": {}, "wall_s": wall}
+    all_frames = []
+    for cam_cfg in cams:
+        name, pub = ids[cam_cfg["id"]], pubs[cam_cfg["id"]]
+        tracker = "daemon" if daemon_tracked(pub) else "replay"
+        if tracker == "replay":
+            pub = replay_tracking(pub, cam_cfg, None)
+        figures, frames = score_clip(pub, gts[name], lambda seq, s=step: seq * s)
+        errors = figures["time_errors_s"]
+        figures |= _abs_stats(errors, figures["interval_ms"]) | {"tracker": tracker}
+        result["clips"][name] = figures
+        all_frames.append(frames)
+    result["pooled"] = pooled(result["clips"], all_frames)
+    result["tracker"] = sorted({c["tracker"] for c in result["clips"].values()})
+    return result
+
+
+def goal_check(mode: str, p: dict[str, Any]) -> dict[str, bool]:
+    limit = GOALS["count_error"].get(mode, GOALS["count_error"]["file" if p["processed"] > 0.99 else "drop"])
+    return {"count_error": abs(p["count_error"]) <= limit, "double": p["double"] <= GOALS["double"],
+            "median_dt": p["median_dt_intervals"] <= GOALS["median_dt_intervals"], "IDF1": p["IDF1"] >= GOALS["IDF1"]}
+
+
+def table(report: dict[str, Any]) -> str:
+    head = (f"{'mode':5} {'clip':11} {'gt':>4} {'cnt':>4} {'err%':>6} {'miss':>4} {'xtra':>4} {'dbl':>3} "
+            f"{'med ms':>6} {'p90 ms':>6} {'med/iv':>6} {'IDF1':>5} {'HOTA':>5} {'proc':>5}")
+    rows = [head, "-" * len(head)]
+    for mode, res in report["modes"].items():
+        for name, c in [*res["clips"].items(), ("POOLED", res["pooled"])]:
+            rows.append(
+                f"{mode:5} {name:11} {c['gt']:4d} {c['counted']:4d} {100 * c['count_error']:6.1f} {c['missed']:4d} "
+                f"{c['extra']:4d} {c['double']:3d} {c['median_dt_ms']:6.0f} {c['p90_dt_ms']:6.0f} "
+                f"{c['median_dt_intervals']:6.2f} {c['IDF1']:5.3f} {c['HOTA']:5.3f} {c['processed']:5.2f}")
+        goals = res["goals"]
+        rows.append(f"{mode:5} goals: " + ", ".join(f"{k} {'ok' if v else 'MISSED'}" for k, v in goals.items())
+                    + f"  (tracker: {'/'.join(res['tracker'])}, {res['wall_s']:.0f} s)")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="two clips, modes file and drop (~2 min)")
+    ap.add_argument("--model", type=int, default=416, choices=(416, 640, 800))
+    ap.add_argument("--modes", help="comma-separated of file, drop, rtsp (default: all; --quick: file,drop)")
+    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "beltsight-tracking-eval")
+    ap.add_argument("--out", type=Path, help="JSON report (default: tools/reports/tracking-eval.json, "
+                                             "--quick: <cache>/tracking-eval-quick.json)")
+    ap.add_argument("--s-per-frame", type=float, default=1.0, help="timeout allowance per frame processed")
+    args = ap.parse_args(argv)
+    args.cache.mkdir(parents=True, exist_ok=True)
+    scenarios = QUICK if args.quick else FULL
+    modes = (args.modes or ("file,drop" if args.quick else "file,drop,rtsp")).split(",")
+    out = args.out or (args.cache / "tracking-eval-quick.json" if args.quick else
+                       REPO / "tools" / "reports" / "tracking-eval.json")
+    report: dict[str, Any] = {"model": args.model, "size": "640x480", "fps": 15, "line": LINE, "goals": GOALS,
+                              "scenarios": [vars(sc) for sc in scenarios], "modes": {}}
+    for mode in modes:
+        rtsp_scenarios = [sc for sc in scenarios if sc.name in ("v0.2-d0.1", "stopgo")]
+        res = run_mode(mode, rtsp_scenarios if mode == "rtsp" else scenarios, args)
+        res["goals"] = goal_check(mode, res["pooled"])
+        report["modes"][mode] = res
+        print(f"{mode}: done in {res['wall_s']:.0f} s", flush=True)
+    text = table(report)
+    print(text)
+    for res in report["modes"].values():
+        for c in [*res["clips"].values(), res["pooled"]]:
+            c.pop("time_errors_s", None)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1, default=float) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
