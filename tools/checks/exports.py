@@ -31,7 +31,6 @@ third-party exports" has the commands, the venvs and the last table.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
 from pathlib import Path
@@ -39,18 +38,9 @@ from typing import Any
 
 import numpy as np
 
-FRAME_SIZES = ((640, 480), (1280, 720), (1000, 562))
-"""The last one letterboxes to a content height that is not a whole number of pixels."""
-SEED = 1_700_000
-MANIFEST = "exports.json"
+from tools.checks.exports_common import MANIFEST, rendered_frames
+
 TOL = 1e-3
-
-
-@functools.cache
-def _frames() -> list[np.ndarray]:
-    from tools.synth.scene import render_scene
-
-    return [render_scene(SEED + i, w, h)[0] for i, (w, h) in enumerate(FRAME_SIZES)]
 
 
 # ---------------------------------------------------------------- daemon (project venv)
@@ -103,7 +93,7 @@ def replace_batch(convention: Any) -> Any:
 def cmd_daemon(out: Path) -> None:
     from daemon.inference.model_file import ModelError
 
-    images = _frames()
+    images = rendered_frames()
     np.savez_compressed(out / "frames.npz", *images)
     for entry in json.loads((out / MANIFEST).read_text()):
         if "skipped" in entry:

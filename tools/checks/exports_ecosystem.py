@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tools.checks.exports import MANIFEST, SEED, _frames
+from tools.checks.exports_common import MANIFEST, SEED, rendered_frames
 from tools.common.daemon_config import REPO
 
 # ---------------------------------------------------------------- export
@@ -44,7 +44,7 @@ def _calibrate(model: Any, size: int, *, raw_bgr: bool = False) -> None:
     from PIL import Image
 
     images = []
-    for img in _frames() + [_frames_extra(i) for i in range(5)]:
+    for img in rendered_frames() + [_frames_extra(i) for i in range(5)]:
         x = np.asarray(Image.fromarray(img).resize((size, size)), dtype=np.float32)
         images.append(x[:, :, ::-1] if raw_bgr else x / 255.0)
     batch = torch.from_numpy(np.ascontiguousarray(np.stack(images).transpose(0, 3, 1, 2)))
