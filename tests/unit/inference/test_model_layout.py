@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,16 @@ from daemon.inference.layouts import LayoutError, ModelLayout, OutputInfo, ancho
 from daemon.inference.model_file import ModelError, load_model_info
 from daemon.inference.postprocess import join_outputs
 from daemon.inference.recognise import recognise
+from daemon.ops.logs import reset_logging
+
+
+@pytest.fixture(autouse=True)
+def _undo_cli_logging() -> Iterator[None]:
+    """`main([...])` in-process configures logging and (for `run`) installs the process-wide
+    exception hooks, and returns without undoing them: undo both after each test."""
+    yield
+    reset_logging()
+
 
 ULTRALYTICS = {"stride": "32", "task": "detect", "batch": "1", "imgsz": "[640, 640]"}
 
