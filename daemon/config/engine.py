@@ -82,12 +82,12 @@ class EngineConfig(Section):
     """Batches of one model size in flight at once, each on its own session (0: auto = one per
     CPU core, at most 4, when the first provider is the CPU; 1 otherwise, where a GPU scales by
     batch size instead). On the CPU, two single-threaded sessions running side by side outrun one
-    two-threaded session (no straggler waits inside each operator; measured by tools/bench.py)."""
+    two-threaded session (no straggler waits inside each operator; measured by python -m tools.bench)."""
     worker_batch: int = Field(0, ge=0, le=64)
     """Frames one worker's batch takes at most, within `max_batch` (0: auto). Auto on the CPU
     (first provider) is 1: a batch of N costs N times a batch of 1 there, so a free worker takes
     the freshest waiting frame instead of holding older ones through a bigger batch (OpenVINO's
-    throughput streams; tools/bench.py measured 0.84 x the bare model instead of 0.79, and p50
+    throughput streams; python -m tools.bench measured 0.84 x the bare model instead of 0.79, and p50
     latency 175 ms instead of 282).
     Auto elsewhere is ceil(cameras / workers): a GPU runs every camera's frame in one batch for
     little more than the cost of one."""

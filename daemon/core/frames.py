@@ -92,7 +92,7 @@ class Frame:
     from the decoded YUV frame: under overload most frames are superseded in the hub before a
     batch takes them, so only frames that reach a batch pay for colour conversion and scaling,
     in the worker (with the fill, 1.6 ms of CPU for 640x480, 4.2 ms for 1920x1080 to 800:
-    `tools/bench_preprocess.py`).
+    `tools/bench/preprocess.py`).
     `seq` is the frame's index within the current connection (decoded frames; frames
     dropped later leave gaps). `captured_ms` is wall-clock Unix ms at decode,
     `captured_mono` the same instant on the monotonic clock (for ages and latency).

@@ -3,7 +3,7 @@
 One code path, two array modules: NumPy runs it here (and `array_api_strict` in the tests: only
 array-API functions are used), CuPy runs the same lines on a GPU. Where `xp` is CuPy,
 `daemon.inference.letterbox_kernel` can replace it with one CUDA kernel (one thread per output pixel),
-checked against this path by tools/gpu_check.py and, here, by compiling its source on the CPU.
+checked against this path by tools/checks/gpu_check.py and, here, by compiling its source on the CPU.
 
 Input: a `YuvFrame`, the Y plane and either NV12's interleaved UV plane or I420's U and V planes,
 each possibly pitched (rows longer than the image: NVDEC's and FFmpeg's padding) and of odd

@@ -4,7 +4,7 @@
 positions, clamping, bilinear taps, matrix, clip, scale, pad) in float32 with the same
 operation order, and writes a whole (3, S, S) slot of the batch tensor, padding included, so a
 batch needs no separate fill. It runs only where `xp` is CuPy (`LetterboxKernel(cupy)`: a
-`RawModule` compiled by NVRTC on first use); tools/gpu_check.py compares it with the xp path
+`RawModule` compiled by NVRTC on first use); tools/checks/gpu_check.py compares it with the xp path
 on the device, and tests/unit/inference/test_letterbox_kernel.py compiles `KERNEL_BODY` here as C++
 (with a small CUDA shim) and runs it on the CPU against the xp path, and with nvcc to PTX
 where nvcc exists. Only `daemon.core.xp` imports CuPy: the module comes in as `xp`.

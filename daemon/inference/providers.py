@@ -166,7 +166,7 @@ def session_options(cfg: EngineConfig) -> ort.SessionOptions:
     opts.intra_op_num_threads = intra_op_threads(cfg)
     opts.inter_op_num_threads = 1
     # Spinning ORT workers steal the cores that the camera decode threads need (measured by
-    # tools/bench.py on 2 cores: 2.5 -> 4+ img/s with spinning off under shared load).
+    # python -m tools.bench on 2 cores: 2.5 -> 4+ img/s with spinning off under shared load).
     opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if cfg.allow_spinning else "0")
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.log_severity_level = 3

@@ -96,7 +96,7 @@ def scale(vframe: av.VideoFrame, letterbox: Letterbox) -> RGBPlanes:
     other core and cost more CPU in total. With the scaler kept per thread and the planes left
     where swscale wrote them, conversion, fill and freeing the frame cost 1.6 ms of CPU per
     640x480 frame against 3.3 ms for PyAV's default reformat and a copy, 4.0 against 7.0 ms for
-    1280x720 to 800x450, with malloc tuned as the daemon tunes it (`tools/bench_preprocess.py`).
+    1280x720 to 800x450, with malloc tuned as the daemon tunes it (`tools/bench/preprocess.py`).
     """
     shrink = letterbox.new_w < vframe.width or letterbox.new_h < vframe.height
     w, h = letterbox.new_w, letterbox.new_h

@@ -26,7 +26,7 @@ thermal headroom forecast:
   and running never alternate quickly: a device that cannot hold even `min_share` stays paused
   until its surroundings cool.
 `update` reads no clock and does no I/O: time is the caller's `now_s`, so a simulated plant
-can drive it (tests/unit/thermal/test_thermal_governor.py, tools/thermal_sim.py).
+can drive it (tests/unit/thermal/test_thermal_governor.py, tools/thermal/sim.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fault injection around real engines, for tests and `tools/soak.py`.
+"""Fault injection around real engines, for tests and `python -m tools.soak`.
 
 A GPU that fails mid-run cannot exist on a machine without one, so the "primary" in tests is
 a real CPU `Engine` behind `FaultyEngine`, which raises `InferenceError` while its switch is

@@ -1,8 +1,8 @@
 """The committed demo detectors (models/conveyor-{416,640,800}.onnx): ONNX contract, parity, accuracy.
 
 Needs onnxruntime, PyAV and faster-coco-eval, not torch.  The accuracy tests render a short clip with
-``tools.synth_video.render_video``, decode the MP4 frame by frame, letterbox each frame to the model size, and score
-the detections (mapped back to camera pixels) against the clip's ground truth with ``tools.coco_eval``.
+``tools.synth.video.render_video``, decode the MP4 frame by frame, letterbox each frame to the model size, and score
+the detections (mapped back to camera pixels) against the clip's ground truth with ``tools.model.coco_eval``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ frames of rendered conveyor scenes -> YUV letterbox -> the demo model on ONNX Ru
 decode_batch, against the CPU path the daemon runs today (swscale + BatchTensor + engine.run).
 
 Same objects, boxes within a few pixels: the two letterboxes differ only in the resampling
-filter. On a GPU host the same class runs on CuPy (tests/gpu, tools/gpu_check.py)."""
+filter. On a GPU host the same class runs on CuPy (tests/gpu, tools/checks/gpu_check.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Decoding details where the daemon must do what Ultralytics' and YOLOv5's own
-`non_max_suppression` do (found running real third-party exports: tools/check_exports.py).
+`non_max_suppression` do (found running real third-party exports: tools/checks/exports.py).
 
 The outputs are YOLOv8-layout arrays `[1, 4 + C, A]` as an ONNX session returns them.
 """

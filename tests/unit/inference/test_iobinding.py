@@ -3,7 +3,7 @@
 On a GPU the same `run_bound` binds CuPy device pointers with device type "cuda"; here
 `device_type="cpu"` binds NumPy buffers, so the binding code itself (input by address,
 preallocated and ORT-allocated outputs, multi-output layouts joined as the daemon joins them,
-run options) is exercised against `session.run`. tests/gpu/ and tools/gpu_check.py repeat it on
+run options) is exercised against `session.run`. tests/gpu/ and tools/checks/gpu_check.py repeat it on
 CUDA.
 """
 

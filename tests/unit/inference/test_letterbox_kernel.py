@@ -4,7 +4,7 @@ No GPU here, so the kernel body is compiled by g++ with a shim for the few CUDA 
 (blockIdx/blockDim/threadIdx become globals looped over, the float16 store uses _Float16) and
 run through ctypes on the same frames as `DeviceBatchTensor` under NumPy. Where nvcc exists,
 the real source (CUDA prelude with its inline PTX) is compiled to PTX as well. On a GPU,
-tools/gpu_check.py and tests/gpu run the kernel itself through CuPy.
+tools/checks/gpu_check.py and tests/gpu run the kernel itself through CuPy.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The governor against a simulated thermal plant in discrete time (tools/thermal_plant.py).
+"""The governor against a simulated thermal plant in discrete time (tools/thermal/plant.py).
 
 One set of default gains for the whole family: time constants 20..300 s, sensor lags of a few
 seconds, plants that heat 30..55 C from idle to full load, ambient steps of +15 C. Each run
@@ -224,7 +224,7 @@ def test_update_is_pure_apart_from_its_own_state() -> None:
     assert run(0.0) == run(1e6)
 
 
-# -- the regions a sweep found weak (tools/thermal_sweep.py) ---------------------------------
+# -- the regions a sweep found weak (tools/thermal/sweep.py) ---------------------------------
 
 
 @pytest.mark.parametrize(
