@@ -44,7 +44,7 @@ class RebuildConfig(Section):
 class TensorRTOptions(Section):
     """`[engine.tensorrt]`: used when `providers` starts with "tensorrt" (opt-in; on a Jetson the
     provider to choose). Engines and timing caches live in `cache_dir`, one subdirectory per
-    model file, ONNX Runtime and TensorRT version (`daemon.inference.providers.tensorrt_cache_dir`): a cache
+    model file, ONNX Runtime and TensorRT version (`daemon.inference.tensorrt_cache.cache_key`): a cache
     built for anything else is rebuilt, not loaded. The first build takes minutes (tens of them
     on a Jetson); it happens while the session is built and warmed up, before READY."""
 

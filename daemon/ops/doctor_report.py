@@ -1,7 +1,5 @@
 """What `beltsight doctor` finds about inference: every configured model's session built as the
 daemon would build it, the providers it really got, warm-up time and device memory around it.
-
-Moved from `daemon.inference.engine` (which still answers `daemon.inference.engine.doctor_report` for older imports).
 """
 
 from __future__ import annotations
