@@ -90,9 +90,7 @@ DAEMON_EVENTS: tuple[LogEvent, ...] = (
     ),
     LogEvent("fallback_build_failed", "error", "the fallback session could not be built", ("model", "error")),
     LogEvent("forced_exit", "warning", "a second SIGTERM/SIGINT: exit 130 without draining", ("signal",)),
-    LogEvent(
-        "gpu_unavailable", "error", '[engine] device = "cuda" but no CUDA session or CuPy: exit 69', ("error",)
-    ),
+    LogEvent("gpu_unavailable", "error", '[engine] device = "cuda" but no CUDA session or CuPy: exit 69', ("error",)),
     LogEvent("health_listening", "info", "the health endpoint is listening", ("url",)),
     LogEvent(
         "http_connections_shed",
@@ -181,10 +179,17 @@ DAEMON_EVENTS: tuple[LogEvent, ...] = (
     LogEvent(
         "redis_auth_failed",
         "error",
-        "Redis refused the credentials (once per outage)",
-        ("url", "reason", "buffered", "hint"),
+        "Redis refused the credentials, or the ACL user lacks a command or key (`code` NOPERM); once per outage "
+        "and cause, `hint` says what to fix",
+        ("url", "reason", "buffered", "hint", "code"),
     ),
-    LogEvent("redis_down", "warning", "Redis unreachable (once per outage)", ("url", "reason", "buffered")),
+    LogEvent(
+        "redis_down",
+        "warning",
+        "Redis unreachable, or not taking writes for now (`code` READONLY: a demoted master; LOADING: wait), "
+        "with `hint`; once per outage and cause",
+        ("url", "reason", "buffered", "code", "hint"),
+    ),
     LogEvent(
         "redis_replicas_short",
         "warning",
@@ -209,8 +214,9 @@ DAEMON_EVENTS: tuple[LogEvent, ...] = (
     LogEvent(
         "redis_write_failed",
         "error",
-        "Redis refused a write (once per outage)",
-        ("url", "reason", "buffered"),
+        "Redis refused a write (`code` OOM, WRONGTYPE, MISCONF, BUSY with a `hint` on what to do); the entries "
+        "stay buffered and spooled; once per outage and cause",
+        ("url", "reason", "buffered", "code", "hint"),
     ),
     LogEvent("sd_notify_failed", "warning", "a message to systemd's NOTIFY_SOCKET failed", ("error",)),
     LogEvent(
@@ -238,8 +244,9 @@ DAEMON_EVENTS: tuple[LogEvent, ...] = (
     LogEvent(
         "sink_buffer_full",
         "warning",
-        "results dropped because the memory buffer (and spool) are full; at most one line per interval",
-        ("dropped", "capacity", "spool_max_mb"),
+        "results dropped because the memory buffer or the spool is full (`reasons`: buffer_full, spool_full); "
+        "at most one line per interval",
+        ("dropped", "reasons", "capacity", "spool_max_mb", "spool_max_bytes"),
     ),
     LogEvent("sink_event_dropped", "warning", "a status event could not be queued for Redis", ("kind", "camera")),
     LogEvent(
@@ -257,8 +264,9 @@ DAEMON_EVENTS: tuple[LogEvent, ...] = (
     LogEvent(
         "spool_corrupt_tail",
         "warning",
-        "a spool segment ends in a torn or corrupt record (a crash mid-write); the rest is kept",
-        ("segment", "kept_records", "ignored_bytes"),
+        "a spool segment ends in a torn or corrupt record (a crash or power cut mid-write): cut off at `offset` "
+        "(`ignored_bytes`), the records before it kept and replayed; once (the file is truncated)",
+        ("segment", "offset", "ignored_bytes", "kept_records", "truncated"),
     ),
     LogEvent("spool_count_mismatch", "error", "the spool's record count disagrees with its segments", ("expected",)),
     LogEvent(
@@ -266,6 +274,23 @@ DAEMON_EVENTS: tuple[LogEvent, ...] = (
         "warning",
         "the spool's cursor file is unreadable; reading restarts at the first segment",
         ("directory", "reason"),
+    ),
+    LogEvent(
+        "spool_disabled",
+        "error",
+        "the spool directory cannot be used (a segment of another format version, unreadable): the daemon runs "
+        "without a spool, the files are kept untouched; `hint` says what to do",
+        ("directory", "reason", "hint"),
+    ),
+    LogEvent(
+        "spool_disk_full",
+        "error",
+        "the spool's disk is full: entries stay in memory (buffer_max), then the oldest are dropped (spool_full); "
+        "once per state change",
+        ("directory", "reason", "records"),
+    ),
+    LogEvent(
+        "spool_disk_ok", "info", "the spool's disk takes writes again after spool_disk_full", ("directory", "records")
     ),
     LogEvent(
         "spool_opened",

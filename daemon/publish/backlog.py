@@ -1,12 +1,15 @@
 """Accepted-but-unpublished stream entries: a bounded memory buffer with an optional disk spool.
 
 `Buffer` holds entries in acceptance order with the ones being written marked in flight;
-`Backlog` puts the disk spool (daemon/publish/spool.py) ahead of it, so that when memory fills the
-oldest entries spill to disk instead of being dropped, and are published first on reconnect.
+`Backlog` puts the disk spool (daemon/publish/spool.py) ahead of it, so that entries Redis has not
+taken within `spool_after_s`, or that memory cannot hold, go to disk instead of waiting in memory
+or being dropped, and are published first on reconnect. `open_spool` opens `[redis] spool_dir`,
+or disables the spool (logged) when the directory cannot be used, so the daemon never stops for it.
 """
 
 from __future__ import annotations
 
+import errno
 import itertools
 import time
 from collections import deque
@@ -16,10 +19,11 @@ from typing import Generic, TypeVar
 
 import structlog
 
+from daemon.config.redis import RedisConfig
 from daemon.core.frames import FrameResult
 from daemon.publish.schema import EntryId
-from daemon.publish.spool import Spool
-from daemon.publish.spool_record import SpoolRecord
+from daemon.publish.spool import NO_SPACE, Spool
+from daemon.publish.spool_record import SpoolFormatError, SpoolRecord
 
 log = structlog.get_logger("beltsight.sink")
 
@@ -33,6 +37,7 @@ class Slot(Generic[T]):
 
     ticket: int
     item: T
+    at: float = 0.0  # when it was accepted (the buffer's clock)
     entry_id: EntryId | None = None
     duplicate: bool = False
 
@@ -46,8 +51,9 @@ class Buffer(Generic[T]):
     the written ones. Items that were not written stay at the front, in order.
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.capacity = capacity
+        self._clock = clock
         self._slots: deque[Slot[T]] = deque()
         self._in_flight = 0
         self._next_ticket = 0
@@ -56,7 +62,7 @@ class Buffer(Generic[T]):
         return len(self._slots)
 
     def push(self, item: T) -> T | None:
-        slot = Slot(self._next_ticket, item)
+        slot = Slot(self._next_ticket, item, self._clock())
         self._next_ticket += 1
         if len(self._slots) < self.capacity:
             self._slots.append(slot)
@@ -87,8 +93,17 @@ class Buffer(Generic[T]):
 
     def add(self, item: T) -> None:
         """Append even beyond `capacity` (the caller enforces its own bound)."""
-        self._slots.append(Slot(self._next_ticket, item))
+        self._slots.append(Slot(self._next_ticket, item, self._clock()))
         self._next_ticket += 1
+
+    def accepted_before(self, cutoff: float) -> int:
+        """How many items from the front were accepted at or before `cutoff`."""
+        n = 0
+        for slot in self._slots:
+            if slot.at > cutoff:
+                break
+            n += 1
+        return n
 
     def take_oldest(self, n: int) -> list[Slot[T]]:
         """Remove and return the first n slots; only between writes (nothing in flight)."""
@@ -114,35 +129,53 @@ class Buffer(Generic[T]):
         return slots
 
 
-Drops = dict[str, int]
-"""Entries dropped, per camera."""
+Drops = dict[tuple[str, str], int]
+"""Entries dropped, per (camera, reason): `buffer_full` (memory) or `spool_full` (the spool's cap,
+or a disk that takes no more)."""
+BUFFER_FULL = "buffer_full"
+SPOOL_FULL = "spool_full"
 
 
 class Backlog:
     """Frame entries not yet in Redis: an optional disk spool (oldest) ahead of memory (newest).
 
     Without a spool it is the memory `Buffer` and its drop-oldest policy. With one:
-    - Spill: when memory holds more than `capacity` entries, the oldest ones (a chunk of
-      about capacity/4, at most 256, so one fsync covers many) get their stream IDs now
-      (`assign_id`) and go to the spool. Entries being written are never spilled (that could
-      reorder them): memory is written only while the spool is empty, and during such a write
-      (bounded by the socket timeout) memory may grow to 2 x capacity; beyond that the oldest
-      entry not in flight is dropped. If the spool cannot be written, memory keeps `capacity`
-      entries and drops the oldest, as without a spool.
+    - Spill: entries go to the spool, with their stream IDs given now (`assign_id`), when
+      memory holds more than `capacity` (a chunk of about capacity/4, at most 256, so one fsync
+      covers many), and when the oldest has waited `spool_after_s` (those waiting half of that
+      go with it: one group commit per half period). Memory is the fast path: an entry Redis takes
+      within `spool_after_s` never touches the disk. Entries being written are never spilled
+      (that could reorder them): memory is written only while the spool is empty, and during such
+      a write (bounded by the socket timeout) memory may grow to 2 x capacity; beyond that the
+      oldest entry not in flight is dropped (`buffer_full`). `tick()` runs the checks when no
+      entry arrives (the sink calls it while it backs off).
+    - Full spool: if the spool cannot be written (a full disk, an I/O error), memory keeps
+      `capacity` entries and drops the oldest (`spool_full`), and the spill is tried again every
+      `spool_after_s` (a full disk logs `spool_disk_full` once, `spool_disk_ok` once it takes
+      writes again). Between writes, while the spool is over its cap, its oldest records are
+      dropped (`spool_full`). `push`, `settle` and `tick` return drops for the caller to count.
     - Order: batches come from the spool while it holds anything, then from memory;
       everything in the spool is older than everything in memory, so each camera keeps order.
-    - Cap: between writes, while the spool is over `spool_max_mb`, its oldest records are
-      dropped. `push` and `settle` return drops per camera for the caller to count.
     - A stream whose writes Redis refuses (ACL, WRONGTYPE) holds the spool back behind its
       oldest entry, like the memory buffer does: at most 4 batches are read ahead of it, the
       ones written meanwhile are remembered and committed once it goes through.
     """
 
-    def __init__(self, capacity: int, spool: Spool | None, assign_id: Callable[[Slot[FrameResult]], None]) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        spool: Spool | None,
+        assign_id: Callable[[Slot[FrameResult]], None],
+        *,
+        spool_after_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.capacity = capacity
-        self.memory: Buffer[FrameResult] = Buffer(capacity)
+        self.memory: Buffer[FrameResult] = Buffer(capacity, clock)
         self.spool = spool
         self._assign_id = assign_id
+        self._clock = clock
+        self._spool_after_s = spool_after_s
         # read from the spool, not committed; kept between batches only when some were written
         # after one that failed, or renumbered (what was learnt exists only here)
         self._head: deque[Slot[FrameResult]] = deque()
@@ -151,6 +184,7 @@ class Backlog:
         self._tickets = itertools.count(-1, -1)  # spool slots: negative, never a memory ticket
         self._from_spool = False  # the batch in flight came from the spool
         self._spill_chunk = max(1, min(capacity // 4, 256))
+        self._spill_retry_at = float("-inf")  # after a failed spill: not before this
         self._spool_error_logged_at = float("-inf")
 
     def __len__(self) -> int:
@@ -179,8 +213,15 @@ class Backlog:
     def push(self, item: FrameResult) -> Drops:
         if self.spool is None:
             dropped = self.memory.push(item)
-            return {} if dropped is None else {dropped.camera_id: 1}
+            return {} if dropped is None else {(dropped.camera_id, BUFFER_FULL): 1}
         self.memory.add(item)
+        return self._enforce(self.spool)
+
+    def tick(self) -> Drops:
+        """The checks `push` runs, with no new entry: what has waited `spool_after_s` goes to disk."""
+        if self.spool is None:
+            return {}
+        self.spool.poll()
         return self._enforce(self.spool)
 
     def peek(self, n: int) -> list[Slot[FrameResult]]:
@@ -191,7 +232,7 @@ class Backlog:
         pending = [s for s in self._head if s.ticket not in self._head_done]
         room = n - len(pending) if len(self._head) < 4 * n else 0
         for record in spool.read(max(0, room)):
-            slot = Slot(next(self._tickets), record.result, record.entry_id)
+            slot = Slot(next(self._tickets), record.result, entry_id=record.entry_id)
             self._head.append(slot)
             self._head_ids[slot.ticket] = record.entry_id
             pending.append(slot)
@@ -227,18 +268,26 @@ class Backlog:
 
     def _enforce(self, spool: Spool) -> Drops:
         drops: Drops = {}
-        if self.memory.in_flight == 0 and len(self.memory) > self.capacity:
-            self._spill(spool, len(self.memory) - self.capacity + self._spill_chunk - 1, drops)
-        while len(self.memory) > 2 * self.capacity and self._drop_one(drops):
+        now = self._clock()
+        failing = now < self._spill_retry_at
+        if self.memory.in_flight == 0 and not failing:
+            over = len(self.memory) - self.capacity
+            n = over + self._spill_chunk - 1 if over > 0 else 0
+            if self.memory.accepted_before(now - self._spool_after_s):  # the oldest waited too long
+                n = max(n, self.memory.accepted_before(now - self._spool_after_s / 2))
+            if n:
+                failing = not self._spill(spool, n, now)
+        bound, reason = (self.capacity, SPOOL_FULL) if failing else (2 * self.capacity, BUFFER_FULL)
+        while len(self.memory) > bound and self._drop_one(drops, reason):
             pass
         if self._head and not self._from_spool and spool.size_bytes > spool.max_bytes:
             self._forget_head()  # an entry stuck at the head must not block the cap
         if not self._head and not self._from_spool:
-            for camera, n in spool.trim().items():
-                drops[camera] = drops.get(camera, 0) + n
+            _add(drops, spool.trim(), SPOOL_FULL)
         return drops
 
-    def _spill(self, spool: Spool, n: int, drops: Drops) -> None:
+    def _spill(self, spool: Spool, n: int, now: float) -> bool:
+        """Move the oldest n entries to the spool; False (kept in memory) when it cannot take them."""
         slots = self.memory.take_oldest(n)
         for slot in slots:
             self._assign_id(slot)
@@ -246,18 +295,20 @@ class Backlog:
             spool.append([_spool_record(s) for s in slots])
         except OSError as exc:
             self.memory.restore(slots)
-            now = time.monotonic()
-            if now - self._spool_error_logged_at >= DROP_LOG_INTERVAL_S:
+            self._spill_retry_at = now + self._spool_after_s
+            quiet = exc.errno in NO_SPACE or (exc.errno == errno.EAGAIN and spool.disk_full)
+            if not quiet and now - self._spool_error_logged_at >= DROP_LOG_INTERVAL_S:
                 log.error("spool_write_failed", directory=str(spool.directory), reason=str(exc))
                 self._spool_error_logged_at = now
-            while len(self.memory) > self.capacity and self._drop_one(drops):
-                pass
+            return False
+        return True
 
-    def _drop_one(self, drops: Drops) -> bool:
+    def _drop_one(self, drops: Drops, reason: str) -> bool:
         dropped = self.memory.drop_oldest_idle()
         if dropped is None:  # everything is in flight: settle() enforces the bound again
             return False
-        drops[dropped.camera_id] = drops.get(dropped.camera_id, 0) + 1
+        key = (dropped.camera_id, reason)
+        drops[key] = drops.get(key, 0) + 1
         return True
 
     def shut(self) -> tuple[int, Drops, list[FrameResult]]:
@@ -272,12 +323,37 @@ class Backlog:
                 self._assign_id(slot)
             spool.append([_spool_record(s) for s in slots])
             spool.flush()  # on disk before the process ends (blocks: shutdown only)
-            return len(slots), spool.trim(), []
+            drops: Drops = {}
+            _add(drops, spool.trim(), SPOOL_FULL)
+            return len(slots), drops, []
         except OSError as exc:
             log.error("spool_write_failed", directory=str(spool.directory), reason=str(exc))
             return 0, {}, [s.item for s in slots]
         finally:
             spool.close()
+
+
+def open_spool(cfg: RedisConfig) -> Spool | None:
+    """The spool in `cfg.spool_dir` (None without one). A directory that cannot be used (another
+    format version, unreadable) disables the spool with `spool_disabled` (error), its files kept:
+    the daemon runs on with the memory buffer instead of stopping (or crash-looping) over it."""
+    if cfg.spool_dir is None:
+        return None
+    try:
+        return Spool.open(cfg.spool_dir, cfg.spool_cap_bytes)
+    except (SpoolFormatError, OSError) as exc:
+        hint = (
+            "written by another BeltSight version: run that version to publish it, or move the directory away"
+            if isinstance(exc, SpoolFormatError)
+            else "check the directory's permissions and the disk"
+        )
+        log.error("spool_disabled", directory=str(cfg.spool_dir), reason=str(exc), hint=hint)
+        return None
+
+
+def _add(drops: Drops, per_camera: dict[str, int], reason: str) -> None:
+    for camera, n in per_camera.items():
+        drops[(camera, reason)] = drops.get((camera, reason), 0) + n
 
 
 def _spool_record(slot: Slot[FrameResult]) -> SpoolRecord:

@@ -7,30 +7,21 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
+from redis.exceptions import ResponseError
 
 from daemon.config.redis import RedisConfig
 from daemon.core.backoff import Backoff
-from daemon.core.clock import SYSTEM_CLOCK, Clock, time_ms
+from daemon.core.clock import SYSTEM_CLOCK, Clock
 from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.core.objects import ObjectsResume
 from daemon.core.redaction import SECRETS
-from daemon.publish.backlog import Backlog, Buffer, Drops, Slot
+from daemon.publish.backlog import Backlog, Buffer, Drops, Slot, open_spool
 from daemon.publish.objects import ObjectBatch, ObjectWrites, fold_spooled, read_resume
-from daemon.publish.redis_conn import (
-    RETRYABLE,
-    Connector,
-    RedisClient,
-    ReplicasShortError,
-    SinkError,
-    Waits,
-    execute,
-    is_transient,
-    queue_waits,
-)
-from daemon.publish.schema import EntryId, encode_entry, encode_event
+from daemon.publish.redis_conn import RETRYABLE, Connector, RedisClient, ReplicasShortError, SinkError, is_transient
+from daemon.publish.schema import EntryId
+from daemon.publish.sink_pipeline import confirmed_streams, send
 from daemon.publish.sink_report import OutageReport
-from daemon.publish.spool import Spool
 from daemon.publish.stream_ids import ID_TOO_SMALL, StreamIds
 
 log = structlog.get_logger("beltsight.sink")
@@ -92,12 +83,13 @@ class RedisSink:
         self._client_factory = client_factory or Connector(cfg)
         self._clock = clock
         self._backoff = Backoff(backoff_min_s, backoff_max_s, healthy_reset_s=30.0, clock=clock)
-        spool = None
-        if cfg.spool_dir is not None:
-            spool = Spool.open(cfg.spool_dir, cfg.spool_max_mb * 1024 * 1024)
         self._ids = StreamIds(cfg.stream_for)
         self._objects = ObjectWrites(cfg.objects_stream_for, self._ids)
-        self._frames = Backlog(cfg.buffer_max, spool, self._ids.assign_spill_id)
+        spool = open_spool(cfg)
+        after_s = cfg.spool_after_s
+        self._frames = Backlog(
+            cfg.buffer_max, spool, self._ids.assign_spill_id, spool_after_s=after_s, clock=clock.monotonic
+        )
         metrics.sink_spooled.set_function(lambda: self._frames.spooled)
         self._events: Buffer[StatusEvent] = Buffer(EVENTS_BUFFER_MAX)
         # tickets this client wrote whose replicas have not confirmed them yet (min_replicas)
@@ -145,7 +137,7 @@ class RedisSink:
             async with asyncio.timeout(timeout_s):
                 for camera, lines in cameras.items():
                     resume[camera] = await read_resume(client, self.cfg.objects_stream_for(camera), lines)
-        except (*RETRYABLE, TimeoutError) as exc:
+        except (*RETRYABLE, ResponseError, TimeoutError) as exc:  # ResponseError: WRONGTYPE, NOPERM
             log.warning("tracking_resume_failed", error=SECRETS.scrub(str(exc)), cameras=len(cameras))
             read = False
         finally:
@@ -171,7 +163,7 @@ class RedisSink:
                     await self._wake.wait()
                 delay_s = await self._attempt()
                 if delay_s is not None:
-                    await asyncio.sleep(delay_s)
+                    await self._pause(delay_s)
         finally:
             await self._drop_client()
 
@@ -184,10 +176,18 @@ class RedisSink:
                 while self._frames or self._events:
                     delay_s = await self._attempt()
                     if delay_s is not None:
-                        await asyncio.sleep(min(delay_s, max(0.0, deadline - loop.time())))
+                        await self._pause(min(delay_s, max(0.0, deadline - loop.time())))
         except TimeoutError:
             pass
         return len(self._frames)
+
+    async def _pause(self, delay_s: float) -> None:
+        """Back off for `delay_s`, moving what has waited `spool_after_s` to the spool meanwhile."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + delay_s
+        while (left := until - loop.time()) > 0:
+            await asyncio.sleep(min(left, self.cfg.spool_after_s / 2))
+            self._count_drops(self._frames.tick())
 
     async def close(self) -> None:
         """Close the connection; entries still in memory go to the spool for the next run,
@@ -234,10 +234,14 @@ class RedisSink:
             await self._ids.resolve(client, frames, self._unconfirmed)
             objects = await self._objects.plan(client, frames)
             to_send = [s for s in frames if not s.duplicate]
-            replies, waits = await self._send(client, to_send, events, frames, objects)
+            batch = (to_send, events, frames)
+            replies, waits = await send(
+                client, self.cfg, batch, objects, ids=self._ids, writes=self._objects, clock=self._clock
+            )
             self._objects.settle(objects, replies[: len(objects.writes)])
             replies = replies[len(objects.writes) :]
-            confirmed, fewest = self._confirmed(client, waits, replies[len(replies) - len(waits) :])
+            wait_replies = replies[len(replies) - len(waits) :]
+            confirmed, fewest = confirmed_streams(self.cfg, self.metrics, client, waits, wait_replies)
             # a frame one of whose events failed stays: its entry is stored, its events go again
             sent = replies[: len(to_send)]
             refusal = self._settle_frames(frames, to_send, sent, confirmed, done_frames, objects=objects)
@@ -264,61 +268,6 @@ class RedisSink:
             raise SinkError(str(refusal)) from refusal
         if short is not None:
             raise short
-
-    async def _send(
-        self,
-        client: RedisClient,
-        frames: list[Slot[FrameResult]],
-        events: list[Slot[StatusEvent]],
-        batch: list[Slot[FrameResult]],
-        objects: ObjectBatch,
-    ) -> tuple[list[Any], Waits]:
-        """XADD the frames' object events, `frames` and `events` in one pipeline (no MULTI), then
-        the WAITs that confirm every stream of `batch` (written now or found stored) when
-        min_replicas is set. Replies in that order."""
-        streams = {self.cfg.stream_for(s.item.camera_id) for s in batch} | self._objects.streams(batch)
-        if not frames and not events and not objects.writes and not (streams and self.cfg.min_replicas):
-            return [], Waits(self.cfg.min_replicas)
-        published_ms = time_ms(self._clock)
-        async with client.pipeline(transaction=False) as pipe:
-            self._objects.queue(pipe, objects, self.cfg.maxlen)
-            for slot in frames:
-                pipe.xadd(
-                    self.cfg.stream_for(slot.item.camera_id),
-                    encode_entry(slot.item, published_ms),  # type: ignore[arg-type]
-                    id=str(slot.entry_id),
-                    maxlen=self.cfg.maxlen,
-                    approximate=True,
-                )
-            for ev in events:
-                pipe.xadd(
-                    self.cfg.events_stream,
-                    encode_event(ev.item, published_ms),  # type: ignore[arg-type]
-                    maxlen=self.cfg.events_maxlen,
-                    approximate=True,
-                )
-            written = {self.cfg.stream_for(s.item.camera_id) for s in frames} | objects.streams
-            written |= {self.cfg.events_stream} if events else set()
-            tops = {s: str(top) for s in streams if (top := self._ids.top(s)) is not None}
-            waits = queue_waits(
-                client, pipe, streams, self.cfg.min_replicas, self.cfg.wait_timeout_ms, written=written, tops=tops
-            )
-            # a write redis-py redirects (MOVED/ASK) would land outside its WAIT: with replicas to
-            # wait for, a redirect fails the batch and the next attempt re-reads the slot map
-            return await execute(client, pipe, follow_redirects=not self.cfg.min_replicas), waits
-
-    def _confirmed(self, client: RedisClient, waits: Waits, replies: list[Any]) -> tuple[set[str] | None, int]:
-        """(streams whose writes the replicas confirmed, fewest replicas a WAIT counted);
-        None: nothing to confirm (min_replicas 0)."""
-        if self.cfg.min_replicas == 0:
-            return None, 0
-        if not waits:
-            return set(), 0
-        confirmed, fewest = waits.confirmed(client, replies)
-        for wait in waits.queued:
-            outcome = "confirmed" if wait.streams <= confirmed else "short"
-            self.metrics.replica_waits.labels(outcome=outcome).inc()
-        return confirmed, fewest
 
     def _settle_frames(
         self,
@@ -386,9 +335,10 @@ class RedisSink:
         return delay_s
 
     def _count_drops(self, drops: Drops) -> None:
-        for camera_id, n in drops.items():
-            self.metrics.dropped(camera_id, "buffer_full", n)
-            self._report.dropped(camera_id, n, self._clock.monotonic())
+        for (camera_id, reason), n in drops.items():
+            self.metrics.dropped(camera_id, reason, n)
+        if drops:
+            self._report.dropped(drops, self._clock.monotonic())
 
     async def _drop_client(self) -> None:
         self._unconfirmed.clear()  # a new connection looks them up again

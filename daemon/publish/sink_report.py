@@ -1,9 +1,14 @@
 """What the sink says about Redis: one log line per outage and kind, drops summarised.
 
-Kinds, each logged once until Redis takes writes again (`redis_up`): `redis_auth_failed`
-(credentials, ACL), `redis_tls_failed` (handshake, with what to fix), `redis_replicas_short`
-(`min_replicas` not reached in time), `redis_write_failed` (any other refusal), `redis_down`.
-Entries dropped because the buffer (and spool) were full: `sink_buffer_full` at most every 5 s.
+Kinds, each logged once until Redis takes writes again (`redis_up`) or the kind changes:
+`redis_auth_failed` (credentials, ACL), `redis_tls_failed` (handshake, with what to fix),
+`redis_replicas_short` (`min_replicas` not reached in time), `redis_write_failed` (a refusal),
+`redis_down`. A refusal Redis names (`daemon.publish.redis_conn.REFUSALS`: OOM, READONLY, NOPERM,
+WRONGTYPE, MISCONF, LOADING, BUSY) is logged with its `code` and a `hint` saying what to do: NOPERM
+as `redis_auth_failed`, OOM, WRONGTYPE, MISCONF and BUSY as `redis_write_failed`, each code its own
+kind (a new cause is logged again); READONLY and LOADING (Redis away for now) as the outage's one
+`redis_down`. The entries stay buffered (memory, then the spool) meanwhile.
+Entries dropped because the buffer or the spool were full: `sink_buffer_full` at most every 5 s.
 """
 
 from __future__ import annotations
@@ -14,22 +19,41 @@ import structlog
 
 from daemon.config.redis import RedisConfig
 from daemon.core.redaction import SECRETS, redact_url
-from daemon.publish.redis_conn import ReplicasShortError, SinkError, auth_hint, is_auth_error, tls_error, tls_hint
+from daemon.publish.backlog import Drops
+from daemon.publish.redis_conn import (
+    REFUSALS,
+    ReplicasShortError,
+    SinkError,
+    auth_hint,
+    is_auth_error,
+    refusal_code,
+    tls_error,
+    tls_hint,
+)
 
 log = structlog.get_logger("beltsight.sink")
 
 DROP_LOG_INTERVAL_S = 5.0
 
 
+AWAY_CODES = ("READONLY", "LOADING")
+"""Refusals logged as `redis_down`: this node cannot take writes for now."""
+
+
 def failure_kind(exc: BaseException) -> str:
-    """ "auth", "tls", "replicas", "refused" or "down"."""
+    """ "auth", "tls", "replicas", "refused" or "down"; a recognised refusal's code after a colon
+    ("auth:NOPERM", "refused:OOM"), except for "down" (READONLY, LOADING)."""
+    code = refusal_code(exc)
+    suffix = f":{code}" if code else ""
     if is_auth_error(exc):
-        return "auth"
+        return "auth" + suffix
     if tls_error(exc) is not None:
         return "tls"
     if isinstance(exc, ReplicasShortError):
         return "replicas"
-    return "refused" if isinstance(exc, SinkError) else "down"
+    if code in AWAY_CODES:
+        return "down"  # one redis_down per outage, whichever way Redis is away
+    return ("refused" if isinstance(exc, SinkError) or code else "down") + suffix
 
 
 @dataclass
@@ -37,6 +61,7 @@ class OutageReport:
     cfg: RedisConfig
     reported: str | None = None  # the kind logged for the outage in progress
     drops_unlogged: dict[str, int] = field(default_factory=dict)
+    reasons_unlogged: dict[str, int] = field(default_factory=dict)
     drop_logged_at: float = float("-inf")
 
     @property
@@ -55,27 +80,36 @@ class OutageReport:
         tls = tls_error(exc)
         reason = SECRETS.scrub(f"{type(exc).__name__}: {tls or exc}")
         fields = {"url": self.url, "reason": reason, "buffered": buffered}
-        if kind == "auth":
-            log.error("redis_auth_failed", hint=auth_hint(exc), **fields)
+        base = kind.partition(":")[0]
+        code = refusal_code(exc)
+        if code:
+            fields |= {"code": code, "hint": REFUSALS[code]}
+        if base == "auth":
+            log.error("redis_auth_failed", **({"hint": auth_hint(exc)} | fields))
         elif tls is not None:
             log.error("redis_tls_failed", hint=tls_hint(tls), **fields)
-        elif kind == "replicas":
+        elif base == "replicas":
             log.warning("redis_replicas_short", min_replicas=self.cfg.min_replicas, **fields)
-        elif kind == "refused":
+        elif base == "refused":
             log.error("redis_write_failed", **fields)
         else:
             log.warning("redis_down", **fields)
 
-    def dropped(self, camera_id: str, n: int, now: float) -> None:
-        self.drops_unlogged[camera_id] = self.drops_unlogged.get(camera_id, 0) + n
+    def dropped(self, drops: Drops, now: float) -> None:
+        for (camera_id, reason), n in drops.items():
+            self.drops_unlogged[camera_id] = self.drops_unlogged.get(camera_id, 0) + n
+            self.reasons_unlogged[reason] = self.reasons_unlogged.get(reason, 0) + n
         if now - self.drop_logged_at >= DROP_LOG_INTERVAL_S:
             log.warning(
                 "sink_buffer_full",
                 dropped=dict(self.drops_unlogged),
+                reasons=dict(self.reasons_unlogged),
                 capacity=self.cfg.buffer_max,
                 spool_max_mb=self.cfg.spool_max_mb if self.cfg.spool_dir is not None else None,
+                spool_max_bytes=self.cfg.spool_cap_bytes if self.cfg.spool_dir is not None else None,
             )
             self.drops_unlogged.clear()
+            self.reasons_unlogged.clear()
             self.drop_logged_at = now
 
     def tls_unverified(self) -> None:

@@ -30,10 +30,16 @@ fsync that fails is reported by the next `append()` (OSError, nothing added); th
 concerned are still readable from memory (published this run, not after a restart), and new
 records go to a new segment. `flush()` waits for the writer (tests, shutdown).
 
-Recovery: at open every record after the cursor is checked (length and crc). A torn or
-corrupt record (a crash mid-write) ends its segment there: the records before it are kept,
-`spool_corrupt_tail` is logged, the bytes after it are ignored, and new records go to a new
-segment. Segments are deleted once every record in them is committed.
+A full disk (ENOSPC, EDQUOT): the failed append is handled as any failed write (cut back, kept
+in memory, the next `append()` raises), and `spool_disk_full` is logged once; `spool_disk_ok`
+once when an append reaches the disk again.
+
+Format: each new segment starts with a version header (`daemon.publish.spool_record`); files
+without one (older daemons) are read as version 1. Recovery at open (`daemon.publish.spool_recovery`):
+every record after the cursor is checked, a torn or corrupt tail is cut off (logged once:
+`spool_corrupt_tail`), a directory holding a segment of an unknown version is refused
+(`SpoolFormatError`) and left untouched. New records go to a new segment. Segments are deleted
+once every record in them is committed.
 
 Not thread-safe: one owner (the sink, on the event loop); only the writer thread is internal.
 """
@@ -43,28 +49,23 @@ from __future__ import annotations
 import errno
 import io
 import itertools
-import json
 from collections import deque
 from pathlib import Path
 from typing import IO, NamedTuple
 
 import structlog
 
-from daemon.publish.spool_record import SpoolRecord, decode_payload, encode_record, read_record, scan_segment
-from daemon.publish.spool_writer import CURSOR as _CURSOR
-from daemon.publish.spool_writer import Job, SpoolWriter, save_cursor
+from daemon.publish.spool_record import SEGMENT_HEADER, SpoolRecord, decode_payload, encode_record, read_record
+from daemon.publish.spool_recovery import Position, Recovered, recover
+from daemon.publish.spool_writer import Job, SpoolWriter
 from daemon.publish.spool_writer import segment_name as _segment_name
 
 log = structlog.get_logger("beltsight.spool")
 
 DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 HANDOFF_MAX_BYTES = 32 * 1024 * 1024
 """Appended bytes the writer thread may have yet to make durable before `append()` refuses more."""
-
-
-class Position(NamedTuple):
-    segment: int
-    offset: int
 
 
 class _Chunk(NamedTuple):
@@ -83,76 +84,32 @@ class Spool:
     the spool is larger than `max_bytes` and returns how many per camera, for counting.
     """
 
-    def __init__(
-        self,
-        directory: Path,
-        *,
-        max_bytes: int,
-        segment_bytes: int,
-        segments: dict[int, int],
-        cursor: Position,
-        count: int,
-        next_segment: int,
-    ) -> None:
+    def __init__(self, directory: Path, *, max_bytes: int, segment_bytes: int, found: Recovered) -> None:
         self.directory = directory
         self.max_bytes = max_bytes
         self.segment_bytes = segment_bytes
-        self._segments = segments  # number -> end of its valid records, ascending numbers
-        self._cursor = cursor
-        self._read_pos = cursor
+        self._segments = found.segments  # number -> end of its valid records, ascending numbers
+        self._starts = found.starts  # number -> offset of its first record (after the header)
+        self._cursor = self._read_pos = found.cursor
         self._handed_out: deque[tuple[Position, bool]] = deque()  # (end, decodable) per record read
-        self._count = count
-        self._next_segment = next_segment
+        self._count = found.count
+        self._next_segment = found.next_segment
         self._writer_segment = -1  # the segment appends go to (-1: start a new one)
         self._io = SpoolWriter(directory)
         self._tickets = itertools.count()
         self._unwritten: dict[int, dict[int, _Chunk]] = {}  # segment -> ticket -> chunk
         self._unwritten_bytes = 0
         self._write_error: OSError | None = None
+        self.disk_full = False
+        """The last append the writer finished failed for want of space (ENOSPC, EDQUOT)."""
         self._reader: IO[bytes] | None = None
         self._reader_segment = -1
 
     @classmethod
     def open(cls, directory: Path, max_bytes: int, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> Spool:
-        """Open (creating) the spool, check every unpublished record, drop consumed segments."""
-        directory.mkdir(parents=True, exist_ok=True)
-        saved = _load_cursor(directory)
-        numbers = sorted(int(p.name[4:-4]) for p in directory.glob("seg-*.log") if p.name[4:-4].isdigit())
-        segments: dict[int, int] = {}
-        count = 0
-        for number in numbers:
-            path = directory / _segment_name(number)
-            if saved is not None and number < saved.segment:
-                path.unlink()  # consumed; its deletion had not happened yet
-                continue
-            start = saved.offset if saved is not None and number == saved.segment else 0
-            n, end, size = scan_segment(path, start)
-            if end < size:
-                log.warning("spool_corrupt_tail", segment=path.name, kept_records=n, ignored_bytes=size - end)
-            segments[number] = end
-            count += n
-        first = next(iter(segments), None)
-        if saved is not None and saved.segment == first:
-            cursor = Position(saved.segment, min(saved.offset, segments[saved.segment]))
-        else:
-            cursor = Position(first if first is not None else 0, 0)
-        if saved is not None and saved != cursor:  # stale: it must never point past new segments
-            if segments:
-                save_cursor(directory, (cursor.segment, cursor.offset))
-            else:
-                (directory / _CURSOR).unlink(missing_ok=True)
-        if count:
-            log.info("spool_opened", directory=str(directory), records=count, segments=len(segments))
-        next_segment = max([*numbers, saved.segment if saved else 0]) + 1
-        return cls(
-            directory,
-            max_bytes=max_bytes,
-            segment_bytes=segment_bytes,
-            segments=segments,
-            cursor=cursor,
-            count=count,
-            next_segment=next_segment,
-        )
+        """Open (creating) the spool: `daemon.publish.spool_recovery` checks every unpublished record,
+        cuts a torn tail, drops consumed segments. SpoolFormatError: another format version, untouched."""
+        return cls(directory, max_bytes=max_bytes, segment_bytes=segment_bytes, found=recover(directory))
 
     # -- sizes ---------------------------------------------------------------------------------
 
@@ -199,10 +156,10 @@ class Spool:
     def _new_segment(self) -> int:
         number = self._next_segment
         self._next_segment += 1
-        self._io.submit(Job("create", number))
-        self._segments[number] = 0
+        self._io.submit(Job("create", number, data=SEGMENT_HEADER))
+        self._segments[number] = self._starts[number] = len(SEGMENT_HEADER)
         if len(self._segments) == 1:
-            self._cursor = self._read_pos = Position(number, 0)
+            self._cursor = self._read_pos = Position(number, len(SEGMENT_HEADER))
         self._writer_segment = number
         return number
 
@@ -214,6 +171,7 @@ class Spool:
     def _reap(self) -> None:
         """Take in the writer's reports: durable chunks leave memory; a failure is kept for `append`."""
         for done in self._io.completed():
+            self._disk_state(done.error)
             if done.error is None:
                 chunk = self._unwritten.get(done.segment, {}).pop(done.ticket, None)
                 if chunk is not None:
@@ -222,6 +180,21 @@ class Spool:
             self._write_error = done.error  # the chunk stays readable from memory
             if done.segment == self._writer_segment:
                 self._writer_segment = -1  # nothing more after the hole: a new segment
+
+    def _disk_state(self, error: OSError | None) -> None:
+        """Log a full disk once when appends start failing for want of space, and once when one works again."""
+        full = error is not None and error.errno in NO_SPACE
+        if full == self.disk_full or (error is not None and not full):
+            return
+        self.disk_full = full
+        if full:
+            log.error("spool_disk_full", directory=str(self.directory), reason=str(error), records=self._count)
+        else:
+            log.info("spool_disk_ok", directory=str(self.directory), records=self._count)
+
+    def poll(self) -> None:
+        """Take in what the writer finished (never blocks): a full disk is noticed and logged."""
+        self._reap()
 
     def flush(self) -> None:
         """Block until everything handed to the writer is on disk; OSError if some of it failed
@@ -256,7 +229,7 @@ class Spool:
                 log.error("spool_count_mismatch", expected=self.unread)
                 self._count = len(self._handed_out)
                 return None
-            pos = Position(later[0], 0)
+            pos = Position(later[0], self._starts.get(later[0], 0))
         payload, end = self._read_at(pos)
         if payload is None:  # checked at open; changed under us: end this segment here
             self._segments[pos.segment] = pos.offset
@@ -305,7 +278,8 @@ class Spool:
             self._delete_segment(number)
         if self._cursor.offset >= self._segments[self._cursor.segment] and self._cursor.segment != max(self._segments):
             self._delete_segment(self._cursor.segment)
-            self._cursor = Position(min(self._segments), 0)
+            first = min(self._segments)
+            self._cursor = Position(first, self._starts.get(first, 0))
         self._io.submit(Job("cursor", cursor=(self._cursor.segment, self._cursor.offset)))
 
     def rewind(self) -> None:
@@ -347,6 +321,7 @@ class Spool:
         if number == self._reader_segment:
             self._close_reader()
         del self._segments[number]
+        self._starts.pop(number, None)
         for chunk in self._unwritten.pop(number, {}).values():  # committed: no longer needed
             self._unwritten_bytes -= len(chunk.data)
         self._io.submit(Job("delete", number))
@@ -364,15 +339,4 @@ class Spool:
         self._reap()
 
 
-def _load_cursor(directory: Path) -> Position | None:
-    try:
-        doc = json.loads((directory / _CURSOR).read_text())
-        return Position(int(doc["segment"]), int(doc["offset"]))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        log.warning("spool_cursor_unreadable", directory=str(directory), reason=str(exc))
-        return None  # replay from the oldest segment; published records are recognised by ID
-
-
-__all__ = ["DEFAULT_SEGMENT_BYTES", "HANDOFF_MAX_BYTES", "Spool", "SpoolRecord"]
+__all__ = ["DEFAULT_SEGMENT_BYTES", "HANDOFF_MAX_BYTES", "NO_SPACE", "Spool", "SpoolRecord"]

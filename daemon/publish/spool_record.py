@@ -5,6 +5,11 @@ the payload: compact JSON of the FrameResult (its detections with their track id
 object events as their stream fields) and the stream entry ID it was given, so a
 replay writes the same ID and the sink's same-ID check recognises entries that had landed.
 A record that fails the length or CRC check is torn or corrupt: reading stops there.
+
+Segment: new segments start with an 8-byte header, `b"BSPL"` and `<u32 format version>`
+(`SEGMENT_VERSION`), then records. Files written before the header existed start with a record
+(their first 4 bytes, a payload length, can never read as `BSPL`: that is over `MAX_RECORD_BYTES`)
+and are read as version 1. Any other version is refused (`SpoolFormatError`), never rewritten.
 """
 
 from __future__ import annotations
@@ -24,6 +29,14 @@ from daemon.publish.schema import EntryId
 HEADER = struct.Struct("<II")
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 RECORD_VERSION = 1
+SEGMENT_MAGIC = b"BSPL"
+SEGMENT_VERSION = 2
+SEGMENT_HEADER = SEGMENT_MAGIC + struct.pack("<I", SEGMENT_VERSION)
+KNOWN_VERSIONS = (1, SEGMENT_VERSION)
+
+
+class SpoolFormatError(ValueError):
+    """A segment written by another (newer) format version: refused, left as it is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +108,23 @@ def read_record(f: IO[bytes], limit: int) -> bytes | None:
     return payload
 
 
+def segment_start(path: Path) -> int:
+    """Where the segment's records begin: after its header, or 0 in a version-1 file (no header).
+
+    SpoolFormatError for a version this code does not know. A header cut short (a crash while the
+    segment was created) reads as an empty segment whose records would begin after it."""
+    with path.open("rb") as f:
+        head = f.read(len(SEGMENT_HEADER))
+    if head[: len(SEGMENT_MAGIC)] != SEGMENT_MAGIC[: len(head)] or not head:
+        return 0  # version 1: records from the first byte
+    if len(head) < len(SEGMENT_HEADER):
+        return len(SEGMENT_HEADER)
+    (version,) = struct.unpack("<I", head[len(SEGMENT_MAGIC) :])
+    if version not in KNOWN_VERSIONS:
+        raise SpoolFormatError(f"{path.name}: spool format version {version}, this daemon reads {KNOWN_VERSIONS}")
+    return len(SEGMENT_HEADER)
+
+
 def scan_segment(path: Path, start: int) -> tuple[int, int, int]:
     """(complete records from `start`, offset after the last of them, file size)."""
     size = path.stat().st_size
@@ -107,4 +137,14 @@ def scan_segment(path: Path, start: int) -> tuple[int, int, int]:
     return count, end, size
 
 
-__all__ = ["HEADER", "SpoolRecord", "decode_payload", "encode_record", "read_record", "scan_segment"]
+__all__ = [
+    "HEADER",
+    "SEGMENT_HEADER",
+    "SpoolFormatError",
+    "SpoolRecord",
+    "decode_payload",
+    "encode_record",
+    "read_record",
+    "scan_segment",
+    "segment_start",
+]

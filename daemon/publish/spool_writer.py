@@ -2,7 +2,7 @@
 
 `Spool` (daemon/publish/spool.py, on the event loop) decides everything and keeps its index in memory;
 it hands each file operation to `SpoolWriter`, which runs them on one thread strictly in the
-order given (FIFO): create a segment (and fsync the directory), append bytes, seal a full
+order given (FIFO): create a segment (its format header fsync'd, and the directory), append bytes, seal a full
 segment, save or remove the cursor, delete a segment, close. Appends queued together are
 written one after the other and made durable with one fsync per segment ("group commit"), so
 the disk's fsync latency bounds how often data reaches the disk, not how fast entries arrive.
@@ -17,6 +17,7 @@ which carry their IDs.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import threading
@@ -70,7 +71,7 @@ class SpoolWriter:
         self._done: deque[Done] = deque()
         self._files: dict[int, IO[bytes]] = {}
         self._durable: dict[int, int] = {}  # segment -> bytes known to be on disk
-        self._broken: set[int] = set()
+        self._broken: dict[int, OSError] = {}  # segment -> why it takes no more writes
         self._error_logged_at = float("-inf")
         self._thread = threading.Thread(target=self._run, name="spool-writer", daemon=True)
         self._thread.start()
@@ -137,7 +138,7 @@ class SpoolWriter:
 
     def _write(self, job: Job) -> bool:
         if job.segment in self._broken:
-            self._done.append(Done(job.ticket, job.segment, OSError(f"{segment_name(job.segment)} failed earlier")))
+            self._done.append(Done(job.ticket, job.segment, self._earlier(job.segment, "write")))
             return False
         f = self._files.get(job.segment)
         try:
@@ -162,13 +163,17 @@ class SpoolWriter:
             except OSError as exc:
                 self._fail(number, exc)
         for job in written:
-            error = OSError(f"fsync of {segment_name(job.segment)} failed") if job.segment in self._broken else None
+            error = self._earlier(job.segment, "fsync") if job.segment in self._broken else None
             self._done.append(Done(job.ticket, job.segment, error))
         return []
 
+    def _earlier(self, number: int, what: str) -> OSError:
+        cause = self._broken[number]
+        return OSError(cause.errno, f"{what} of {segment_name(number)} failed: {cause.strerror or cause}")
+
     def _fail(self, number: int, exc: OSError) -> None:
         """A write or fsync failed: cut the segment back to what is durable, write no more to it."""
-        self._broken.add(number)
+        self._broken[number] = exc
         self._log_error(exc)
         f = self._files.pop(number, None)
         if f is None:
@@ -183,14 +188,12 @@ class SpoolWriter:
     def _other(self, job: Job) -> None:
         try:
             if job.kind == "create":
-                (self.directory / segment_name(job.segment)).open("xb").close()
-                self._durable[job.segment] = 0
-                _fsync_dir(self.directory)
+                self._create(job)
             elif job.kind == "seal":
                 self._close(job.segment)
             elif job.kind == "delete":
                 self._close(job.segment)
-                self._broken.discard(job.segment)
+                self._broken.pop(job.segment, None)
                 self._durable.pop(job.segment, None)
                 (self.directory / segment_name(job.segment)).unlink(missing_ok=True)
             elif job.kind == "cursor":
@@ -199,8 +202,22 @@ class SpoolWriter:
                 (self.directory / CURSOR).unlink(missing_ok=True)
         except OSError as exc:
             if job.kind == "create":
-                self._broken.add(job.segment)
+                self._broken[job.segment] = exc
             self._log_error(exc)
+
+    def _create(self, job: Job) -> None:
+        """A new segment with its format header (`job.data`), durable, its directory entry too."""
+        path = self.directory / segment_name(job.segment)
+        with path.open("xb", buffering=0) as f:
+            try:
+                if f.write(job.data) != len(job.data):
+                    raise OSError(errno.ENOSPC, "header cut short")
+                os.fsync(f.fileno())
+            except OSError:
+                f.truncate(0)  # no half header: the next open reads an empty segment
+                raise
+        self._durable[job.segment] = len(job.data)
+        _fsync_dir(self.directory)
 
     def _close(self, number: int) -> None:
         f = self._files.pop(number, None)
@@ -208,6 +225,8 @@ class SpoolWriter:
             _close_quietly(f)
 
     def _log_error(self, exc: OSError) -> None:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return  # the spool logs a full disk once per state change (spool_disk_full)
         now = time.monotonic()
         if now - self._error_logged_at >= ERROR_LOG_INTERVAL_S:
             log.error("spool_write_failed", directory=str(self.directory), reason=str(exc))
