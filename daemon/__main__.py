@@ -20,6 +20,7 @@ import structlog
 
 from daemon.config.settings import EX_CONFIG, ConfigError, Settings, load_settings, resolve_config_path
 from daemon.config.sharding import describe
+from daemon.config.tracking import describe_lines
 from daemon.core.redaction import SECRETS
 from daemon.ops.logs import capture_uncaught, configure_logging, quiet_native_loggers
 
@@ -77,6 +78,10 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     enabled = settings.enabled_cameras()
     for line in describe([c.id for c in enabled], settings.instance, {c.id: c.shard for c in enabled}):
         print(line, file=sys.stderr)
+    for camera in enabled:
+        tracked = settings.tracking.enabled if camera.tracking is None else camera.tracking
+        for line in describe_lines(camera.id, tracked, camera.mm_per_px, camera.lines):
+            print(line, file=sys.stderr)
     return 0
 
 

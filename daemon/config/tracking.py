@@ -34,7 +34,7 @@ class TrackingConfig(Section):
     confirm_s: float = Field(0.1, ge=0, le=10)
     """A tentative track is confirmed (gets its ID, `new`) after this long and `min_hits` observations."""
     min_hits: int = Field(3, ge=1, le=100)
-    lost_s: float = Field(2.0, gt=0, le=600)
+    lost_s: float = Field(1.0, gt=0, le=600)
     """A track not observed for this long ends (`end`); a part standing on a stopped belt is
     still observed, so it keeps its track however long the belt stands."""
     anchor: Literal["center", "bottom_center"] = "center"
@@ -86,6 +86,10 @@ class LineConfig(Section):
     def _has_length(self) -> LineConfig:
         if math.dist(self.start, self.end) < 1e-6:
             raise ValueError(f"start and end are the same point {list(self.start)}: a line needs a length")
+        lx, ly = self.end[0] - self.start[0], self.end[1] - self.start[1]
+        dx, dy = self.direction
+        if abs(lx * dy - ly * dx) < 1e-6 * math.hypot(lx, ly) * math.hypot(dx, dy):
+            raise ValueError(f"direction {list(self.direction)} runs along the line: nothing can cross it that way")
         ids = [g.id for g in self.gates]
         duplicate = next((g for i, g in enumerate(ids) if g in ids[:i]), None)
         if duplicate is not None:
@@ -101,3 +105,18 @@ def duplicate_line(lines: list[LineConfig]) -> str | None:
             return line.id
         seen.add(line.id)
     return None
+
+
+def describe_lines(camera_id: str, tracked: bool, mm_per_px: float | None, lines: list[LineConfig]) -> list[str]:
+    """`check-config`'s summary of a camera's tracking: its lines and their gates."""
+    if not tracked:
+        return [f"camera {camera_id}: not tracked"]
+    calibration = f", {mm_per_px} mm/px" if mm_per_px is not None else ", uncalibrated (speeds in px/s)"
+    out = [f"camera {camera_id}: tracked{calibration}, {len(lines)} line(s)"]
+    for line in lines:
+        gates = ", ".join(f"{g.id} at {g.distance_mm:g} mm" for g in line.gates) or "no gates"
+        out.append(
+            f"  line {line.id}: ({line.start[0]:g}, {line.start[1]:g}) -> ({line.end[0]:g}, {line.end[1]:g}),"
+            f" in = along ({line.direction[0]:g}, {line.direction[1]:g}); {gates}"
+        )
+    return out
