@@ -3,6 +3,7 @@
 pytest_plugins = [
     "tests.support.fault_fixtures",
     "tests.support.fixtures_redis",
+    "tests.support.fixtures_redis_cluster_tls",
     "tests.support.fixtures_redis_sentinel",
     "tests.support.fixtures_rtsp",
 ]

@@ -27,38 +27,18 @@ from daemon.core.frames import FrameResult
 from daemon.core.metrics import Metrics
 from daemon.publish.tail import tail
 from tests.support.clips import small_clip
+from tests.support.cluster_streams import cameras_on_each_master, entries
 from tests.support.daemon_harness import InProcessDaemon, write_config
 from tests.support.fixtures_redis_cluster import CLUSTER_NODE_TIMEOUT_MS, RedisClusterProcs
 from tests.support.fixtures_rtsp import Clip, RtspServer
 from tests.support.metrics import drops, inferred, sample, total
 from tests.support.sink_helpers import BASE_MS, make_sink, readme_acl, result, running
-from tests.support.streams import STREAM, assert_exactly_once_in_order, entry_id
+from tests.support.streams import STREAM, assert_exactly_once_in_order
 from tests.support.waits import async_wait_until, wait_until
-
-SLOT_RANGES = ((0, 5460), (5461, 10922), (10923, 16383))  # what `redis-cli --cluster create` gives 3 masters
 
 
 def cluster_config(url: str, **kw: Any) -> RedisConfig:
     return RedisConfig(url=url, cluster=True, connect_timeout_s=0.5, socket_timeout_s=1.5, **kw)
-
-
-def cameras_on_each_master(prefix: str, per_master: int = 1) -> list[str]:
-    """Camera ids whose streams hash to each of the three masters' slot ranges."""
-    found: dict[int, list[str]] = {i: [] for i in range(3)}
-    for n in itertools.count():
-        camera = f"{prefix}{n}"
-        slot = key_slot(STREAM.format(camera).encode())
-        shard = next(i for i, (lo, hi) in enumerate(SLOT_RANGES) if lo <= slot <= hi)
-        if len(found[shard]) < per_master:
-            found[shard].append(camera)
-        if all(len(v) == per_master for v in found.values()):
-            return [c for i in range(3) for c in found[i]]
-    raise AssertionError("unreachable")
-
-
-def entries(cluster: RedisClusterProcs, camera: str) -> list[tuple[tuple[int, int], dict[str, str]]]:
-    raw = cluster.client().xrange(STREAM.format(camera))
-    return [(entry_id(str(i)), {str(k): str(v) for k, v in f.items()}) for i, f in raw]
 
 
 def test_sink_writes_each_camera_to_its_master_and_keeps_exactly_once_through_a_failover(

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 import structlog
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -18,9 +17,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from daemon.config.redis import RedisConfig
 from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
-from daemon.publish.redis_conn import is_auth_error, make_client
+from daemon.publish.redis_conn import is_auth_error
 from daemon.publish.schema import ENTRY_FIELDS, decode_entry, encode_entry
 from daemon.publish.tail import tail
+from tests.support.fault_fixtures import FaultProxyFactory
 from tests.support.metrics import sample
 from tests.support.sink_helpers import BASE_MS, BOLT, config, make_sink, readme_acl, result, running, stored
 from tests.support.waits import async_wait_until
@@ -109,62 +109,40 @@ def test_redis_killed_and_restarted_with_aof_loses_and_duplicates_nothing(redis_
     assert "redis_up" in events[events.index("redis_down") :]
 
 
-class LoseFirstReply:
-    """A client whose first detection pipeline is executed by Redis but whose reply is lost."""
-
-    def __init__(self, real: aioredis.Redis) -> None:
-        self.real = real
-        self.lost = 0
-
-    def pipeline(self, transaction: bool = True) -> Any:
-        pipe = self.real.pipeline(transaction=transaction)
-        execute = pipe.execute
-
-        async def lossy_execute(raise_on_error: bool = True) -> list[Any]:
-            has_xadd = any(args[0] == "XADD" for args, _ in pipe.command_stack)
-            replies = await execute(raise_on_error=raise_on_error)
-            if has_xadd and self.lost == 0:
-                self.lost += 1
-                raise RedisConnectionError("connection reset (reply lost)")
-            return replies
-
-        pipe.execute = lossy_execute  # type: ignore[method-assign]
-        return pipe
-
-    async def aclose(self) -> None:
-        await self.real.aclose()
-
-
-def test_retry_after_lost_reply_writes_each_entry_once(redis_server: Any) -> None:
+def test_retry_after_lost_reply_writes_each_entry_once(redis_server: Any, fault_proxy: FaultProxyFactory) -> None:
+    """Redis executes the pipeline; the connection is reset partway through its reply (a real proxy cuts it)."""
     server = redis_server()
-    cfg = config(server.url, publish_batch=50)
+    proxy = fault_proxy("127.0.0.1", server.port)
+    cfg = config(proxy.url_for("redis", "/0"), publish_batch=200)
     metrics = Metrics()
-    proxies: list[LoseFirstReply] = []
-
-    def factory() -> Any:
-        proxy = LoseFirstReply(make_client(cfg))
-        if proxies:
-            proxy.lost = 1  # only the first connection loses a reply
-        proxies.append(proxy)
-        return proxy
+    # The first server -> client bytes are the handshake's and the stream lookup's replies (about 30
+    # to 350 bytes, by Redis version); the 200 XADD replies (about 24 bytes each) follow: cut in those.
+    proxy.reset_mid_reply(after_bytes=1000)
 
     async def scenario() -> None:
-        sink = make_sink(cfg, metrics, client_factory=factory)
-        for seq in range(30):
-            sink.accept(result(seq, captured_ms=BASE_MS))  # same ms: IDs BASE-0 .. BASE-29
+        sink = make_sink(cfg, metrics)
+        for seq in range(200):
+            sink.accept(result(seq, captured_ms=BASE_MS))  # same ms: IDs BASE-0 .. BASE-199
         async with running(sink):
             await async_wait_until(lambda: sink.buffered == 0 and sink.connected)
 
     asyncio.run(scenario())
-    assert proxies[0].lost == 1 and len(proxies) >= 2
+    stats = proxy.stats()
+    assert stats.resets_injected == 1 and stats.accepted >= 2
+    calls = server.client().info("commandstats")
+    assert calls["cmdstat_xadd"]["calls"] >= 1, "the cut pipeline's writes reached Redis"
+    assert calls["cmdstat_xrange"]["calls"] >= 1, "the retry looked up the writes whose reply was lost"
     entries = stored(server.client(), cfg.stream_for("cam1"))
-    assert [e["seq"] for e in entries] == list(range(30))
-    assert sample(metrics, "beltsight_entries_published_total", camera="cam1") == 30
+    assert [e["seq"] for e in entries] == list(range(200))
+    assert sample(metrics, "beltsight_entries_published_total", camera="cam1") == 200
 
 
 class SwallowsCancel:
     """A client whose pipeline turns the task's cancellation into a connection error, as a
-    redis-py connect or disconnect can when the cancel lands in its own timeout."""
+    redis-py connect or disconnect can when the cancel lands in its own timeout.
+
+    Kept as a stand-in (not a fault proxy): what it injects is a client library's behaviour
+    inside the event loop, which no network fault can provoke on demand."""
 
     def __init__(self) -> None:
         self.swallowed = 0
