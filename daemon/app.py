@@ -225,7 +225,15 @@ class Daemon:
         cfg = self.settings.health
         limits = HttpLimits(cfg.max_connections, cfg.request_timeout_s)
         self.health = HealthServer(
-            host, port, self.metrics.registry, self.health_report, limits=limits, metrics=self.metrics
+            host,
+            port,
+            self.metrics.registry,
+            self.health_report,
+            limits=limits,
+            metrics=self.metrics,
+            tls=cfg.tls_context(),
+            users=cfg.basic_auth_users,
+            healthz_open=cfg.healthz_open,
         )
         self.liveview.register(self.health, self.health_report)
         await self.health.start()

@@ -143,6 +143,14 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.http_auth_failures = Counter(
+            "beltsight_http_auth_failures_total",
+            "Health-endpoint requests refused by basic authentication: missing (no or unparsable"
+            " credentials), bad_credentials (unknown user or wrong password), busy (too many"
+            " verifications queued, answered 503)",
+            ["reason"],
+            registry=r,
+        )
         self.snapshot_encodes = Counter(
             "beltsight_snapshot_encodes_total", "Live-view JPEGs drawn and encoded", ["camera"], registry=r
         )

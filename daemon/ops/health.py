@@ -15,68 +15,40 @@ cameras, Redis or inference of descriptors or loop time:
   response), not per line; every response closes the connection.
 - request line and header field at most `MAX_LINE_BYTES`, at most `MAX_HEADERS` headers:
   larger requests get `400` (aiohttp's parser) and are closed.
+
+With `[health] tls_cert_file` it serves HTTPS only (`daemon.ops.http_tls`: the handshake inside the
+bound and the deadline); with `basic_auth_users` every request but (optionally) `/healthz` needs a
+user's password (`daemon.ops.http_auth`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import re
 import socket
-import time
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
-from aiohttp.web_protocol import RequestHandler
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from daemon.core.metrics import Metrics
+from daemon.ops.http_auth import BasicAuth
+from daemon.ops.http_bound import ACCEPT_BURST, BoundedServer, server_logger
 
 log = structlog.get_logger("beltsight.health")
 
 MAX_LINE_BYTES = 4096
 """Longest request line, and longest header field, the endpoint accepts."""
 MAX_HEADERS = 32
-ACCEPT_BURST = 16
-"""Connections accepted per turn of the event loop (asyncio's `backlog`): the most descriptors
-that connections being turned away hold at once."""
 KERNEL_BACKLOG = 512
 """The listen queue in the kernel: what waits there holds none of the daemon's descriptors, and a
 full queue would drop a normal client's SYN (a 1 s retransmit) while a flood churns."""
-SHED_LOG_INTERVAL_S = 60.0
-"""Connections turned away are logged as one summary per interval, not one line each."""
-
-
-class _NoBadRequestTracebacks(logging.Filter):
-    """aiohttp logs every unparsable request (oversized, garbage) with a traceback; a client
-    cannot be allowed to fill the journal: those are answered 400 and counted, not logged."""
-
-    def __init__(self, metrics: Metrics | None) -> None:
-        super().__init__()
-        self._metrics = metrics
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, HttpProcessingError):
-            if self._metrics is not None:
-                self._metrics.http_connections_closed.labels(reason="bad_request").inc()
-            return False
-        return record.levelno >= logging.getLogger().getEffectiveLevel()
-
-
-def _server_logger(metrics: Metrics | None) -> logging.Logger:
-    logger = logging.getLogger("beltsight.http")
-    for old in [f for f in logger.filters if isinstance(f, _NoBadRequestTracebacks)]:
-        logger.removeFilter(old)
-    logger.addFilter(_NoBadRequestTracebacks(metrics))
-    logger.setLevel(logging.DEBUG)  # aiohttp logs some bad requests at debug: the filter counts them too
-    return logger
 
 
 class SystemdNotifier:
@@ -144,144 +116,6 @@ class HttpLimits:
     request_timeout_s: float = 5.0
 
 
-_REFUSAL = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n"
-    b"Retry-After: 1\r\nConnection: close\r\n\r\nbusy\n"
-)
-
-
-class _Refused(asyncio.Protocol):
-    """A connection beyond the bound with every slot busy: one short 503, then closed at once."""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        transport.write(_REFUSAL)  # fits any fresh socket's send buffer: close() frees the descriptor now
-        transport.close()
-
-
-class _Handler(RequestHandler):
-    """aiohttp's connection handler, telling the server as soon as a whole request head has
-    arrived (before aiohttp schedules the request's task), so a flood of new connections cannot
-    evict a client that has already asked."""
-
-    __slots__ = ("_bounded", "_last_bytes")
-
-    def __init__(self, manager: BoundedServer, **kwargs: Any) -> None:
-        super().__init__(manager, **kwargs)
-        self._bounded = manager
-        self._last_bytes = b""
-
-    def data_received(self, data: bytes) -> None:
-        seen = self._last_bytes + data
-        if b"\r\n\r\n" in seen:
-            self._bounded.mark_busy(self)
-        self._last_bytes = seen[-3:]
-        super().data_received(data)
-
-
-@dataclass(slots=True)
-class _Conn:
-    transport: asyncio.Transport
-    deadline: asyncio.TimerHandle
-    busy: bool = False
-
-
-class BoundedServer(web.Server):
-    """aiohttp's low-level server with a bound on open connections and a deadline for each.
-
-    `__call__` (the protocol factory the listening socket calls for each accepted connection)
-    is where the bound is enforced, before aiohttp sees the connection."""
-
-    def __init__(
-        self,
-        handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]],
-        limits: HttpLimits,
-        metrics: Metrics | None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(handler, **kwargs)
-        self.limits = limits
-        self._metrics = metrics
-        self._unmade: dict[RequestHandler, float] = {}
-        self._open: dict[RequestHandler, _Conn] = {}  # insertion order: oldest first
-        self._shed = {"evicted": 0, "refused": 0, "deadline": 0}
-        self._shed_logged_mono = 0.0
-
-    @property
-    def open_connections(self) -> int:
-        return len(self._open) + len(self._unmade)
-
-    def __call__(self) -> RequestHandler:  # a _Refused (a plain protocol) for a connection turned away
-        now = time.monotonic()
-        for handler, made in list(self._unmade.items()):
-            if now - made > 1.0:  # the transport never came up (accept failed half-way)
-                del self._unmade[handler]
-        if self.open_connections >= self.limits.max_connections and not self._evict_one():
-            self._count("refused")
-            return _Refused()  # type: ignore[return-value]
-        handler = _Handler(self, loop=self._loop, **self._kwargs)
-        self._unmade[handler] = now
-        return handler
-
-    def _evict_one(self) -> bool:
-        idle = next((handler for handler, conn in self._open.items() if not conn.busy), None)
-        if idle is None:
-            return False
-        self._close(idle, "evicted")
-        return True
-
-    def _close(self, handler: RequestHandler, reason: str) -> None:
-        conn = self._open.pop(handler, None)
-        if conn is not None:
-            conn.deadline.cancel()  # (holding the handler for the deadline would keep it alive)
-            self._count(reason)
-            conn.transport.abort()  # the descriptor is closed on the loop's next turn
-            self._gauge()
-
-    def connection_made(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
-        super().connection_made(handler, transport)
-        self._unmade.pop(handler, None)
-        timer = asyncio.get_running_loop().call_later(self.limits.request_timeout_s, self._close, handler, "deadline")
-        self._open[handler] = _Conn(transport, timer)
-        self._gauge()
-
-    def connection_lost(self, handler: RequestHandler, exc: BaseException | None = None) -> None:
-        super().connection_lost(handler, exc)
-        self._unmade.pop(handler, None)
-        conn = self._open.pop(handler, None)
-        if conn is not None:
-            conn.deadline.cancel()
-        self._gauge()
-
-    def mark_busy(self, handler: RequestHandler) -> None:
-        """A whole request head arrived on this connection: it is served, not evicted."""
-        conn = self._open.get(handler)
-        if conn is not None:
-            conn.busy = True
-
-    def _count(self, reason: str) -> None:
-        self._shed[reason] += 1
-        if self._metrics is not None:
-            self._metrics.http_connections_closed.labels(reason=reason).inc()
-        now = time.monotonic()
-        if now - self._shed_logged_mono >= SHED_LOG_INTERVAL_S:
-            self._shed_logged_mono = now
-            shed = self._shed
-            log.warning(
-                "http_connections_shed",
-                open=self.open_connections,
-                max_connections=self.limits.max_connections,
-                evicted=shed["evicted"],
-                refused=shed["refused"],
-                deadline=shed["deadline"],
-            )
-            self._shed = dict.fromkeys(self._shed, 0)
-
-    def _gauge(self) -> None:
-        if self._metrics is not None:
-            self._metrics.http_connections_open.set(self.open_connections)
-
-
 def _listening_socket(host: str, port: int) -> socket.socket:
     name = host.strip("[]") or None  # "[::1]" -> "::1"; "" -> every address
     family, kind, proto, _name, address = socket.getaddrinfo(
@@ -311,6 +145,9 @@ class HealthServer:
         *,
         limits: HttpLimits | None = None,
         metrics: Metrics | None = None,
+        tls: ssl.SSLContext | None = None,
+        users: Mapping[str, str] | None = None,
+        healthz_open: bool = True,
     ) -> None:
         self._host = host
         self._port = port
@@ -318,6 +155,9 @@ class HealthServer:
         self._health = health
         self._limits = limits or HttpLimits()
         self._metrics = metrics
+        self._tls = tls
+        self._auth = BasicAuth(users, metrics) if users else None
+        self._open_paths = {"/healthz", "/health"} if healthz_open else set()
         self._runner: web.ServerRunner | None = None
         self._server: BoundedServer | None = None
         self._listener: asyncio.Server | None = None
@@ -344,13 +184,14 @@ class HealthServer:
             self._dispatch,
             self._limits,
             self._metrics,
+            self._tls,
             max_line_size=MAX_LINE_BYTES,
             max_field_size=MAX_LINE_BYTES,
             max_headers=MAX_HEADERS,
             keepalive_timeout=0,
             lingering_time=0,
             access_log=None,
-            logger=_server_logger(self._metrics),
+            logger=server_logger(self._metrics),
         )
         self._runner = web.ServerRunner(self._server, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
@@ -358,13 +199,16 @@ class HealthServer:
         sock = _listening_socket(self._host, self._port)
         self._listener = await loop.create_server(self._server, sock=sock, backlog=ACCEPT_BURST)
         sock.listen(KERNEL_BACKLOG)  # after asyncio's listen(ACCEPT_BURST): a longer kernel queue, same burst
-        log.info("health_listening", url=f"http://{self._host}:{self.port}/healthz")
+        scheme = "http" if self._tls is None else "https"
+        log.info("health_listening", url=f"{scheme}://{self._host}:{self.port}/healthz")
 
     async def close(self) -> None:
         if self._listener is not None:
             self._listener.close()
         if self._runner is not None:
             await self._runner.cleanup()
+        if self._auth is not None:
+            self._auth.close()
 
     async def _dispatch(self, request: web.BaseRequest) -> web.StreamResponse:
         if self._server is not None:
@@ -374,6 +218,10 @@ class HealthServer:
         return response
 
     async def _respond(self, request: web.BaseRequest) -> web.StreamResponse:
+        if self._auth is not None and request.path not in self._open_paths:
+            refusal = await self._auth.refusal(request)
+            if refusal is not None:
+                return refusal
         for pattern, handler in self._routes:
             match = pattern.fullmatch(request.path)
             if match is None:

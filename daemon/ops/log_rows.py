@@ -93,6 +93,13 @@ DAEMON_EVENTS: tuple[LogEvent, ...] = (
     LogEvent("gpu_unavailable", "error", '[engine] device = "cuda" but no CUDA session or CuPy: exit 69', ("error",)),
     LogEvent("health_listening", "info", "the health endpoint is listening", ("url",)),
     LogEvent(
+        "http_auth_refused",
+        "warning",
+        "the health endpoint refused requests without a valid user's password (basic_auth_users); "
+        "summarised: at most one line a minute, counts since the last line, the last one's peer address",
+        ("peer", "missing", "bad_credentials", "busy"),
+    ),
+    LogEvent(
         "http_connections_shed",
         "warning",
         "the health endpoint closed connections itself (over max_connections or past request_timeout_s); "
