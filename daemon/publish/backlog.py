@@ -151,8 +151,9 @@ class Backlog:
       entry arrives (the sink calls it while it backs off).
     - Full spool: if the spool cannot be written (a full disk, an I/O error), memory keeps
       `capacity` entries and drops the oldest (`spool_full`), and the spill is tried again every
-      `spool_after_s` (a full disk logs `spool_disk_full` once, `spool_disk_ok` once it takes
-      writes again). Between writes, while the spool is over its cap, its oldest records are
+      `spool_after_s`; on a full disk (`spool_disk_full`, logged once) each try is one entry, a
+      probe, so what the spool holds only in memory stays small, until one reaches the disk
+      (`spool_disk_ok`). Between writes, while the spool is over its cap, its oldest records are
       dropped (`spool_full`). `push`, `settle` and `tick` return drops for the caller to count.
     - Order: batches come from the spool while it holds anything, then from memory;
       everything in the spool is older than everything in memory, so each camera keeps order.
@@ -184,7 +185,8 @@ class Backlog:
         self._tickets = itertools.count(-1, -1)  # spool slots: negative, never a memory ticket
         self._from_spool = False  # the batch in flight came from the spool
         self._spill_chunk = max(1, min(capacity // 4, 256))
-        self._spill_retry_at = float("-inf")  # after a failed spill: not before this
+        self._spill_retry_at = float("-inf")  # after a failed spill, or a probe of a full disk: not before this
+        self._disk_was_full = False
         self._spool_error_logged_at = float("-inf")
 
     def __len__(self) -> int:
@@ -219,10 +221,7 @@ class Backlog:
 
     def tick(self) -> Drops:
         """The checks `push` runs, with no new entry: what has waited `spool_after_s` goes to disk."""
-        if self.spool is None:
-            return {}
-        self.spool.poll()
-        return self._enforce(self.spool)
+        return {} if self.spool is None else self._enforce(self.spool)
 
     def peek(self, n: int) -> list[Slot[FrameResult]]:
         spool = self.spool
@@ -268,15 +267,21 @@ class Backlog:
 
     def _enforce(self, spool: Spool) -> Drops:
         drops: Drops = {}
+        spool.poll()
         now = self._clock()
-        failing = now < self._spill_retry_at
-        if self.memory.in_flight == 0 and not failing:
+        if self._disk_was_full and not spool.disk_full:
+            self._spill_retry_at = float("-inf")  # space is back: spill at once
+        self._disk_was_full = full = spool.disk_full
+        if self.memory.in_flight == 0 and now >= self._spill_retry_at:
             over = len(self.memory) - self.capacity
             n = over + self._spill_chunk - 1 if over > 0 else 0
             if self.memory.accepted_before(now - self._spool_after_s):  # the oldest waited too long
                 n = max(n, self.memory.accepted_before(now - self._spool_after_s / 2))
+            if n and full:  # one entry probes whether space came back; the rest waits in memory
+                n, self._spill_retry_at = 1, now + self._spool_after_s
             if n:
-                failing = not self._spill(spool, n, now)
+                self._spill(spool, n, now)
+        failing = full or now < self._spill_retry_at
         bound, reason = (self.capacity, SPOOL_FULL) if failing else (2 * self.capacity, BUFFER_FULL)
         while len(self.memory) > bound and self._drop_one(drops, reason):
             pass
@@ -286,8 +291,8 @@ class Backlog:
             _add(drops, spool.trim(), SPOOL_FULL)
         return drops
 
-    def _spill(self, spool: Spool, n: int, now: float) -> bool:
-        """Move the oldest n entries to the spool; False (kept in memory) when it cannot take them."""
+    def _spill(self, spool: Spool, n: int, now: float) -> None:
+        """Move the oldest n entries to the spool; kept in memory (retried later) when it cannot take them."""
         slots = self.memory.take_oldest(n)
         for slot in slots:
             self._assign_id(slot)
@@ -300,8 +305,6 @@ class Backlog:
             if not quiet and now - self._spool_error_logged_at >= DROP_LOG_INTERVAL_S:
                 log.error("spool_write_failed", directory=str(spool.directory), reason=str(exc))
                 self._spool_error_logged_at = now
-            return False
-        return True
 
     def _drop_one(self, drops: Drops, reason: str) -> bool:
         dropped = self.memory.drop_oldest_idle()
