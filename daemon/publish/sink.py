@@ -216,6 +216,8 @@ class RedisSink:
                 raise
             except RETRYABLE as exc:
                 return await self._on_failure(exc)
+            except ResponseError as exc:  # a refusal raised by the client itself (BUSY on a whole pipeline)
+                return await self._on_failure(SinkError(SECRETS.scrub(str(exc))), exc)
             except ValueError as exc:  # unreadable password file, bad URL
                 return await self._on_failure(SinkError(SECRETS.scrub(str(exc))))
             self._on_success()
@@ -321,8 +323,9 @@ class RedisSink:
         self._backoff.succeeded()
         self.metrics.redis_up.set(1)
 
-    async def _on_failure(self, exc: BaseException) -> float:
+    async def _on_failure(self, exc: BaseException, cause: BaseException | None = None) -> float:
         """Log the failure once per outage and kind; return the backoff delay."""
+        exc.__cause__ = cause or exc.__cause__
         self.connected = False
         self.metrics.redis_up.set(0)
         delay_s = self._backoff.failed()
