@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -124,7 +125,9 @@ class FaultyFactory:
     inner: EngineFactory
     switch: FaultSwitch = field(default_factory=FaultSwitch)
     fail_builds: FaultSwitch = field(default_factory=FaultSwitch)
-    extra_build_s: float = 0.0
+    during_build: Callable[[str], None] | None = None
+    """Called in the builder's thread with the build's reason, before it returns (a build kept in
+    progress until the test saw what it waits for)."""
     primary_providers: tuple[str, ...] | None = PRETEND_CUDA
     builds: list[BuildRecord] = field(default_factory=list)
 
@@ -136,7 +139,8 @@ class FaultyFactory:
         if placement != "cpu":
             name = f"{reason}-{len(self.builds)}"
             engine = FaultyEngine(engine, self.switch, name=name, pretend_providers=self.primary_providers)
-        time.sleep(self.extra_build_s)
+        if self.during_build is not None:
+            self.during_build(reason)
         self.builds.append(BuildRecord(placement, reason, engine, time.perf_counter() - started))
         return engine
 

@@ -130,7 +130,7 @@ def test_snapshot_boxes_are_the_detections_published_for_that_frame(
         headers, jpeg = snapshot_with_detections(d, "belt")
         seq, captured_ms = int(headers["X-Beltsight-Seq"]), int(headers["X-Beltsight-Captured-Ms"])
         sidecar = http_get(port_of(d), "/cameras/belt/snapshot.json").json()
-        wait_until(lambda: entry_for(redis, "belt", seq, captured_ms) is not None, 10, "the frame's entry", d)
+        wait_until(lambda: entry_for(redis, "belt", seq, captured_ms) is not None, 60, "the frame's entry", d)
         entry = entry_for(redis, "belt", seq, captured_ms)
     assert entry is not None
     assert (sidecar["seq"], sidecar["captured_ms"]) == (seq, captured_ms)

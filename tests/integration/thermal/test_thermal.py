@@ -45,8 +45,11 @@ def health(d: InProcessDaemon) -> dict[str, Any]:
         return dict(json.loads(exc.read()))
 
 
-def published(redis: RedisServer) -> int:
-    client = redis.client()
+def published(source: RedisServer | InProcessDaemon) -> int:
+    """Entries in Redis, or those the daemon's sink counts as published."""
+    if isinstance(source, InProcessDaemon):
+        return int(source.counter("beltsight_entries_published_total", camera=CAMERA))
+    client = source.client()
     try:
         return int(client.xlen(f"beltsight:detections:{CAMERA}"))
     finally:
@@ -60,17 +63,35 @@ def rate(redis: RedisServer, seconds: float) -> float:
     return (published(redis) - before) / (time.monotonic() - start)
 
 
-def busy_fraction(d: InProcessDaemon, seconds: float) -> tuple[float, float]:
-    """(entries per second reaching Redis, share of the time the lane's session ran) over the next
-    `seconds`. The duty cycle bounds the second whatever else the machine does; the first also
-    depends on how much of the time the session was busy at full speed."""
-    before = d.counter("beltsight_entries_published_total", camera=CAMERA)
-    busy_before, start = d.counter("beltsight_inference_seconds_sum", model="640"), time.monotonic()
-    time.sleep(seconds)
+def runs(d: InProcessDaemon) -> float:
+    """Batches the 640 lane's session has run."""
+    return d.counter("beltsight_inference_seconds_count", model="640")
+
+
+def busy_fraction(d: InProcessDaemon, batches: int) -> tuple[float, float]:
+    """(entries per second reaching Redis, share of the time the lane's session ran) over the
+    next `batches` batches, from one batch's end to another's: with one worker every batch counted
+    ran inside the window, however slow the machine. The duty cycle bounds the second whatever
+    else the machine does; the first also depends on how fast the session runs at full speed."""
+    first = runs(d)
+    wait_until(lambda: runs(d) > first, 60, "a batch to end", d, poll_s=0.005)
+    n0, start = runs(d), time.monotonic()
+    before, busy_before = published(d), d.counter("beltsight_inference_seconds_sum", model="640")
+    wait_until(lambda: runs(d) >= n0 + batches, 120, f"{batches} batches", d, poll_s=0.005)
     elapsed = time.monotonic() - start
-    published_n = d.counter("beltsight_entries_published_total", camera=CAMERA) - before
     busy = d.counter("beltsight_inference_seconds_sum", model="640") - busy_before
-    return published_n / elapsed, busy / elapsed
+    return (published(d) - before) / elapsed, busy / elapsed
+
+
+def dropped(d: InProcessDaemon) -> float:
+    return d.counter("beltsight_frames_dropped_total", camera=CAMERA, reason="thermal")
+
+
+def runs_while_dropping(d: InProcessDaemon, frames: int) -> float:
+    """Batches run while the daemon drops the next `frames` frames as thermal."""
+    before, dropped_before = runs(d), dropped(d)
+    wait_until(lambda: dropped(d) >= dropped_before + frames, 60, f"{frames} frames dropped as thermal", d)
+    return runs(d) - before
 
 
 def _text(value: str | bytes) -> str:
@@ -117,11 +138,12 @@ def test_heat_slows_inference_pauses_it_at_critical_and_cooling_restores_it(
     with InProcessDaemon(config) as d:
         wait_until(lambda: published(redis) >= 15, 60, "detections flowing", d)
         assert health(d)["thermal"]["level"] == "normal"
-        cool_rate = rate(redis, 4.0)
+        # the upper of a few windows: a burst of load elsewhere lowers the cool rate, never raises it
+        cool_rate = max(rate(redis, 2.0) for _ in range(3))
 
         write_zone(zones, 70.0)  # over the 60 C limit, under the 75 C critical
-        wait_until(lambda: health(d)["thermal"]["share"] <= 0.15, 20, "the governor to cut the share", d)
-        hot_rate, hot_busy = busy_fraction(d, 4.0)
+        wait_until(lambda: health(d)["thermal"]["share"] <= 0.15, 60, "the governor to cut the share", d)
+        hot_rate, hot_busy = busy_fraction(d, 10)
         report = health(d)["thermal"]
         assert report["level"] == "regulating"
         # the session runs at most its share of the time (a loaded machine slows the camera's decode
@@ -132,20 +154,18 @@ def test_heat_slows_inference_pauses_it_at_critical_and_cooling_restores_it(
 
         reconnects = d.counter("beltsight_camera_reconnects_total", camera=CAMERA)
         write_zone(zones, 80.0)  # critical
-        wait_until(lambda: health(d)["thermal"]["level"] == "paused", 10, "the pause", d)
+        wait_until(lambda: health(d)["thermal"]["level"] == "paused", 60, "the pause", d)
         metrics_text = get(d, "/metrics")
-        dropped = d.counter("beltsight_frames_dropped_total", camera=CAMERA, reason="thermal")
-        wait_until(
-            lambda: d.counter("beltsight_frames_dropped_total", camera=CAMERA, reason="thermal") > dropped + 5,
-            10,
-            "frames dropped as thermal",
-            d,
-        )
+        dropped_at_pause = dropped(d)
+        wait_until(lambda: dropped(d) > dropped_at_pause + 5, 60, "frames dropped as thermal", d)
         report = health(d)
-        time.sleep(1.0)  # a batch that was in the engine when the pause came may still publish
-        settled = published(redis)
-        time.sleep(1.5)
-        assert published(redis) == settled  # nothing inferred while paused
+        # a batch that was in the engine when the pause came may still publish: wait until a run of
+        # 5 dropped frames saw no batch, and the sink has nothing left to write
+        wait_until(lambda: runs_while_dropping(d, 5) == 0, 60, "the batch in the engine at the pause", d)
+        wait_until(lambda: published(redis) == published(d), 30, "the sink to drain", d)
+        settled, settled_runs = published(redis), runs(d)
+        assert runs_while_dropping(d, 15) == 0  # nothing inferred while paused
+        assert published(redis) == settled and runs(d) == settled_runs
         assert report["cameras"][CAMERA]["state"] == "up" and report["status"] == "degraded"
         assert report["thermal"]["sensors"]["gpu-thermal"]["celsius"] == 80.0
         assert d.counter("beltsight_camera_reconnects_total", camera=CAMERA) == reconnects  # stayed connected
@@ -153,12 +173,15 @@ def test_heat_slows_inference_pauses_it_at_critical_and_cooling_restores_it(
         assert 'beltsight_temperature_celsius{sensor="gpu-thermal"} 80.0' in metrics_text
 
         write_zone(zones, 40.0)
-        wait_until(lambda: health(d)["thermal"]["share"] == 1.0, 30, "full speed again", d)
-        back = [rate(redis, 3.0)]  # other processes share these cores: allow a few windows
-        while back[-1] < 0.6 * cool_rate and len(back) < 6:
-            back.append(rate(redis, 3.0))
-        assert back[-1] >= 0.6 * cool_rate, (back, cool_rate)
-        wait_until(lambda: health(d)["thermal"]["level"] == "normal", 20, "the normal level", d)
+        wait_until(lambda: health(d)["thermal"]["share"] == 1.0, 60, "full speed again", d)
+        back: list[float] = []  # other processes share these cores: windows until one is back up
+
+        def back_up() -> bool:
+            back.append(rate(redis, 2.0))
+            return back[-1] >= 0.6 * cool_rate
+
+        wait_until(back_up, 120, f"the rate back to 0.6 of {cool_rate:.1f}/s", d)
+        wait_until(lambda: health(d)["thermal"]["level"] == "normal", 60, "the normal level", d)
         assert d.counter("beltsight_throttle_seconds_total", level="paused") >= 1.0
         assert d.counter("beltsight_throttle_level") == 0.0
 

@@ -15,6 +15,7 @@ from daemon.batching.hub import FrameHub, Pending
 from daemon.core.frames import Frame, Letterbox
 from daemon.core.metrics import Metrics
 from daemon.inference.stage import BatchTensor
+from tests.support.waits import async_wait_until
 
 
 class FakeClock:
@@ -29,6 +30,30 @@ class FakeClock:
 
     def advance(self, dt: float) -> None:
         self.t += dt
+
+
+class CountingClock(FakeClock):
+    """A fake clock that counts its reads: a worker resting on it re-reads it each time its wait
+    ends, so the count is the test's sign that the worker looked again."""
+
+    def __init__(self, t: float = 1000.0) -> None:
+        super().__init__(t)
+        self.reads = 0
+
+    def monotonic(self) -> float:
+        self.reads += 1
+        return self.t
+
+
+async def workers_waiting(batcher: Batcher, n: int) -> None:
+    """Until `n` workers are inside `next_batch` (counted in, past any rest): not a fixed sleep."""
+    await async_wait_until(lambda: batcher._waiting >= n, 30.0)
+
+
+async def rereads(clock: CountingClock, n: int = 2) -> None:
+    """Until the resting worker has re-read `clock` `n` more times (it saw the current time)."""
+    reads = clock.reads
+    await async_wait_until(lambda: clock.reads >= reads + n, 30.0)
 
 
 def make_frame(camera: str, seq: int, captured: float, size: int = 640) -> Frame:
@@ -134,7 +159,7 @@ def test_replay_frames_wait_for_the_consumer_and_are_never_stale() -> None:
     thread.start()
     assert not second_done.wait(0.3)  # blocked: frame 0 not yet taken
     assert [f.seq for f in hub.take(640, 4, POLICY.max_age_s)] == [0]
-    assert second_done.wait(2.0)
+    assert second_done.wait(30.0)
     assert [f.seq for f in hub.take(640, 4, POLICY.max_age_s)] == [1]
     thread.join()
     assert dropped(metrics, "file", "stale") == 0
@@ -172,7 +197,7 @@ def test_batcher_waits_for_deadline_then_returns_partial_batch() -> None:
         hub.put(make_frame("a", 1, loop.time()))
         hub.put(make_frame("b", 1, loop.time()))
         started = loop.time()
-        frames = await asyncio.wait_for(batcher.next_batch(), 2.0)
+        frames = await asyncio.wait_for(batcher.next_batch(), 30.0)
         return sorted(f.camera_id for f in frames), loop.time() - started
 
     cameras, waited = asyncio.run(scenario())
@@ -199,10 +224,10 @@ def test_two_workers_waiting_on_one_batcher_each_get_a_different_batch() -> None
         batcher = Batcher(640, hub, BatchPolicy(max_batch=2, max_wait_s=0.01, max_age_s=5.0), loop)
         first = asyncio.create_task(batcher.next_batch())
         second = asyncio.create_task(batcher.next_batch())
-        await asyncio.sleep(0.01)
+        await workers_waiting(batcher, 2)
         for cam in ("a", "b", "c", "d"):
             hub.put(make_frame(cam, 0, loop.time()))
-        batches = await asyncio.wait_for(asyncio.gather(first, second), 2.0)
+        batches = await asyncio.wait_for(asyncio.gather(first, second), 30.0)
         return [sorted(f.camera_id for f in b) for b in batches]
 
     batches = asyncio.run(scenario())
@@ -232,11 +257,11 @@ def test_frames_wake_the_loop_only_while_a_worker_waits_and_none_is_missed() -> 
         for seq in range(5):  # no worker waiting: nobody to wake
             await asyncio.to_thread(hub.put, make_frame("a", seq, loop.time()))
         while_busy = wakeups
-        got = await asyncio.wait_for(batcher.next_batch(), 2.0)  # finds the frame without a wake-up
+        got = await asyncio.wait_for(batcher.next_batch(), 30.0)  # finds the frame without a wake-up
         waiting = asyncio.create_task(batcher.next_batch())
-        await asyncio.sleep(0.01)
+        await workers_waiting(batcher, 1)
         await asyncio.to_thread(hub.put, make_frame("b", 0, loop.time()))
-        second = await asyncio.wait_for(waiting, 2.0)  # woken by the put
+        second = await asyncio.wait_for(waiting, 30.0)  # woken by the put
         return while_busy, wakeups, [f"{f.camera_id}{f.seq}" for f in got + second]
 
     while_busy, total, taken = asyncio.run(scenario())
@@ -256,11 +281,11 @@ def test_stopped_batcher_runs_what_waits_at_once_then_returns_empty_to_every_wor
         hub.put(make_frame("a", 1, loop.time()))  # 1 of 3 cameras waiting: not full, deadline in 60 s
         started = loop.time()
         waiting = asyncio.create_task(batcher.next_batch())
-        await asyncio.sleep(0.05)
+        await workers_waiting(batcher, 1)
         assert not waiting.done()
         batcher.stop()
-        got = await asyncio.wait_for(waiting, 2.0)
-        after = await asyncio.wait_for(asyncio.gather(batcher.next_batch(), batcher.next_batch()), 2.0)
+        got = await asyncio.wait_for(waiting, 30.0)
+        after = await asyncio.wait_for(asyncio.gather(batcher.next_batch(), batcher.next_batch()), 30.0)
         return [f.camera_id for f in got], loop.time() - started, list(after)
 
     got, waited, after = asyncio.run(scenario())
@@ -320,7 +345,7 @@ def test_with_one_frame_per_worker_each_free_worker_takes_the_oldest_waiting_cam
         batcher = Batcher(640, hub, policy, loop)
         for i, cam in enumerate(("c", "a", "d", "b")):  # waiting since 0, 1, 2, 3 ms
             hub.put(make_frame(cam, 0, loop.time() - 0.010 + i / 1000))
-        return [[f.camera_id for f in await asyncio.wait_for(batcher.next_batch(), 2.0)] for _ in range(4)]
+        return [[f.camera_id for f in await asyncio.wait_for(batcher.next_batch(), 30.0)] for _ in range(4)]
 
     assert asyncio.run(scenario()) == [["c"], ["a"], ["d"], ["b"]]
 
@@ -337,8 +362,8 @@ def test_with_two_workers_a_batch_is_full_at_half_the_cameras_and_takes_only_tha
         batcher = Batcher(640, hub, policy, loop)
         for cam in ("a", "b", "c", "d"):  # both workers were busy: all four cameras wait
             hub.put(make_frame(cam, 0, loop.time()))
-        first = await asyncio.wait_for(batcher.next_batch(), 2.0)
-        second = await asyncio.wait_for(batcher.next_batch(), 2.0)
+        first = await asyncio.wait_for(batcher.next_batch(), 30.0)
+        second = await asyncio.wait_for(batcher.next_batch(), 30.0)
         return [[f.camera_id for f in first], [f.camera_id for f in second]]
 
     first, second = asyncio.run(scenario())
@@ -356,7 +381,7 @@ def test_at_full_share_a_busy_worker_takes_the_next_batch_without_resting() -> N
         batcher = Batcher(640, hub, policy, loop)
         hub.put(make_frame("a", 0, loop.time()))
         started = loop.time()
-        frames = await asyncio.wait_for(batcher.next_batch(busy_s=30.0), 2.0)  # a 30 s rest would time out
+        frames = await asyncio.wait_for(batcher.next_batch(busy_s=30.0), 30.0)  # a 30 s rest would time out
         return [f.camera_id for f in frames], loop.time() - started
 
     cameras, _ = asyncio.run(scenario())
@@ -364,26 +389,32 @@ def test_at_full_share_a_busy_worker_takes_the_next_batch_without_resting() -> N
 
 
 def test_below_full_share_a_worker_rests_in_proportion_then_takes_the_freshest_frames() -> None:
-    async def scenario() -> tuple[float, list[tuple[str, int]]]:
+    async def scenario() -> tuple[bool, list[tuple[str, int]]]:
         loop = asyncio.get_running_loop()
         metrics = Metrics()
-        hub = FrameHub(metrics)
+        clock = CountingClock()  # the rest is measured on it: the test moves time on
+        hub = FrameHub(metrics, clock)
         policy = BatchPolicy(max_batch=4, max_wait_s=0.0, max_age_s=5.0)
-        batcher = Batcher(640, hub, policy, loop, metrics=metrics)
+        batcher = Batcher(640, hub, policy, loop, clock=clock, metrics=metrics)
         batcher.set_share(0.25)
         for cam in ("a", "b"):
-            hub.put(make_frame(cam, 0, loop.time()))
-        started = loop.time()
+            hub.put(make_frame(cam, 0, clock.t))
         rest = asyncio.create_task(batcher.next_batch(busy_s=0.05))  # 0.05 x 3 = 0.15 s of rest
+        await rereads(clock)  # the rest began (read its start)
         for seq in range(1, 4):  # the cameras go on while the worker rests
-            await asyncio.sleep(0.02)
+            clock.advance(0.04)
+            await rereads(clock)
             for cam in ("a", "b"):
-                hub.put(make_frame(cam, seq, loop.time()))
-        frames = await asyncio.wait_for(rest, 2.0)
-        return loop.time() - started, sorted((f.camera_id, f.seq) for f in frames)
+                hub.put(make_frame(cam, seq, clock.t))
+        clock.advance(0.02)  # 0.14 s of the 0.15 s
+        await rereads(clock)
+        rested_on = not rest.done()
+        clock.advance(0.02)  # past the rest
+        frames = await asyncio.wait_for(rest, 30.0)
+        return rested_on, sorted((f.camera_id, f.seq) for f in frames)
 
-    waited, taken = asyncio.run(scenario())
-    assert waited >= 0.14
+    rested_on, taken = asyncio.run(scenario())
+    assert rested_on  # still resting at 0.14 s of its 0.15 s
     assert taken == [("a", 3), ("b", 3)]  # every camera its part, and the newest of each
 
 
@@ -395,10 +426,10 @@ def test_a_share_change_ends_a_rest_at_once() -> None:
         batcher.set_share(0.01)
         hub.put(make_frame("a", 0, loop.time()))
         waiting = asyncio.create_task(batcher.next_batch(busy_s=1.0))  # would rest 99 s
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0)  # the task starts its rest
         assert not waiting.done()
         batcher.set_share(1.0)
-        return [f.camera_id for f in await asyncio.wait_for(waiting, 2.0)]
+        return [f.camera_id for f in await asyncio.wait_for(waiting, 30.0)]
 
     assert asyncio.run(scenario()) == ["a"]
 
@@ -414,14 +445,14 @@ def test_paused_frames_are_dropped_as_thermal_not_queued_and_inference_resumes_w
         waiting = asyncio.create_task(batcher.next_batch(busy_s=0.02))
         for seq in range(5):
             await asyncio.to_thread(hub.put, make_frame("a", seq, loop.time()))
-            await asyncio.sleep(0.01)
+            await async_wait_until(lambda: dropped(metrics, "a", "thermal") >= seq + 1, 30.0)  # noqa: B023
         hub.put(make_frame("b", 0, loop.time()))
-        await asyncio.sleep(0.02)
+        await async_wait_until(lambda: dropped(metrics, "b", "thermal") >= 1, 30.0)
         still_waiting = not waiting.done()
         cameras_known = hub.cameras()  # the cameras are still attached to their model
         batcher.set_share(0.5)
         hub.put(make_frame("a", 9, loop.time()))
-        frames = await asyncio.wait_for(waiting, 2.0)
+        frames = await asyncio.wait_for(waiting, 30.0)
         assert cameras_known == {"a": 640, "b": 640}
         return (
             [(f.camera_id, f.seq) for f in frames],
@@ -460,7 +491,7 @@ def test_duty_cycled_batches_stay_fair_across_cameras() -> None:
         producer = asyncio.create_task(produce())
         busy = 0.0
         for _ in range(36):
-            frames = await asyncio.wait_for(batcher.next_batch(busy_s=busy), 2.0)
+            frames = await asyncio.wait_for(batcher.next_batch(busy_s=busy), 30.0)
             served[frames[0].camera_id] += 1
             busy = 0.004
         producer.cancel()
@@ -478,8 +509,8 @@ def test_stop_ends_a_pause_and_runs_what_waits() -> None:
         batcher = Batcher(640, hub, BatchPolicy(max_batch=4, max_wait_s=60.0, max_age_s=5.0), loop)
         batcher.set_share(0.0)
         waiting = asyncio.create_task(batcher.next_batch())
-        await asyncio.sleep(0.01)
+        await workers_waiting(batcher, 1)
         batcher.stop()
-        return [f.camera_id for f in await asyncio.wait_for(waiting, 2.0)]
+        return [f.camera_id for f in await asyncio.wait_for(waiting, 30.0)]
 
     assert asyncio.run(scenario()) == []
