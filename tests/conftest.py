@@ -1,5 +1,9 @@
 """Shared fixtures live in plugin modules, one per real service, so they can grow independently."""
 
+import os
+
+import pytest
+
 pytest_plugins = [
     "tests.support.fault_fixtures",
     "tests.support.fixtures_redis",
@@ -7,3 +11,48 @@ pytest_plugins = [
     "tests.support.fixtures_redis_sentinel",
     "tests.support.fixtures_rtsp",
 ]
+
+
+# -- under CI, a skip outside the `gpu` marker is a failure ----------------------------------------
+_CI_SKIPS: list[str] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    """With `CI=true`, a test that skipped and is not marked `gpu` fails instead: in CI every
+    test but the GPU ones must run (tools/bootstrap.sh --dev installs what they need)."""
+    report: pytest.TestReport = yield
+    if (
+        report.skipped
+        and not hasattr(report, "wasxfail")
+        and os.environ.get("CI", "").lower() == "true"
+        and item.get_closest_marker("gpu") is None
+    ):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _CI_SKIPS.append(f"{item.nodeid}: {reason}")
+        report.outcome = "failed"
+        report.longrepr = (
+            f"skipped under CI=true, which only the `gpu` marker may do: {reason}\n"
+            "(install what it needs with tools/bootstrap.sh --dev, or mark it gpu if it needs a CUDA GPU)"
+        )
+    return report
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    """A whole module skipped at import (`pytest.importorskip`) counts too, outside tests/gpu/;
+    it cannot fail its collection without stopping the run, so the session's exit status says it."""
+    if report.skipped and os.environ.get("CI", "").lower() == "true" and not report.nodeid.startswith("tests/gpu/"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _CI_SKIPS.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _CI_SKIPS and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _CI_SKIPS:
+        terminalreporter.section("skipped outside the gpu marker under CI=true (counted as failures)", red=True)
+        for line in _CI_SKIPS:
+            terminalreporter.line(line)
