@@ -6,16 +6,18 @@ successful run is the README's first command, which CI runs as written (`.ci/run
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.waits import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "tools" / "demo.py"
@@ -93,11 +95,16 @@ def test_ctrl_c_while_rendering_leaves_no_half_written_clip(tmp_path: Path) -> N
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert "rendering line1-infeed" in line, line
-    deadline = time.monotonic() + 60
-    while not list(data.glob("*.partial.*")):  # rendering has begun writing
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.05)
-    time.sleep(0.5)
+
+    def writing() -> bool:  # rendering has begun writing frames to its partial clip
+        assert proc.poll() is None, "the demo ended before it was interrupted"
+        sizes = []
+        for part in data.glob("*.partial.*"):
+            with contextlib.suppress(FileNotFoundError):  # renamed meanwhile
+                sizes.append(part.stat().st_size)
+        return any(size > 0 for size in sizes)
+
+    wait_until(writing, 120, "the partial clip's first bytes")
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

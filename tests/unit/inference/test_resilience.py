@@ -8,7 +8,6 @@ says which session served the batch. Builds happen in the engine's real builder 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from daemon.inference.engine import InferenceError
 from daemon.inference.model_file import ModelInfo
 from daemon.inference.providers import EngineError, Placement
 from daemon.inference.serving import ServingEngine
+from tests.support.waits import wait_until
 
 HostArray = npt.NDArray[np.float32]
 
@@ -102,7 +102,7 @@ class FakeFactory:
 
     def build(self, info: ModelInfo, placement: Placement = "configured", reason: str = "startup") -> FakeEngine:
         self.entered.set()
-        assert self.gate.wait(10)
+        assert self.gate.wait(60)
         if self.fail_builds:
             raise EngineError("injected build failure")
         cpu = placement == "cpu"
@@ -174,7 +174,7 @@ def make_rig(
         memory_check_s=5.0,
         rebuild_retry_s=retry_s,
     )
-    engine.wait_builds(10)
+    engine.wait_builds(60)
     return Rig(engine, primary, factory, clock, metrics, events, memory)
 
 
@@ -208,7 +208,7 @@ def test_opens_after_fail_max_and_every_failed_batch_is_served_by_the_fallback(r
     assert rig.gauge() == 1
     assert rig.run() == fallback
     assert rig.primary.runs == 3  # the open breaker no longer calls the failed primary
-    rig.engine.wait_builds(10)
+    rig.engine.wait_builds(60)
     assert rig.primary.closed  # a failed GPU session is not reused
     assert rig.engine.providers == ("CPUExecutionProvider",)
 
@@ -225,11 +225,11 @@ def test_probe_after_reset_timeout_uses_a_freshly_built_primary(rig: Rig) -> Non
     fallback = rig.factory.last("breaker_fallback").ident
     rig.clock.advance(29.9)
     rig.run()
-    rig.engine.wait_builds(10)
+    rig.engine.wait_builds(60)
     assert "breaker_probe" not in [r for _, r, _ in rig.factory.built]
     rig.clock.advance(0.1)
     assert rig.run() == fallback  # starts the probe build; this batch is still on the CPU
-    rig.engine.wait_builds(10)
+    rig.engine.wait_builds(60)
     placement, reason, fresh = rig.factory.built[-1]
     assert (placement, reason) == ("configured", "breaker_probe")
     assert rig.run() == fresh.ident  # the probe batch
@@ -245,22 +245,22 @@ def test_a_failed_probe_reopens_for_another_reset_timeout(rig: Rig) -> None:
     rig.factory.primaries_fail = True  # the GPU is still broken
     rig.clock.advance(30)
     rig.run()
-    rig.engine.wait_builds(10)
+    rig.engine.wait_builds(60)
     fallback = rig.factory.last("breaker_fallback").ident
     assert rig.run() == fallback  # the probe fails; its batch is retried on the fallback
     assert rig.engine.breaker_state == "open"
     assert rig.kinds() == ["breaker_open", "breaker_open"]
     assert "probe batch failed" in rig.events[1].detail
-    rig.engine.wait_builds(10)
+    rig.engine.wait_builds(60)
     assert rig.factory.last("breaker_probe").closed
     rig.clock.advance(29)
     rig.run()
-    rig.engine.wait_builds(10)
+    rig.engine.wait_builds(60)
     assert [r for _, r, _ in rig.factory.built].count("breaker_probe") == 1
     rig.factory.primaries_fail = False
     rig.clock.advance(1)
     rig.run()
-    rig.engine.wait_builds(10)
+    rig.engine.wait_builds(60)
     assert rig.run() == rig.factory.last("breaker_probe").ident
     assert rig.kinds() == ["breaker_open", "breaker_open", "breaker_closed"]
 
@@ -270,7 +270,7 @@ def test_a_failed_probe_build_rearms_the_timer(rig: Rig) -> None:
     rig.factory.fail_builds = True
     rig.clock.advance(30)
     rig.run()
-    rig.engine.wait_builds(10)
+    rig.engine.wait_builds(60)
     fallback = rig.factory.last("breaker_fallback").ident
     assert rig.run() == fallback  # picks up the failed build, re-arms the timer
     assert rig.engine.breaker_state == "open"
@@ -278,11 +278,11 @@ def test_a_failed_probe_build_rearms_the_timer(rig: Rig) -> None:
     rig.factory.fail_builds = False
     rig.clock.advance(20)
     rig.run()
-    rig.engine.wait_builds(10)
+    rig.engine.wait_builds(60)
     assert "breaker_probe" not in [r for _, r, _ in rig.factory.built]
     rig.clock.advance(10)
     rig.run()
-    rig.engine.wait_builds(10)
+    rig.engine.wait_builds(60)
     assert rig.run() == rig.factory.last("breaker_probe").ident
     assert rig.engine.breaker_state == "closed"
 
@@ -320,17 +320,17 @@ def test_rebuild_every_n_frames_swaps_between_batches_and_closes_the_old_session
     try:
         assert rig.run(2) == 1
         assert rig.run(2) == 1  # 4 frames: a rebuild starts after this batch
-        rig.engine.wait_builds(10)
+        rig.engine.wait_builds(60)
         placement, reason, fresh = rig.factory.built[-1]
         assert (placement, reason) == ("configured", "rebuild_frames")
         assert not rig.primary.closed
         assert rig.run(1) == fresh.ident  # swapped in before this batch
-        rig.engine.wait_builds(10)
+        rig.engine.wait_builds(60)
         assert is_closed(rig.primary)  # after the swap, in the builder thread
         assert rig.kinds() == ["session_rebuilt"]
         assert "rebuild_frames" in rig.events[0].detail
         rig.run(3)  # 4 frames on the new session
-        rig.engine.wait_builds(10)
+        rig.engine.wait_builds(60)
         assert rig.run(1) == rig.factory.built[-1][2].ident != fresh.ident
     finally:
         rig.engine.close()
@@ -341,11 +341,11 @@ def test_rebuild_every_n_seconds() -> None:
     try:
         rig.clock.advance(59)
         rig.run()
-        rig.engine.wait_builds(10)
+        rig.engine.wait_builds(60)
         assert rig.factory.built == []
         rig.clock.advance(1)
         rig.run()
-        rig.engine.wait_builds(10)
+        rig.engine.wait_builds(60)
         assert rig.run() == rig.factory.last("rebuild_interval").ident
     finally:
         rig.engine.close()
@@ -358,15 +358,15 @@ def test_rebuild_when_rss_or_device_memory_grows(grown: MemorySample) -> None:
         rig.memory.append(MemorySample(640.0, 1140.0))  # below the limit
         rig.clock.advance(5)
         rig.run()
-        rig.engine.wait_builds(10)
+        rig.engine.wait_builds(60)
         assert rig.factory.built == []
         rig.memory.append(grown)
         rig.run()  # checked at most every 5 s
-        rig.engine.wait_builds(10)
+        rig.engine.wait_builds(60)
         assert rig.factory.built == []
         rig.clock.advance(5)
         rig.run()
-        rig.engine.wait_builds(10)
+        rig.engine.wait_builds(60)
         assert rig.run() == rig.factory.last("rebuild_memory").ident
         assert rig.kinds() == ["session_rebuilt"]
     finally:
@@ -381,7 +381,7 @@ def test_batches_keep_running_on_the_old_session_while_a_rebuild_is_in_flight() 
         for _ in range(20):
             assert rig.run(2) == 1  # none of these waits for the build
         rig.factory.gate.set()
-        rig.engine.wait_builds(10)
+        rig.engine.wait_builds(60)
         assert rig.run(2) == rig.factory.last("rebuild_frames").ident
     finally:
         rig.factory.gate.set()
@@ -393,18 +393,18 @@ def test_a_failed_rebuild_keeps_serving_and_is_retried_later() -> None:
     try:
         rig.factory.fail_builds = True
         rig.run(2)
-        rig.engine.wait_builds(10)
+        rig.engine.wait_builds(60)
         assert rig.run(2) == 1  # picks up the failure, keeps the serving session
         rig.factory.fail_builds = False
         rig.clock.advance(29)
         rig.run(2)
-        rig.engine.wait_builds(10)
+        rig.engine.wait_builds(60)
         assert rig.factory.built == []
         rig.clock.advance(1)
         rig.run(2)
-        rig.engine.wait_builds(10)
+        rig.engine.wait_builds(60)
         assert rig.run(2) == rig.factory.last("rebuild_frames").ident
-        rig.engine.wait_builds(10)
+        rig.engine.wait_builds(60)
         assert rig.primary.closed
         assert rig.kinds() == ["session_rebuilt"]
     finally:
@@ -416,16 +416,16 @@ def test_close_closes_every_session_and_a_build_still_in_flight() -> None:
     rig.factory.gate.clear()
     rig.factory.entered.clear()
     rig.run(2)
-    assert rig.factory.entered.wait(10)  # a rebuild is now blocked in the builder thread
+    assert rig.factory.entered.wait(60)  # a rebuild is now blocked in the builder thread
     rig.engine.close()
     assert rig.primary.closed and rig.factory.last("breaker_fallback").closed
     rig.factory.gate.set()
-    deadline = time.monotonic() + 10
-    late = [e for _, r, e in rig.factory.built if r == "rebuild_frames"]
-    while not (late and late[0].closed) and time.monotonic() < deadline:
-        time.sleep(0.01)
-        late = [e for _, r, e in rig.factory.built if r == "rebuild_frames"]
-    assert late and late[0].closed  # finished after close(), closed by the done-callback
+
+    def late() -> list[FakeEngine]:
+        return [e for _, r, e in rig.factory.built if r == "rebuild_frames"]
+
+    wait_until(lambda: bool(late()) and late()[0].closed, 60, "the late build closed")
+    assert late() and late()[0].closed  # finished after close(), closed by the done-callback
     with pytest.raises(InferenceError):
         rig.run()
 
@@ -455,11 +455,11 @@ def test_while_the_breaker_is_open_the_fallback_is_the_session_that_gets_rebuilt
     rig = make_rig(rebuild=RebuildConfig(every_frames=4))
     try:
         trip(rig)  # 3 failed batches of 2 frames, each served by the fallback
-        rig.engine.wait_builds(10)
+        rig.engine.wait_builds(60)
         assert ("cpu", "rebuild_frames") in [(p, r) for p, r, _ in rig.factory.built]
         old_fallback = rig.factory.last("breaker_fallback")
         assert rig.run() == rig.factory.last("rebuild_frames").ident
-        rig.engine.wait_builds(10)
+        rig.engine.wait_builds(60)
         assert old_fallback.closed
         assert rig.kinds() == ["breaker_open", "session_rebuilt"]
     finally:
@@ -561,7 +561,7 @@ def test_after_the_probe_closes_the_breaker_the_device_path_is_back() -> None:
         assert not rig.engine.on_cuda
         rig.clock.advance(30)
         rig.run()  # starts the probe build (host path: the breaker is open)
-        rig.engine.wait_builds(10)
+        rig.engine.wait_builds(60)
         probe = rig.factory.last("breaker_probe")
         assert isinstance(probe, DeviceFakeEngine)
         assert not rig.engine.on_cuda  # built, not yet proven: the probe batch comes by the host path

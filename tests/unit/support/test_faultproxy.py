@@ -169,7 +169,7 @@ def test_clean_forwarding_sync_and_asyncio(proxy: FaultProxy, direct: redis.Redi
 
 
 def test_latency_adds_to_the_round_trip(proxy: FaultProxy, direct: redis.Redis) -> None:
-    lat_s = 0.05
+    lat_s = 0.1  # the best of 20 clean pings stays under it on a loaded machine too
     with closing(client(proxy.port)) as c:
         direct_rtt = rtt(direct, 20)
         clean_rtt = rtt(c, 20)
@@ -369,12 +369,14 @@ def test_drop_all_with_the_asyncio_client(proxy: FaultProxy) -> None:
 
 
 def test_bandwidth_caps_a_1mb_get(proxy: FaultProxy, direct: redis.Redis) -> None:
-    size, cap = 1_000_000, 2_000_000.0
+    size, cap = 1_000_000, 1_000_000.0  # capped: >= 0.95 s; clean: the best of 3 well under it
     direct.set("big", b"x" * size)
     with closing(client(proxy.port, socket_timeout=DEADLINE_S)) as c:
-        t0 = time.monotonic()
-        assert len(c.get("big") or b"") == size
-        clean = time.monotonic() - t0
+        clean = float("inf")
+        for _ in range(3):
+            t0 = time.monotonic()
+            assert len(c.get("big") or b"") == size
+            clean = min(clean, time.monotonic() - t0)
         proxy.bandwidth(cap, "downstream")
         t0 = time.monotonic()
         assert len(c.get("big") or b"") == size
