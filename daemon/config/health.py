@@ -8,7 +8,7 @@ import ssl
 from pathlib import Path
 from typing import Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_serializer, field_validator, model_validator
 
 from daemon.config.base import Seconds, Section
 from daemon.core.netaddr import parse_host_port
@@ -59,6 +59,11 @@ class HealthConfig(Section):
             if BCRYPT_HASH.fullmatch(hashed) is None:
                 raise ValueError(f"user {name!r}: not a bcrypt hash ($2b$<cost>$<53 characters>)")
         return v
+
+    @field_serializer("basic_auth_users")
+    def _hide_hashes(self, v: dict[str, str]) -> dict[str, str]:
+        """check-config prints the user names, not their hashes."""
+        return dict.fromkeys(v, "(bcrypt hash)")
 
     @model_validator(mode="after")
     def _check_tls(self) -> Self:
