@@ -24,7 +24,8 @@ from tests.support.fixtures_rtsp import Clip, RtspServer
 from tests.support.streams import stream
 from tests.support.waits import wait_until
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
+"""Headless Chromium: on PATH under Debian's or Ubuntu's name, else Debian's path."""
 pytestmark = pytest.mark.slow
 
 
