@@ -30,10 +30,12 @@ apt_packages=(
   gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly
 )
-# The tests also drive the live view in headless Chromium, verify the systemd units and make TLS
-# certificates for a TLS redis-server.
+# The tests also drive the live view in headless Chromium, verify the systemd units, make TLS
+# certificates for a TLS redis-server, compile the CUDA letterbox kernel's source as C++ on the
+# CPU (g++), drop root's capabilities to test as another user (setpriv, util-linux) and create
+# the service user in a scratch root (useradd, passwd).
 if [ "$dev" -eq 1 ]; then
-  apt_packages+=(redis-tools chromium chromium-driver fonts-liberation systemd openssl)
+  apt_packages+=(redis-tools chromium chromium-driver fonts-liberation systemd openssl g++ util-linux passwd)
 fi
 missing=()
 for pkg in "${apt_packages[@]}"; do

@@ -127,6 +127,7 @@ def test_kernel_source_matches_the_xp_path(
         assert not np.any(got == -1)  # every pixel of the slot written, padding included
 
 
+@pytest.mark.gpu  # the CUDA toolkit: not in Debian main, installed where there is a GPU
 def test_the_cuda_source_compiles_with_nvcc(tmp_path: Path) -> None:
     nvcc = shutil.which("nvcc")
     if nvcc is None:

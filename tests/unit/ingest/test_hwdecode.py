@@ -85,6 +85,7 @@ def test_cpu_frames_become_views_of_ffmpegs_planes(clip: Path) -> None:
         np.testing.assert_array_equal(again, out)  # the same planes, interleaved
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not HAS_NVIDIA, reason="no NVIDIA GPU on this machine: NVDEC cannot run")
 def test_nvdec_frames_match_cpu_decoded_frames(clip: Path) -> None:
     cupy = pytest.importorskip("cupy")
