@@ -15,7 +15,7 @@ from daemon.batching.hub import FrameHub, Pending
 from daemon.core.frames import Frame, Letterbox
 from daemon.core.metrics import Metrics
 from daemon.inference.stage import BatchTensor
-from tests.support.waits import async_wait_until
+from tests.support.waits import async_wait_until, wait_until
 
 
 class FakeClock:
@@ -43,6 +43,18 @@ class CountingClock(FakeClock):
     def monotonic(self) -> float:
         self.reads += 1
         return self.t
+
+
+class CheckedEvent(threading.Event):
+    """A stop event that counts how often it was looked at."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checks = 0
+
+    def is_set(self) -> bool:
+        self.checks += 1
+        return super().is_set()
 
 
 async def workers_waiting(batcher: Batcher, n: int) -> None:
@@ -147,7 +159,7 @@ def test_stale_live_frames_are_dropped_and_counted_not_inferred() -> None:
 def test_replay_frames_wait_for_the_consumer_and_are_never_stale() -> None:
     clock, metrics = FakeClock(), Metrics()
     hub = FrameHub(metrics, clock)
-    stop = threading.Event()
+    stop = CheckedEvent()
     assert hub.put(make_frame("file", 0, clock.monotonic() - 5.0), wait=True, stop=stop)
     second_done = threading.Event()
 
@@ -156,8 +168,11 @@ def test_replay_frames_wait_for_the_consumer_and_are_never_stale() -> None:
         second_done.set()
 
     thread = threading.Thread(target=producer)
+    checked = stop.checks
     thread.start()
-    assert not second_done.wait(0.3)  # blocked: frame 0 not yet taken
+    # a blocked put looks at `stop` each time its wait ends: twice means it is waiting in there
+    wait_until(lambda: stop.checks >= checked + 2, 30, "the producer waiting in put")
+    assert not second_done.is_set()  # blocked: frame 0 not yet taken
     assert [f.seq for f in hub.take(640, 4, POLICY.max_age_s)] == [0]
     assert second_done.wait(30.0)
     assert [f.seq for f in hub.take(640, 4, POLICY.max_age_s)] == [1]
