@@ -7,6 +7,8 @@ Policies:
 - Hand-off: live cameras and realtime file replays use `consumer.put(wait=False)` (latest
   frame wins, the consumer counts what it replaces). `realtime=false` file replays use
   `put(wait=True)`: every frame is processed and `seq` equals the frame index in the file.
+- `captured_ms`: a frame is stamped when it is decoded; a `realtime = false` replay's frame with
+  the pass's start plus its time in the file instead (it keeps the recording's spacing).
 - `seq` counts decoded frames from 0 in each connection; a reconnect or a file loop (a new
   pass) starts again at 0. Frames whose resolution routes to no model are counted as
   dropped (`no_model`) and still take a seq number.
@@ -71,6 +73,7 @@ class Connection:
     seq: int = 0
     decode_errors: int = 0
     pace_anchor: float | None = None
+    file_anchor_ms: int | None = None
     up: bool = False
 
 
@@ -96,6 +99,7 @@ class FrameReader:
     ) -> None:
         """`keep_decoded` (the device path): each frame carries its decoded planes (`Frame.decoded`)."""
         self.camera = camera
+        self._last_file_ms: int | None = None  # a file source's newest captured_ms, across loops
         self._consumer = consumer
         self._geometry = geometry
         self._metrics = metrics
@@ -176,7 +180,8 @@ class FrameReader:
         if self.camera.is_file and self.camera.realtime and not self._pace(vframe, conn):
             return False
         captured_mono = self._clock.monotonic()
-        captured_ms = time_ms(self._clock)
+        replay = self.camera.is_file and not self.camera.realtime
+        captured_ms = self._file_time_ms(vframe, conn) if replay else time_ms(self._clock)
         seq = conn.seq
         conn.seq += 1
         self._count_frame(captured_mono, conn)
@@ -193,6 +198,21 @@ class FrameReader:
             return self._consumer.put(frame, wait=True, stop=self._stop)
         self._consumer.put(frame, wait=False)
         return True
+
+    def _file_time_ms(self, vframe: av.VideoFrame, conn: Connection) -> int:
+        """A `realtime = false` replay's `captured_ms`: the pass's start plus the frame's time in the
+        file, so a replay faster (or slower) than real time keeps the recording's frame spacing,
+        which the tracker's time-based limits and speeds need. Each pass (a loop) starts after the
+        last frame of the one before, never earlier."""
+        offset_ms = round(1000 * (vframe.time if vframe.time is not None else conn.seq / conn.nominal_fps))
+        if conn.file_anchor_ms is None:
+            start = time_ms(self._clock)
+            if self._last_file_ms is not None:
+                start = max(start, self._last_file_ms + round(1000 / conn.nominal_fps))
+            conn.file_anchor_ms = start - offset_ms
+        captured_ms = max(conn.file_anchor_ms + offset_ms, (self._last_file_ms or 0) + 1)
+        self._last_file_ms = captured_ms
+        return captured_ms
 
     def _pace(self, vframe: av.VideoFrame, conn: Connection) -> bool:
         """Sleep until this frame's time in the file; False when stop was requested."""
