@@ -122,7 +122,8 @@ def test_rebuilds_under_continuous_load_change_no_output_and_block_no_batch(
 
     def hold_the_build(reason: str) -> None:
         """Keep each rebuild in progress until the worker ran 5 batches meanwhile: a run() that
-        waited for a build would never let it finish (the wait gives up and records it)."""
+        waited for a build would never let it finish (the wait gives up and records it). How long
+        batches take beside a build is measured by `python -m tools.bench.rebuild_stall`."""
         if reason == "startup":
             return
         started = runs[0]
