@@ -9,7 +9,10 @@ from daemon.ops.log_rows import LogEvent
 
 BRIDGE_EVENTS: tuple[LogEvent, ...] = (
     LogEvent(
-        "bridge_config_invalid", "error", "`beltsight bridge`: invalid [bridge] section or layout; exit 78", ("error",)
+        "bridge_config_invalid",
+        "error",
+        "`beltsight bridge`: invalid config or layout (every error with its key path); exit 78",
+        ("error",),
     ),
     LogEvent(
         "bridge_entry_malformed",
