@@ -2,7 +2,8 @@
 
 `settings.Settings` is the whole configuration, one field per section; each section's model lives
 in its own module (`redis`, `engine`, `models`, `logging`, `health`, `cameras`, `thermal`,
-`tracking` (with the cameras' lines and gates), `bridge`, `sharding` for `[instance]`), all built on `base.Section` (unknown keys are errors, values frozen).
+`tracking` with the cameras' lines and gates, `bridge`, `sharding` for `[instance]`), all built
+on `base.Section` (unknown keys are errors, values frozen).
 `load_settings(path)` reads one file per call (re-entrant) and raises `ConfigError` listing every
 problem with its key path. The only place the environment is read.
 
