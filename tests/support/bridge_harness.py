@@ -94,7 +94,8 @@ async def read(client: Client, path: str) -> Any:
     return await client.get_node(ua.NodeId(path, ns)).read_value()
 
 
-async def wait_for(check: Callable[[], bool], within_s: float = 10.0) -> None:
+async def wait_for(check: Callable[[], bool], within_s: float = 60.0) -> None:
+    """Until `check()` holds; a generous deadline (a loaded 2-core machine), never a timing claim."""
     deadline = time.monotonic() + within_s
     while not check():
         if time.monotonic() > deadline:
