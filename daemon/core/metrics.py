@@ -175,6 +175,7 @@ class Metrics:
         """Count `n` frames dropped for `reason`: `superseded` (a newer frame of the camera replaced
         it before it was batched), `stale` (older than engine.max_age_ms when its batch would
         start), `no_model` (its resolution routes to no configured model), `engine_error`
-        (inference failed for its batch), `buffer_full` (the sink buffer and spool were full),
+        (inference failed for its batch), `buffer_full` (the sink's memory buffer was full),
+        `spool_full` (the spool's cap or a full disk: not kept on disk),
         `shutdown` (unpublished when the grace period ended), `thermal` (inference was paused)."""
         self.frames_dropped.labels(camera=camera_id, reason=reason).inc(n)
