@@ -117,17 +117,27 @@ def render(latest: _Latest, clock: Clock = SYSTEM_CLOCK) -> Snapshot:
     draw = ImageDraw.Draw(image)
     lb = frame.letterbox
     sx, sy = lb.new_w / lb.src_w, lb.new_h / lb.src_h
-    for det in result.detections:
-        x1, y1, x2, y2 = det.box
-        colour = class_colour(det.cls)
-        box = (x1 * sx, y1 * sy, max(x1 * sx, x2 * sx - 1), max(y1 * sy, y2 * sy - 1))
-        draw.rectangle(box, outline=colour, width=BOX_WIDTH)
+    boxes = [
+        (
+            det,
+            (
+                det.box[0] * sx,
+                det.box[1] * sy,
+                max(det.box[0] * sx, det.box[2] * sx - 1),
+                max(det.box[1] * sy, det.box[3] * sy - 1),
+            ),
+        )
+        for det in result.detections
+    ]
+    _draw_lines(draw, latest.lines, image.width, image.height)
+    for det, box in boxes:  # labels first: no label (a longer one with a track id) hides another box
         text = f"{det.label} {det.score:.2f}" if det.track is None else f"#{det.track} {det.label} {det.score:.2f}"
         left, top, right, bottom = draw.textbbox((0, 0), text)
         tx, ty = box[0], max(0.0, box[1] - (bottom - top) - 4)
-        draw.rectangle((tx, ty, tx + right - left + 4, ty + bottom - top + 4), fill=colour)
+        draw.rectangle((tx, ty, tx + right - left + 4, ty + bottom - top + 4), fill=class_colour(det.cls))
         draw.text((tx + 2, ty + 2 - top), text, fill=(0, 0, 0))
-    _draw_lines(draw, latest.lines, image.width, image.height)
+    for det, box in boxes:
+        draw.rectangle(box, outline=class_colour(det.cls), width=BOX_WIDTH)
     out = BytesIO()
     image.save(out, "JPEG", quality=JPEG_QUALITY, subsampling=0)
     return Snapshot(
