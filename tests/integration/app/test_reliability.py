@@ -103,7 +103,7 @@ def test_redis_outage_of_10_s_loses_and_duplicates_nothing(
         wait_until(lambda: inferred(d, "file") >= before + 100, 120, "the daemon to process during the outage", d)
         redis.restart()
         done = inferred(d, "file") + 10
-        wait_until(lambda: len(stream(redis, "file")) >= done, 30, "the backlog to reach Redis", d)
+        wait_until(lambda: len(stream(redis, "file")) >= done, 120, "the backlog to reach Redis", d)
         d.stop()  # graceful: intake stops, the sink drains
         frames = inferred(d, "file")
         assert total(d, "beltsight_entries_published_total", camera="file") == frames
@@ -130,7 +130,7 @@ def test_daemon_restarted_during_a_redis_outage_keeps_everything_through_the_spo
         wait_until(lambda: len(stream(redis, "file")) >= 3, 60, "daemon A's first entries", a)
         redis.kill()
         start = inferred(a, "file")
-        wait_until(lambda: inferred(a, "file") >= start + 20, 30, "daemon A to process during the outage", a)
+        wait_until(lambda: inferred(a, "file") >= start + 20, 120, "daemon A to process during the outage", a)
         a.stop()  # SIGTERM path: what Redis did not take goes to the spool
         a_frames = inferred(a, "file")
         assert drops(a, "file", "buffer_full", "shutdown", "engine_error") == 0
@@ -139,7 +139,7 @@ def test_daemon_restarted_during_a_redis_outage_keeps_everything_through_the_spo
     with InProcessDaemon(config) as b:
         wait_until(lambda: inferred(b, "file") >= 10, 60, "daemon B to process during the outage", b)
         redis.restart()
-        wait_until(lambda: len(stream(redis, "file")) >= a_frames + inferred(b, "file"), 30, "A's and B's entries", b)
+        wait_until(lambda: len(stream(redis, "file")) >= a_frames + inferred(b, "file"), 120, "A's and B's entries", b)
         b.stop()
         b_frames = inferred(b, "file")
         assert drops(b, "file", "buffer_full", "shutdown", "engine_error") == 0

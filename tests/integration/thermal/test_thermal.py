@@ -162,7 +162,7 @@ def test_heat_slows_inference_pauses_it_at_critical_and_cooling_restores_it(
         # a batch that was in the engine when the pause came may still publish: wait until a run of
         # 5 dropped frames saw no batch, and the sink has nothing left to write
         wait_until(lambda: runs_while_dropping(d, 5) == 0, 60, "the batch in the engine at the pause", d)
-        wait_until(lambda: published(redis) == published(d), 30, "the sink to drain", d)
+        wait_until(lambda: published(redis) == published(d), 60, "the sink to drain", d)
         settled, settled_runs = published(redis), runs(d)
         assert runs_while_dropping(d, 15) == 0  # nothing inferred while paused
         assert published(redis) == settled and runs(d) == settled_runs
