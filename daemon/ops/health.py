@@ -30,7 +30,6 @@ import re
 import socket
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -39,7 +38,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from daemon.core.metrics import Metrics
 from daemon.ops.http_auth import BasicAuth
-from daemon.ops.http_bound import ACCEPT_BURST, BoundedServer, server_logger
+from daemon.ops.http_bound import ACCEPT_BURST, BoundedServer, HttpLimits, server_logger
 
 log = structlog.get_logger("beltsight.health")
 
@@ -109,11 +108,6 @@ async def watchdog(notifier: SystemdNotifier, busy_s: Callable[[], Mapping[int, 
 HealthProvider = Callable[[], dict[str, Any]]
 Handler = Callable[[web.BaseRequest, dict[str, str]], Awaitable[web.StreamResponse]]
 
-
-@dataclass(frozen=True, slots=True)
-class HttpLimits:
-    max_connections: int = 64
-    request_timeout_s: float = 5.0
 
 
 def _listening_socket(host: str, port: int) -> socket.socket:

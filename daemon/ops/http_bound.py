@@ -11,7 +11,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -21,9 +21,6 @@ from aiohttp.web_protocol import RequestHandler
 from daemon.core.metrics import Metrics
 from daemon.ops.http_tls import TlsAccept
 
-if TYPE_CHECKING:
-    from daemon.ops.health import HttpLimits
-
 log = structlog.get_logger("beltsight.health")
 
 ACCEPT_BURST = 16
@@ -31,6 +28,14 @@ ACCEPT_BURST = 16
 that connections being turned away hold at once."""
 SHED_LOG_INTERVAL_S = 60.0
 """Connections turned away are logged as one summary per interval, not one line each."""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    """The endpoint's bounds: open connections at most, and how long one request may take."""
+
+    max_connections: int = 64
+    request_timeout_s: float = 5.0
 
 
 class _NoBadRequestTracebacks(logging.Filter):
