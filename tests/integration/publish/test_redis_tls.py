@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import itertools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -110,7 +111,11 @@ def test_a_client_certificate_is_required_when_the_server_asks_for_one(
     server = redis_tls_server(auth_clients=True)
     logs = publish_some(tls_config(server, tls_material), 4, Metrics())
     failed = [e for e in logs if e["event"] == "redis_tls_failed"]
-    assert len(failed) == 1 and "tls_cert_file" in failed[0]["hint"]
+    # with TLS 1.3 a missing client certificate surfaces as a TLS error or as a reset on the next
+    # read, so the outage may change kind between retries: never one TLS line per retry, though
+    assert failed and all("tls_cert_file" in e["hint"] for e in failed)
+    kinds = [e["event"] for e in logs if e["event"] in ("redis_tls_failed", "redis_down")]
+    assert all(not (a == b == "redis_tls_failed") for a, b in itertools.pairwise(kinds)), kinds
     assert server.client().xlen("beltsight:detections:cam1") == 0
 
     metrics = Metrics()
