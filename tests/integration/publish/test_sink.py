@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import itertools
 import time
 from pathlib import Path
 from typing import Any
@@ -473,7 +474,11 @@ def test_min_replicas_keeps_entries_buffered_until_the_replica_has_them(redis_se
     assert sample(metrics, "beltsight_entries_published_total", camera="cam1") == 30
     assert sample(metrics, "beltsight_entries_published_total", camera="cam2") == 20
     assert sample(metrics, "beltsight_redis_replica_waits_total", outcome="short") > 0
-    assert [e["event"] for e in logs].count("redis_replicas_short") == 1
+    # once per outage, never per retry: a slow first WAIT on a loaded machine (the replica just
+    # linked) may make a short outage of its own before the one the kill makes
+    states = [e["event"] for e in logs if e["event"] in ("redis_replicas_short", "redis_up")]
+    assert 1 <= states.count("redis_replicas_short") <= 2, states
+    assert all(not (a == b == "redis_replicas_short") for a, b in itertools.pairwise(states)), states
 
 
 def test_the_documented_acl_users_can_publish_and_read_and_nothing_more(redis_server: Any) -> None:
