@@ -147,6 +147,7 @@ class SwallowsCancel:
 
     def __init__(self) -> None:
         self.swallowed = 0
+        self.attempts = 0  # pipelines started
         self.executing = asyncio.Event()  # set while a pipeline runs
 
     def pipeline(self, transaction: bool = False) -> Any:
@@ -163,6 +164,7 @@ class SwallowsCancel:
                 return lambda *a, **kw: None
 
             async def execute(self, raise_on_error: bool = True) -> list[Any]:
+                client.attempts += 1
                 client.executing.set()
                 try:
                     await asyncio.sleep(0.05)
@@ -187,7 +189,7 @@ def test_a_cancellation_swallowed_below_the_sink_still_stops_it() -> None:
         sink = make_sink(config("redis://127.0.0.1:1"), client_factory=lambda: fake)
         sink.accept(result(0))
         task = asyncio.create_task(sink.run())
-        await asyncio.sleep(0.2)  # failing and backing off
+        await async_wait_until(lambda: fake.attempts >= 3, timeout_s=30)  # failed, backed off, retried
         await fake.executing.wait()  # the cancel must land inside the pipeline
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
