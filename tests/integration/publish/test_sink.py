@@ -394,6 +394,11 @@ def test_tail_with_group_prints_and_acks(redis_server: Any) -> None:
     assert r.xpending(cfg.stream_for("cam1"), "g")["pending"] == 0
 
 
+def blocked_in(client: Any, command: str) -> bool:
+    """Whether some client of this Redis is blocked in `command` (CLIENT LIST: flag b)."""
+    return any(c["cmd"] == command and "b" in c["flags"] for c in client.client_list())
+
+
 def test_tail_without_group_reads_new_entries(redis_server: Any) -> None:
     server = redis_server()
     cfg = config(server.url)
@@ -404,7 +409,9 @@ def test_tail_without_group_reads_new_entries(redis_server: Any) -> None:
         reader = asyncio.create_task(
             tail(cfg, ["cam1", "cam2"], group=None, consumer="x", count=2, from_start=False, out=out)
         )
-        await asyncio.sleep(0.2)  # old entries are not printed
+        # once its XREAD blocks, the reader has taken the streams' last IDs: what follows is new
+        await async_wait_until(lambda: blocked_in(server.client(), "xread"), timeout_s=30)
+        assert out.getvalue() == ""  # old entries are not printed
         await publish_all(cfg, [result(3), result(0, "cam2")])
         await asyncio.wait_for(reader, 5)
         return out.getvalue()
