@@ -446,6 +446,11 @@ def test_redis_killed_mid_stream_with_aof_keeps_exactly_once(redis_server: Any) 
     assert [e["seq"] for e in entries] == list(range(300))
 
 
+def short_waits(metrics: Metrics) -> float:
+    """WAITs that counted too few replicas so far."""
+    return sample(metrics, "beltsight_redis_replica_waits_total", outcome="short")
+
+
 def test_min_replicas_keeps_entries_buffered_until_the_replica_has_them(redis_server: Any) -> None:
     """One Redis with a replica (as under Sentinel): WAIT after each batch; while the replica is
     away entries are in Redis but stay buffered, and are counted once it confirmed them."""
@@ -468,7 +473,9 @@ def test_min_replicas_keeps_entries_buffered_until_the_replica_has_them(redis_se
                 sink.accept(result(seq))
                 sink.accept(result(seq, "cam2"))
             await async_wait_until(lambda: master.client().xlen(cfg.stream_for("cam2")) == 20)  # all written...
-            await asyncio.sleep(0.3)
+            short = short_waits(metrics)
+            # a WAIT that came back after all 40 were in Redis
+            await async_wait_until(lambda: short_waits(metrics) > short, timeout_s=30)
             assert sink.buffered == 40 and not sink.connected  # ...none confirmed
             assert sample(metrics, "beltsight_redis_up") == 0
             await asyncio.to_thread(replica.restart)
@@ -540,7 +547,10 @@ def test_entries_found_stored_after_a_reconnect_are_confirmed_only_once_the_repl
                 sink.accept(result(seq))
             await async_wait_until(lambda: admin.xlen(cfg.stream_for("cam1")) == 6)
             admin.client_kill_filter(_type="normal", skipme=True)  # the sink's connection goes
-            await asyncio.sleep(1.0)  # reconnected, found the 5 stored, WAITed
+            # reconnected, found the 5 stored, WAITed: at most one short WAIT is the old connection's
+            # (its reply read after the kill); the one after it is the new connection's
+            short = short_waits(metrics)
+            await async_wait_until(lambda: short_waits(metrics) >= short + 2, timeout_s=30)
             assert sink.buffered == 5
             replica.thaw()
             await async_wait_until(lambda: sink.buffered == 0 and sink.connected)
