@@ -118,18 +118,27 @@ def test_writes_the_old_master_took_but_never_replicated_are_written_again_to_th
     assert sample(metrics, "beltsight_redis_replica_waits_total", outcome="short") > 0
 
 
+def command_stats(node: Any) -> tuple[int, int]:
+    """(XADDs `node` ran, commands it refused: in a cluster, the ones it redirected with ASK or MOVED)."""
+    stats = node.client().info("commandstats")
+    return stats.get("cmdstat_xadd", {}).get("calls", 0), sum(c.get("rejected_calls", 0) for c in stats.values())
+
+
 def move_slot(cluster: RedisClusterProcs, key: str, dst: Any) -> None:
     """Migrate `key`'s slot to the master `dst` the way `redis-cli --cluster reshard` does:
-    IMPORTING/MIGRATING, MIGRATE the keys (ASK replies meanwhile), then SETSLOT NODE (MOVED)."""
+    IMPORTING/MIGRATING, MIGRATE the keys (ASK replies meanwhile), then SETSLOT NODE (MOVED).
+    Someone must be writing to `key` meanwhile: each step waits for a write to meet it."""
     src = cluster.master_of(key)
     slot = str(key_slot(key.encode()))
     src_id, dst_id = src.ask("CLUSTER", "MYID"), dst.ask("CLUSTER", "MYID")
     dst.ask("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
     src.ask("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
-    time.sleep(0.3)  # writes meet the migration in progress
+    xadds, _ = command_stats(src)
+    wait_until(lambda: command_stats(src)[0] > xadds, 30, "a write to meet the migration in progress")
     keys = src.ask("CLUSTER", "GETKEYSINSLOT", slot, "100")
     src.ask("MIGRATE", "127.0.0.1", str(dst.port), "", "0", "5000", "KEYS", *keys)
-    time.sleep(0.3)  # ASK replies now
+    _, refused = command_stats(src)
+    wait_until(lambda: command_stats(src)[1] > refused, 30, "a write to meet an ASK reply")
     for node in cluster.alive():
         if node.role() == "master":
             node.ask("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
@@ -151,16 +160,19 @@ def test_a_stream_whose_slot_moves_to_another_master_keeps_every_entry_once(
         nonlocal sent
         async with running(make_sink(cfg, metrics)) as sink:
 
-            async def produce(seconds: float) -> None:
+            async def produce(more: Callable[[], bool]) -> None:
                 nonlocal sent
-                for _ in range(int(seconds * 100)):
+                while more():
                     sink.accept(result(sent, cameras[0], captured_ms=BASE_MS + sent))
                     sent += 1
                     await asyncio.sleep(0.01)
 
-            await produce(0.3)
-            await asyncio.gather(produce(1.5), asyncio.to_thread(move_slot, cluster, stream, dst))
-            await produce(0.3)
+            await produce(lambda: sent < 30)
+            move = asyncio.create_task(asyncio.to_thread(move_slot, cluster, stream, dst))
+            await produce(lambda: not move.done())  # the move waits for writes to meet each step
+            await move
+            after = sent + 30
+            await produce(lambda: sent < after)
             await async_wait_until(lambda: sink.buffered == 0 and sink.connected, timeout_s=30)
 
     asyncio.run(scenario())
