@@ -5,12 +5,15 @@
 Starts, all on free loopback ports: one `tools/common/rtsp_server.py` per camera (synthetic conveyor
 clips from `tools.synth.video.render_video`, 640x480 and 1280x720 at 10 fps, alternating), one
 `redis-server` with AOF (`appendfsync always`), and the daemon as a subprocess
-(`python -m daemon run -c <generated config>`, with `redis.spool_dir` and
-`engine.rebuild.every_frames` set). A fault runs every `--fault-every-s` seconds, cycling through:
+(`python -m daemon run -c <generated config>`, with `redis.spool_dir` on its own tmpfs,
+`engine.rebuild.every_frames` set, and tracking on: a counting line across each belt with a
+reject gate, its events on the objects stream). A fault runs every `--fault-every-s` seconds, cycling through:
 
     camera_kill    SIGKILL one camera's RTSP server, restart it on the same port 5 s later
     camera_stall   SIGSTOP one camera's RTSP server, SIGCONT 8 s later
     redis_kill     SIGKILL redis-server, restart it (same port, same AOF) 10 s later
+    redis_oom      `maxmemory 1` (noeviction): every write refused with OOM for 15 s
+    spool_disk_full  the spool's own 64 MiB tmpfs filled by a ballast file and Redis killed, 20 s
     http_flood     `--flood-connections` hostile clients on the health endpoint for 20 s (slow
                    senders, idle connections, oversized request lines, garbage; a separate
                    process, `tools.soak.flood.FloodProc`)
@@ -22,7 +25,9 @@ Every `--sample-s` seconds it samples the daemon's RSS (/proc/PID/status), open 
 (/proc/PID/fd), threads (/proc/PID/task), its /metrics (frames inferred / published /
 dropped per camera) and how long a plain `GET /healthz` took (the verdict wants every one
 answered within 1 s, floods included). At the end it sends SIGTERM (the daemon must exit 0), checks every stream
-in Redis (no duplicate (camera, seq, captured_ms), entry IDs increasing with captured_ms),
+in Redis (no duplicate (camera, seq, captured_ms), entry IDs increasing with captured_ms) and every
+objects stream (`tools.soak.checks`: no track new, ended or counted on a line twice, each line's
+running count 1..N with no repeat, and no gap unless the daemon counted drops),
 prints a table and a verdict, and writes `soak.json` and `soak.png` to the output directory.
 
 Verdict, over the measured window that starts at `--baseline-s` (default: after a 10-minute

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import tools.soak
 from tools.common.daemon_config import REPO
-from tools.soak.runner import FAULT_KINDS, Soak
+from tools.soak.faults import FAULT_KINDS
+from tools.soak.runner import Soak
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -33,10 +33,21 @@ def render_clips(out: Path, cameras: int, seconds: float) -> list[Path]:
     return clips
 
 
+SOAK_LINE = {
+    "id": "mid",
+    "start": [0.5, 0.0],
+    "end": [0.5, 1.0],
+    "direction": [1.0, 0.0],
+    "gates": [{"id": "reject", "distance_mm": 300.0}],
+}
+
+
 def write_soak_config(
     path: Path, *, redis_url: str, health_port: int, spool: Path, cameras: list[tuple[str, str]], rebuild_every: int
 ) -> None:
-    """The daemon's config: a spool, sessions rebuilt every `rebuild_every` frames, short camera timeouts."""
+    """The daemon's config: a spool, sessions rebuilt every `rebuild_every` frames, short camera timeouts,
+    and tracking on: one counting line across the belt's middle with a reject gate (calibrated, so
+    every crossing carries a speed and a gate ETA), its events on the objects stream."""
     write_config(
         path,
         redis_url=redis_url,
@@ -44,5 +55,9 @@ def write_soak_config(
         health={"listen": f"127.0.0.1:{health_port}"},
         shutdown_grace_s=15.0,
         extra=f"[engine.rebuild]\nevery_frames = {rebuild_every}\n",
-        cameras=[{"id": cid, "url": url, "read_timeout_s": 2.0, "stall_s": 5.0} for cid, url in cameras],
+        tracking={"enabled": True},
+        cameras=[
+            {"id": cid, "url": url, "read_timeout_s": 2.0, "stall_s": 5.0, "mm_per_px": 0.5, "lines": [SOAK_LINE]}
+            for cid, url in cameras
+        ],
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import json
 import resource
 import signal
@@ -21,12 +20,18 @@ from tools.common.daemon_config import REPO
 from tools.common.ports import free_port
 from tools.common.redis_server import RedisServer, find_redis_server
 from tools.common.rtsp import RtspServer
+from tools.soak.checks import check_detections, check_objects, objects_ok
+from tools.soak.faults import (
+    FAULT_DOWN_S,
+    SpoolDisk,
+    redis_oom_end,
+    redis_oom_start,
+)
 from tools.soak.flood import FloodProc
+from tools.soak.plot import plot_soak
 from tools.soak.procs import kill_proc, render_clips, write_soak_config
 from tools.soak.stats import HEALTHZ_WITHIN_S, Sample, by_label, healthz_time, proc_stats, scrape, theil_sen
 
-FAULT_KINDS = ("camera_kill", "camera_stall", "redis_kill", "http_flood")
-FAULT_DOWN_S = {"camera_kill": 5.0, "camera_stall": 8.0, "redis_kill": 10.0, "http_flood": 20.0}
 QUIET_TAIL_S = 60.0  # no fault ends this close to the end, so the final samples are settled
 
 
@@ -55,14 +60,18 @@ class Soak:
         self.extra: dict[str, float] = {}
         self.flood_counts: list[dict[str, int]] = []
         self.floods: list[FloodProc] = []
+        self.spool_disk = SpoolDisk(args.out / "spooldisk")
 
     def now(self) -> float:
         return time.monotonic() - self.t0
 
     def setup(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
-        for sub in ("redis", "spool", "logs"):
+        for sub in ("redis", "logs"):
             (self.out / sub).mkdir(exist_ok=True)
+        if not self.spool_disk.mount() and "spool_disk_full" in self.args.faults:
+            print(f"spool_disk_full left out: {self.spool_disk.why_not}", flush=True)
+            self.args.faults = [k for k in self.args.faults if k != "spool_disk_full"]
         print(f"rendering {self.args.cameras} clips ...", flush=True)
         clips = render_clips(self.out, self.args.cameras, self.args.clip_s)
         for i, clip in enumerate(clips):
@@ -75,7 +84,7 @@ class Soak:
             config,
             redis_url=self.redis.url,
             health_port=self.health_port,
-            spool=self.out / "spool",
+            spool=self.spool_disk.spool,
             cameras=[(mount, c.url(mount)) for mount, c in self.cams.items()],
             rebuild_every=self.args.rebuild_every,
         )
@@ -111,11 +120,14 @@ class Soak:
         kinds = self.args.faults
         while kinds and t + FAULT_DOWN_S[kinds[i % len(kinds)]] < self.duration_s - quiet_s:
             kind = kinds[i % len(kinds)]
-            target = {"redis_kill": "redis", "http_flood": "health"}.get(kind) or list(self.cams)[
-                (i // len(kinds)) % len(self.cams)
-            ]
+            target = {"http_flood": "health", "spool_disk_full": "spool"}.get(kind)
+            target = (
+                target
+                or ("redis" if kind.startswith("redis") else None)
+                or list(self.cams)[(i // len(kinds)) % len(self.cams)]
+            )
             plan.append((t, kind, target))
-            t += self.args.fault_every_s
+            t += max(self.args.fault_every_s, FAULT_DOWN_S[kind] + 5.0)  # one fault at a time
             i += 1
         return plan
 
@@ -154,6 +166,14 @@ class Soak:
             assert self.redis is not None
             self.redis.kill()
             return end_at, self._restart_redis, fault
+        if kind == "redis_oom":
+            redis_oom_start(self.redis)  # type: ignore[arg-type]
+            return end_at, lambda: redis_oom_end(self.redis), fault  # type: ignore[arg-type]
+        if kind == "spool_disk_full":
+            print(f"[{self.now():7.1f}s] ballast took {self.spool_disk.fill() / 2**20:.1f} MiB", flush=True)
+            assert self.redis is not None
+            self.redis.kill()
+            return end_at, self._end_disk_full, fault
         if kind == "http_flood":
             flood = FloodProc(self.health_port, self.args.flood_connections, self.out / "logs" / "flood.log")
             flood.start()
@@ -169,6 +189,10 @@ class Soak:
     def _restart_redis(self) -> None:
         assert self.redis is not None
         self.redis.restart(timeout_s=15)
+
+    def _end_disk_full(self) -> None:
+        self._restart_redis()
+        self.spool_disk.free()
 
     def sample(self, *, fault_active: bool) -> None:
         assert self.daemon is not None
@@ -195,6 +219,7 @@ class Soak:
             "rss_file_mib": round(rss.get("RssFile", 0.0), 1),
             "healthz_ms": -1.0 if healthz_s is None else round(healthz_s * 1000, 1),
             "http_shed": sum(values.get("beltsight_http_connections_closed_total", {}).values()),
+            "crossings": sum(values.get("beltsight_crossings_total", {}).values()),
         }
         if self.samples:
             prev = self.samples[-1]
@@ -235,28 +260,17 @@ class Soak:
             self.daemon_rc = None
         self.report()
 
-    def check_streams(self) -> dict[str, Any]:
+    def check_streams(self) -> tuple[dict[str, Any], dict[str, Any]]:
         assert self.redis is not None
         client = self.redis.client(timeout_s=30)
-        result: dict[str, Any] = {}
         try:
-            for mount in self.cams:
-                raw = client.xrange(f"beltsight:detections:{mount}")
-                keys = [(f["camera"], int(f["seq"]), int(f["captured_ms"])) for _id, f in raw]
-                ids = [tuple(int(p) for p in eid.split("-")) for eid, _f in raw]
-                captured = [k[2] for k in keys]
-                result[mount] = {
-                    "entries": len(raw),
-                    "duplicates": len(keys) - len(set(keys)),
-                    "ids_increasing": all(a < b for a, b in itertools.pairwise(ids)),
-                    "captured_non_decreasing": all(a <= b for a, b in itertools.pairwise(captured)),
-                    "id_ms_matches_captured": sum(1 for i, c in zip(ids, captured, strict=True) if i[0] != c),
-                }
+            dets = {mount: check_detections(client, mount) for mount in self.cams}
+            objects = {mount: check_objects(client, mount) for mount in self.cams}
         finally:
             client.close()
-        return result
+        return dets, objects
 
-    def verdict(self, streams: dict[str, Any]) -> dict[str, Any]:
+    def verdict(self, streams: dict[str, Any], objects: dict[str, Any]) -> dict[str, Any]:
         samples = [s for s in self.samples if s.t_s > 0]
         base_t = self.args.baseline_s if self.duration_s >= 2 * self.args.baseline_s else 0.4 * self.duration_s
         window = 60.0 if self.duration_s >= 600 else max(self.args.sample_s, 0.1 * self.duration_s)
@@ -283,6 +297,9 @@ class Soak:
             "published_at_least_last_scrape": all(
                 v["entries"] >= final.published.get(c, 0) for c, v in streams.items()
             ),
+            "objects_exactly_once": all(objects_ok(v, lost=self.lost(final)) for v in objects.values()),
+            "objects_at_least_crossings_metric": sum(v["events"].get("crossed", 0) for v in objects.values())
+            >= final.extra.get("crossings", 0),
             "healthz_within_1s": all(0 <= s.extra.get("healthz_ms", -1) <= 1000 * HEALTHZ_WITHIN_S for s in samples),
         }
         return {
@@ -309,8 +326,8 @@ class Soak:
         }
 
     def report(self) -> None:
-        streams = self.check_streams()
-        verdict = self.verdict(streams)
+        streams, objects = self.check_streams()
+        verdict = self.verdict(streams, objects)
         header = f"{'t_s':>7} {'rss_MiB':>8} {'fds':>4} {'thr':>4}  fps/camera  processed published rebuilds"
         header += " drops faults"
         print("\n=== soak table ===")
@@ -323,6 +340,9 @@ class Soak:
         print("\n=== streams ===")
         for cam, v in streams.items():
             print(f"  {cam}: {v}")
+        print("\n=== objects ===")
+        for cam, v in objects.items():
+            print(f"  {cam}: {v}")
         print("\n=== verdict ===")
         print(json.dumps(verdict, indent=2))
         print("VERDICT:", "PASS" if verdict["pass"] else "FAIL")
@@ -331,6 +351,7 @@ class Soak:
             "samples": [asdict(s) for s in self.samples],
             "faults": [asdict(f) for f in self.faults],
             "streams": streams,
+            "objects": objects,
             "verdict": verdict,
         }
         (self.out / "soak.json").write_text(json.dumps(data, indent=1))
@@ -338,37 +359,13 @@ class Soak:
         self.passed = verdict["pass"]
 
     def plot(self) -> None:
-        import matplotlib  # noqa: PLC0415
+        plot_soak(self.out / "soak.png", self.samples, self.faults, self.args.minutes)
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
-        from matplotlib.patches import Rectangle  # noqa: PLC0415
-
-        t = [s.t_s / 60 for s in self.samples]
-        fig, axes = plt.subplots(4, 1, figsize=(12, 12), sharex=True)
-        series = (
-            ("RSS (MiB)", [s.rss_mib for s in self.samples]),
-            ("open fds", [s.fds for s in self.samples]),
-            ("threads", [s.threads for s in self.samples]),
-        )
-        for ax, (label, ys) in zip(axes, series, strict=False):
-            ax.plot(t, ys, marker=".")
-            ax.set_ylabel(label)
-        for cam in sorted({c for s in self.samples for c in s.fps}):
-            axes[3].plot(t, [s.fps.get(cam, 0.0) for s in self.samples], marker=".", label=cam)
-        axes[3].set_ylabel("inferred fps")
-        axes[3].legend(loc="lower right")
-        axes[3].set_xlabel("minutes")
-        colors = {"camera_kill": "red", "camera_stall": "orange", "redis_kill": "purple", "http_flood": "green"}
-        for ax in axes:
-            for f in self.faults:
-                ax.axvspan(f.start_s / 60, (f.end_s or f.start_s) / 60, color=colors[f.kind], alpha=0.25, lw=0)
-        handles = [Rectangle((0, 0), 1, 1, color=c, alpha=0.4) for c in colors.values()]
-        axes[0].legend(handles, list(colors), loc="lower right", fontsize=8)
-        axes[0].set_title(f"BeltSight soak, {self.args.minutes} min")
-        fig.tight_layout()
-        fig.savefig(self.out / "soak.png", dpi=90)
-        plt.close(fig)
+    @staticmethod
+    def lost(final: Sample) -> bool:
+        """Whether the daemon dropped anything it had accepted (a full spool or buffer), so a gap in the
+        objects' counts can be a dropped event rather than a lost one."""
+        return any(v > 0 for r, v in final.dropped.items() if r in ("spool_full", "buffer_full", "spool_overflow"))
 
     def cleanup(self) -> None:
         for flood in self.floods:
@@ -383,3 +380,4 @@ class Soak:
             kill_proc(self.daemon)
         if self.redis is not None:
             self.redis.kill()
+        self.spool_disk.unmount()
