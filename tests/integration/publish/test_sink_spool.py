@@ -8,15 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
 
 from daemon.config.redis import RedisConfig
 from daemon.core.metrics import Metrics
-from daemon.publish.redis_conn import make_client
+from tests.support.fault_fixtures import FaultProxyFactory
 from tests.support.metrics import sample
-from tests.support.sink_helpers import BASE_MS, config, make_sink, result, running, stored
+from tests.support.sink_helpers import BASE_MS, config, make_sink, readme_acl, result, running, stored
 from tests.support.waits import async_wait_until
 
 CAMERAS = ("cam1", "cam2")
@@ -50,7 +47,7 @@ def test_ten_second_outage_spills_to_disk_and_loses_nothing(redis_server: Any, t
             await produce(1.0)
             server.kill()
             await produce(10.0)
-            assert not sink.connected
+            await async_wait_until(lambda: not sink.connected, timeout_s=30)  # it noticed the outage
             await asyncio.gather(produce(1.0), asyncio.to_thread(server.restart))
             await async_wait_until(lambda: sink.buffered == 0 and sink.connected, timeout_s=30)
 
@@ -63,50 +60,26 @@ def test_ten_second_outage_spills_to_disk_and_loses_nothing(redis_server: Any, t
     assert not list((tmp_path / "spool").glob("seg-*.log"))  # published segments are deleted
 
 
-class Network:
-    """The first XADD pipeline goes through; the second reaches Redis but its reply is lost;
-    after that nothing gets through."""
-
-    def __init__(self) -> None:
-        self.xadd_pipelines = 0
-
-    @property
-    def landed(self) -> bool:
-        return self.xadd_pipelines >= 2
+def bulk_replies_bytes(ids: list[str]) -> int:
+    """Bytes of the RESP bulk-string replies (`$<len>\\r\\n<id>\\r\\n`) of XADDs that stored `ids`."""
+    return sum(len(f"${len(i)}\r\n{i}\r\n") for i in ids)
 
 
-class LostReplyThenDown:
-    def __init__(self, real: aioredis.Redis, network: Network) -> None:
-        self.real = real
-        self.network = network
-
-    def pipeline(self, transaction: bool = True) -> Any:
-        pipe = self.real.pipeline(transaction=transaction)
-        execute = pipe.execute
-        network = self.network
-
-        async def lossy_execute(raise_on_error: bool = True) -> list[Any]:
-            if network.landed:
-                raise RedisConnectionError("network down")
-            has_xadd = any(args[0] == "XADD" for args, _ in pipe.command_stack)
-            replies = await execute(raise_on_error=raise_on_error)
-            if has_xadd:
-                network.xadd_pipelines += 1
-                if network.landed:
-                    raise RedisConnectionError("connection reset (reply lost)")
-            return replies
-
-        pipe.execute = lossy_execute  # type: ignore[method-assign]
-        return pipe
-
-    async def aclose(self) -> None:
-        await self.real.aclose()
+NO_SUCH_KEY = b"-ERR no such key\r\n"
+"""Redis' reply to XINFO STREAM on a stream that does not exist yet."""
 
 
-def test_a_new_sink_publishes_the_previous_runs_spool_exactly_once(redis_server: Any, tmp_path: Path) -> None:
+def test_a_new_sink_publishes_the_previous_runs_spool_exactly_once(
+    redis_server: Any, fault_proxy: FaultProxyFactory, tmp_path: Path
+) -> None:
+    """The first XADD pipeline goes through; the second reaches Redis but its reply is cut (a real reset
+    by the proxy); after that the port refuses connections and Redis is killed."""
     server = redis_server(appendonly=True)
-    cfg = config(server.url, buffer_max=40, publish_batch=64, spool_dir=tmp_path / "spool")
-    network = Network()
+    proxy = fault_proxy("127.0.0.1", server.port)
+    # keepalive: no PING before the second pipeline, so its replies are the only bytes counted below
+    cfg = config(
+        proxy.url_for("redis", "/0"), buffer_max=40, publish_batch=64, spool_dir=tmp_path / "spool", keepalive_s=3600
+    )
     metrics_a, metrics_b = Metrics(), Metrics()
 
     def cam1(seq: int) -> Any:
@@ -114,19 +87,38 @@ def test_a_new_sink_publishes_the_previous_runs_spool_exactly_once(redis_server:
         # replay could not recompute; only the IDs stored in the spool let B recognise them
         return result(seq, "cam1", captured_ms=BASE_MS + (1000 if seq == 0 else seq // 4))
 
+    # The second pipeline's replies: XINFO STREAM on cam2 (not there yet), then 38 XADDs. The cut comes
+    # inside the last XADD's reply: Redis has executed every write of the pipeline when it is made.
+    second_ids = [f"{BASE_MS + 1000}-{seq}" for seq in range(1, 20)] + [
+        f"{BASE_MS + seq * 10}-0" for seq in range(1, 20)
+    ]
+    cut_after = len(NO_SUCH_KEY) + bulk_replies_bytes(second_ids) - 2
+
+    r = server.client()
+
+    def landed() -> bool:
+        return r.xlen(cfg.stream_for("cam1")) == 20 and r.xlen(cfg.stream_for("cam2")) == 19
+
     async def run_a() -> None:
-        sink = make_sink(cfg, metrics_a, client_factory=lambda: LostReplyThenDown(make_client(cfg), network))
+        sink = make_sink(cfg, metrics_a)
         sink.accept(cam1(0))
         async with running(sink):
-            await async_wait_until(lambda: network.xadd_pipelines == 1 and sink.buffered == 0)
+            await async_wait_until(lambda: sink.buffered == 0 and sink.connected)
+            # armed after the handshake and the first pipeline; the live connection stays, new ones fail
+            await asyncio.to_thread(proxy.reset_mid_reply, cut_after)
+            await asyncio.to_thread(proxy.refuse)
             for seq in range(1, 20):
                 sink.accept(cam1(seq))
                 sink.accept(result(seq, "cam2"))
-            await async_wait_until(lambda: network.landed)
+            await async_wait_until(lambda: proxy.stats().resets_injected == 1 and not sink.connected, timeout_s=30)
+            await async_wait_until(landed, timeout_s=30)
             await asyncio.to_thread(server.kill)
             for seq in range(20, 60):  # memory overflows: the landed entries go to the spool
                 sink.accept(cam1(seq))
                 sink.accept(result(seq, "cam2"))
+                # at a camera's pace: the overflow is spooled before more comes (while a connect
+                # attempt is in flight it stays in memory, and past 2 x buffer_max it is dropped)
+                await async_wait_until(lambda: sink.buffered - sink.spooled <= cfg.buffer_max)
             assert sink.spooled > 40
             assert await sink.drain(0.3) == 118
         # `running` closed the sink: what was left in memory went to the spool
@@ -140,9 +132,12 @@ def test_a_new_sink_publishes_the_previous_runs_spool_exactly_once(redis_server:
             await async_wait_until(lambda: sink.buffered == 0 and sink.connected)
 
     asyncio.run(run_a())
+    stats = proxy.stats()
+    assert stats.resets_injected == 1 and stats.accepted == 1, "one connection, cut mid-reply; the rest refused"
     assert sample(metrics_a, "beltsight_frames_dropped_total", camera="cam1", reason="shutdown") == 0
     assert sample(metrics_a, "beltsight_frames_dropped_total", camera="cam1", reason="buffer_full") == 0
     server.restart()
+    proxy.restore()
     assert server.client().xlen(cfg.stream_for("cam1")) == 20  # incl. the write whose reply was lost
     shutil.copytree(tmp_path / "spool", tmp_path / "spool-before-b")
     asyncio.run(run_b())
@@ -191,57 +186,49 @@ def test_a_full_spool_drops_the_oldest_and_counts_them(redis_server: Any, tmp_pa
     assert sample(metrics, "beltsight_entries_published_total", camera="cam1") == len(seqs)
 
 
-class RefuseStream:
-    """Redis refuses XADDs to one stream (e.g. a misconfigured ACL) while `refusing` is set."""
+def acl_read_only(cfg: RedisConfig, password: str, *, writable: str, read_only: str) -> list[str]:
+    """The README's `ACL SETUSER beltsight ...` line, misconfigured: camera `read_only`'s stream may be
+    read (XINFO, XRANGE) but not written (XADD: NOPERM); camera `writable`'s stream as documented."""
+    rules = readme_acl("beltsight", password)
+    documented = "~beltsight:detections:*"
+    assert documented in rules, "the README's beltsight user changed: update this test"
+    keys = [f"~{cfg.stream_for(writable)}", f"%R~{cfg.stream_for(read_only)}"]
+    return [x for rule in rules for x in (keys if rule == documented else [rule])]
 
-    def __init__(self, real: aioredis.Redis, stream: str, state: dict[str, bool]) -> None:
-        self.real = real
-        self.stream = stream
-        self.state = state
 
-    def pipeline(self, transaction: bool = True) -> Any:
-        pipe = self.real.pipeline(transaction=transaction)
-        execute = pipe.execute
-        stream, state = self.stream, self.state
-
-        async def refusing_execute(raise_on_error: bool = True) -> list[Any]:
-            stack = list(pipe.command_stack)
-            refused = [i for i, (args, _) in enumerate(stack) if args[:2] == ("XADD", stream) and state["refusing"]]
-            pipe.command_stack = [c for i, c in enumerate(stack) if i not in refused]
-            replies = list(await execute(raise_on_error=raise_on_error)) if pipe.command_stack else []
-            for i in refused:
-                replies.insert(i, ResponseError("NOPERM injected"))
-            return replies
-
-        pipe.execute = refusing_execute  # type: ignore[method-assign]
-        return pipe
-
-    async def aclose(self) -> None:
-        await self.real.aclose()
+def xadds_refused(admin: Any) -> int:
+    """XADDs Redis rejected (an ACL NOPERM counts as a rejected call)."""
+    return int(admin.info("commandstats").get("cmdstat_xadd", {}).get("rejected_calls", 0))
 
 
 def test_a_stream_refusing_writes_holds_its_entries_without_duplicating_the_others(
     redis_server: Any, tmp_path: Path
 ) -> None:
+    """A real ACL (`beltsight` may read cam2's stream, not write it): every XADD to it is refused with
+    NOPERM by the server while the others go through; granting the key delivers what was held."""
     server = redis_server()
-    cfg = config(server.url, buffer_max=8, publish_batch=16, spool_dir=tmp_path / "spool")
-    state = {"refusing": True}
+    admin = server.client()
+    cfg = config(server.auth_url("pw", "beltsight"), buffer_max=8, publish_batch=16, spool_dir=tmp_path / "spool")
+    admin.execute_command(*acl_read_only(cfg, "pw", writable="cam1", read_only="cam2"))
     metrics = Metrics()
 
     async def scenario() -> None:
-        sink = make_sink(
-            cfg, metrics, client_factory=lambda: RefuseStream(make_client(cfg), cfg.stream_for("cam2"), state)
-        )
+        sink = make_sink(cfg, metrics)
         for seq in range(40):
             sink.accept(result(seq, "cam1"))
             if seq % 4 == 0:
                 sink.accept(result(seq // 4, "cam2"))
         assert sink.spooled > 0
+
+        def retried() -> bool:
+            # cam1 goes through; cam2's (at most 10 an attempt) refused 30 times: several retries
+            return admin.xlen(cfg.stream_for("cam1")) >= 4 and xadds_refused(admin) >= 30
+
         async with running(sink):
-            await async_wait_until(lambda: server.client().xlen(cfg.stream_for("cam1")) >= 4)
-            await asyncio.sleep(0.3)  # several retries of the refused entry
-            state["refusing"] = False
-            await async_wait_until(lambda: sink.buffered == 0 and sink.connected)
+            await async_wait_until(retried, timeout_s=30)
+            assert admin.xlen(cfg.stream_for("cam2")) == 0
+            admin.execute_command("ACL", "SETUSER", "beltsight", f"~{cfg.stream_for('cam2')}")  # the fix
+            await async_wait_until(lambda: sink.buffered == 0 and sink.connected, timeout_s=30)
 
     asyncio.run(scenario())
     assert seqs_of(server, cfg, "cam1") == list(range(40))
