@@ -22,6 +22,7 @@ from daemon.publish.schema import EntryId
 from daemon.publish.spool import Spool
 from daemon.publish.spool_record import HEADER, SpoolRecord, encode_record
 from tests.support.spool_records import BASE_MS, BOLT, record
+from tests.support.waits import wait_until
 
 
 def seqs(records: list[SpoolRecord]) -> list[tuple[str, int]]:
@@ -234,6 +235,8 @@ for batch in range(10_000):
     if batch == 50:
         spool.flush()
         print(seq, flush=True)  # everything appended so far is on disk
+    elif batch > 50:
+        print(seq, flush=True)  # appended (handed to the writer thread), not necessarily on disk
     time.sleep(0.001)
 """
 
@@ -247,15 +250,22 @@ def test_a_process_killed_mid_write_leaves_an_ordered_gapless_spool(tmp_path: Pa
         stdout=subprocess.PIPE,
         text=True,
     )
+    assert child.stdout is not None
+    appended: list[int] = []  # what the child reported, line by line
+    reader = threading.Thread(target=lambda: appended.extend(int(line) for line in child.stdout or ()), daemon=True)
+    reader.start()
     try:
-        assert child.stdout is not None
-        flushed = int(child.stdout.readline())
-        time.sleep(0.3)  # well into the next batches, with jobs in the writer's queue
+        wait_until(lambda: bool(appended) or child.poll() is not None, 60, "the child's flush")
+        assert appended, "the child ended before its flush"
+        flushed = appended[0]
+        # well into the next batches (segments sealed and deleted, cursors saved), jobs in the writer's queue
+        wait_until(lambda: appended[-1] >= flushed + 1000 or child.poll() is not None, 60, "100 more batches")
+        assert child.poll() is None, "the child ended before it was killed"
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
-        if child.stdout is not None:
-            child.stdout.close()
+        reader.join(10)  # the pipe's end: the child is gone
+        child.stdout.close()
     reopened = Spool.open(tmp_path, 1 << 30)
     try:
         found = [s for _, s in seqs(reopened.read(1_000_000))]
@@ -305,9 +315,12 @@ def test_a_writer_too_far_behind_refuses_at_once_instead_of_blocking(
 ) -> None:
     real_fsync = os.fsync
     disk_stuck = threading.Event()
+    fsync_entered, fsync_returned = threading.Event(), threading.Event()
 
     def stuck_fsync(fd: int) -> None:
-        disk_stuck.wait(10)
+        fsync_entered.set()
+        disk_stuck.wait(60)  # stuck until the test releases it (or a minute: an append waiting on it fails)
+        fsync_returned.set()
         real_fsync(fd)
 
     one = len(encode_record(record(0)))
@@ -317,11 +330,11 @@ def test_a_writer_too_far_behind_refuses_at_once_instead_of_blocking(
     try:
         for i in range(3):
             spool.append([record(i)])
-        started = time.monotonic()
+        assert fsync_entered.wait(60), "the writer never reached the disk"
         with pytest.raises(OSError) as refused:
             spool.append([record(3)])
         assert refused.value.errno == errno.EAGAIN
-        assert time.monotonic() - started < 5  # refused, not stuck behind the disk (10 s)
+        assert not fsync_returned.is_set()  # refused while the disk is still stuck: it did not wait for it
         assert seqs(spool.read(10)) == [("cam1", i) for i in range(3)]  # served from memory
         disk_stuck.set()
         spool.flush()
