@@ -17,6 +17,7 @@ from daemon.publish.redis_conn import make_client
 from tests.support.fault_fixtures import FaultProxyFactory
 from tests.support.faultproxy import FaultProxy
 from tests.support.metrics import sample
+from tests.support.outage_log import assert_once_per_change
 from tests.support.sink_helpers import config, make_sink, result, running
 from tests.support.streams import assert_exactly_once_in_order, stream
 from tests.support.waits import async_wait_until
@@ -65,7 +66,9 @@ def test_a_connection_going_half_open_mid_stream_is_noticed_and_nothing_is_lost_
     assert_exactly_once_in_order(stream(server, "cam1"), sent)
     assert sample(metrics, "beltsight_entries_published_total", camera="cam1") == sent
     down = [e for e in logs if e["event"] == "redis_down"]
-    assert len(down) == 1 and "imeout" in str(down[0])
+    assert down and "imeout" in str(down[0])  # the half-open link was found out as a timeout
+    # once while it lasted (a slow reply on a loaded machine later is an outage of its own)
+    assert_once_per_change(logs)
     assert proxy.stats().accepted >= 2  # it reconnected
 
 

