@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import socket
 import threading
 import time
@@ -170,7 +171,10 @@ def test_reconnects_after_server_is_killed_and_restarted(
     server.restart()
     wait_until(lambda: len(harness.consumer.of("cam")) >= before + 5, 60, "frames after restart")
     kinds = harness.status.kinds("cam")
-    assert kinds[:2] == ["camera_up", "camera_down"] and kinds[-1] == "camera_up" and kinds.count("camera_up") == 2
+    # up, down at the kill, up again after the restart; once per connection (a stall on a loaded
+    # machine after the restart is a down and an up more, not a second up in a row)
+    assert kinds[:2] == ["camera_up", "camera_down"] and "camera_up" in kinds[2:], kinds
+    assert all(not (a == b == "camera_up") for a, b in itertools.pairwise(kinds)), kinds
     assert harness.status.of("camera_down")[0].detail == "stream ended"
     after = harness.consumer.of("cam")[before:]
     assert [f.seq for f in after] == list(range(len(after)))  # a new connection numbers from 0
