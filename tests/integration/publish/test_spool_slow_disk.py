@@ -2,9 +2,9 @@
 
 The disk is made slow where it hurts: every `os.fsync` in this process sleeps FSYNC_DELAY_S (the
 order of one fsync on a Jetson's eMMC or an SD card). A ticker task on the loop measures the
-loop's lag while the sink spills hundreds of entries to the spool. The assertions are
-structural, not speed claims: no fsync ran on the loop's thread, and the loop's worst gap stays
-far below one injected fsync."""
+loop's progress while the sink spills hundreds of entries to the spool. The assertions are
+structural, not speed claims: no fsync ran on the loop's thread, and the loop went on ticking
+during every injected fsync (one on the loop would hold every tick until it returned)."""
 
 from __future__ import annotations
 
@@ -28,19 +28,26 @@ CAMERAS = ("cam1", "cam2")
 
 
 class SlowFsync:
-    """`os.fsync` that takes FSYNC_DELAY_S and remembers which threads called it."""
+    """`os.fsync` that takes FSYNC_DELAY_S and remembers which threads called it, and for each call
+    made while `ticker` ran throughout, how many times the loop ticked meanwhile."""
 
-    def __init__(self) -> None:
+    def __init__(self, ticker: Ticker) -> None:
         self.real = os.fsync
         self.calls = 0
         self.threads: set[int] = set()
+        self.ticks_during: list[int] = []
+        self._ticker = ticker
         self._lock = threading.Lock()
 
     def __call__(self, fd: Any) -> None:
         with self._lock:
             self.calls += 1
             self.threads.add(threading.get_ident())
+        live, before = self._ticker.live, self._ticker.ticks
         time.sleep(FSYNC_DELAY_S)
+        if live and self._ticker.live:
+            with self._lock:
+                self.ticks_during.append(self._ticker.ticks - before)
         self.real(fd)
 
 
@@ -50,10 +57,12 @@ class Ticker:
     def __init__(self) -> None:
         self.max_gap_s = 0.0
         self.ticks = 0
+        self.live = False  # from the task's start until the test stops it
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         last = loop.time()
+        self.live = True
         while True:
             await asyncio.sleep(TICK_S)
             now = loop.time()
@@ -70,8 +79,8 @@ def test_a_slow_fsync_during_an_outage_never_stalls_the_loop(
     cfg = config(server.url, buffer_max=40, publish_batch=32, spool_dir=tmp_path / "spool")
     metrics = Metrics()
     sent = dict.fromkeys(CAMERAS, 0)
-    slow = SlowFsync()
     ticker = Ticker()
+    slow = SlowFsync(ticker)
     most_spooled = 0
     loop_thread = 0
 
@@ -97,6 +106,7 @@ def test_a_slow_fsync_during_an_outage_never_stalls_the_loop(
             monkeypatch.setattr(os, "fsync", slow)  # the disk turns slow for the outage
             tick = asyncio.create_task(ticker.run())
             await produce(4.0)
+            ticker.live = False
             tick.cancel()
             assert not sink.connected
             monkeypatch.setattr(os, "fsync", slow.real)
@@ -107,10 +117,10 @@ def test_a_slow_fsync_during_an_outage_never_stalls_the_loop(
     assert most_spooled > 200  # the spool really took the outage
     assert slow.calls >= 3  # and the slow disk really was hit, several times
     assert loop_thread not in slow.threads, "an fsync ran on the event loop's thread"
-    assert ticker.ticks > 100
-    # half an fsync: the old spool stalled the loop for whole fsyncs; a loaded machine alone can
-    # delay a tick by a fifth of a second
-    assert ticker.max_gap_s < FSYNC_DELAY_S / 2, f"loop stalled {ticker.max_gap_s:.3f}s"
+    # the loop went on during each slow fsync: on the loop's thread one would hold every tick until
+    # it returned (the old spool did); how long a tick waits on a loaded machine is not the point
+    assert slow.ticks_during, "no slow fsync while the ticker ran"
+    assert all(n > 0 for n in slow.ticks_during), (slow.ticks_during, f"worst gap {ticker.max_gap_s:.3f}s")
     for camera in CAMERAS:  # and nothing was lost or duplicated on the way
         assert [e["seq"] for e in stored(server.client(), cfg.stream_for(camera))] == list(range(sent[camera]))
         assert sample(metrics, "beltsight_entries_published_total", camera=camera) == sent[camera]
