@@ -4,8 +4,12 @@ Every Detection Box"), written from the paper's algorithm, with a time-based tra
 Per update: predict every track to the frame's time (real dt in seconds), associate the high-score
 detections with all tracks (tracked, lost and tentative) by IoU, then the low-score detections with the
 tracked tracks still unmatched, then (an addition for conveyors) a tentative track seen only once with the
-nearest unmatched high detection. Unmatched high detections above ``new_track_score`` start tentative
-tracks. All ages are measured on a monotonic clock in ms that the caller advances by capture time.
+nearest unmatched high detection. Births (additions for conveyors): every unmatched detection from
+``low_score`` starts a tentative track unless it overlaps a track or a better birth (a duplicate box of one
+part, such as the same box under a second class, would otherwise become a second track and count the part
+twice); a track that never scored ``new_track_score`` needs ``low_confirm_s`` to be confirmed, and a
+tentative track lives on through a missed frame while it was seen in more frames than it missed. All ages
+are measured on a monotonic clock in ms that the caller advances by capture time.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class Track:
     hits: int = 1
     track_id: int | None = None
     lost: bool = False
+    misses: int = 0
     best_score: float = 0.0
     vx: float = 0.0
     vy: float = 0.0
@@ -147,15 +152,14 @@ class ByteTracker:
         dropped = [t for t in expired if t.track_id is None]
         for i in unmatched:
             t = self._tracks[i]
-            if t.track_id is None:
+            t.misses += 1
+            if t.track_id is None and t.misses >= t.hits:  # tentative: seen in fewer frames than missed
                 keep[i] = False
                 dropped.append(t)
             else:
                 t.lost = True
         self._compact(keep)
-        spawn = scores >= self.params.new_track_score
-        spawn[[d for _, d in matches]] = False
-        fresh = np.flatnonzero(spawn).tolist()
+        fresh = self._births(boxes, scores, [d for _, d in matches])
         if fresh:  # the belt's velocity after this frame's corrections
             prior = self.prior_velocity(moving_px_s)
             observations += self._spawn(fresh, boxes=boxes, scores=scores, classes=classes, labels=labels,
@@ -165,6 +169,29 @@ class ByteTracker:
             t.vx, t.vy = vx, vy
         ended = tuple(t for t in expired if t.track_id is not None)
         return Step(tuple(det_tracks), tuple(observations), confirmed, ended, tuple(dropped))
+
+    def _births(self, boxes: FloatArray, scores: FloatArray, matched: list[int]) -> list[int]:
+        """Unmatched detections from ``low_score`` that start tentative tracks, best score first: none that
+        overlaps a track (its box now: corrected or predicted) or a better birth by ``match_iou`` or more
+        (a second box on the same part, e.g. the same box under another class)."""
+        p = self.params
+        free = scores >= p.low_score
+        free[matched] = False
+        idx = np.flatnonzero(free)
+        if not idx.size:
+            return []
+        idx = idx[np.argsort(-scores[idx], kind="stable")]
+        cand = boxes[idx]
+        if self._tracks:
+            clear = iou_matrix(cand, xywh_to_xyxy(self._x[:, :4])).max(axis=1) < p.match_iou
+            idx, cand = idx[clear], cand[clear]
+        over = iou_matrix(cand, cand) >= p.match_iou
+        keep: list[int] = []
+        for k in range(idx.size):
+            if not over[k, keep].any():
+                keep.append(k)
+        out: list[int] = idx[keep].tolist()
+        return out
 
     def _associate(self, boxes: FloatArray, scores: FloatArray) -> list[tuple[int, int]]:
         """The three stages; returns (track row, detection) pairs."""
@@ -245,7 +272,8 @@ class ByteTracker:
         p = self.params
         out = []
         for t in seen:
-            old_enough = t.last_mono_ms - t.first_mono_ms >= p.confirm_s * 1000.0 - 1e-6
+            need_s = p.confirm_s if t.best_score >= p.new_track_score else max(p.confirm_s, p.low_confirm_s)
+            old_enough = t.last_mono_ms - t.first_mono_ms >= need_s * 1000.0 - 1e-6
             if t.track_id is None and t.hits >= p.min_hits and old_enough:
                 t.track_id = self.next_track_id
                 self.next_track_id += 1

@@ -167,7 +167,7 @@ class CameraTracker:
                                            hysteresis_px=float(hyst[k]))
                 if hit is None:
                     continue
-                crossing = _Crossing(t, i, hit[0], hit[1])
+                crossing = _Crossing(t, i, hit[0], max(hit[1], t.first_ms))  # a clock that went back: not before new
                 if t.track_id is None:
                     self._pending.setdefault(t.uid, []).append(crossing)
                 else:

@@ -64,16 +64,20 @@ class LineSpec:
 class TrackerParams:
     """ByteTrack thresholds and the time-based track policy (units in the names; times are capture time).
 
-    Scores: detections with ``score >= high_score`` take part in the first association and may start
-    tracks when ``score >= new_track_score``; ``low_score <= score < high_score`` only extend existing
-    tracked (not lost) tracks in the second association; below ``low_score`` they are ignored.
+    Scores: detections with ``score >= high_score`` take part in the first association;
+    ``low_score <= score < high_score`` extend existing tracked (not lost) tracks in the second association;
+    below ``low_score`` they are ignored. Any unmatched detection from ``low_score`` starts a tentative track,
+    unless it overlaps a track or a better-scored birth by ``match_iou`` (a second box on one part). A track
+    whose best score is under ``new_track_score`` is confirmed only after ``low_confirm_s`` (and it can
+    only grow through first-stage matches, so a part scored under ``high_score`` all along is never counted).
     Association: first stage pairs need IoU >= ``match_iou`` (cost 1 - IoU <= 1 - match_iou), the second
     IoU >= ``low_match_iou``. A tentative track seen once (velocity unknown) may also take the nearest
     unmatched high detection whose centre lies within ``jump_diag`` of its box diagonals (a fast part).
     Life: a track is confirmed (gets an id, emits ``new``) once ``confirm_s`` seconds have passed since it
-    was first seen AND it has ``min_hits`` observations; a tentative track that misses one frame is
-    dropped silently. A confirmed track not observed for more than ``lost_s`` seconds ends (``end``);
-    a track that keeps being detected, moving or standing still, never ends.
+    was first seen AND it has ``min_hits`` observations; a tentative track is dropped silently once it has
+    missed as many frames as it was seen in (ByteTrack: at its first miss; here a part the detector misses
+    every third frame still becomes a track). A confirmed track not observed for more than ``lost_s`` seconds
+    ends (``end``); a track that keeps being detected, moving or standing still, never ends.
     Lines: a crossing registers once the anchor is ``line_hysteresis`` of the box's extent across the
     line (at least 2 px) past it. Speed: a track moves when faster than ``moving_frac_s`` of the frame's
     larger side per second; the belt speed is smoothed with time constant ``belt_tau_s`` seconds.
@@ -92,6 +96,7 @@ class TrackerParams:
     line_hysteresis: float = 0.25  # fraction of the box's extent across the line the anchor must clear
     moving_frac_s: float = 0.03  # fraction of the frame's larger side per second: slower counts as standing
     belt_tau_s: float = 0.5  # seconds: time constant of the belt speed's smoothing
+    low_confirm_s: float = 0.3  # seconds before a track never scored new_track_score is confirmed
     noise: KalmanNoise = field(default_factory=KalmanNoise)  # the filter's noise levels, in box sizes
 
     def __post_init__(self) -> None:
@@ -101,7 +106,8 @@ class TrackerParams:
             raise ValueError("new_track_score: need high_score <= new_track_score <= 1")
         if not (0.0 < self.match_iou <= 1.0 and 0.0 < self.low_match_iou <= 1.0):
             raise ValueError("match_iou, low_match_iou: need 0 < iou <= 1")
-        for name in ("confirm_s", "lost_s", "jump_diag", "line_hysteresis", "moving_frac_s", "belt_tau_s"):
+        for name in ("confirm_s", "low_confirm_s", "lost_s", "jump_diag", "line_hysteresis", "moving_frac_s",
+                     "belt_tau_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0.0):
                 raise ValueError(f"{name}: must be finite and >= 0, got {value}")

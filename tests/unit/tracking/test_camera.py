@@ -130,9 +130,43 @@ def test_low_score_detections_keep_a_track_alive(low_score: float, survives: boo
 def test_low_score_detection_never_starts_a_track() -> None:
     tracker = CameraTracker("cam1", [LINE])
     for k in range(30):
-        tid, events = _one(tracker, T0 + k * 33, 100.0 + 5 * k, 0.55)  # high, under new_track_score 0.6
+        tid, events = _one(tracker, T0 + k * 33, 100.0 + 5 * k, 0.3)  # under high_score all along
         assert tid is None and events == ()
     assert tracker.next_track_id == 1
+
+
+def test_a_part_never_scored_new_track_score_is_confirmed_after_low_confirm_s() -> None:
+    tracker = CameraTracker("cam1", [LINE], TrackerParams(low_confirm_s=0.3))
+    ids = [_one(tracker, T0 + k * 33, 100.0 + 5 * k, 0.55)[0] for k in range(14)]  # high, under 0.6
+    assert ids == [None] * 10 + [1] * 4  # 0.33 s after the first sighting, not at 3 hits / 0.1 s
+
+
+def test_a_second_box_on_a_tracked_part_never_starts_a_second_track() -> None:
+    """The detector's same box under a second class (class-aware NMS) must not become a second track."""
+    tracker = CameraTracker("cam1", [LINE])
+    events: list[ObjectEvent] = []
+    for k in range(60):
+        x = 500.0 + 10 * k
+        box = [x - 25, 280.0, x + 25, 320.0]
+        second = [x - 24, 281.0, x + 25, 320.0]
+        dets = [box, second] if k >= 5 else [box]
+        upd = tracker.update(T0 + k * 33, 1280, 720, np.array(dets), np.array([0.9, 0.8][: len(dets)]),
+                             np.array([2, 1][: len(dets)]), ["washer", "bolt"][: len(dets)])
+        events += upd.events
+        assert upd.track_ids[0] == (1 if k >= 4 else None)  # confirmed at 0.13 s
+        assert all(t is None for t in upd.track_ids[1:])
+    assert [e.event for e in events] == ["new", "crossed"]
+
+
+def test_a_tentative_track_lives_through_a_missed_frame() -> None:
+    tracker = CameraTracker("cam1", [LINE])
+    ids = []
+    for k in range(9):
+        if k == 2:  # seen twice, then missed once: it stays
+            tracker.update(T0 + k * 33, 1280, 720, np.zeros((0, 4)), np.zeros(0), np.zeros(0, dtype=int), [])
+            continue
+        ids.append(_one(tracker, T0 + k * 33, 100.0 + 5 * k)[0])
+    assert ids == [None] * 3 + [1] * 5 and tracker.next_track_id == 2  # confirmed at k = 4 (0.13 s, 4 hits)
 
 
 def test_confirmation_needs_confirm_s_and_min_hits() -> None:
