@@ -13,18 +13,13 @@ import asyncio
 import base64
 import contextlib
 import http.client
-import json
-import os
 import re
-import shutil
 import socket
 import ssl
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from io import BytesIO
 from pathlib import Path
-from typing import Any
 
 import bcrypt
 import numpy as np
@@ -37,6 +32,7 @@ from daemon.core.metrics import Metrics
 from daemon.ops.health import HealthServer
 from daemon.ops.http_auth import REALM
 from daemon.ops.http_bound import HttpLimits
+from tests.support.chromium import CHROMIUM, Chromium
 from tests.support.daemon_harness import InProcessDaemon, write_config
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_redis_tls import TlsMaterial
@@ -44,7 +40,6 @@ from tests.support.fixtures_rtsp import Clip
 from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.slow
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 USER, PASSWORD = "operator", "s3cret-pass"
 HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()
 MAX_CONNECTIONS = 8
@@ -221,85 +216,10 @@ def test_healthz_closed_and_tls_alone_on_the_server(tls_material: TlsMaterial) -
         loop.close()
 
 
-class Chromium:
-    """Headless Chromium driven over the DevTools protocol on a pipe (`--remote-debugging-pipe`:
-    it reads NUL-terminated JSON on fd 3 and writes on fd 4), so a page can be opened with an
-    `Authorization` header on every request (`Network.setExtraHTTPHeaders`): credentials in the
-    URL would make the page's relative `fetch()` calls fail."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        assert CHROMIUM is not None
-        to_child, self._to = os.pipe()
-        self._from, from_child = os.pipe()
-
-        def as_fds_3_and_4() -> None:
-            os.dup2(to_child, 3)
-            os.dup2(from_child, 4)
-
-        profile = tmp_path / "chromium-profile"
-        profile.mkdir(exist_ok=True)
-        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--ignore-certificate-errors", f"--user-data-dir={profile}", "--window-size=1100,1400",
-                 "--remote-debugging-pipe", "about:blank"]  # fmt: skip
-        self._proc = subprocess.Popen(
-            [CHROMIUM, *flags],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            preexec_fn=as_fds_3_and_4,  # noqa: PLW1509  (dup2 only; the child execs at once)
-            pass_fds=(3, 4),
-        )
-        os.close(to_child)
-        os.close(from_child)
-        self._buffer = b""
-        self._next_id = 0
-        self._session: str | None = None
-
-    def call(self, method: str, **params: Any) -> dict[str, Any]:
-        self._next_id += 1
-        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params}
-        if self._session is not None and not method.startswith("Target."):
-            message["sessionId"] = self._session
-        os.write(self._to, json.dumps(message).encode() + b"\0")
-        while True:
-            while b"\0" not in self._buffer:
-                chunk = os.read(self._from, 1 << 20)
-                assert chunk, "chromium closed its DevTools pipe"
-                self._buffer += chunk
-            raw, self._buffer = self._buffer.split(b"\0", 1)
-            reply = json.loads(raw)
-            if reply.get("id") == self._next_id:
-                assert "error" not in reply, reply
-                return dict(reply["result"])
-
-    def open(self, url: str, headers: dict[str, str]) -> None:
-        target = self.call("Target.createTarget", url="about:blank")["targetId"]
-        self._session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-        self.call("Network.enable")
-        self.call("Network.setExtraHTTPHeaders", headers=headers)
-        self.call("Page.navigate", url=url)
-
-    def evaluate(self, expression: str) -> Any:
-        return self.call("Runtime.evaluate", expression=expression, returnByValue=True)["result"].get("value")
-
-    def screenshot(self) -> bytes:
-        return base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"])
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError, AssertionError):
-            self.call("Browser.close")
-        os.close(self._to)
-        os.close(self._from)
-        try:
-            self._proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait(30)
-
-
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+@pytest.mark.parametrize("credentials", ["header", "url"])
 def test_the_live_view_renders_over_https_with_credentials_in_headless_chromium(
+    credentials: str,
     tmp_path: Path,
     redis_server: Callable[..., RedisServer],
     clip_factory: Callable[..., Clip],
@@ -308,13 +228,16 @@ def test_the_live_view_renders_over_https_with_credentials_in_headless_chromium(
     ca, auth = tls_material.ca, basic(USER, PASSWORD)
     with locked_daemon(tmp_path, redis_server(), clip_factory, tls_material) as (d, port):
         wait_until(
-            lambda: https_get(port, "/cameras/replay/snapshot.jpg", ca, auth)[0] == 200, 60, "a first snapshot", d
+            lambda: https_get(port, "/cameras/replay/snapshot.jpg", ca, auth)[0] == 200, 180, "a first snapshot", d
         )
         browser = Chromium(tmp_path)
         try:
-            browser.open(f"https://127.0.0.1:{port}/", auth)
+            if credentials == "header":
+                browser.open(f"https://127.0.0.1:{port}/", auth)
+            else:  # as an operator types it: the page's own fetch() calls must not carry the URL's credentials
+                browser.open(f"https://{USER}:{PASSWORD}@127.0.0.1:{port}/")
             loaded = "document.querySelectorAll('section.camera[data-loaded=\"1\"]').length"
-            wait_until(lambda: browser.evaluate(loaded) == 1, 60, "the page to show the camera's snapshot", d)
+            wait_until(lambda: browser.evaluate(loaded) == 1, 180, "the page to show the camera's snapshot", d)
             dom = str(browser.evaluate("document.documentElement.outerHTML"))
             shot = browser.screenshot()
         finally:
