@@ -136,13 +136,15 @@ def test_heat_slows_inference_pauses_it_at_critical_and_cooling_restores_it(
         workers=1,
     )
     with InProcessDaemon(config) as d:
-        wait_until(lambda: published(redis) >= 15, 60, "detections flowing", d)
+        wait_until(lambda: published(redis) >= 15, 180, "detections flowing", d)
         assert health(d)["thermal"]["level"] == "normal"
         # the upper of a few windows: a burst of load elsewhere lowers the cool rate, never raises it
         cool_rate = max(rate(redis, 2.0) for _ in range(3))
 
         write_zone(zones, 70.0)  # over the 60 C limit, under the 75 C critical
-        wait_until(lambda: health(d)["thermal"]["share"] <= 0.15, 60, "the governor to cut the share", d)
+        # held over the limit, the share falls to its floor (min_share) and stays there, so the window
+        # below sees one share (measured earlier, a share still falling made the bound a race)
+        wait_until(lambda: health(d)["thermal"]["share"] <= 0.1 + 1e-9, 60, "the share at its floor", d)
         hot_rate, hot_busy = busy_fraction(d, 10)
         report = health(d)["thermal"]
         assert report["level"] == "regulating"
