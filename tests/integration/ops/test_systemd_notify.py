@@ -178,7 +178,12 @@ def test_ready_watchdog_and_stopping_reach_the_notify_socket_and_pings_stop_whil
     hung_at = time.monotonic()
     # the watchdog's checks, counted in what it logs: each one either pings or logs engine_stuck
     wait_until(lambda: logged(child, "engine_stuck") >= 2, STUCK_AFTER_S + 120, "the engine logged as stuck")
-    stuck_seen_at, pings = time.monotonic(), len(notify_socket.times("WATCHDOG=1"))
+    stuck_seen_at = time.monotonic()
+    # a ping sent before the first engine_stuck may reach the socket's reader after the log line was
+    # read (two channels): count pings only from one more check on, so a late datagram has a whole
+    # check interval to arrive
+    wait_until(lambda: logged(child, "engine_stuck") >= 3, 120, "one more check of the stuck engine")
+    pings = len(notify_socket.times("WATCHDOG=1"))
     checks = logged(child, "engine_stuck")
     wait_until(lambda: logged(child, "engine_stuck") >= checks + 4, 120, "4 more checks of the stuck engine")
     late = notify_socket.times("WATCHDOG=1")[pings:]
