@@ -83,6 +83,7 @@ def test_missing_gstreamer_names_the_packages(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # rendering starts after the demo's imports and checks: minutes on a loaded box
 def test_ctrl_c_while_rendering_leaves_no_half_written_clip(tmp_path: Path) -> None:
     data = tmp_path / "data"
     proc = subprocess.Popen(
@@ -91,18 +92,23 @@ def test_ctrl_c_while_rendering_leaves_no_half_written_clip(tmp_path: Path) -> N
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert "rendering line1-infeed" in line, line
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "rendering line1-infeed" in line, line
 
-    def rendering() -> bool:  # the partial clip is open (its first bytes wait for the encoder's lookahead)
-        assert proc.poll() is None, "the demo ended before it was interrupted"
-        return any(data.glob("*.partial.*"))
+        def rendering() -> bool:  # the partial clip is open (its first bytes wait for the encoder's lookahead)
+            assert proc.poll() is None, "the demo ended before it was interrupted"
+            return any(data.glob("*.partial.*"))
 
-    wait_until(rendering, 300, "the partial clip")
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+        wait_until(rendering, 600, "the partial clip")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=240)  # the interrupt lands between two encoded frames
+    finally:
+        if proc.poll() is None:  # a failed wait must not leave a demo rendering beside the next tests
+            proc.kill()
+            proc.communicate(timeout=60)
+    assert proc.returncode == 130, (line, out, err)
     assert "Traceback" not in err
     assert "no half-rendered clip is kept" in out
     assert sorted(p.name for p in data.iterdir()) == []  # neither the partial clip nor its ground truth
