@@ -91,6 +91,9 @@ def test_ctrl_c_while_rendering_leaves_no_half_written_clip(tmp_path: Path) -> N
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # as started from a terminal: a test run in the background (`pytest &` in a script) has SIGINT
+        # ignored, the child would inherit that, and Python then never turns Ctrl-C into KeyboardInterrupt
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
     )
     try:
         assert proc.stdout is not None
