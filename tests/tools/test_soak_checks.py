@@ -44,9 +44,9 @@ def test_clean_objects_pass_and_count_per_line_and_direction(client: redis.Redis
 
 
 def test_a_gap_fails_unless_the_daemon_counted_drops(client: redis.Redis) -> None:
-    publish(client, [event("crossed", 1, 1), event("crossed", 2, 2), event("crossed", 3, 5)])
-    result = check_objects(client, "cam0")
-    assert result["count_gaps"] == 2 and result["count_repeats"] == 0
+    publish(client, [event("crossed", 1, 3), event("crossed", 2, 4), event("crossed", 3, 7)])
+    result = check_objects(client, "cam0")  # 3: the head trimmed by MAXLEN is no gap; 5 and 6 are
+    assert result["count_gaps"] == 2 and result["count_repeats"] == 0 and result["last_counts"] == {"mid/in": 7}
     assert not objects_ok(result, lost=False)
     assert objects_ok(result, lost=True)
 

@@ -5,9 +5,9 @@ non-decreasing, the ID's millisecond part equal to captured_ms.
 
 Objects (per camera, the tracker's events): entry IDs increasing; no track announced `new` twice, or
 ended twice, or counted twice on the same line in the same direction; and the running `count` of
-every (line, direction) is exactly 1, 2, ..., N in stream order: a gap is a crossing that was counted
-and never delivered (allowed only when the daemon counted drops: a full spool or buffer), a repeat
-one delivered twice (never allowed).
+every (line, direction) runs K, K+1, ..., N in stream order (K > 1 only where MAXLEN trimmed the
+head): a gap is a crossing that was counted and never delivered (allowed only when the daemon
+counted drops: a full spool or buffer), a repeat one delivered twice (never allowed).
 """
 
 from __future__ import annotations
@@ -56,7 +56,9 @@ def check_objects(client: redis.Redis, camera: str) -> dict[str, Any]:
         "crossed_twice": sum(1 for n in per_track.values() if n > 1),
         "counts": {k: len(v) for k, v in counts.items()},
         "count_repeats": sum(1 for v in counts.values() for a, b in itertools.pairwise(v) if b <= a),
-        "count_gaps": sum((b - a - 1 for v in counts.values() for a, b in itertools.pairwise([0, *v]) if b > a + 1), 0),
+        # after the first retained count: the stream's MAXLEN trims its oldest entries
+        "count_gaps": sum((b - a - 1 for v in counts.values() for a, b in itertools.pairwise(v) if b > a + 1), 0),
+        "last_counts": {k: v[-1] for k, v in counts.items()},
     }
 
 

@@ -298,7 +298,7 @@ class Soak:
                 v["entries"] >= final.published.get(c, 0) for c, v in streams.items()
             ),
             "objects_exactly_once": all(objects_ok(v, lost=self.lost(final)) for v in objects.values()),
-            "objects_at_least_crossings_metric": sum(v["events"].get("crossed", 0) for v in objects.values())
+            "objects_at_least_crossings_metric": sum(sum(v["last_counts"].values()) for v in objects.values())
             >= final.extra.get("crossings", 0),
             "healthz_within_1s": all(0 <= s.extra.get("healthz_ms", -1) <= 1000 * HEALTHZ_WITHIN_S for s in samples),
         }
