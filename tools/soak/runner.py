@@ -167,8 +167,10 @@ class Soak:
             self.redis.kill()
             return end_at, self._restart_redis, fault
         if kind == "redis_oom":
-            redis_oom_start(self.redis)  # type: ignore[arg-type]
-            return end_at, lambda: redis_oom_end(self.redis), fault  # type: ignore[arg-type]
+            redis = self.redis
+            assert redis is not None
+            redis_oom_start(redis)
+            return end_at, lambda: redis_oom_end(redis), fault
         if kind == "spool_disk_full":
             print(f"[{self.now():7.1f}s] ballast took {self.spool_disk.fill() / 2**20:.1f} MiB", flush=True)
             assert self.redis is not None
