@@ -2,14 +2,16 @@
 Every Detection Box"), written from the paper's algorithm, with a time-based track life.
 
 Per update: predict every track to the frame's time (real dt in seconds), associate the high-score
-detections with all tracks (tracked, lost and tentative) by IoU, then the low-score detections with the
-tracked tracks still unmatched, then (an addition for conveyors) a tentative track seen only once with the
-nearest unmatched high detection. Births (additions for conveyors): every unmatched detection from
-``low_score`` starts a tentative track unless it overlaps a track or a better birth (a duplicate box of one
-part, such as the same box under a second class, would otherwise become a second track and count the part
-twice); a track that never scored ``new_track_score`` needs ``low_confirm_s`` to be confirmed, and a
-tentative track lives on through a missed frame while it was seen in more frames than it missed. All ages
-are measured on a monotonic clock in ms that the caller advances by capture time.
+detections with all tracks (tracked, lost and tentative) by IoU, then the low-score detections with every
+track still unmatched (ByteTrack: only the tracked ones; here also lost and tentative ones, so a part the
+detector scores low all along, as it does a part cut by the frame's edge, still becomes one track, and a
+lost track comes back on a weak sighting instead of a new id), then (an addition for conveyors) a tentative
+track seen only once with the nearest unmatched high detection. Births (additions for conveyors): every
+unmatched detection from ``low_score`` starts a tentative track unless it overlaps a track or a better birth
+(a duplicate box of one part, such as the same box under a second class, would otherwise become a second
+track and count the part twice); a track that never scored ``new_track_score`` needs ``low_confirm_s`` to
+be confirmed, and a tentative track lives on through a missed frame while it was seen in more frames than
+it missed. All ages are measured on a monotonic clock in ms that the caller advances by capture time.
 """
 
 from __future__ import annotations
@@ -202,13 +204,14 @@ class ByteTracker:
         m1, free_rows, free_high = assign(cost[:, high], 1.0 - p.match_iou)
         pairs = list(zip(m1[:, 0].tolist(), high[m1[:, 1]].tolist(), strict=True))
         tracks = self._tracks
-        tracked = np.array([r for r in free_rows.tolist() if tracks[r].track_id is not None and not tracks[r].lost],
-                           dtype=np.intp)
-        if tracked.size and low.size:
-            m2, _, _ = assign(cost[np.ix_(tracked, low)], 1.0 - p.low_match_iou)
-            pairs += zip(tracked[m2[:, 0]].tolist(), low[m2[:, 1]].tolist(), strict=True)
-        once = np.array([r for r in free_rows.tolist() if tracks[r].track_id is None and tracks[r].hits == 1],
-                        dtype=np.intp)
+        rest = free_rows  # every track the high detections left: tracked, lost and tentative alike
+        m2 = np.zeros((0, 2), dtype=np.intp)
+        if rest.size and low.size:
+            m2, _, _ = assign(cost[np.ix_(rest, low)], 1.0 - p.low_match_iou)
+            pairs += zip(rest[m2[:, 0]].tolist(), low[m2[:, 1]].tolist(), strict=True)
+        taken = set(rest[m2[:, 0]].tolist())
+        once = np.array([r for r in free_rows.tolist() if r not in taken and tracks[r].track_id is None
+                         and tracks[r].hits == 1], dtype=np.intp)
         if once.size and free_high.size:
             last = xyxy_to_xywh(np.array([self._tracks[r].box for r in once], dtype=np.float64))
             dets = xyxy_to_xywh(boxes[high[free_high]])

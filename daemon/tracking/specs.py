@@ -65,11 +65,12 @@ class TrackerParams:
     """ByteTrack thresholds and the time-based track policy (units in the names; times are capture time).
 
     Scores: detections with ``score >= high_score`` take part in the first association;
-    ``low_score <= score < high_score`` extend existing tracked (not lost) tracks in the second association;
-    below ``low_score`` they are ignored. Any unmatched detection from ``low_score`` starts a tentative track,
+    ``low_score <= score < high_score`` extend, in the second association, the tracks the first left: tracked,
+    lost and tentative ones (ByteTrack offers them to tracked tracks only, so a part the detector scores under
+    ``high_score`` all along, as it does a part cut by the frame's edge, never becomes a track there); below
+    ``low_score`` they are ignored. Any unmatched detection from ``low_score`` starts a tentative track,
     unless it overlaps a track or a better-scored birth by ``match_iou`` (a second box on one part). A track
-    whose best score is under ``new_track_score`` is confirmed only after ``low_confirm_s`` (and it can
-    only grow through first-stage matches, so a part scored under ``high_score`` all along is never counted).
+    whose best score is under ``new_track_score`` is confirmed only after ``low_confirm_s``.
     Association: first stage pairs need IoU >= ``match_iou`` (cost 1 - IoU <= 1 - match_iou), the second
     IoU >= ``low_match_iou``. A tentative track seen once (velocity unknown) may also take the nearest
     unmatched high detection whose centre lies within ``jump_diag`` of its box diagonals (a fast part).

@@ -127,12 +127,39 @@ def test_low_score_detections_keep_a_track_alive(low_score: float, survives: boo
         assert len(ends) == 1 and ids[-1] == 2
 
 
-def test_low_score_detection_never_starts_a_track() -> None:
-    tracker = CameraTracker("cam1", [LINE])
-    for k in range(30):
-        tid, events = _one(tracker, T0 + k * 33, 100.0 + 5 * k, 0.3)  # under high_score all along
+def test_a_part_scored_under_high_score_all_along_becomes_one_track_after_low_confirm_s() -> None:
+    """A part cut by the frame's edge scores ~0.3 in every frame: the second stage extends its tentative
+    track (ByteTrack would start a new tentative track each frame and never count it)."""
+    tracker = CameraTracker("cam1", [LINE], TrackerParams(low_confirm_s=0.3))
+    ids, events = [], []
+    for k in range(60):
+        tid, ev = _one(tracker, T0 + k * 33, 500.0 + 5 * k, 0.3)  # crosses x = 640 at k = 28
+        ids.append(tid)
+        events += ev
+    assert ids == [None] * 10 + [1] * 50  # 0.33 s after the first sighting
+    assert [e.event for e in events] == ["new", "crossed"] and events[1].count == 1
+    assert abs(events[1].at_ms - (T0 + 28 * 33)) <= 1
+
+
+def test_a_low_score_flicker_shorter_than_low_confirm_s_never_becomes_a_track() -> None:
+    tracker = CameraTracker("cam1", [LINE], TrackerParams(low_confirm_s=0.3))
+    for k in range(8):  # 0.23 s of 0.3 detections, then nothing
+        tid, events = _one(tracker, T0 + k * 33, 630.0 + 5 * k, 0.3)
         assert tid is None and events == ()
-    assert tracker.next_track_id == 1
+    for k in range(8, 60):
+        upd = tracker.update(T0 + k * 33, 1280, 720, np.zeros((0, 4)), np.zeros(0), np.zeros(0, dtype=int), [])
+        assert upd.events == ()
+    assert tracker.next_track_id == 1 and tracker.counts[("L", "in")] == 0
+
+
+def test_a_lost_track_is_taken_back_by_a_low_score_detection() -> None:
+    tracker = CameraTracker("cam1", [LINE], TrackerParams(lost_s=1.0))
+    for k in range(10):
+        _one(tracker, T0 + k * 33, 100.0 + 5 * k)
+    for k in range(10, 20):  # 0.33 s unseen: lost, not ended
+        tracker.update(T0 + k * 33, 1280, 720, np.zeros((0, 4)), np.zeros(0), np.zeros(0, dtype=int), [])
+    tid, events = _one(tracker, T0 + 20 * 33, 100.0 + 5 * 20, 0.3)  # where it was predicted, under high_score
+    assert tid == 1 and events == () and tracker.next_track_id == 2
 
 
 def test_a_part_never_scored_new_track_score_is_confirmed_after_low_confirm_s() -> None:
