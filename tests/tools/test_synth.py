@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from av.video.frame import PictureType
 
-from tools.synth.parts import NAMES, Part
+from tools.synth.parts import MIN_VISIBLE, NAMES, Part
 from tools.synth.scene import composite, render_image, render_scene, render_scene_full
 from tools.synth.video import belt_shift, h264_writer, render_video
 
@@ -148,3 +148,14 @@ def test_video_defaults_unchanged_by_the_new_knobs(tmp_path) -> None:
     render_video(tmp_path / "b.mp4", tmp_path / "b.json", 160, 120, fps=10, seconds=0.5, seed=2,
                  speed_px_s=gt["belt"]["speed_px_s"])
     assert json.loads((tmp_path / "b.json").read_text())["annotations"] == gt["annotations"]
+
+
+def test_video_gt_lists_the_hardly_visible_parts_apart(tmp_path) -> None:
+    """Parts in view but under MIN_VISIBLE are the GT's ``ignore`` boxes: never also a labelled box."""
+    render_video(tmp_path / "c.mp4", tmp_path / "c.json", 320, 240, fps=10, seconds=3.0, seed=8, density=0.35)
+    gt = json.loads((tmp_path / "c.json").read_text())
+    assert sorted(gt["ignore"], key=int) == [str(i) for i in range(gt["frames"])]
+    faint = [o for objs in gt["ignore"].values() for o in objs]
+    assert faint and all(0.0 < o["visible"] < MIN_VISIBLE for o in faint)
+    for i, objs in gt["ignore"].items():
+        assert not {o["id"] for o in objs} & {o["id"] for o in gt["annotations"][i]}

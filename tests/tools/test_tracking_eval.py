@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tools.synth.video import belt_shift
-from tools.tracking.metrics import Crossing, gt_crossings, id_metrics, match_crossings, track_parts
+from tools.tracking.metrics import Crossing, gt_crossings, id_metrics, match_crossings, track_parts, without_ignored
 
 
 def _box(x: float) -> list[float]:
@@ -63,3 +63,21 @@ def test_gt_crossing_time_from_the_belt_travel() -> None:
     assert (c.key, c.direction) == (0, "in") and c.t_s == pytest.approx(1.12, abs=2e-3)
     (c,) = gt_crossings(clip([[0.5, 1.0]]), 0.5)
     assert c.t_s == pytest.approx(1.82, abs=2e-3)
+
+
+def test_a_crossing_counted_on_a_hardly_visible_part_is_ignored_not_extra_and_doubles_still_count() -> None:
+    gt = [Crossing(1, "in", 1.0)]
+    counted = [Crossing(10, "in", 1.0), Crossing(11, "in", 2.0), Crossing(12, "in", 3.0), Crossing(13, "in", 3.5),
+               Crossing(14, "in", 4.0)]
+    # 11: on part 5, never 40 % visible (ignored); 12 and 13: both on ignored part 6 (a double); 14: on no part
+    r = match_crossings(gt, counted, tol_s=0.5, track_to_part={10: 1, 11: 5, 12: 6, 13: 6}, ignored_parts={5, 6})
+    assert (r["gt"], r["counted"], r["matched"], r["missed"], r["extra"], r["ignored"], r["double"]) == \
+        (1, 2, 1, 0, 1, 3, 1)
+
+
+def test_without_ignored_drops_the_tracked_boxes_on_ignored_parts_only() -> None:
+    part, faint, fp = [0.0, 0.0, 20.0, 20.0], [100.0, 0.0, 120.0, 8.0], [300.0, 300.0, 320.0, 320.0]
+    frames = [([(1, part)], [(2, faint)], [(10, part), (11, faint), (12, fp)]),
+              ([(1, part)], [], [(10, part), (11, faint)])]
+    out = without_ignored(frames)
+    assert out == [([(1, part)], [(10, part), (12, fp)]), ([(1, part)], [(10, part), (11, faint)])]

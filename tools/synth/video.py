@@ -112,9 +112,13 @@ def render_video(
     Writes an H.264 MP4 (libx264, yuv420p, no B-frames, GOP = fps, crf 20, bit rate capped at
     ``maxrate`` if given) to ``out_mp4`` and the GT JSON
     ``{"width", "height", "fps", "frames", "names", "annotations": {"<i>": [{"cls", "label", "box", "id"}]},
-    "parts": [{"id", "cls", "x0", "cy"}], "belt": {"speed_px_s", "stops", "shift_px"}}``
+    "ignore": {"<i>": [{"cls", "box", "id", "visible"}]}, "parts": [{"id", "cls", "x0", "cy"}],
+    "belt": {"speed_px_s", "stops", "shift_px"}}``
     (boxes xyxy in camera pixels, keys = decoded frame index; ``id`` is the part's index in ``parts``, the same
     in every frame; a part's centre is at ``x0 + shift_px[i]``, ``cy`` in frame ``i``) to ``gt_json``.
+    ``annotations`` hold the parts at least ``MIN_VISIBLE`` visible; ``ignore`` the parts in view but less
+    visible than that (cut by the frame edge or covered by other parts), with their visible fraction: what
+    a detector may or may not find, neither required nor wrong (MOTChallenge's "ignore", KITTI's DontCare).
 
     Speed (px/s) and density (parts area per belt area, about) are random by seed unless given; ``stops``
     ((start_s, duration_s) each) halt the belt (see :func:`belt_shift`): parts keep their place while it stands.
@@ -144,6 +148,7 @@ def render_video(
     base_x = [p.cx for p in parts]
 
     annotations: dict[str, list[dict]] = {}
+    ignore: dict[str, list[dict]] = {}
     out_mp4.parent.mkdir(parents=True, exist_ok=True)
     with h264_writer(out_mp4, width, height, fps, crf=20, preset="veryfast", maxrate=maxrate) as write:
         for i in range(n_frames):
@@ -165,8 +170,14 @@ def render_video(
                 for r, k in zip(recs, ids, strict=True)
                 if r["box"] is not None and r["visible"] >= MIN_VISIBLE
             ]
+            ignore[str(i)] = [
+                {"cls": r["cls"], "box": r["box"], "id": k, "visible": round(float(r["visible"]), 3)}
+                for r, k in zip(recs, ids, strict=True)
+                if r["box"] is not None and r["visible"] < MIN_VISIBLE
+            ]
             write(frame_u8)
     gt = {"width": width, "height": height, "fps": fps, "frames": n_frames, "names": NAMES, "annotations": annotations,
+          "ignore": ignore,
           "parts": [{"id": k, "cls": p.cls, "x0": bx, "cy": p.cy} for k, (p, bx) in enumerate(zip(parts, base_x,
                                                                                                    strict=True))],
           "belt": {"speed_px_s": speed, "stops": [list(s) for s in stops],

@@ -27,7 +27,7 @@ class Scenario:
     stops: tuple[tuple[float, float], ...] = field(default_factory=tuple)
 
     def key(self) -> str:
-        text = json.dumps([asdict(self), WIDTH, HEIGHT, 1], sort_keys=True)
+        text = json.dumps([asdict(self), WIDTH, HEIGHT, 2], sort_keys=True)
         return f"{self.name}-{hashlib.sha1(text.encode()).hexdigest()[:10]}"
 
 

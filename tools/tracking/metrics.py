@@ -5,6 +5,7 @@
   the box centre from the part centre is the median over the frames where the box is whole in the frame).
 * ``match_crossings``: counted crossings against GT ones: one-to-one by time (Hungarian on |dt|, gated),
   parts counted twice (two crossings whose tracks map to the same GT part), time errors.
+* ``without_ignored``: the frames with the tracked boxes on hardly visible parts (GT ``ignore``) taken out.
 * ``id_metrics``: HOTA (Luiten et al. 2020) and IDF1 (Ristani et al. 2016) with the ``trackeval`` package's
   own implementations (``trackeval.metrics.HOTA`` / ``Identity``), fed per-frame IoU matrices directly.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,13 +62,19 @@ def gt_crossings(gt: dict[str, Any], line_x_frac: float, edge_px: float = 2.0) -
 
 
 def match_crossings(
-    gt: Sequence[Crossing], counted: Sequence[Crossing], tol_s: float, track_to_part: dict[int, int] | None = None
+    gt: Sequence[Crossing], counted: Sequence[Crossing], tol_s: float, track_to_part: dict[int, int] | None = None,
+    ignored_parts: Collection[int] = (),
 ) -> dict[str, Any]:
     """One-to-one matching of counted to GT crossings of the same direction by time (within ``tol_s``).
 
     Returns gt, counted, count_error (counted - gt) / gt, matched, missed, extra, double (GT parts that two or
-    more counted crossings map to through ``track_to_part``, the majority GT part of each track), and the
-    signed time errors (counted - GT, seconds) of the matched pairs."""
+    more counted crossings map to through ``track_to_part``, the majority GT part of each track), ignored, and
+    the signed time errors (counted - GT, seconds) of the matched pairs. A counted crossing whose track maps to
+    one of ``ignored_parts`` (parts in view but never ``MIN_VISIBLE`` visible: no GT crossing, and none wrong)
+    is neither matched nor extra, only ``ignored``; it still counts towards ``double``."""
+    to_part = track_to_part or {}
+    skip = set(ignored_parts)
+    everything, counted = counted, [c for c in counted if to_part.get(c.key, -1) not in skip]
     pairs: list[tuple[int, int]] = []
     for direction in ("in", "out"):
         gi = [k for k, c in enumerate(gt) if c.direction == direction]
@@ -79,16 +86,36 @@ def match_crossings(
         rows, cols = linear_sum_assignment(cost)
         pairs += [(gi[r], ci[c]) for r, c in zip(rows, cols, strict=True) if cost[r, c] < 1e6]
     errors = [counted[c].t_s - gt[g].t_s for g, c in pairs]
-    per_part = Counter((track_to_part.get(c.key), c.direction) for c in counted if track_to_part) if track_to_part \
-        else Counter()
+    per_part = Counter((to_part.get(c.key), c.direction) for c in everything)
     double = sum(1 for (part, _), n in per_part.items() if part is not None and n > 1)
     n_gt = len(gt)
     return {
         "gt": n_gt, "counted": len(counted),
         "count_error": (len(counted) - n_gt) / n_gt if n_gt else 0.0,
         "matched": len(pairs), "missed": n_gt - len(pairs), "extra": len(counted) - len(pairs), "double": double,
-        "time_errors_s": errors,
+        "ignored": len(everything) - len(counted), "time_errors_s": errors,
     }
+
+
+def without_ignored(
+    frames: Sequence[tuple[Sequence[tuple[int, Box]], Sequence[tuple[int, Box]], Sequence[tuple[int, Box]]]],
+    min_iou: float = 0.5,
+) -> list[tuple[list[tuple[int, Box]], list[tuple[int, Box]]]]:
+    """MOTChallenge's preprocessing for frames of (GT pairs, ignored GT pairs, tracked pairs): per frame, the
+    tracked boxes that the one-to-one IoU matching (Hungarian, IoU >= ``min_iou``) gives to an ignored GT box
+    are removed with the ignored boxes, so following a part that is hardly visible is neither rewarded nor
+    punished; returns (GT pairs, tracked pairs) frames."""
+    out = []
+    for gts, ign, trs in frames:
+        if not ign or not trs:
+            out.append((list(gts), list(trs)))
+            continue
+        every = [*gts, *ign]
+        iou = iou_matrix([b for _, b in every], [b for _, b in trs])
+        rows, cols = linear_sum_assignment(-iou)
+        drop = {c for r, c in zip(rows, cols, strict=True) if r >= len(gts) and iou[r, c] >= min_iou}
+        out.append((list(gts), [t for k, t in enumerate(trs) if k not in drop]))
+    return out
 
 
 def iou_matrix(a: Sequence[Box], b: Sequence[Box]) -> np.ndarray:
