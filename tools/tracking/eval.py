@@ -1,11 +1,13 @@
 """Tracking accuracy of the real daemon on rendered conveyor clips with part ids: counts, crossing times, IDF1, HOTA.
 
-    python -m tools.tracking.eval [--quick] [--model 416] [--modes file,drop,rtsp] [--cache DIR] [--out JSON]
+    python -m tools.tracking.eval [--quick | --other] [--model 416] [--modes file,drop,rtsp] [--cache DIR] [--out JSON]
 
 1. Clips (``tools.synth``, 640x480, 15 fps, 15 s, deterministic by seed, cached in ``--cache``, rendered two
    at a time): belt speeds 0.1, 0.2 and 0.35 frame widths/s x densities 0.1 and 0.25, plus a stop-and-go clip
    (the belt stands 2 s and 1.5 s, 0.3 s ramps; parts keep their place). ``--quick``: two 8-10 s clips (0.2 w/s
-   sparse, stop-and-go), modes file+drop. ``rtsp`` mode uses the 0.2 w/s sparse and the stop-and-go clip.
+   sparse, stop-and-go), modes file+drop. ``--other``: four held-out 10 s clips (``OTHER``: 0.15-0.45 w/s,
+   densities 0.18-0.3, one with a 1.5 s stop), modes file+drop, report ``tracking-eval-other.json``.
+   ``rtsp`` mode uses the 0.2 w/s sparse and the stop-and-go clip.
 2. A vertical counting line at x = 0.5 (``direction`` +x); GT crossings: when each part's box centre passes
    it, from the belt travel in the GT (``tools.tracking.metrics.gt_crossings``).
 3. The daemon (``python -m daemon run``, a real redis-server, config by ``tools.common.daemon_config``, one
@@ -69,6 +71,10 @@ FULL = [
     Scenario("stopgo", 0.2, 0.15, 15.0, 390, stops=((3.0, 2.0), (8.0, 1.5))),
 ]
 QUICK = [Scenario("v0.2-d0.1", 0.2, 0.1, 8.0, 310), Scenario("stopgo", 0.2, 0.12, 10.0, 390, stops=((3.0, 2.0),))]
+OTHER = [Scenario("n0.15-d0.2", 0.15, 0.2, 10.0, 501), Scenario("n0.3-d0.3", 0.3, 0.3, 10.0, 502),
+         Scenario("n0.25-stop", 0.25, 0.18, 10.0, 503, stops=((4.0, 1.5),)),
+         Scenario("n0.45-d0.2", 0.45, 0.2, 10.0, 504)]
+"""Clips of other seeds, speeds and densities (one with a stop): a check of rules found on ``FULL``."""
 
 
 def camera(name: str, url: str, model: int, realtime: bool) -> dict[str, Any]:
@@ -237,6 +243,7 @@ def table(report: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="two clips, modes file and drop (~2 min)")
+    ap.add_argument("--other", action="store_true", help="the four held-out clips (OTHER), modes file and drop")
     ap.add_argument("--model", type=int, default=416, choices=(416, 640, 800))
     ap.add_argument("--modes", help="comma-separated of file, drop, rtsp (default: all; --quick: file,drop)")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "beltsight-tracking-eval")
@@ -245,10 +252,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--s-per-frame", type=float, default=1.0, help="timeout allowance per frame processed")
     args = ap.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
-    scenarios = QUICK if args.quick else FULL
-    modes = (args.modes or ("file,drop" if args.quick else "file,drop,rtsp")).split(",")
+    scenarios = QUICK if args.quick else OTHER if args.other else FULL
+    modes = (args.modes or ("file,drop" if args.quick or args.other else "file,drop,rtsp")).split(",")
     out = args.out or (args.cache / "tracking-eval-quick.json" if args.quick else
-                       REPO / "tools" / "reports" / "tracking-eval.json")
+                       REPO / "tools" / "reports" / f"tracking-eval{'-other' if args.other else ''}.json")
     report: dict[str, Any] = {"model": args.model, "size": "640x480", "fps": 15, "line": LINE, "goals": GOALS,
                               "scenarios": [vars(sc) for sc in scenarios], "modes": {}}
     for mode in modes:
