@@ -204,12 +204,11 @@ class ByteTracker:
         m1, free_rows, free_high = assign(cost[:, high], 1.0 - p.match_iou)
         pairs = list(zip(m1[:, 0].tolist(), high[m1[:, 1]].tolist(), strict=True))
         tracks = self._tracks
-        rest = free_rows  # every track the high detections left: tracked, lost and tentative alike
-        m2 = np.zeros((0, 2), dtype=np.intp)
-        if rest.size and low.size:
-            m2, _, _ = assign(cost[np.ix_(rest, low)], 1.0 - p.low_match_iou)
-            pairs += zip(rest[m2[:, 0]].tolist(), low[m2[:, 1]].tolist(), strict=True)
-        taken = set(rest[m2[:, 0]].tolist())
+        taken: set[int] = set()  # every track the high detections left: tracked, lost and tentative alike
+        if free_rows.size and low.size:
+            m2, _, _ = assign(cost[np.ix_(free_rows, low)], 1.0 - p.low_match_iou)
+            pairs += zip(free_rows[m2[:, 0]].tolist(), low[m2[:, 1]].tolist(), strict=True)
+            taken = set(free_rows[m2[:, 0]].tolist())
         once = np.array([r for r in free_rows.tolist() if r not in taken and tracks[r].track_id is None
                          and tracks[r].hits == 1], dtype=np.intp)
         if once.size and free_high.size:

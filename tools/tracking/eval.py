@@ -5,7 +5,7 @@
 1. Clips (``tools.synth``, 640x480, 15 fps, 15 s, deterministic by seed, cached in ``--cache``, rendered two
    at a time): belt speeds 0.1, 0.2 and 0.35 frame widths/s x densities 0.1 and 0.25, plus a stop-and-go clip
    (the belt stands 2 s and 1.5 s, 0.3 s ramps; parts keep their place). ``--quick``: two 8-10 s clips (0.2 w/s
-   sparse, stop-and-go), modes file+drop. ``--other``: four held-out 10 s clips (``OTHER``: 0.15-0.45 w/s,
+   sparse, stop-and-go), modes file+drop. ``--other``: four other 10 s clips (``OTHER``: 0.15-0.45 w/s,
    densities 0.18-0.3, one with a 1.5 s stop), modes file+drop, report ``tracking-eval-other.json``.
    ``rtsp`` mode uses the 0.2 w/s sparse and the stop-and-go clip.
 2. A vertical counting line at x = 0.5 (``direction`` +x); GT crossings: when each part's box centre passes
@@ -231,7 +231,7 @@ def table(report: dict[str, Any]) -> str:
         for name, c in [*res["clips"].items(), ("POOLED", res["pooled"])]:
             rows.append(
                 f"{mode:9} {name:11} {c['gt']:4d} {c['counted']:4d} {100 * c['count_error']:6.1f} {c['missed']:4d} "
-                f"{c['extra']:4d} {c['double']:3d} {c.get('ignored', 0):3d} {c['median_dt_ms']:6.0f} "
+                f"{c['extra']:4d} {c['double']:3d} {c['ignored']:3d} {c['median_dt_ms']:6.0f} "
                 f"{c['p90_dt_ms']:6.0f} "
                 f"{c['median_dt_intervals']:6.2f} {c['IDF1']:5.3f} {c['HOTA']:5.3f} {c['processed']:5.2f}")
         goals = res["goals"]
@@ -243,7 +243,7 @@ def table(report: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="two clips, modes file and drop (~2 min)")
-    ap.add_argument("--other", action="store_true", help="the four held-out clips (OTHER), modes file and drop")
+    ap.add_argument("--other", action="store_true", help="the four other clips (OTHER), modes file and drop")
     ap.add_argument("--model", type=int, default=416, choices=(416, 640, 800))
     ap.add_argument("--modes", help="comma-separated of file, drop, rtsp (default: all; --quick: file,drop)")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "beltsight-tracking-eval")
