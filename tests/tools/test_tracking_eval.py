@@ -43,6 +43,16 @@ def test_crossings_matched_by_time_and_double_counts_found() -> None:
     assert sorted(round(e, 3) for e in r["time_errors_s"]) == [0.04, 0.1]
 
 
+def test_a_crossing_is_matched_to_its_own_parts_crossing_before_a_nearer_one() -> None:
+    # parts 0.3 s apart, part 2 never counted; the tracks of parts 3..5 cross 0.28 s early, so by time alone
+    # they would take the GT crossings of parts 2..4 (0.02 s off each) and hide their real error
+    gt = [Crossing(p, "in", 0.3 * p) for p in range(1, 6)]
+    counted = [Crossing(11, "in", 0.32), *(Crossing(10 + p, "in", 0.3 * p - 0.28) for p in (3, 4, 5))]
+    r = match_crossings(gt, counted, tol_s=1.0, track_to_part={11: 1, 13: 3, 14: 4, 15: 5})
+    assert (r["matched"], r["missed"], r["extra"]) == (4, 1, 0)
+    assert sorted(round(e, 3) for e in r["time_errors_s"]) == [-0.28, -0.28, -0.28, 0.02]
+
+
 def test_track_parts_majority() -> None:
     frames = _frames(lambda k: 1 if k < 7 else 2)
     assert track_parts(frames) == {1: 7, 2: 7}

@@ -3,8 +3,8 @@
 * ``gt_crossings``: when each GT part's box centre crosses a vertical line, from the belt travel in the
   GT JSON (a part moves rigidly with the belt, so its box centre is ``x0 + offset + shift(t)``; the offset of
   the box centre from the part centre is the median over the frames where the box is whole in the frame).
-* ``match_crossings``: counted crossings against GT ones: one-to-one by time (Hungarian on |dt|, gated),
-  parts counted twice (two crossings whose tracks map to the same GT part), time errors.
+* ``match_crossings``: counted crossings against GT ones: one-to-one (Hungarian, gated by |dt|, the track's own
+  part's crossing first), parts counted twice (two crossings whose tracks map to the same GT part), time errors.
 * ``without_ignored``: the frames with the tracked boxes on hardly visible parts (GT ``ignore``) taken out.
 * ``id_metrics``: HOTA (Luiten et al. 2020) and IDF1 (Ristani et al. 2016) with the ``trackeval`` package's
   own implementations (``trackeval.metrics.HOTA`` / ``Identity``), fed per-frame IoU matrices directly.
@@ -65,7 +65,10 @@ def match_crossings(
     gt: Sequence[Crossing], counted: Sequence[Crossing], tol_s: float, track_to_part: dict[int, int] | None = None,
     ignored_parts: Collection[int] = (),
 ) -> dict[str, Any]:
-    """One-to-one matching of counted to GT crossings of the same direction by time (within ``tol_s``).
+    """One-to-one matching of counted to GT crossings of the same direction within ``tol_s``, the crossing of
+    the track's own GT part first: among the matchings with the most pairs, the one with the most pairs whose
+    track maps to the GT crossing's part, then the least total |dt|. By time alone, one missed part among evenly
+    spaced ones shifts every later pair by a part's spacing, and the time errors measure the spacing.
 
     Returns gt, counted, count_error (counted - gt) / gt, matched, missed, extra, double (GT parts that two or
     more counted crossings map to through ``track_to_part``, the majority GT part of each track), ignored, and
@@ -82,9 +85,14 @@ def match_crossings(
         if not gi or not ci:
             continue
         dt = np.abs(np.array([[counted[c].t_s - gt[g].t_s for c in ci] for g in gi]))
-        cost = np.where(dt <= tol_s, dt, 1e6)
+        other_part = np.array([[to_part.get(counted[c].key) != gt[g].key for c in ci] for g in gi])
+        # lexicographic costs: a pair fewer outweighs every identity, a pair on another part outweighs every |dt|
+        most = min(len(gi), len(ci))
+        foreign = (most + 1) * tol_s
+        absent = (most + 1) * (tol_s + foreign)
+        cost = np.where(dt <= tol_s, dt + foreign * other_part, absent)
         rows, cols = linear_sum_assignment(cost)
-        pairs += [(gi[r], ci[c]) for r, c in zip(rows, cols, strict=True) if cost[r, c] < 1e6]
+        pairs += [(gi[r], ci[c]) for r, c in zip(rows, cols, strict=True) if dt[r, c] <= tol_s]
     errors = [counted[c].t_s - gt[g].t_s for g, c in pairs]
     per_part = Counter((to_part.get(c.key), c.direction) for c in everything)
     double = sum(1 for (part, _), n in per_part.items() if part is not None and n > 1)
