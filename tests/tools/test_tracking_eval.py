@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from daemon.core.objects import ObjectEvent
 from tools.synth.video import belt_shift
+from tools.tracking.daemon_run import Published, load_published, save_published
 from tools.tracking.metrics import Crossing, gt_crossings, id_metrics, match_crossings, track_parts, without_ignored
 
 
@@ -91,3 +93,15 @@ def test_without_ignored_drops_the_tracked_boxes_on_ignored_parts_only() -> None
               ([(1, part)], [], [(10, part), (11, faint)])]
     out = without_ignored(frames)
     assert out == [([(1, part)], [(10, part), (12, fp)]), ([(1, part)], [(10, part), (11, faint)])]
+
+
+def test_what_a_run_published_is_scored_again_as_it_was(tmp_path) -> None:
+    crossed = ObjectEvent("cam", 4, "bolt", 0, 0.9, "crossed", 1_000, line="mid", direction="in", count=3,
+                          speed_px_s=120.5, speed_mm_s=60.25, eta=(("reject1", 3_000), ("reject2", 4_500)))
+    end = ObjectEvent("cam", 4, "bolt", 0, 0.9, "end", 2_000, first_ms=500, last_ms=2_000, frames=22)
+    entries = [{"seq": 0, "captured_ms": 500, "w": 640, "h": 480,
+                "dets": [{"box": [1.0, 2.0, 30.0, 40.0], "score": 0.9, "cls": 0, "label": "bolt", "track": 4}]}]
+    save_published(tmp_path / "p.json", {"cam": Published(entries, [crossed, end])}, model=416, wall_s=12.5)
+    pubs, meta = load_published(tmp_path / "p.json")
+    assert meta == {"model": 416, "wall_s": 12.5}
+    assert pubs["cam"].entries == entries and pubs["cam"].objects == [crossed, end]

@@ -6,6 +6,7 @@ and the objects stream's events. ``replay_tracking`` runs the daemon's tracker o
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import signal
 import subprocess
@@ -66,6 +67,23 @@ def run_daemon(out: Path, cameras: list[dict[str, Any]], want: dict[str, int], t
         return {c: _read(client, c) for c in want}
     finally:
         server.close()
+
+
+def save_published(path: Path, pubs: dict[str, Published], **meta: Any) -> None:
+    """Write what each camera published (and ``meta``) as JSON, for scoring again without a daemon run."""
+    cams = {c: {"entries": p.entries, "objects": [dataclasses.asdict(o) for o in p.objects]} for c, p in pubs.items()}
+    path.write_text(json.dumps({"meta": meta, "cameras": cams}))
+
+
+def load_published(path: Path) -> tuple[dict[str, Published], dict[str, Any]]:
+    """What :func:`save_published` wrote: (per camera what it published, meta)."""
+    doc = json.loads(path.read_text())
+    pubs = {}
+    for c, p in doc["cameras"].items():
+        objects = [ObjectEvent(**(o | {"eta": tuple(map(tuple, o["eta"])) if o["eta"] is not None else None}))
+                   for o in p["objects"]]
+        pubs[c] = Published(p["entries"], objects)
+    return pubs, doc["meta"]
 
 
 def _read(client: Any, camera: str) -> Published:

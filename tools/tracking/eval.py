@@ -1,6 +1,7 @@
 """Tracking accuracy of the real daemon on rendered conveyor clips with part ids: counts, crossing times, IDF1, HOTA.
 
     python -m tools.tracking.eval [--quick | --other] [--model 416] [--modes file,drop,rtsp] [--cache DIR] [--out JSON]
+                                  [--rescore]
 
 1. Clips (``tools.synth``, 640x480, 15 fps, 15 s, deterministic by seed, cached in ``--cache``, rendered two
    at a time): belt speeds 0.1, 0.2 and 0.35 frame widths/s x densities 0.1 and 0.25, plus a stop-and-go clip
@@ -24,14 +25,16 @@
    (captured_ms, frame index) pairs, piecewise linearly, as the tracker interpolates. While the daemon does
    not track yet (no objects, no track ids), the daemon's ``CameraTracker`` is run over its published
    detections instead (``"tracker": "replay"`` in the report).
-5. Scores per clip and pooled per mode: count error (counted - GT) / GT, missed/extra (one-to-one by time
-   within 1 s), parts counted twice (crossings whose tracks map to the same GT part), median and p90 |crossing
-   time error| (ms and in processed-frame intervals), IDF1 and HOTA (``trackeval``) of the detections' track
-   ids against the GT part ids on the processed frames. Parts in view but never ``MIN_VISIBLE`` (40 %)
-   visible (cut by the frame's edge, covered by other parts) are the GT's ``ignore`` boxes, as MOTChallenge
-   treats them: a crossing counted on one of them is neither required nor extra (column ``ign``), and tracked
-   boxes on them are left out of IDF1 and HOTA. Crossings in the last 0.5 s of a clip are not scored
-   (a crossing registers once the part is clear of the line). Goals are printed against the pooled figures.
+5. Scores per clip and pooled per mode: count error (counted - GT) / GT, missed/extra (one-to-one within 1 s,
+   a track's crossing paired with its own GT part's crossing first: ``match_crossings``), parts counted twice
+   (crossings whose tracks map to the same GT part), median and p90 |crossing time error| (ms and in
+   processed-frame intervals), IDF1 and HOTA (``trackeval``) of the detections' track ids against the GT part
+   ids on the processed frames. Parts in view but never ``MIN_VISIBLE`` (40 %) visible (cut by the frame's
+   edge, covered by other parts) are the GT's ``ignore`` boxes, as MOTChallenge treats them: a crossing counted
+   on one of them is neither required nor extra (column ``ign``), and tracked boxes on them are left out of IDF1
+   and HOTA. Crossings in the last 0.5 s of a clip are not scored (a crossing registers once the part is clear
+   of the line). Goals are printed against the pooled figures. What each mode's daemon published is kept in
+   ``<cache>/run-<mode>/published.json``; ``--rescore`` scores that again without a daemon run.
 6. Diagnosis rows ``file@clip`` / ``drop@clip``: the same run's published detections tracked again by the
    daemon's ``CameraTracker`` with each frame stamped at its clip time instead of its decode time (with
    ``realtime = false`` and several cameras, the daemon stamps a camera's frames ~N x the clip's interval
@@ -56,7 +59,14 @@ import numpy as np
 from tools.common.daemon_config import REPO
 from tools.common.rtsp import RtspServer
 from tools.tracking.clips import Scenario, decimate, load_gt, render
-from tools.tracking.daemon_run import Published, daemon_tracked, replay_tracking, run_daemon
+from tools.tracking.daemon_run import (
+    Published,
+    daemon_tracked,
+    load_published,
+    replay_tracking,
+    run_daemon,
+    save_published,
+)
 from tools.tracking.metrics import Crossing, gt_crossings, id_metrics, match_crossings, track_parts, without_ignored
 
 LINE = {"id": "mid", "start": [0.5, 0.0], "end": [0.5, 1.0], "direction": [1.0, 0.0]}
@@ -154,30 +164,22 @@ def render_all(scenarios: list[Scenario], cache: Path) -> dict[str, tuple[Path, 
 def run_mode(mode: str, scenarios: list[Scenario], args: argparse.Namespace) -> dict[str, Any]:
     clips = render_all(scenarios, args.cache)
     gts = {name: load_gt(gt) for name, (_, gt) in clips.items()}
-    out_dir = args.cache / f"run-{mode}"
-    rtsp = None
-    if mode == "drop":
-        urls = {n: str(decimate(mp4, DROP_STEP)) for n, (mp4, _) in clips.items()}
-        step, want = DROP_STEP, {n: -(-gts[n]["frames"] // DROP_STEP) for n in clips}
-    else:
-        step, want = 1, {n: gts[n]["frames"] for n in clips}
-        urls = {n: str(mp4) for n, (mp4, _) in clips.items()}
-    timeout = 120 + sum(want.values()) * args.s_per_frame
-    if mode == "rtsp":
-        rtsp = RtspServer({n.replace(".", "_"): mp4 for n, (mp4, _) in clips.items()},
-                          log_path=args.cache / "rtsp.log").start()
-        urls = {n: rtsp.url(n.replace(".", "_")) for n in clips}
-        want = {n: 10**9 for n in clips}  # it loops: stop after the clip's length once running
-        timeout = 30 + max(sc.seconds for sc in scenarios)
-    cams = [camera(n, urls[n], args.model, realtime=mode == "rtsp") for n in clips]
+    step = DROP_STEP if mode == "drop" else 1
+    cams = [camera(n, str(mp4), args.model, realtime=mode == "rtsp") for n, (mp4, _) in clips.items()]
     ids = {c["id"]: n for c, n in zip(cams, clips, strict=True)}
-    try:
+    saved = args.cache / f"run-{mode}" / "published.json"
+    if args.rescore:
+        pubs, meta = load_published(saved)
+        if sorted(pubs) != sorted(ids) or meta.get("model") != args.model:
+            raise SystemExit(f"{saved} holds cameras {sorted(pubs)} of model {meta.get('model')}, not "
+                             f"{sorted(ids)} of model {args.model}: run without --rescore")
+        wall = float(meta["wall_s"])
+    else:
         started = time.monotonic()
-        pubs = run_daemon(out_dir, cams, {c: want[n] for c, n in ids.items()}, timeout)
+        pubs = publish(mode, cams, {c: gts[n]["frames"] for c, n in ids.items()},
+                       max(sc.seconds for sc in scenarios), saved.parent, args)
         wall = time.monotonic() - started
-    finally:
-        if rtsp is not None:
-            rtsp.close()
+        save_published(saved, pubs, model=args.model, wall_s=wall)
     result: dict[str, Any] = {"clips": {}, "wall_s": wall}
     all_frames = []
     for cam_cfg in cams:
@@ -195,6 +197,24 @@ def run_mode(mode: str, scenarios: list[Scenario], args: argparse.Namespace) -> 
     if mode != "rtsp":
         result["clip_clock"] = clip_clock(cams, ids, pubs, gts, step)
     return result
+
+
+def publish(mode: str, cams: list[dict[str, Any]], frames: dict[str, int], seconds: float, out_dir: Path,
+            args: argparse.Namespace) -> dict[str, Published]:
+    """Run the daemon over the clips ``cams`` (file urls, ``frames`` each, the longest ``seconds`` long) in
+    ``mode``; what each camera published."""
+    if mode == "drop":
+        cams = [c | {"url": str(decimate(Path(c["url"]), DROP_STEP))} for c in cams]
+        frames = {c: -(-n // DROP_STEP) for c, n in frames.items()}
+    if mode != "rtsp":
+        return run_daemon(out_dir, cams, frames, 120 + sum(frames.values()) * args.s_per_frame)
+    rtsp = RtspServer({c["id"]: Path(c["url"]) for c in cams}, log_path=args.cache / "rtsp.log").start()
+    try:
+        live = [c | {"url": rtsp.url(c["id"])} for c in cams]
+        # it loops: stop after the clip's length once running
+        return run_daemon(out_dir, live, {c["id"]: 10**9 for c in cams}, 30 + seconds)
+    finally:
+        rtsp.close()
 
 
 def clip_clock(cams: list[dict[str, Any]], ids: dict[str, str], pubs: dict[str, Published],
@@ -249,6 +269,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "beltsight-tracking-eval")
     ap.add_argument("--out", type=Path, help="JSON report (default: tools/reports/tracking-eval.json, "
                                              "--quick: <cache>/tracking-eval-quick.json)")
+    ap.add_argument("--rescore", action="store_true",
+                    help="score again what the last run of each mode published (<cache>/run-<mode>/published.json),"
+                         " without running the daemon: for a change to the scoring")
     ap.add_argument("--s-per-frame", type=float, default=1.0, help="timeout allowance per frame processed")
     args = ap.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
