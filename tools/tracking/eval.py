@@ -169,6 +169,8 @@ def run_mode(mode: str, scenarios: list[Scenario], args: argparse.Namespace) -> 
     ids = {c["id"]: n for c, n in zip(cams, clips, strict=True)}
     saved = args.cache / f"run-{mode}" / "published.json"
     if args.rescore:
+        if not saved.exists():
+            raise SystemExit(f"--rescore: {saved} does not exist; run mode {mode} once without --rescore")
         pubs, meta = load_published(saved)
         if sorted(pubs) != sorted(ids) or meta.get("model") != args.model:
             raise SystemExit(f"{saved} holds cameras {sorted(pubs)} of model {meta.get('model')}, not "
