@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from daemon.config.base import Seconds, Section, read_secret_file, with_password
-from daemon.config.tracking import LineConfig, duplicate_line
+from daemon.config.tracking import LineConfig, TrackingConfig, duplicate_line
 from daemon.core.frames import MODEL_SIZES
 from daemon.core.redaction import SECRETS, redact_url
 
@@ -89,6 +89,11 @@ class CameraConfig(Section):
         if v is not None and v not in MODEL_SIZES:
             raise ValueError(f"must be one of {list(MODEL_SIZES)}")
         return v
+
+    def tracked(self, cfg: TrackingConfig) -> bool:
+        """Whether this camera's parts are tracked: its own `tracking`, else `[tracking] enabled`
+        (one rule for the inference room, which keeps the tracker's weak detections, and the tracking room)."""
+        return cfg.enabled if self.tracking is None else self.tracking
 
     @property
     def is_file(self) -> bool:

@@ -167,6 +167,9 @@ class FrameResult:
     objects: tuple[ObjectEvent, ...] = ()
     """The tracking stage's events from this frame (`new`, `crossed`, `end`), for the objects
     stream: published with the frame, through the same buffer, spool and ID path."""
+    weak: tuple[Detection, ...] = ()
+    """A tracked camera's detections from `[tracking] low_score` up to its `conf_threshold`: for the
+    tracker's second stage only. The tracking stage consumes them; they are never published."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,10 +31,13 @@ def validate_models(settings: Settings) -> dict[int, ModelInfo]:
 
 def camera_rules(settings: Settings, info: ModelInfo) -> dict[str, CameraRules]:
     """Each of this instance's cameras' confidence threshold and class filter (as the model's
-    class ids), for the stages of `info`'s size (labels checked by `validate_models`)."""
+    class ids), for the stages of `info`'s size (labels checked by `validate_models`); a tracked
+    camera's `track_floor` is `[tracking] low_score`, so the tracker sees what its second stage matches."""
     label_ids = {label: i for i, label in enumerate(info.names)}
     rules: dict[str, CameraRules] = {}
     for cam in settings.instance_cameras():
         classes = frozenset(label_ids[c] for c in cam.classes) if cam.classes is not None else None
-        rules[cam.id] = CameraRules(cam.conf_threshold or settings.engine.conf_threshold, classes)
+        conf = cam.conf_threshold or settings.engine.conf_threshold
+        floor = settings.tracking.low_score if cam.tracked(settings.tracking) else None
+        rules[cam.id] = CameraRules(conf, classes, floor)
     return rules

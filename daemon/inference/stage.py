@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from daemon.core.frames import Frame, FrameResult, Letterbox
+from daemon.core.frames import Detection, Frame, FrameResult, Letterbox
 from daemon.core.metrics import Metrics
 from daemon.core.xp import array_module_of
 from daemon.inference.device_preprocess import placed
@@ -32,10 +32,22 @@ from daemon.inference.protocols import DeviceEngine
 
 @dataclass(frozen=True, slots=True)
 class CameraRules:
-    """Per-camera post-processing: confidence threshold and class filter (ids of allowed labels)."""
+    """Per-camera post-processing: confidence threshold and class filter (ids of allowed labels).
+
+    `track_floor` (a tracked camera: `[tracking] low_score`): detections from it up to
+    `conf_threshold` are kept apart as the result's `weak` ones, which only the tracker's second
+    stage sees; they are never published. NMS runs from the lower of the two, and since a box
+    never suppresses a better one, the published detections are the same as without it.
+    """
 
     conf_threshold: float
     classes: frozenset[int] | None = None
+    track_floor: float | None = None
+
+    @property
+    def floor(self) -> float:
+        """The lowest score this camera's image keeps out of NMS."""
+        return self.conf_threshold if self.track_floor is None else min(self.conf_threshold, self.track_floor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,11 +153,10 @@ class InferenceStage:
         self._metrics.inference_seconds.labels(model=self._model_label).observe(time.perf_counter() - started)
         self._metrics.batch_size.labels(model=self._model_label).observe(len(frames))
         rules = [self._rules_for(f.camera_id) for f in frames]
-        floor = min(r.conf_threshold for r in rules)
         rows = decode_batch(
             xp if xp is not None else array_module_of(output),
             output,
-            conf_threshold=floor,
+            conf_threshold=np.array([r.floor for r in rules], dtype=np.float32),
             iou_threshold=self._post.iou_threshold,
             max_det=self._post.max_det,
             layout=self._layout,
@@ -155,13 +166,14 @@ class InferenceStage:
         )
         results: list[FrameResult] = []
         for frame, frame_rows, rule in zip(frames, rows, rules, strict=True):
+            mapping = source_mapping(placed(frame.letterbox, self._tensor.convention), self._tensor.convention.boxes)
             dets = to_detections(
-                frame_rows,
-                source_mapping(placed(frame.letterbox, self._tensor.convention), self._tensor.convention.boxes),
-                self.info.names,
-                conf_threshold=rule.conf_threshold,
-                classes=rule.classes,
+                frame_rows, mapping, self.info.names, conf_threshold=rule.conf_threshold, classes=rule.classes
             )
+            weak: tuple[Detection, ...] = ()
+            if rule.floor < rule.conf_threshold:  # the complement of to_detections' `>= conf_threshold`
+                below = frame_rows[frame_rows[:, 4] < rule.conf_threshold]
+                weak = to_detections(below, mapping, self.info.names, conf_threshold=rule.floor, classes=rule.classes)
             self._metrics.frames_inferred.labels(camera=frame.camera_id, model=self._model_label).inc()
             results.append(
                 FrameResult(
@@ -174,6 +186,7 @@ class InferenceStage:
                     model_size=self.info.size,
                     model_name=self.info.name,
                     detections=dets,
+                    weak=weak,
                 )
             )
         return results

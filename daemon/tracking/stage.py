@@ -57,7 +57,7 @@ def line_specs(lines: Iterable[LineConfig]) -> tuple[LineSpec, ...]:
 
 def tracked_cameras(cameras: Sequence[CameraConfig], cfg: TrackingConfig) -> list[CameraConfig]:
     """The cameras whose parts are tracked: `[tracking] enabled` unless the camera says otherwise."""
-    return [c for c in cameras if (cfg.enabled if c.tracking is None else c.tracking)]
+    return [c for c in cameras if c.tracked(cfg)]
 
 
 class TrackingStage:
@@ -100,21 +100,22 @@ class TrackingStage:
         """`result` with its detections' track ids and this frame's object events."""
         tracker = self._tracker(result.camera_id)
         if tracker is None or result.captured_ms < self._last_ms.get(result.camera_id, result.captured_ms):
-            return result
+            return dataclasses.replace(result, weak=()) if result.weak else result
         self._last_ms[result.camera_id] = result.captured_ms
         dets = result.detections
-        boxes = np.array([d.box for d in dets], dtype=np.float64).reshape(-1, 4)
-        scores = np.array([d.score for d in dets], dtype=np.float64)
-        classes = np.array([d.cls for d in dets], dtype=np.int64)
+        seen = dets + result.weak  # the weak ones only feed the second stage: they get no id and are not published
+        boxes = np.array([d.box for d in seen], dtype=np.float64).reshape(-1, 4)
+        scores = np.array([d.score for d in seen], dtype=np.float64)
+        classes = np.array([d.cls for d in seen], dtype=np.int64)
         update = tracker.update(
-            result.captured_ms, result.width, result.height, boxes, scores, classes, [d.label for d in dets]
+            result.captured_ms, result.width, result.height, boxes, scores, classes, [d.label for d in seen]
         )
         tracked = tuple(
             d if track is None else Detection(d.cls, d.label, d.score, d.box, track)
-            for d, track in zip(dets, update.track_ids, strict=True)
+            for d, track in zip(dets, update.track_ids[: len(dets)], strict=True)
         )
         self._count(result.camera_id, update.events, tracker.active_tracks)
-        return dataclasses.replace(result, detections=tracked, objects=update.events)
+        return dataclasses.replace(result, detections=tracked, weak=(), objects=update.events)
 
     def _tracker(self, camera_id: str) -> CameraTracker | None:
         tracker = self._trackers.get(camera_id)
