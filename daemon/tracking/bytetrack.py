@@ -136,9 +136,10 @@ class ByteTracker:
 
     def update(
         self, *, captured_ms: int, mono_ms: int, boxes: FloatArray, scores: FloatArray, classes: IntArray,
-        labels: list[str], moving_px_s: float,
+        labels: list[str], moving_px_s: float, births: int | None = None,
     ) -> Step:
-        """Associate one frame's detections (boxes x1,y1,x2,y2 px) taken at ``captured_ms``."""
+        """Associate one frame's detections (boxes x1,y1,x2,y2 px) taken at ``captured_ms``; only the first
+        ``births`` of them (default: all) may start a track."""
         expired = self.expire(mono_ms)
         if self._mono_ms is not None and mono_ms > self._mono_ms and self._tracks:
             dt_s = (mono_ms - self._mono_ms) / 1000.0
@@ -161,7 +162,7 @@ class ByteTracker:
             else:
                 t.lost = True
         self._compact(keep)
-        fresh = self._births(boxes, scores, [d for _, d in matches])
+        fresh = self._births(boxes, scores, [d for _, d in matches], births)
         if fresh:  # the belt's velocity after this frame's corrections
             prior = self.prior_velocity(moving_px_s)
             observations += self._spawn(fresh, boxes=boxes, scores=scores, classes=classes, labels=labels,
@@ -172,13 +173,15 @@ class ByteTracker:
         ended = tuple(t for t in expired if t.track_id is not None)
         return Step(tuple(det_tracks), tuple(observations), confirmed, ended, tuple(dropped))
 
-    def _births(self, boxes: FloatArray, scores: FloatArray, matched: list[int]) -> list[int]:
-        """Unmatched detections from ``low_score`` that start tentative tracks, best score first: none that
-        overlaps a track (its box now: corrected or predicted) or a better birth by ``match_iou`` or more
-        (a second box on the same part, e.g. the same box under another class)."""
+    def _births(self, boxes: FloatArray, scores: FloatArray, matched: list[int], births: int | None) -> list[int]:
+        """Unmatched detections from ``low_score`` (among the first ``births``) that start tentative tracks,
+        best score first: none that overlaps a track (its box now: corrected or predicted) or a better birth by
+        ``match_iou`` or more (a second box on the same part, e.g. the same box under another class)."""
         p = self.params
         free = scores >= p.low_score
         free[matched] = False
+        if births is not None:
+            free[max(births, 0) :] = False
         idx = np.flatnonzero(free)
         if not idx.size:
             return []

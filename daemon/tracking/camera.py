@@ -92,9 +92,11 @@ class CameraTracker:
 
     def update(  # noqa: PLR0917 - the frame's fields in the documented order
         self, captured_ms: int, width: int, height: int, boxes: np.ndarray, scores: np.ndarray,
-        classes: np.ndarray, labels: Sequence[str],
+        classes: np.ndarray, labels: Sequence[str], *, weak: int = 0,
     ) -> TrackUpdate:
-        """One frame's detections: boxes (N, 4) x1,y1,x2,y2 camera px, scores (N,), classes (N,), labels."""
+        """One frame's detections: boxes (N, 4) x1,y1,x2,y2 camera px, scores (N,), classes (N,), labels.
+        The last ``weak`` of them are under the camera's ``conf_threshold`` (never published): they extend
+        tracks through both stages but never start one, so a track has a published sighting from its birth."""
         b, s, c = _validated(boxes, scores, classes, labels)
         captured_ms = int(captured_ms)
         self._set_size(width, height)
@@ -103,7 +105,7 @@ class CameraTracker:
         self._last_captured = captured_ms
         moving = self.params.moving_frac_s * max(width, height)
         step = self._tracker.update(captured_ms=captured_ms, mono_ms=self._mono_ms, boxes=b, scores=s, classes=c,
-                                    labels=list(labels), moving_px_s=moving)
+                                    labels=list(labels), moving_px_s=moving, births=len(s) - weak)
         for t in step.dropped:
             self._forget(t)
         crossings = self._cross(step.observations)

@@ -103,12 +103,13 @@ class TrackingStage:
             return dataclasses.replace(result, weak=()) if result.weak else result
         self._last_ms[result.camera_id] = result.captured_ms
         dets = result.detections
-        seen = dets + result.weak  # the weak ones only feed the second stage: they get no id and are not published
+        seen = dets + result.weak  # the weak ones only extend tracks: they start none, get no id, are not published
         boxes = np.array([d.box for d in seen], dtype=np.float64).reshape(-1, 4)
         scores = np.array([d.score for d in seen], dtype=np.float64)
         classes = np.array([d.cls for d in seen], dtype=np.int64)
         update = tracker.update(
-            result.captured_ms, result.width, result.height, boxes, scores, classes, [d.label for d in seen]
+            result.captured_ms, result.width, result.height, boxes, scores, classes, [d.label for d in seen],
+            weak=len(result.weak),
         )
         tracked = tuple(
             d if track is None else Detection(d.cls, d.label, d.score, d.box, track)

@@ -62,3 +62,14 @@ def test_an_out_of_order_frame_passes_untracked_without_its_weak_ones() -> None:
     s.process(results[60])
     late = s.process(results[59])
     assert late.weak == () and late.objects == ()
+
+
+def test_a_part_seen_only_weakly_never_starts_a_track() -> None:
+    """Weak detections extend tracks but start none: a part published in no frame is never counted."""
+    results = [
+        FrameResult("cam", r.seq, r.captured_ms, 0.0, W, H, 640, "m", (), weak=r.weak or r.detections)
+        for r in frames(weak_gap=True)
+    ]
+    s = stage()
+    out = [s.process(r) for r in results]
+    assert [e for r in out for e in r.objects] == [] and s.snapshot()["cam"].next_track_id == 1
