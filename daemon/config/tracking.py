@@ -26,8 +26,9 @@ class TrackingConfig(Section):
     high_score: float = Field(0.5, gt=0, le=1)
     """Detections at or above this score are matched first (ByteTrack's first stage)."""
     low_score: float = Field(0.1, ge=0, le=1)
-    """Detections between this and `high_score` keep existing tracks alive (second stage); from this
-    score an unmatched detection that overlaps no track starts a tentative one."""
+    """Detections between this and `high_score` keep existing tracks alive (second stage), also those
+    under the camera's `conf_threshold`, which reach the tracker only and are never published; an
+    unmatched published detection that overlaps no track starts a tentative one."""
     new_track_score: float = Field(0.6, gt=0, le=1)
     """A track confirmed within `confirm_s` needs a detection from this score; one that never reached it
     is confirmed only after it was matched to first-stage (`high_score`) detections for 0.3 s."""

@@ -7,11 +7,13 @@ track still unmatched (ByteTrack: only the tracked ones; here also lost and tent
 detector scores low all along, as it does a part cut by the frame's edge, still becomes one track, and a
 lost track comes back on a weak sighting instead of a new id), then (an addition for conveyors) a tentative
 track seen only once with the nearest unmatched high detection. Births (additions for conveyors): every
-unmatched detection from ``low_score`` starts a tentative track unless it overlaps a track or a better birth
-(a duplicate box of one part, such as the same box under a second class, would otherwise become a second
-track and count the part twice); a track that never scored ``new_track_score`` needs ``low_confirm_s`` to
-be confirmed, and a tentative track lives on through a missed frame while it was seen in more frames than
-it missed. All ages are measured on a monotonic clock in ms that the caller advances by capture time.
+unmatched detection from ``low_score`` (among those the caller lets start one: the daemon's tracking stage
+excludes a camera's weak detections, under its ``conf_threshold``) starts a tentative track unless it overlaps
+a track or a better birth (a duplicate box of one part, such as the same box under a second class, would
+otherwise become a second track and count the part twice); a track that never scored ``new_track_score``
+needs ``low_confirm_s`` to be confirmed, and a tentative track lives on through a missed frame while it was
+seen in more frames than it missed. All ages are measured on a monotonic clock in ms that the caller
+advances by capture time.
 """
 
 from __future__ import annotations

@@ -68,7 +68,8 @@ class TrackerParams:
     ``low_score <= score < high_score`` extend, in the second association, the tracks the first left: tracked,
     lost and tentative ones (ByteTrack offers them to tracked tracks only, so a part the detector scores under
     ``high_score`` all along, as it does a part cut by the frame's edge, never becomes a track there); below
-    ``low_score`` they are ignored. Any unmatched detection from ``low_score`` starts a tentative track,
+    ``low_score`` they are ignored. Any unmatched detection from ``low_score`` that the caller lets start a
+    track (``CameraTracker.update``'s ``weak`` ones may not) starts a tentative track,
     unless it overlaps a track or a better-scored birth by ``match_iou`` (a second box on one part). A track
     whose best score is under ``new_track_score`` is confirmed only after ``low_confirm_s``.
     Association: first stage pairs need IoU >= ``match_iou`` (cost 1 - IoU <= 1 - match_iou), the second
