@@ -28,9 +28,9 @@ from daemon.inference.protocols import DeviceEngine
 from daemon.inference.serving import ServingEngine
 from daemon.inference.stage import BatchTensor, InferenceStage, PostprocessConfig
 from daemon.ingest.decoding import scale
+from tests.support.clips import scene_frames
 from tests.support.device_seam import SEAM, CudaStandIn, StandInFactory
 from tests.support.onnx_models import DEMO_MODELS, wrap_demo
-from tools.synth.video import h264_writer
 
 MODEL = DEMO_MODELS / "conveyor-640.onnx"
 pytestmark = pytest.mark.skipif(not MODEL.is_file(), reason="demo model not built (tools/bootstrap.sh)")
@@ -38,13 +38,7 @@ pytestmark = pytest.mark.skipif(not MODEL.is_file(), reason="demo model not buil
 
 @pytest.fixture(scope="module")
 def frames(tmp_path_factory: pytest.TempPathFactory) -> list[av.VideoFrame]:
-    render_image = pytest.importorskip("tools.synth.scene").render_image
-    path = tmp_path_factory.mktemp("stage") / "scenes.mp4"
-    with h264_writer(path, 960, 540, 10, crf=16, preset="veryfast") as write:
-        for seed in (3, 4, 5):
-            write(render_image(seed, 960, 540)[0])
-    with av.open(str(path)) as container:
-        return list(container.decode(video=0))
+    return scene_frames(tmp_path_factory.mktemp("stage") / "scenes.mp4", (3, 4, 5), crf=16)
 
 
 def test_device_path_with_numpy_finds_what_the_cpu_path_finds(frames: list[av.VideoFrame]) -> None:

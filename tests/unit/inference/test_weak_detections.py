@@ -17,8 +17,8 @@ from daemon.inference.model_check import camera_rules, validate_models
 from daemon.inference.model_file import load_model_info
 from daemon.inference.stage import CameraRules, InferenceStage, PostprocessConfig
 from daemon.ingest.decoding import scale
+from tests.support.clips import scene_frames
 from tests.support.onnx_models import DEMO_MODELS
-from tools.synth.video import h264_writer
 
 MODEL = DEMO_MODELS / "conveyor-640.onnx"
 pytestmark = pytest.mark.skipif(not MODEL.is_file(), reason="demo model not built (tools/bootstrap.sh)")
@@ -27,13 +27,7 @@ CONF, FLOOR = 0.6, 0.05  # a high threshold, so the scenes' parts leave boxes on
 
 @pytest.fixture(scope="module")
 def frames(tmp_path_factory: pytest.TempPathFactory) -> list[av.VideoFrame]:
-    render_image = pytest.importorskip("tools.synth.scene").render_image
-    path = tmp_path_factory.mktemp("weak") / "scenes.mp4"
-    with h264_writer(path, 960, 540, 10, crf=30, preset="veryfast") as write:
-        for seed in (11, 12, 13):
-            write(render_image(seed, 960, 540)[0])
-    with av.open(str(path)) as container:
-        return list(container.decode(video=0))
+    return scene_frames(tmp_path_factory.mktemp("weak") / "scenes.mp4", (11, 12, 13), crf=30)
 
 
 def run_batch(frames: list[av.VideoFrame], rules: dict[str, CameraRules]) -> list[FrameResult]:
