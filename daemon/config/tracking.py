@@ -35,7 +35,8 @@ class TrackingConfig(Section):
     match_iou: float = Field(0.2, gt=0, lt=1)
     """Least IoU between a track's predicted box and a detection for them to be matched."""
     confirm_s: float = Field(0.1, ge=0, le=10)
-    """A tentative track is confirmed (gets its ID, `new`) after this long and `min_hits` observations."""
+    """A tentative track is confirmed (gets its ID, `new`) after this long and `min_hits` observations
+    by published detections (weak sightings keep it alive but do not count)."""
     min_hits: int = Field(3, ge=1, le=100)
     lost_s: float = Field(1.0, gt=0, le=600)
     """A track not observed for this long ends (`end`); a part standing on a stopped belt is

@@ -41,6 +41,7 @@ class Track:
     last_mono_ms: int
     box: Box
     hits: int = 1
+    strong_hits: int = 1  # observations by detections that may start a track (a camera's published ones)
     track_id: int | None = None
     lost: bool = False
     misses: int = 0
@@ -150,7 +151,8 @@ class ByteTracker:
         matches = self._associate(boxes, scores)
         det_tracks: list[Track | None] = [None] * boxes.shape[0]
         observations = self._apply(matches, boxes=boxes, scores=scores, classes=classes, labels=labels,
-                                   captured_ms=captured_ms, mono_ms=mono_ms, det_tracks=det_tracks)
+                                   captured_ms=captured_ms, mono_ms=mono_ms, det_tracks=det_tracks,
+                                   strong=boxes.shape[0] if births is None else births)
         matched_rows = {r for r, _ in matches}
         unmatched = [i for i in range(len(self._tracks)) if i not in matched_rows]
         keep = np.ones(len(self._tracks), dtype=bool)
@@ -227,8 +229,9 @@ class ByteTracker:
 
     def _apply(
         self, pairs: list[tuple[int, int]], *, boxes: FloatArray, scores: FloatArray, classes: IntArray,
-        labels: list[str], captured_ms: int, mono_ms: int, det_tracks: list[Track | None],
+        labels: list[str], captured_ms: int, mono_ms: int, det_tracks: list[Track | None], strong: int,
     ) -> list[Observation]:
+        """Matched pairs update their tracks; detections before index ``strong`` also count towards confirmation."""
         if not pairs:
             return []
         rows = np.array([r for r, _ in pairs], dtype=np.intp)
@@ -246,6 +249,7 @@ class ByteTracker:
             x1, y1, x2, y2 = rows_boxes[k]
             t.box = (x1, y1, x2, y2)
             t.hits += 1
+            t.strong_hits += int(d < strong)
             t.lost = False
             t.last_ms = captured_ms
             t.last_mono_ms = max(t.last_mono_ms, mono_ms)
@@ -281,7 +285,7 @@ class ByteTracker:
         for t in seen:
             need_s = p.confirm_s if t.best_score >= p.new_track_score else max(p.confirm_s, p.low_confirm_s)
             old_enough = t.last_mono_ms - t.first_mono_ms >= need_s * 1000.0 - 1e-6
-            if t.track_id is None and t.hits >= p.min_hits and old_enough:
+            if t.track_id is None and t.strong_hits >= p.min_hits and old_enough:
                 t.track_id = self.next_track_id
                 self.next_track_id += 1
                 out.append(t)

@@ -96,7 +96,8 @@ class CameraTracker:
     ) -> TrackUpdate:
         """One frame's detections: boxes (N, 4) x1,y1,x2,y2 camera px, scores (N,), classes (N,), labels.
         The last ``weak`` of them are under the camera's ``conf_threshold`` (never published): they extend
-        tracks through both stages but never start one, so a track has a published sighting from its birth."""
+        tracks through both stages but never start or confirm one, so a confirmed track has ``min_hits``
+        published sightings, the first at its birth."""
         b, s, c = _validated(boxes, scores, classes, labels)
         captured_ms = int(captured_ms)
         self._set_size(width, height)

@@ -76,7 +76,8 @@ class TrackerParams:
     IoU >= ``low_match_iou``. A tentative track seen once (velocity unknown) may also take the nearest
     unmatched high detection whose centre lies within ``jump_diag`` of its box diagonals (a fast part).
     Life: a track is confirmed (gets an id, emits ``new``) once ``confirm_s`` seconds have passed since it
-    was first seen AND it has ``min_hits`` observations; a tentative track is dropped silently once it has
+    was first seen AND it has ``min_hits`` observations by detections that may start a track (weak ones, see
+    ``CameraTracker.update``, do not count); a tentative track is dropped silently once it has
     missed as many frames as it was seen in (ByteTrack: at its first miss; here a part the detector misses
     every third frame still becomes a track). A confirmed track not observed for more than ``lost_s`` seconds
     ends (``end``); a track that keeps being detected, moving or standing still, never ends.
@@ -92,7 +93,7 @@ class TrackerParams:
     low_match_iou: float = 0.5  # IoU, second stage: a low box must overlap well (ByteTrack's 0.5)
     jump_diag: float = 1.5  # box diagonals: third stage gate for a track seen once (a part moving > 1 box/frame)
     confirm_s: float = 0.1  # seconds from first sighting to confirmation (3 frames at 30 fps)
-    min_hits: int = 3  # observations needed for confirmation, whatever the frame rate
+    min_hits: int = 3  # observations (not weak ones) needed for confirmation, whatever the frame rate
     lost_s: float = 1.0  # seconds of capture time unseen before a confirmed track ends (ByteTrack's 30 frames)
     anchor: Anchor = "center"  # the box point that crosses lines
     line_hysteresis: float = 0.25  # fraction of the box's extent across the line the anchor must clear

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from daemon.config.cameras import CameraConfig
 from daemon.config.tracking import TrackingConfig
 from daemon.core.frames import Detection, FrameResult
@@ -73,3 +75,21 @@ def test_a_part_seen_only_weakly_never_starts_a_track() -> None:
     s = stage()
     out = [s.process(r) for r in results]
     assert [e for r in out for e in r.objects] == [] and s.snapshot()["cam"].next_track_id == 1
+
+
+def _published_then_weak(published: int) -> list[FrameResult]:
+    """The part's first `published` frames at 0.3 (published, not high), then only weak sightings."""
+    out = []
+    for r in frames(weak_gap=True)[:40]:
+        det = Detection(0, "bolt", 0.3, (r.detections + r.weak)[0].box)
+        faint = r.seq >= published
+        out.append(dataclasses.replace(r, detections=() if faint else (det,), weak=(det,) if faint else ()))
+    return out
+
+
+def test_only_published_sightings_confirm_a_track() -> None:
+    """Weak sightings keep a track alive but do not count towards `min_hits`: 2 published ones never confirm it."""
+    s = stage()
+    assert [e for r in _published_then_weak(2) for e in s.process(r).objects] == []
+    s = stage()
+    assert [e.event for r in _published_then_weak(3) for e in s.process(r).objects] == ["new"]
