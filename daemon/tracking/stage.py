@@ -3,7 +3,9 @@
 Policy: every `FrameResult` of a tracked camera goes through its camera's tracker in capture
 order and comes out as a new `FrameResult` with each detection's confirmed track id and the
 frame's object events (`new`, `crossed`, `end`), which the sink writes through the same buffer,
-spool and explicit-ID path as the frame itself. Nothing is dropped here and nothing waits: the
+spool and explicit-ID path as the frame itself. The frame's weak detections (`FrameResult.weak`:
+under the camera's `conf_threshold`) are fed to the tracker after the others, to extend tracks
+only, and end here. No published detection is dropped here and nothing waits: the
 stage runs on the event loop (a few tenths of a millisecond per frame, `tools/tracking/bench`).
 A frame older than the camera's newest one (which the pipeline does not produce) is passed on
 untracked rather than fed backwards in time. An untracked camera's results pass unchanged.
