@@ -12,6 +12,12 @@ IntArray = NDArray[np.intp]
 _FORBIDDEN = 1e6
 
 
+def indices(mask: NDArray[np.bool_]) -> IntArray:
+    """Indices of the True entries of a 1-D mask (``np.flatnonzero`` without its wrappers: a hot path)."""
+    out: IntArray = mask.nonzero()[0]
+    return out
+
+
 def xywh_to_xyxy(b: FloatArray) -> FloatArray:
     """(N, 4) cx,cy,w,h -> x1,y1,x2,y2."""
     half = b[:, 2:4] / 2.0
@@ -54,12 +60,12 @@ def assign(cost: FloatArray, max_cost: float) -> tuple[IntArray, IntArray, IntAr
     per_row, per_col = allowed.sum(axis=1), allowed.sum(axis=0)
     lone = allowed & (per_row == 1)[:, None] & (per_col == 1)[None, :]
     lone_rows, lone_cols = np.nonzero(lone)
-    rest_rows = np.flatnonzero((per_row > 0) & ~lone.any(axis=1))
-    rest_cols = np.flatnonzero((per_col > 0) & ~lone.any(axis=0))
+    rest_rows = indices((per_row > 0) & ~lone.any(axis=1))
+    rest_cols = indices((per_col > 0) & ~lone.any(axis=0))
     rows, cols = lone_rows.astype(np.intp), lone_cols.astype(np.intp)
     if rest_rows.size and rest_cols.size:
-        sub_allowed = allowed[np.ix_(rest_rows, rest_cols)]
-        r, c = linear_sum_assignment(np.where(sub_allowed, cost[np.ix_(rest_rows, rest_cols)], _FORBIDDEN))
+        sub_allowed = allowed[rest_rows][:, rest_cols]
+        r, c = linear_sum_assignment(np.where(sub_allowed, cost[rest_rows][:, rest_cols], _FORBIDDEN))
         ok = sub_allowed[r, c]
         rows = np.concatenate([rows, rest_rows[r[ok]]]).astype(np.intp)
         cols = np.concatenate([cols, rest_cols[c[ok]]]).astype(np.intp)
@@ -67,5 +73,5 @@ def assign(cost: FloatArray, max_cost: float) -> tuple[IntArray, IntArray, IntAr
     row_free[rows] = False
     col_free = np.ones(m, dtype=bool)
     col_free[cols] = False
-    free_rows, free_cols = np.flatnonzero(row_free), np.flatnonzero(col_free)
+    free_rows, free_cols = indices(row_free), indices(col_free)
     return np.stack([rows, cols], axis=1), free_rows, free_cols

@@ -6,7 +6,12 @@ detections with all tracks (tracked, lost and tentative) by IoU, then the low-sc
 track still unmatched (ByteTrack: only the tracked ones; here also lost and tentative ones, so a part the
 detector scores low all along, as it does a part cut by the frame's edge, still becomes one track, and a
 lost track comes back on a weak sighting instead of a new id), then (an addition for conveyors) a tentative
-track seen only once with the nearest unmatched high detection. Births (additions for conveyors): every
+track seen only once with the nearest unmatched high detection, then (also for conveyors) the tracks still
+unmatched by a common belt shift: when the belt starts, stops or changes speed between two processed frames,
+every prediction is off by about the same shift along the belt (a stopped track's prediction stands still
+while its part moves on, by more than a box at a few processed frames a second); the shift that most of
+them agree on moves their predictions, which then take the unmatched high detections by IoU. Births
+(additions for conveyors): every
 unmatched detection from ``low_score`` (among those the caller lets start one: the daemon's tracking stage
 excludes a camera's weak detections, under its ``conf_threshold``) starts a tentative track unless it overlaps
 a track or a better birth (a duplicate box of one part, such as the same box under a second class, would
@@ -24,10 +29,19 @@ from typing import NamedTuple
 import numpy as np
 
 from daemon.tracking import kalman
-from daemon.tracking.association import FloatArray, IntArray, assign, iou_matrix, xywh_to_xyxy, xyxy_to_xywh
+from daemon.tracking.association import (
+    FloatArray,
+    IntArray,
+    assign,
+    indices,
+    iou_matrix,
+    xywh_to_xyxy,
+    xyxy_to_xywh,
+)
 from daemon.tracking.specs import TrackerParams
 
 Box = tuple[float, float, float, float]
+_SHIFT_TOL = 0.25  # stage 4: box diagonals a track's detection may lie off the common shift (and across the belt)
 
 
 @dataclass(slots=True, eq=False)
@@ -97,6 +111,7 @@ class ByteTracker:
         self._p = np.zeros((0, 3, kalman.MEAS))  # per-dimension covariance, see kalman
         self._mono_ms: int | None = None
         self._next_uid = 0
+        self._belt_dir: tuple[float, float] | None = None  # unit vector: the moving tracks' median velocity, last known
 
     @property
     def tracks(self) -> tuple[Track, ...]:
@@ -109,9 +124,13 @@ class ByteTracker:
             x1, y1, x2, y2 = t.box
             t.box = (x1 * sx, y1 * sy, x2 * sx, y2 * sy)
             t.vx, t.vy = t.vx * sx, t.vy * sy
+        if self._belt_dir is not None:
+            ux, uy = self._belt_dir[0] * sx, self._belt_dir[1] * sy
+            self._belt_dir = (ux / np.hypot(ux, uy), uy / np.hypot(ux, uy))
 
     def prior_velocity(self, moving_px_s: float) -> tuple[float, float]:
-        """Median velocity of the moving confirmed tracks (a new part most likely rides the belt)."""
+        """Median velocity of the moving confirmed tracks (a new part most likely rides the belt); when it is
+        moving, its direction is remembered as the belt's (kept while the belt stands)."""
         live = np.fromiter((t.track_id is not None and not t.lost for t in self._tracks), bool, len(self._tracks))
         if not live.any():
             return 0.0, 0.0
@@ -120,6 +139,9 @@ class ByteTracker:
         if not moving.any():
             return 0.0, 0.0
         med = np.median(v[moving], axis=0)
+        speed = float(np.hypot(med[0], med[1]))
+        if speed > moving_px_s:
+            self._belt_dir = (float(med[0]) / speed, float(med[1]) / speed)
         return float(med[0]), float(med[1])
 
     def expire(self, mono_ms: int) -> list[Track]:
@@ -148,7 +170,7 @@ class ByteTracker:
             dt_s = (mono_ms - self._mono_ms) / 1000.0
             self._x, self._p = kalman.predict(self._x, self._p, dt_s, self.params.noise)
         self._mono_ms = mono_ms if self._mono_ms is None else max(self._mono_ms, mono_ms)
-        matches = self._associate(boxes, scores)
+        matches = self._associate(boxes, scores, moving_px_s)
         det_tracks: list[Track | None] = [None] * boxes.shape[0]
         observations = self._apply(matches, boxes=boxes, scores=scores, classes=classes, labels=labels,
                                    captured_ms=captured_ms, mono_ms=mono_ms, det_tracks=det_tracks,
@@ -186,7 +208,7 @@ class ByteTracker:
         free[matched] = False
         if births is not None:
             free[max(births, 0) :] = False
-        idx = np.flatnonzero(free)
+        idx = indices(free)
         if not idx.size:
             return []
         idx = idx[np.argsort(-scores[idx], kind="stable")]
@@ -202,18 +224,18 @@ class ByteTracker:
         out: list[int] = idx[keep].tolist()
         return out
 
-    def _associate(self, boxes: FloatArray, scores: FloatArray) -> list[tuple[int, int]]:
-        """The three stages; returns (track row, detection) pairs."""
+    def _associate(self, boxes: FloatArray, scores: FloatArray, moving_px_s: float) -> list[tuple[int, int]]:
+        """The four stages; returns (track row, detection) pairs."""
         p = self.params
-        high = np.flatnonzero(scores >= p.high_score)
-        low = np.flatnonzero((scores >= p.low_score) & (scores < p.high_score))
+        high = indices(scores >= p.high_score)
+        low = indices((scores >= p.low_score) & (scores < p.high_score))
         cost = 1.0 - iou_matrix(xywh_to_xyxy(self._x[:, :4]), boxes)
         m1, free_rows, free_high = assign(cost[:, high], 1.0 - p.match_iou)
         pairs = list(zip(m1[:, 0].tolist(), high[m1[:, 1]].tolist(), strict=True))
         tracks = self._tracks
         taken: set[int] = set()  # every track the high detections left: tracked, lost and tentative alike
         if free_rows.size and low.size:
-            m2, _, _ = assign(cost[np.ix_(free_rows, low)], 1.0 - p.low_match_iou)
+            m2, _, _ = assign(cost[free_rows][:, low], 1.0 - p.low_match_iou)
             pairs += zip(free_rows[m2[:, 0]].tolist(), low[m2[:, 1]].tolist(), strict=True)
             taken = set(free_rows[m2[:, 0]].tolist())
         once = np.array([r for r in free_rows.tolist() if r not in taken and tracks[r].track_id is None
@@ -225,7 +247,53 @@ class ByteTracker:
             dist = np.hypot(last[:, None, 0] - dets[None, :, 0], last[:, None, 1] - dets[None, :, 1])
             m3, _, _ = assign(dist / np.maximum(diag[:, None], 1.0), p.jump_diag)
             pairs += zip(once[m3[:, 0]].tolist(), high[free_high[m3[:, 1]]].tolist(), strict=True)
+        if len(pairs) < len(tracks) and free_high.size:
+            pairs += self._belt_shift(pairs, high, boxes, moving_px_s)
         return pairs
+
+    def _belt_shift(
+        self, pairs: list[tuple[int, int]], high: IntArray, boxes: FloatArray, moving_px_s: float
+    ) -> list[tuple[int, int]]:
+        """Stage 4: the belt started, stopped or changed speed between two processed frames, so every prediction
+        is off by about the same shift along the belt (a stopped track's stands still while its part moves
+        on; a moving one's runs on past its stopped part). The shift along the belt's direction that the
+        most unmatched tracks agree on (each within ``_SHIFT_TOL`` box diagonals of some unmatched high
+        detection, at most ``jump_diag`` diagonals from its prediction; ties: the smallest shift) moves their
+        predictions, which then take the unmatched high detections by IoU as in the first stage. Nothing
+        while no belt direction is known yet."""
+        used_rows = {r for r, _ in pairs}
+        used_dets = {d for _, d in pairs}
+        rows = np.array([r for r in range(len(self._tracks)) if r not in used_rows], dtype=np.intp)
+        dets = np.array([d for d in high.tolist() if d not in used_dets], dtype=np.intp)
+        if not rows.size or not dets.size:
+            return []
+        pred, det = self._x[rows, :4], xyxy_to_xywh(boxes[dets])
+        dx, dy = det[None, :, 0] - pred[:, None, 0], det[None, :, 1] - pred[:, None, 1]
+        diag = np.maximum(np.hypot(pred[:, 2], pred[:, 3]), 1.0)[:, None]
+        near = np.hypot(dx, dy) <= self.params.jump_diag * diag
+        if not near.any():  # the usual case: parts leaving and entering the frame far apart
+            return []
+        self.prior_velocity(moving_px_s)  # refreshes the belt's direction while it moves
+        if self._belt_dir is None:
+            return []
+        ux, uy = self._belt_dir
+        along, across = dx * ux + dy * uy, np.abs(dy * ux - dx * uy)
+        tol = _SHIFT_TOL * diag
+        near &= across <= tol
+        if not near.any():
+            return []
+        cand = np.unique(along[near])
+        # support of each candidate shift: the tracks with a near detection within their tolerance of it
+        agree = near[None, :, :] & (np.abs(along[None, :, :] - cand[:, None, None]) <= tol[None, :, :])
+        support = agree.any(axis=2).sum(axis=1)
+        best = indices(support == support.max())
+        shift = float(cand[best[np.argmin(np.abs(cand[best]))]])
+        moved = pred.copy()
+        moved[:, 0] += shift * ux
+        moved[:, 1] += shift * uy
+        cost = 1.0 - iou_matrix(xywh_to_xyxy(moved), boxes[dets])
+        m, _, _ = assign(cost, 1.0 - self.params.match_iou)
+        return list(zip(rows[m[:, 0]].tolist(), dets[m[:, 1]].tolist(), strict=True))
 
     def _apply(
         self, pairs: list[tuple[int, int]], *, boxes: FloatArray, scores: FloatArray, classes: IntArray,
@@ -240,20 +308,28 @@ class ByteTracker:
         x, p = kalman.update(self._x[rows], self._p[rows], z, self.params.noise)
         self._x[rows], self._p[rows] = x, p
         out: list[Observation] = []
-        rows_boxes = boxes[dets].tolist()
-        rows_cls = classes[dets].tolist()
-        rows_scores = scores[dets].tolist()
-        for k, (r, d) in enumerate(pairs):
-            t = self._tracks[r]
+        tracks = self._tracks
+        # the per-pair work inlines Track.observe: this loop runs once per matched detection per frame
+        for r, d, (x1, y1, x2, y2), c, score in zip(rows.tolist(), dets.tolist(), boxes[dets].tolist(),
+                                                    classes[dets].tolist(), scores[dets].tolist(), strict=True):
+            t = tracks[r]
             out.append(Observation(t, d, t.box, t.last_ms))
-            x1, y1, x2, y2 = rows_boxes[k]
             t.box = (x1, y1, x2, y2)
             t.hits += 1
-            t.strong_hits += int(d < strong)
+            if d < strong:
+                t.strong_hits += 1
             t.lost = False
             t.last_ms = captured_ms
-            t.last_mono_ms = max(t.last_mono_ms, mono_ms)
-            t.observe(rows_cls[k], labels[d], rows_scores[k])
+            if mono_ms > t.last_mono_ms:  # noqa: PLR1730 - a branch is cheaper than max() in this loop
+                t.last_mono_ms = mono_ms
+            votes = t.votes
+            if c in votes:
+                votes[c] += score
+            else:
+                votes[c] = score
+                t.labels[c] = labels[d]
+            if score > t.best_score:  # noqa: PLR1730 - as above
+                t.best_score = score
             det_tracks[d] = t
         return out
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from daemon.core.objects import ObjectEvent
+from daemon.tracking.association import indices
 from daemon.tracking.bytetrack import ByteTracker, Observation, Track
 from daemon.tracking.lines import Direction, LineGeometry, LineState, anchor_points
 from daemon.tracking.specs import LineSpec, TrackerParams
@@ -109,7 +110,7 @@ class CameraTracker:
                                     labels=list(labels), moving_px_s=moving, births=len(s) - weak)
         for t in step.dropped:
             self._forget(t)
-        crossings = self._cross(step.observations)
+        crossings = self._cross(step.observations, b)
         events = [self._new(t) for t in step.confirmed]
         for t in step.confirmed:
             crossings += self._pending.pop(t.uid, [])
@@ -142,12 +143,12 @@ class CameraTracker:
         self._size = (width, height)
         self._geoms = tuple(LineGeometry.of(ln, width, height) for ln in self.lines)
 
-    def _cross(self, observations: tuple[Observation, ...]) -> list[_Crossing]:
+    def _cross(self, observations: tuple[Observation, ...], boxes: np.ndarray) -> list[_Crossing]:
         """Feed every observation to every line; crossings of confirmed tracks (tentative ones wait)."""
         if not observations or not self._geoms:
             return []
-        cur = np.array([o.track.box for o in observations])
-        prev = np.array([o.prev_box if o.prev_box is not None else o.track.box for o in observations])
+        cur = boxes[[o.det for o in observations]]  # each observed track's box is its detection's
+        prev = np.array([o.prev_box or o.track.box for o in observations])
         has_prev = np.array([o.prev_box is not None for o in observations])
         p1, p0 = anchor_points(cur, self.params.anchor), anchor_points(prev, self.params.anchor)
         n_lines = len(self._geoms)
@@ -160,8 +161,8 @@ class CameraTracker:
             clear = np.abs(d1) >= hyst
             # a state changes only on a cut, or once clear of the band on another side than it knows (2: a cut
             # is pending); everything else skips the per-track Python work
-            known = np.fromiter((st[i].side if st[i].cut_ms is None else 2 for st in states), np.int64, len(states))
-            for k in np.flatnonzero(cut | (clear & (known != np.where(d1 > 0.0, 1, -1)))).tolist():
+            known = np.array([st[i].side if st[i].cut_ms is None else 2 for st in states], dtype=np.int64)
+            for k in indices(cut | (clear & (known != np.where(d1 > 0.0, 1, -1)))).tolist():
                 o = observations[k]
                 t = o.track
                 q0 = (float(p0[k, 0]), float(p0[k, 1])) if o.prev_box is not None else None

@@ -24,6 +24,7 @@ STATE = 8
 MEAS = 4
 PP, PV, VV = 0, 1, 2  # rows of the (N, 3, 4) covariance
 _MIN_SIZE_PX = 1.0
+_WHWH = np.array([2, 3, 2, 3])  # the scale of cx, cy, w, h: w, h, w, h
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +44,8 @@ class KalmanNoise:
 
 def _scales(xywh: FloatArray) -> FloatArray:
     """(N, 4) per-dimension scale: w for cx and w, h for cy and h."""
-    w = np.maximum(xywh[:, 2], _MIN_SIZE_PX)
-    h = np.maximum(xywh[:, 3], _MIN_SIZE_PX)
-    return np.stack([w, h, w, h], axis=1)
+    out: FloatArray = np.maximum(xywh[:, _WHWH], _MIN_SIZE_PX)
+    return out
 
 
 def initiate(z: FloatArray, velocity: FloatArray, noise: KalmanNoise) -> tuple[FloatArray, FloatArray]:

@@ -84,8 +84,15 @@ class LineGeometry:
 
 def anchor_points(boxes: NDArray[np.float64], mode: Anchor) -> NDArray[np.float64]:
     """``anchor_point`` of each row of ``boxes`` (K, 4)."""
-    y = boxes[:, 3] if mode == "bottom_center" else (boxes[:, 1] + boxes[:, 3]) / 2.0
-    return np.stack([(boxes[:, 0] + boxes[:, 2]) / 2.0, y], axis=1)
+    out = np.empty((boxes.shape[0], 2))
+    np.add(boxes[:, 0], boxes[:, 2], out=out[:, 0])
+    out[:, 0] *= 0.5
+    if mode == "bottom_center":
+        out[:, 1] = boxes[:, 3]
+    else:
+        np.add(boxes[:, 1], boxes[:, 3], out=out[:, 1])
+        out[:, 1] *= 0.5
+    return out
 
 
 @dataclass(slots=True)

@@ -220,3 +220,23 @@ def test_every_part_counted_once_on_each_of_two_lines() -> None:
         per_part = sorted(part_of(run, e.track) for e in crossings(run, line))
         assert per_part == sorted(i for i in range(len(scene.parts)) if scene.crossing_ms(i, x) is not None)
         assert tracker.counts[(line, "in")] == len(per_part) == 20
+
+
+@pytest.mark.parametrize(("speed", "keep", "stop"), [
+    (200.0, 6, (4.0, 3.0)),  # 40 px a processed frame: the belt halts for 3 s
+    (250.0, 8, (4.0, 3.0)),  # 67 px, more than a box width
+    (250.0, 6, (3.0, 0.5)),  # a short halt: stop and start two processed frames apart
+])
+def test_belt_that_stops_and_starts_between_processed_frames_keeps_every_id(
+    speed: float, keep: int, stop: tuple[float, float]
+) -> None:
+    """At a few processed frames a second a belt that stops (or starts) between two of them leaves every
+    prediction a whole box off: the moving tracks' run on past their stopped parts (the box ahead is the next
+    part's), the stopped tracks' stand still while their parts move on. The common belt shift matches them all
+    again: no new ids, no part taking its neighbour's id, every part counted once."""
+    parts = lane_parts(10, speed=speed, spacing=120.0)
+    scene = Scene(parts, duration_s=14.0, travel=belt_stop_and_go(*stop), keep=lambda k: k % keep == 0,
+                  seed=keep + int(speed))
+    run = run_scene(_tracker(), scene)
+    _assert_clean(run, scene, max_err_frames=keep)
+    assert len(crossings(run, "L")) == 20
