@@ -74,7 +74,9 @@ class TrackerParams:
     whose best score is under ``new_track_score`` is confirmed only after ``low_confirm_s``.
     Association: first stage pairs need IoU >= ``match_iou`` (cost 1 - IoU <= 1 - match_iou), the second
     IoU >= ``low_match_iou``. A tentative track seen once (velocity unknown) may also take the nearest
-    unmatched high detection whose centre lies within ``jump_diag`` of its box diagonals (a fast part).
+    unmatched high detection whose centre lies within ``jump_diag`` of its box diagonals (a fast part), and
+    the tracks still unmatched may follow a common belt shift of at most ``jump_diag`` diagonals (a belt that
+    stopped or started between two processed frames; see ``bytetrack``).
     Life: a track is confirmed (gets an id, emits ``new``) once ``confirm_s`` seconds have passed since it
     was first seen AND it has ``min_hits`` observations by detections that may start a track (weak ones, see
     ``CameraTracker.update``, do not count); a tentative track is dropped silently once it has
