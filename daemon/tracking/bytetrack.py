@@ -126,7 +126,8 @@ class ByteTracker:
             t.vx, t.vy = t.vx * sx, t.vy * sy
         if self._belt_dir is not None:
             ux, uy = self._belt_dir[0] * sx, self._belt_dir[1] * sy
-            self._belt_dir = (ux / np.hypot(ux, uy), uy / np.hypot(ux, uy))
+            norm = float(np.hypot(ux, uy))
+            self._belt_dir = (ux / norm, uy / norm)
 
     def prior_velocity(self, moving_px_s: float) -> tuple[float, float]:
         """Median velocity of the moving confirmed tracks (a new part most likely rides the belt); when it is
@@ -309,27 +310,17 @@ class ByteTracker:
         self._x[rows], self._p[rows] = x, p
         out: list[Observation] = []
         tracks = self._tracks
-        # the per-pair work inlines Track.observe: this loop runs once per matched detection per frame
         for r, d, (x1, y1, x2, y2), c, score in zip(rows.tolist(), dets.tolist(), boxes[dets].tolist(),
                                                     classes[dets].tolist(), scores[dets].tolist(), strict=True):
             t = tracks[r]
             out.append(Observation(t, d, t.box, t.last_ms))
             t.box = (x1, y1, x2, y2)
             t.hits += 1
-            if d < strong:
-                t.strong_hits += 1
+            t.strong_hits += int(d < strong)
             t.lost = False
             t.last_ms = captured_ms
-            if mono_ms > t.last_mono_ms:  # noqa: PLR1730 - a branch is cheaper than max() in this loop
-                t.last_mono_ms = mono_ms
-            votes = t.votes
-            if c in votes:
-                votes[c] += score
-            else:
-                votes[c] = score
-                t.labels[c] = labels[d]
-            if score > t.best_score:  # noqa: PLR1730 - as above
-                t.best_score = score
+            t.last_mono_ms = max(t.last_mono_ms, mono_ms)
+            t.observe(c, labels[d], score)
             det_tracks[d] = t
         return out
 
