@@ -8,7 +8,15 @@ import pytest
 from daemon.core.objects import ObjectEvent
 from tools.synth.video import belt_shift
 from tools.tracking.daemon_run import Published, load_published, save_published
-from tools.tracking.metrics import Crossing, gt_crossings, id_metrics, match_crossings, track_parts, without_ignored
+from tools.tracking.metrics import (
+    Crossing,
+    gt_crossings,
+    id_metrics,
+    in_window,
+    match_crossings,
+    track_parts,
+    without_ignored,
+)
 
 
 def _box(x: float) -> list[float]:
@@ -53,6 +61,28 @@ def test_a_crossing_is_matched_to_its_own_parts_crossing_before_a_nearer_one() -
     r = match_crossings(gt, counted, tol_s=1.0, track_to_part={11: 1, 13: 3, 14: 4, 15: 5})
     assert (r["matched"], r["missed"], r["extra"]) == (4, 1, 0)
     assert sorted(round(e, 3) for e in r["time_errors_s"]) == [-0.28, -0.28, -0.28, 0.02]
+
+
+def test_a_pair_cut_by_the_windows_end_is_neither_missed_nor_extra() -> None:
+    # part 2 crosses at 9.99 (inside 0..10), its track 12 ms later (outside); part 3 the other way round;
+    # part 4's track counts nothing (missed); track 15 is on no part (extra); part 1 is whole inside
+    gt = [Crossing(1, "in", 5.0), Crossing(2, "in", 9.99), Crossing(3, "in", 10.01), Crossing(4, "in", 7.0)]
+    counted = [Crossing(11, "in", 5.02), Crossing(12, "in", 10.002), Crossing(13, "in", 9.995),
+               Crossing(15, "in", 8.0)]
+    truth, kept = in_window(gt, counted, 0.0, 10.0, {11: 1, 12: 2, 13: 3})
+    assert [c.key for c in truth] == [1, 4] and [c.key for c in kept] == [11, 15]
+    r = match_crossings(truth, kept, tol_s=0.5, track_to_part={11: 1, 12: 2, 13: 3})
+    assert (r["matched"], r["missed"], r["extra"]) == (1, 1, 1)
+
+
+def test_a_track_on_no_part_is_extra_even_near_a_missed_parts_crossing() -> None:
+    # part 2 is never counted; track 20 followed belt debris (on no GT part) and crossed 0.3 s after part 2
+    gt = [Crossing(1, "in", 1.0), Crossing(2, "in", 3.0)]
+    counted = [Crossing(10, "in", 1.01), Crossing(20, "in", 3.3)]
+    r = match_crossings(gt, counted, tol_s=1.0, track_to_part={10: 1})
+    assert (r["matched"], r["missed"], r["extra"], r["missed_parts"]) == (1, 1, 1, [2])
+    # without a track-to-part map, matching is by time alone
+    assert match_crossings(gt, counted, tol_s=1.0)["matched"] == 2
 
 
 def test_track_parts_majority() -> None:

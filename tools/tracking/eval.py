@@ -26,15 +26,18 @@
    not track yet (no objects, no track ids), the daemon's ``CameraTracker`` is run over its published
    detections instead (``"tracker": "replay"`` in the report).
 5. Scores per clip and pooled per mode: count error (counted - GT) / GT, missed/extra (one-to-one within 1 s,
-   a track's crossing paired with its own GT part's crossing first: ``match_crossings``), parts counted twice
+   a track's crossing paired with its own GT part's crossing first: ``match_crossings``; ``undet``: the missed
+   parts that no published detection, tracked or not, found before their crossing: the detector's misses,
+   which no tracker could count), parts counted twice
    (crossings whose tracks map to the same GT part), median and p90 |crossing time error| (ms and in
    processed-frame intervals), IDF1 and HOTA (``trackeval``) of the detections' track ids against the GT part
    ids on the processed frames. Parts in view but never ``MIN_VISIBLE`` (40 %) visible (cut by the frame's
    edge, covered by other parts) are the GT's ``ignore`` boxes, as MOTChallenge treats them: a crossing counted
    on one of them is neither required nor extra (column ``ign``), and tracked boxes on them are left out of IDF1
    and HOTA. Crossings in the last 0.5 s of a clip are not scored (a crossing registers once the part is clear
-   of the line). Goals are printed against the pooled figures. What each mode's daemon published is kept in
-   ``<cache>/run-<mode>/published.json``; ``--rescore`` scores that again without a daemon run.
+   of the line), and a part whose GT crossing and counted crossing fall either side of that limit counts on
+   neither side (``in_window``). Goals are printed against the pooled figures. What each mode's daemon
+   published is kept in ``<cache>/run-<mode>/published.json``; ``--rescore`` scores that again without a daemon run.
 6. Diagnosis rows ``file@clip`` / ``drop@clip``: the same run's published detections tracked again by the
    daemon's ``CameraTracker`` with each frame stamped at its clip time instead of its decode time (with
    ``realtime = false`` and several cameras, the daemon stamps a camera's frames ~N x the clip's interval
@@ -67,7 +70,16 @@ from tools.tracking.daemon_run import (
     run_daemon,
     save_published,
 )
-from tools.tracking.metrics import Crossing, gt_crossings, id_metrics, match_crossings, track_parts, without_ignored
+from tools.tracking.metrics import (
+    Crossing,
+    first_seen,
+    gt_crossings,
+    id_metrics,
+    in_window,
+    match_crossings,
+    track_parts,
+    without_ignored,
+)
 
 LINE = {"id": "mid", "start": [0.5, 0.0], "end": [0.5, 1.0], "direction": [1.0, 0.0]}
 TAIL_S = 0.5
@@ -104,13 +116,9 @@ def score_clip(pub: Published, gt: dict[str, Any], frame_of: Callable[[int], int
     t_clip = idx / fps
     cap = np.array([e["captured_ms"] for e in entries], dtype=np.float64)
     lo, hi = float(t_clip[0]), float(t_clip[-1]) - TAIL_S
-    counted = []
-    for ev in pub.objects:
-        if ev.event == "crossed" and ev.line == LINE["id"] and cap[0] <= ev.at_ms <= cap[-1]:
-            t = float(np.interp(ev.at_ms, cap, t_clip))
-            if lo <= t <= hi:
-                counted.append(Crossing(ev.track, ev.direction or "", t))
-    truth = [c for c in gt_crossings(gt, LINE["start"][0]) if lo <= c.t_s <= hi]
+    counted = [Crossing(ev.track, ev.direction or "", float(np.interp(ev.at_ms, cap, t_clip)))
+               for ev in pub.objects
+               if ev.event == "crossed" and ev.line == LINE["id"] and cap[0] <= ev.at_ms <= cap[-1]]
     ignore = gt.get("ignore", {})
     frames3 = [
         ([(o["id"], o["box"]) for o in gt["annotations"][str(i)]],
@@ -121,7 +129,12 @@ def score_clip(pub: Published, gt: dict[str, Any], frame_of: Callable[[int], int
     required = {o["id"] for objs in gt["annotations"].values() for o in objs}
     ignored_parts = {o["id"] for objs in ignore.values() for o in objs} - required
     to_part = track_parts([([*g, *ig], t) for g, ig, t in frames3])
+    truth, counted = in_window(gt_crossings(gt, LINE["start"][0]), counted, lo, hi, to_part)
     m = match_crossings(truth, counted, MATCH_TOL_S, to_part, ignored_parts)
+    seen = first_seen([(t, g, [d["box"] for d in e["dets"]])
+                       for t, (g, _, _), e in zip(t_clip.tolist(), frames3, entries, strict=True)])
+    when = {c.key: c.t_s for c in truth}
+    m["undetected"] = sum(1 for p in m["missed_parts"] if seen.get(p, math.inf) >= when[p])
     frames = without_ignored(frames3)
     interval = float(np.median(np.diff(t_clip))) if len(t_clip) > 1 else math.nan
     wall = float(np.median(np.diff(cap))) / 1000 if len(cap) > 1 else math.nan
@@ -141,7 +154,7 @@ def _abs_stats(errors: list[float], interval_ms: float) -> dict[str, float]:
 
 
 def pooled(clips: dict[str, dict[str, Any]], frames: list[list]) -> dict[str, Any]:
-    keys = ("gt", "counted", "matched", "missed", "extra", "double", "ignored")
+    keys = ("gt", "counted", "matched", "missed", "undetected", "extra", "double", "ignored")
     out: dict[str, Any] = {k: sum(c[k] for c in clips.values()) for k in keys}
     out["count_error"] = (out["counted"] - out["gt"]) / out["gt"] if out["gt"] else 0.0
     out["worst_clip_count_error"] = max((abs(c["count_error"]) for c in clips.values()), default=0.0)
@@ -246,14 +259,14 @@ def goal_check(mode: str, p: dict[str, Any]) -> dict[str, bool]:
 
 
 def table(report: dict[str, Any]) -> str:
-    head = (f"{'mode':9} {'clip':11} {'gt':>4} {'cnt':>4} {'err%':>6} {'miss':>4} {'xtra':>4} {'dbl':>3} {'ign':>3} "
-            f"{'med ms':>6} {'p90 ms':>6} {'med/iv':>6} {'IDF1':>5} {'HOTA':>5} {'proc':>5}")
+    head = (f"{'mode':9} {'clip':11} {'gt':>4} {'cnt':>4} {'err%':>6} {'miss':>4} {'undet':>5} {'xtra':>4} "
+            f"{'dbl':>3} {'ign':>3} {'med ms':>6} {'p90 ms':>6} {'med/iv':>6} {'IDF1':>5} {'HOTA':>5} {'proc':>5}")
     rows = [head, "-" * len(head)]
     for mode, res in report["modes"].items():
         for name, c in [*res["clips"].items(), ("POOLED", res["pooled"])]:
             rows.append(
                 f"{mode:9} {name:11} {c['gt']:4d} {c['counted']:4d} {100 * c['count_error']:6.1f} {c['missed']:4d} "
-                f"{c['extra']:4d} {c['double']:3d} {c['ignored']:3d} {c['median_dt_ms']:6.0f} "
+                f"{c['undetected']:5d} {c['extra']:4d} {c['double']:3d} {c['ignored']:3d} {c['median_dt_ms']:6.0f} "
                 f"{c['p90_dt_ms']:6.0f} "
                 f"{c['median_dt_intervals']:6.2f} {c['IDF1']:5.3f} {c['HOTA']:5.3f} {c['processed']:5.2f}")
         goals = res["goals"]

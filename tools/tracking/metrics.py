@@ -5,6 +5,9 @@
   the box centre from the part centre is the median over the frames where the box is whole in the frame).
 * ``match_crossings``: counted crossings against GT ones: one-to-one (Hungarian, gated by |dt|, the track's own
   part's crossing first), parts counted twice (two crossings whose tracks map to the same GT part), time errors.
+* ``in_window``: the crossings inside the scored part of a clip, without the pairs cut by its ends.
+* ``first_seen``: when each GT part was first detected at all: a missed part never detected before its
+  crossing is the detector's miss, not the tracker's.
 * ``without_ignored``: the frames with the tracked boxes on hardly visible parts (GT ``ignore``) taken out.
 * ``id_metrics``: HOTA (Luiten et al. 2020) and IDF1 (Ristani et al. 2016) with the ``trackeval`` package's
   own implementations (``trackeval.metrics.HOTA`` / ``Identity``), fed per-frame IoU matrices directly.
@@ -70,11 +73,13 @@ def match_crossings(
     track maps to the GT crossing's part, then the least total |dt|. By time alone, one missed part among evenly
     spaced ones shifts every later pair by a part's spacing, and the time errors measure the spacing.
 
-    Returns gt, counted, count_error (counted - gt) / gt, matched, missed, extra, double (GT parts that two or
-    more counted crossings map to through ``track_to_part``, the majority GT part of each track), ignored, and
-    the signed time errors (counted - GT, seconds) of the matched pairs. A counted crossing whose track maps to
-    one of ``ignored_parts`` (parts in view but never ``MIN_VISIBLE`` visible: no GT crossing, and none wrong)
-    is neither matched nor extra, only ``ignored``; it still counts towards ``double``."""
+    Returns gt, counted, count_error (counted - gt) / gt, matched, missed (and missed_parts, their keys),
+    extra, double (GT parts that two or more counted crossings map to through ``track_to_part``, the majority
+    GT part of each track), ignored, and the signed time errors (counted - GT, seconds) of the matched pairs.
+    With ``track_to_part`` given, a crossing whose track maps to no GT part (it never overlapped one: a false
+    detection followed) is extra. A counted crossing whose track maps to one of ``ignored_parts`` (parts in
+    view but never ``MIN_VISIBLE`` visible: no GT crossing, and none wrong) is neither matched nor extra, only
+    ``ignored``; it still counts towards ``double``."""
     to_part = track_to_part or {}
     skip = set(ignored_parts)
     everything, counted = counted, [c for c in counted if to_part.get(c.key, -1) not in skip]
@@ -86,23 +91,44 @@ def match_crossings(
             continue
         dt = np.abs(np.array([[counted[c].t_s - gt[g].t_s for c in ci] for g in gi]))
         other_part = np.array([[to_part.get(counted[c].key) != gt[g].key for c in ci] for g in gi])
+        # a track on no GT part at all (a false detection followed) is never some part's crossing
+        nowhere = np.array([[track_to_part is not None and counted[c].key not in to_part for c in ci]
+                            for _ in gi])
         # lexicographic costs: a pair fewer outweighs every identity, a pair on another part outweighs every |dt|
         most = min(len(gi), len(ci))
         foreign = (most + 1) * tol_s
         absent = (most + 1) * (tol_s + foreign)
-        cost = np.where(dt <= tol_s, dt + foreign * other_part, absent)
+        near = (dt <= tol_s) & ~nowhere
+        cost = np.where(near, dt + foreign * other_part, absent)
         rows, cols = linear_sum_assignment(cost)
-        pairs += [(gi[r], ci[c]) for r, c in zip(rows, cols, strict=True) if dt[r, c] <= tol_s]
+        pairs += [(gi[r], ci[c]) for r, c in zip(rows, cols, strict=True) if near[r, c]]
     errors = [counted[c].t_s - gt[g].t_s for g, c in pairs]
     per_part = Counter((to_part.get(c.key), c.direction) for c in everything)
     double = sum(1 for (part, _), n in per_part.items() if part is not None and n > 1)
     n_gt = len(gt)
+    matched_gt = {g for g, _ in pairs}
     return {
+        "missed_parts": sorted(gt[g].key for g in range(n_gt) if g not in matched_gt),
         "gt": n_gt, "counted": len(counted),
         "count_error": (len(counted) - n_gt) / n_gt if n_gt else 0.0,
         "matched": len(pairs), "missed": n_gt - len(pairs), "extra": len(counted) - len(pairs), "double": double,
         "ignored": len(everything) - len(counted), "time_errors_s": errors,
     }
+
+
+def in_window(gt: Sequence[Crossing], counted: Sequence[Crossing], lo: float, hi: float,
+              track_to_part: dict[int, int]) -> tuple[list[Crossing], list[Crossing]]:
+    """The GT and counted crossings in clip time ``lo..hi``, less the pairs that straddle an end: a part whose
+    GT crossing falls inside and whose track's crossing falls outside (a few ms either side of ``hi``, say)
+    is taken out on both sides, so a window's edge makes neither a missed part nor an extra one."""
+    inside = lambda c: lo <= c.t_s <= hi  # noqa: E731
+    gt_in = {c.key for c in gt if inside(c)}
+    gt_out = {c.key for c in gt if not inside(c)}
+    counted_in = {track_to_part[c.key] for c in counted if inside(c) and c.key in track_to_part}
+    counted_out = {track_to_part[c.key] for c in counted if not inside(c) and c.key in track_to_part}
+    straddle = (gt_in & counted_out - counted_in) | (gt_out & counted_in)
+    return ([c for c in gt if inside(c) and c.key not in straddle],
+            [c for c in counted if inside(c) and track_to_part.get(c.key, -1) not in straddle])
 
 
 def without_ignored(
@@ -153,6 +179,23 @@ def track_parts(frames: Sequence[tuple[Sequence[tuple[int, Box]], Sequence[tuple
             if iou[r, c] >= min_iou:
                 votes.setdefault(trs[c][0], Counter())[gts[r][0]] += 1
     return {track: c.most_common(1)[0][0] for track, c in votes.items()}
+
+
+def first_seen(frames: Sequence[tuple[float, Sequence[tuple[int, Box]], Sequence[Box]]],
+               min_iou: float = 0.5) -> dict[int, float]:
+    """When each GT part was first detected, over frames of (clip time, GT (id, box) pairs, detected boxes,
+    tracked or not): the first frame where the one-to-one IoU matching gives it a box at ``min_iou`` or more.
+    A part missing here was never detected, and no tracker could have counted it."""
+    seen: dict[int, float] = {}
+    for t, gts, dets in frames:
+        iou = iou_matrix([b for _, b in gts], list(dets))
+        if iou.size == 0:
+            continue
+        rows, cols = linear_sum_assignment(-iou)
+        for r, c in zip(rows, cols, strict=True):
+            if iou[r, c] >= min_iou:
+                seen.setdefault(gts[r][0], t)
+    return seen
 
 
 def id_metrics(frames: Sequence[tuple[Sequence[tuple[int, Box]], Sequence[tuple[int, Box]]]]) -> dict[str, float]:
