@@ -7,16 +7,9 @@ import pytest
 
 from daemon.core.objects import ObjectEvent
 from tools.synth.video import belt_shift
+from tools.tracking import metrics
 from tools.tracking.daemon_run import Published, load_published, save_published
-from tools.tracking.metrics import (
-    Crossing,
-    gt_crossings,
-    id_metrics,
-    in_window,
-    match_crossings,
-    track_parts,
-    without_ignored,
-)
+from tools.tracking.metrics import Crossing, gt_crossings, id_metrics, match_crossings, track_parts, without_ignored
 
 
 def _box(x: float) -> list[float]:
@@ -69,7 +62,7 @@ def test_a_pair_cut_by_the_windows_end_is_neither_missed_nor_extra() -> None:
     gt = [Crossing(1, "in", 5.0), Crossing(2, "in", 9.99), Crossing(3, "in", 10.01), Crossing(4, "in", 7.0)]
     counted = [Crossing(11, "in", 5.02), Crossing(12, "in", 10.002), Crossing(13, "in", 9.995),
                Crossing(15, "in", 8.0)]
-    truth, kept = in_window(gt, counted, 0.0, 10.0, {11: 1, 12: 2, 13: 3})
+    truth, kept = metrics.in_window(gt, counted, 0.0, 10.0, {11: 1, 12: 2, 13: 3})
     assert [c.key for c in truth] == [1, 4] and [c.key for c in kept] == [11, 15]
     r = match_crossings(truth, kept, tol_s=0.5, track_to_part={11: 1, 12: 2, 13: 3})
     assert (r["matched"], r["missed"], r["extra"]) == (1, 1, 1)
