@@ -78,6 +78,13 @@ def test_a_track_on_no_part_is_extra_even_near_a_missed_parts_crossing() -> None
     assert match_crossings(gt, counted, tol_s=1.0)["matched"] == 2
 
 
+def test_first_seen_is_the_first_frame_a_detection_overlaps_the_part() -> None:
+    # part 7 boxed from frame 3 on (a loose box at frame 2, IoU 0.33, does not count); part 8 never boxed
+    frames = [(0.1 * k, [(7, _box(5.0 * k)), (8, [200.0, 10.0, 220.0, 30.0])],
+               [_box(5.0 * k + (10.0 if k == 2 else 0.0))] if k >= 2 else []) for k in range(6)]
+    assert metrics.first_seen(frames) == {7: pytest.approx(0.3)}
+
+
 def test_track_parts_majority() -> None:
     frames = _frames(lambda k: 1 if k < 7 else 2)
     assert track_parts(frames) == {1: 7, 2: 7}

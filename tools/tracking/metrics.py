@@ -92,8 +92,7 @@ def match_crossings(
         dt = np.abs(np.array([[counted[c].t_s - gt[g].t_s for c in ci] for g in gi]))
         other_part = np.array([[to_part.get(counted[c].key) != gt[g].key for c in ci] for g in gi])
         # a track on no GT part at all (a false detection followed) is never some part's crossing
-        nowhere = np.array([[track_to_part is not None and counted[c].key not in to_part for c in ci]
-                            for _ in gi])
+        nowhere = np.array([track_to_part is not None and counted[c].key not in to_part for c in ci])[None, :]
         # lexicographic costs: a pair fewer outweighs every identity, a pair on another part outweighs every |dt|
         most = min(len(gi), len(ci))
         foreign = (most + 1) * tol_s
@@ -145,9 +144,7 @@ def without_ignored(
             out.append((list(gts), list(trs)))
             continue
         every = [*gts, *ign]
-        iou = iou_matrix([b for _, b in every], [b for _, b in trs])
-        rows, cols = linear_sum_assignment(-iou)
-        drop = {c for r, c in zip(rows, cols, strict=True) if r >= len(gts) and iou[r, c] >= min_iou}
+        drop = {c for r, c in one_to_one([b for _, b in every], [b for _, b in trs], min_iou) if r >= len(gts)}
         out.append((list(gts), [t for k, t in enumerate(trs) if k not in drop]))
     return out
 
@@ -166,18 +163,23 @@ def iou_matrix(a: Sequence[Box], b: Sequence[Box]) -> np.ndarray:
     return inter / np.maximum(area_x + area_y - inter, 1e-9)
 
 
+def one_to_one(a: Sequence[Box], b: Sequence[Box], min_iou: float) -> list[tuple[int, int]]:
+    """The (row in ``a``, column in ``b``) pairs of the one-to-one matching of most total IoU (Hungarian)
+    whose IoU is at least ``min_iou``."""
+    iou = iou_matrix(a, b)
+    if iou.size == 0:
+        return []
+    rows, cols = linear_sum_assignment(-iou)
+    return [(r, c) for r, c in zip(rows.tolist(), cols.tolist(), strict=True) if iou[r, c] >= min_iou]
+
+
 def track_parts(frames: Sequence[tuple[Sequence[tuple[int, Box]], Sequence[tuple[int, Box]]]],
                 min_iou: float = 0.5) -> dict[int, int]:
     """The majority GT part of each track id over frames of (GT (id, box) pairs, tracked (id, box) pairs)."""
     votes: dict[int, Counter[int]] = {}
     for gts, trs in frames:
-        iou = iou_matrix([b for _, b in gts], [b for _, b in trs])
-        if iou.size == 0:
-            continue
-        rows, cols = linear_sum_assignment(-iou)
-        for r, c in zip(rows, cols, strict=True):
-            if iou[r, c] >= min_iou:
-                votes.setdefault(trs[c][0], Counter())[gts[r][0]] += 1
+        for r, c in one_to_one([b for _, b in gts], [b for _, b in trs], min_iou):
+            votes.setdefault(trs[c][0], Counter())[gts[r][0]] += 1
     return {track: c.most_common(1)[0][0] for track, c in votes.items()}
 
 
@@ -188,13 +190,8 @@ def first_seen(frames: Sequence[tuple[float, Sequence[tuple[int, Box]], Sequence
     A part missing here was never detected, and no tracker could have counted it."""
     seen: dict[int, float] = {}
     for t, gts, dets in frames:
-        iou = iou_matrix([b for _, b in gts], list(dets))
-        if iou.size == 0:
-            continue
-        rows, cols = linear_sum_assignment(-iou)
-        for r, c in zip(rows, cols, strict=True):
-            if iou[r, c] >= min_iou:
-                seen.setdefault(gts[r][0], t)
+        for r, _ in one_to_one([b for _, b in gts], list(dets), min_iou):
+            seen.setdefault(gts[r][0], t)
     return seen
 
 
