@@ -30,7 +30,7 @@ from pymodbus.simulator import DataType, SimData, SimDevice
 from pymodbus.simulator.simcore import SimCore
 
 from daemon.bridge.registers import RegisterMap
-from daemon.bridge.tasks import stop_task
+from daemon.core.tasks import stop_task
 from daemon.config.bridge import ModbusConfig
 from daemon.core.netaddr import parse_host_port
 

@@ -20,7 +20,7 @@ from daemon.bridge.opcua import OpcUaBridgeServer
 from daemon.bridge.reader import StreamReader
 from daemon.bridge.registers import RegisterMap
 from daemon.bridge.state import BridgeState, Change, Crossing
-from daemon.bridge.tasks import stop_task
+from daemon.core.tasks import stop_task
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
 from daemon.core.netaddr import parse_host_port

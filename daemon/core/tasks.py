@@ -1,4 +1,5 @@
-"""Stopping tasks without swallowing the caller's own cancellation."""
+"""Stopping tasks without swallowing the caller's own cancellation (shared by every room that
+owns long-lived tasks: the bridge, the daemon's lanes and sink)."""
 
 from __future__ import annotations
 
