@@ -55,7 +55,9 @@ class OpcUaUser(Section):
     """One OPC UA user: `password` inline or `password_file` (a systemd credential); never logged."""
 
     password: SecretStr | None = None
+    """The password inline (kept secret: never logged or printed by check-config); or use `password_file`."""
     password_file: Path | None = None
+    """File holding the password (e.g. a systemd credential), read and stripped when the bridge starts."""
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:
@@ -84,10 +86,12 @@ class OpcUaConfig(Section):
     """Server certificate (DER or PEM); absent: a self-signed one is generated (and kept) as
     `<state_dir>/opcua/server-cert.der` with its key `<state_dir>/opcua/server-key.pem`."""
     key_file: Path | None = None
+    """Private key of `cert_file` (set both or neither); absent: the generated `server-key.pem`."""
     trusted_dir: Path | None = None
     """Client certificates (DER or PEM files) accepted on the encrypted endpoint; default
     `<state_dir>/opcua/trusted`. A client whose certificate is not there is refused."""
     max_connections: int = Field(64, ge=1, le=10_000)
+    """OPC UA client connections open at once at most; the OPC UA server refuses one more."""
 
     @model_validator(mode="after")
     def _cert_pair(self) -> Self:
@@ -100,6 +104,7 @@ class ModbusConfig(Section):
     listen: Listen = "127.0.0.1:5020"
     """Modbus TCP; empty or absent: no Modbus server."""
     unit_id: int = Field(1, ge=0, le=255)
+    """The Modbus unit id served; requests to another unit get exception 0x0B (gateway target failed)."""
     base_register: int = Field(0, ge=0, le=65535)
     """Protocol address of the first block's register 0 (0 = 4x00001)."""
     block_size: int = Field(16, ge=16, le=1024)
@@ -114,16 +119,24 @@ class BridgeConfig(Section):
     health_listen: Listen = "127.0.0.1:9109"
     """/healthz of the bridge (JSON: Redis, last ids, pending, clients); empty: off."""
     group: str = Field("beltsight-bridge", min_length=1, max_length=200)
+    """Consumer group on every stream read, created at id 0 (a new group reads each stream from its
+    start); one bridge per group."""
     consumer: str = Field("bridge", min_length=1, max_length=200)
     """Consumer name inside the group (fixed, so a restarted bridge finds its own pending entries)."""
     snapshot_key: str = "beltsight:bridge:state:{group}"
+    """Redis key of the served state's JSON snapshot (`{group}` is replaced by `group`), written in
+    the same transaction as the XACKs it reflects and loaded once when the bridge starts."""
     state_dir: Path = Path("/var/lib/beltsight-bridge")
+    """Where the generated OPC UA certificate (`opcua/`) and the trusted client certificates
+    (`opcua/trusted/`, unless `trusted_dir`) are kept."""
     read_count: int = Field(256, ge=1, le=10_000)
     """Entries per XREADGROUP call and stream."""
     reconnect_max_s: float = Field(5.0, ge=0.1)
     """Longest wait between Redis reconnect attempts (capped exponential backoff, full jitter)."""
     opcua: OpcUaConfig = OpcUaConfig()
+    """The `[bridge.opcua]` section: the OPC UA server."""
     modbus: ModbusConfig = ModbusConfig()
+    """The `[bridge.modbus]` section: the Modbus TCP server."""
 
     def snapshot_key_name(self) -> str:
         return self.snapshot_key.replace("{group}", self.group)

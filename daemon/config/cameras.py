@@ -19,15 +19,24 @@ _CAMERA_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 class CameraConfig(Section):
     id: str
+    """The camera's name: 1-64 letters, digits, `_`, `.`, `-`, unique; it names the camera's streams
+    (`{camera}` in `[redis] stream`, `objects_stream`), its events, metrics and log lines."""
     url: SecretStr
     """rtsp://, rtsps:// or a local file path / file:// URL (replay of a recording)."""
     password_file: Path | None = None
+    """File holding the stream's password (e.g. a systemd credential), read at each connect; it
+    replaces a password in `url`. Not used for file sources."""
     model: int | None = None
     """Model input size override (416/640/800); default: nearest to the frame's longer side."""
     enabled: bool = True
+    """false: the camera is not run (and the PLC bridge serves no block or nodes for it)."""
     transport: Literal["tcp", "udp"] = "tcp"
+    """RTSP media transport (FFmpeg's `rtsp_transport`): RTP interleaved over the TCP connection, or UDP."""
     open_timeout_s: Seconds = 5.0
+    """RTSP sources: the longest wait for the stream to open; then the attempt fails and is retried."""
     read_timeout_s: Seconds = 2.0
+    """RTSP sources: the socket read timeout (FFmpeg's `timeout`); a frozen server surfaces as a read
+    error after about 2 x this, and the camera reconnects."""
     stall_s: Seconds = 5.0
     """No frame for this long on an open connection: the camera is stalled, reconnect."""
     decode_threads: int = Field(1, ge=0, le=16)
@@ -45,6 +54,7 @@ class CameraConfig(Section):
     loop: bool = False
     """File sources: start again at the end."""
     conf_threshold: float | None = Field(None, ge=0, le=1)
+    """Lowest score this camera publishes (None: `[engine] conf_threshold`)."""
     classes: list[str] | None = None
     """Publish only these labels (default: all)."""
     shard: int | None = Field(None, ge=0)

@@ -12,11 +12,21 @@ from daemon.config.base import Seconds, Section
 
 
 class CudaOptions(Section):
+    """`[engine.cuda]`: ONNX Runtime's CUDA execution provider options, and the GPU the daemon uses."""
+
     device_id: int = Field(0, ge=0)
+    """The GPU (CUDA device index) for the CUDA and TensorRT providers, CuPy pre- and post-processing
+    (`device`), NVDEC decoding, the NVML thermal sensor and `beltsight doctor`."""
     gpu_mem_limit_mb: int | None = Field(None, gt=0)
+    """Cap on the CUDA provider's memory arena in MiB (`gpu_mem_limit`; None: ONNX Runtime's default, no cap)."""
     arena_extend_strategy: Literal["kNextPowerOfTwo", "kSameAsRequested"] = "kSameAsRequested"
+    """How the CUDA arena grows: by exactly what is requested, or in powers of two (ORT's default)."""
     cudnn_conv_algo_search: Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"] = "HEURISTIC"
+    """How cuDNN convolution algorithms are chosen: EXHAUSTIVE benchmarks them all (a slower first
+    run), HEURISTIC asks cuDNN's heuristics, DEFAULT takes the default algorithm."""
     do_copy_in_default_stream: bool = True
+    """ORT's `do_copy_in_default_stream`: memory copies on the default stream (false: separate
+    streams, possibly faster, with the race conditions ONNX Runtime warns about)."""
 
 
 class BreakerConfig(Section):
@@ -73,7 +83,10 @@ class EngineConfig(Section):
     (CuPy on `cuda.device_id`; an error at startup if the session did not get CUDA or CuPy
     cannot use the device), or "auto" (CUDA only when both hold, else the CPU, logged)."""
     allow_fallback: bool = False
+    """A session that did not get the first provider: false refuses to start (`provider_unavailable`,
+    exit 69); true runs on what it got and logs an ERROR `provider_fallback`."""
     max_batch: int = Field(8, ge=1, le=64)
+    """Most frames in one inference batch of a model size (and the device batch tensor's size)."""
     max_wait_ms: float = Field(15.0, ge=0)
     """A batch runs when full or when its oldest frame has waited this long."""
     max_age_ms: float = Field(500.0, gt=0)
@@ -107,12 +120,20 @@ class EngineConfig(Section):
     """Let ORT's worker threads spin-wait between operators. Off: they would steal the cores the
     camera decode threads need; on a box with cores to spare, on can shave latency."""
     conf_threshold: float = Field(0.25, ge=0, le=1)
+    """Lowest detection score published, for every camera without its own `conf_threshold`."""
     iou_threshold: float = Field(0.5, gt=0, le=1)
+    """NMS: a box overlapping a better one by more than this IoU is suppressed (dense layouts; an
+    `end2end` model's rows are not suppressed again)."""
     max_det: int = Field(300, gt=0)
+    """Most detections kept per image after NMS, best first."""
     cuda: CudaOptions = CudaOptions()
+    """The `[engine.cuda]` section: CUDA provider options."""
     tensorrt: TensorRTOptions = TensorRTOptions()
+    """The `[engine.tensorrt]` section: TensorRT provider options."""
     breaker: BreakerConfig = BreakerConfig()
+    """The `[engine.breaker]` section: the circuit breaker with its CPU fallback."""
     rebuild: RebuildConfig = RebuildConfig()
+    """The `[engine.rebuild]` section: periodic session rebuilds."""
 
     @field_validator("providers")
     @classmethod

@@ -11,6 +11,8 @@ class LoggingConfig(Section):
     format: Literal["auto", "json", "console"] = "auto"
     """auto: console renderer on a terminal, JSON lines otherwise (journald)."""
     level: Literal["debug", "info", "warning", "error"] = "info"
+    """The least level written (libraries' own records: warning at least); debug also routes FFmpeg's
+    messages in as `library_log`."""
 
 
 __all__ = ["LoggingConfig"]

@@ -39,11 +39,21 @@ class ModelConfig(Section):
     path: Path
     """The ONNX file (a relative path is relative to the config file)."""
     layout: Literal["auto", "yolov8", "yolov5", "yolox", "end2end"] = "auto"
+    """How the outputs are decoded; auto: the file's metadata `layout`, else recognised from the graph
+    at startup (output shapes, metadata, a probe run)."""
     color: Literal["rgb", "bgr"] | None = None
+    """Channel order the model takes (None: the file's metadata, else BGR for YOLOX files, RGB otherwise)."""
     scale: float | None = Field(None, gt=0)
+    """Multiplier for 0..255 pixel values, 1/255 for a 0..1 input (None: the file's metadata, else
+    1.0 for YOLOX files, 1/255 otherwise)."""
     padding: Literal["symmetric", "top-left"] | None = None
+    """Where the letterbox puts the image: centred, or at the top-left with the padding right and
+    below (None: the file's metadata, else top-left for YOLOX files, symmetric otherwise)."""
     pad_value: int | None = Field(None, ge=0, le=255)
+    """Pixel value of the letterbox padding, 0..255 (None: the file's metadata, else 114)."""
     labels: list[str] | None = None
+    """Class names in class-id order, one per model class (None: the file's `names`; without either,
+    the class ids are published as labels)."""
     nms: Literal["auto", "class-aware", "class-agnostic"] = "auto"
     """Dense layouts: NMS per class (Ultralytics, YOLOv5) or across classes (YOLOX's own demo);
     `auto`: the layout's own ecosystem's choice."""

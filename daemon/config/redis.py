@@ -21,12 +21,15 @@ class RedisConfig(Section):
     password_file: Path | None = None
     """File holding the password (overrides one in the URL), e.g. a systemd credential."""
     stream: str = "beltsight:detections:{camera}"
+    """Per-camera detections stream, one entry per processed frame; `{camera}` is the camera id."""
     objects_stream: str = "beltsight:objects:{camera}"
-    """Per-camera stream of tracked objects: `new`, `crossed`, `end` (README: the objects stream)."""
+    """Per-camera stream of tracked objects: `new`, `crossed`, `end` (see the objects stream)."""
     events_stream: str = "beltsight:events"
+    """The one stream of status events (`camera_up`, `camera_down`, `breaker_open`, ...)."""
     maxlen: int = Field(100_000, gt=0)
-    """Approximate per-stream cap (XADD MAXLEN ~)."""
+    """Approximate cap of each camera's detections and objects streams (XADD MAXLEN ~)."""
     events_maxlen: int = Field(10_000, gt=0)
+    """Approximate cap of `events_stream` (XADD MAXLEN ~)."""
     buffer_max: int = Field(50_000, gt=0)
     """Entries accepted but not yet published that are kept in memory through an outage."""
     spool_dir: Path | None = None
@@ -41,6 +44,7 @@ class RedisConfig(Section):
     publish_batch: int = Field(256, gt=0)
     """Most entries sent in one pipeline."""
     connect_timeout_s: Seconds = 2.0
+    """Longest wait to open a connection to Redis (or a sentinel or cluster node)."""
     socket_timeout_s: Seconds = 5.0
     """Longest wait for one send or one reply: a connection that stops answering mid-command
     (half-open behind a switch reboot) is given up within 2 x socket_timeout_s."""

@@ -53,22 +53,30 @@ class Settings(BaseSettings):
     )
 
     redis: RedisConfig = RedisConfig()
+    """The `[redis]` section: the connection, stream names, buffering through an outage."""
     models: dict[int, ModelConfig] = Field(default_factory=dict)
     """Model input size -> ONNX file, plain (`640 = "file.onnx"`) or a `[models.640]` table with
     its layout and input convention (`daemon.config.models`); relative paths are relative to
     the config file."""
     engine: EngineConfig = EngineConfig()
+    """The `[engine]` section: execution providers, batching, threads, thresholds."""
     logging: LoggingConfig = LoggingConfig()
+    """The `[logging]` section: log format and level."""
     health: HealthConfig = HealthConfig()
+    """The `[health]` section: the HTTP endpoint for /healthz, /metrics and the live view."""
     thermal: ThermalConfig = ThermalConfig()
     """Thermal throttling: sensors, the limit held, the pause (see daemon/thermal/governor.py)."""
     tracking: TrackingConfig = TrackingConfig()
     """Tracker defaults for every camera (daemon/tracking); lines and gates are per camera."""
     cameras: list[CameraConfig] = Field(default_factory=list)
+    """The `[[cameras]]` entries, one per camera (ids unique)."""
     bridge: BridgeConfig = BridgeConfig()
+    """The `[bridge]` section: the PLC bridge (`beltsight bridge`), OPC UA and Modbus TCP."""
     instance: InstanceConfig = InstanceConfig()
     """Which share of the cameras this instance runs (see daemon.config.sharding)."""
     shutdown_grace_s: Seconds = 10.0
+    """On SIGTERM/SIGINT: the time to finish in-flight batches and flush Redis (or spill to the
+    spool) before exiting; what is left is logged as `unflushed`."""
 
     @field_validator("models")
     @classmethod

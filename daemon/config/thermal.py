@@ -69,6 +69,8 @@ class ThermalConfig(Section):
     """Horizon of the trend forecast: the governor acts on T + slope x forecast_s (least-squares
     slope over `trend_window_s`), so it cuts before the limit rather than after."""
     trend_window_s: Seconds = 8.0
+    """Seconds of readings the forecast's slope is fitted over (its last half when a fast change shows
+    there clearly); also the unit of the reset to full speed (2.5 windows `reset_below_c` under)."""
     cut_gain: float = Field(0.006, gt=0, le=1)
     """Integral gain while over the limit: share per (C x s)."""
     raise_gain: float = Field(0.004, gt=0, le=1)
