@@ -37,7 +37,7 @@ def camera_rules(settings: Settings, info: ModelInfo) -> dict[str, CameraRules]:
     rules: dict[str, CameraRules] = {}
     for cam in settings.instance_cameras():
         classes = frozenset(label_ids[c] for c in cam.classes) if cam.classes is not None else None
-        conf = cam.conf_threshold or settings.engine.conf_threshold
+        conf = cam.conf_threshold if cam.conf_threshold is not None else settings.engine.conf_threshold
         floor = settings.tracking.low_score if cam.tracked(settings.tracking) else None
         rules[cam.id] = CameraRules(conf, classes, floor)
     return rules

@@ -87,6 +87,12 @@ def test_camera_rules_give_tracked_cameras_the_trackers_low_score(tmp_path: Path
     assert camera_rules(off, validate_models(off)[640])["a"].track_floor is None
 
 
+def test_a_cameras_threshold_of_zero_is_its_own_not_the_engines(tmp_path: Path) -> None:
+    body = '[engine]\nconf_threshold = 0.3\n\n[[cameras]]\nid = "a"\nurl = "rtsp://h/a"\nconf_threshold = 0.0\n'
+    settings = load_settings(write_config(tmp_path, body))
+    assert camera_rules(settings, validate_models(settings)[640])["a"].conf_threshold == 0.0
+
+
 def test_a_floor_above_the_threshold_keeps_nothing_weak() -> None:
     rules = CameraRules(0.2, track_floor=0.3)
     assert rules.floor == pytest.approx(0.2)  # low_score above a camera's threshold: the tracker sees what is published
