@@ -96,8 +96,6 @@ class ObjectWrites:
             self._ids.written(stream, EntryId.parse(reply))
 
 
-
-
 RESUME_PAGE = 1000
 
 

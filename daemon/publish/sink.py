@@ -87,9 +87,7 @@ class RedisSink:
         self._objects = ObjectWrites(cfg.objects_stream_for, self._ids)
         spool = open_spool(cfg)
         after_s = cfg.spool_after_s
-        self._frames = Backlog(
-            cfg.buffer_max, spool, self._ids.assign_spill_id, spool_after_s=after_s, clock=clock.monotonic
-        )
+        self._frames = Backlog(cfg.buffer_max, spool, self._ids.assign_spill_id, spool_after_s=after_s, clock=clock)
         metrics.sink_spooled.set_function(lambda: self._frames.spooled)
         self._events: Buffer[StatusEvent] = Buffer(EVENTS_BUFFER_MAX)
         # tickets this client wrote whose replicas have not confirmed them yet (min_replicas)
@@ -97,7 +95,7 @@ class RedisSink:
         self._client: RedisClient | None = None
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
-        self._report = OutageReport(cfg)
+        self._report = OutageReport(cfg, clock)
         self.connected = False
         metrics.redis_up.set(0)
         self._report.tls_unverified()
@@ -341,7 +339,7 @@ class RedisSink:
         for (camera_id, reason), n in drops.items():
             self.metrics.dropped(camera_id, reason, n)
         if drops:
-            self._report.dropped(drops, self._clock.monotonic())
+            self._report.dropped(drops)
 
     async def _drop_client(self) -> None:
         self._unconfirmed.clear()  # a new connection looks them up again
