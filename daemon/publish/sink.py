@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 import structlog
 from redis.exceptions import ResponseError
@@ -17,10 +16,11 @@ from daemon.core.metrics import Metrics
 from daemon.core.objects import ObjectsResume
 from daemon.core.redaction import SECRETS
 from daemon.publish.backlog import Backlog, Buffer, Drops, Slot, open_spool
-from daemon.publish.objects import ObjectBatch, ObjectWrites, fold_spooled, read_resume
+from daemon.publish.objects import ObjectBatch, ObjectWrites
 from daemon.publish.redis_conn import RETRYABLE, Connector, RedisClient, ReplicasShortError, SinkError, is_transient
+from daemon.publish.resume import resume_points
 from daemon.publish.schema import EntryId
-from daemon.publish.sink_pipeline import confirmed_streams, send
+from daemon.publish.sink_pipeline import Batch, XaddReply, confirmed_streams, send
 from daemon.publish.sink_report import OutageReport
 from daemon.publish.stream_ids import ID_TOO_SMALL, StreamIds
 
@@ -126,22 +126,11 @@ class RedisSink:
     async def resume_points(
         self, cameras: dict[str, set[tuple[str, str]]], timeout_s: float
     ) -> tuple[dict[str, ObjectsResume], bool]:
-        """Where each tracked camera's ids and counts continue: its objects stream read back, then
-        the events still in the spool; and whether Redis could be read within `timeout_s`."""
-        resume = {camera: ObjectsResume() for camera in cameras}
-        read = True
-        client = self._client_factory()
-        try:
-            async with asyncio.timeout(timeout_s):
-                for camera, lines in cameras.items():
-                    resume[camera] = await read_resume(client, self.cfg.objects_stream_for(camera), lines)
-        except (*RETRYABLE, ResponseError, TimeoutError) as exc:  # ResponseError: WRONGTYPE, NOPERM
-            log.warning("tracking_resume_failed", error=SECRETS.scrub(str(exc)), cameras=len(cameras))
-            read = False
-        finally:
-            await client.aclose()
-        fold_spooled(resume, self._frames.spooled_results())
-        return resume, read
+        """`daemon.publish.resume.resume_points` through this sink's connection factory and spool."""
+        spooled = self._frames.spooled_results()
+        return await resume_points(
+            self._client_factory, self.cfg.objects_stream_for, cameras, timeout_s, spooled=spooled
+        )
 
     # -- publishing ----------------------------------------------------------------------
 
@@ -234,23 +223,20 @@ class RedisSink:
             await self._ids.resolve(client, frames, self._unconfirmed)
             objects = await self._objects.plan(client, frames)
             to_send = [s for s in frames if not s.duplicate]
-            batch = (to_send, events, frames)
+            batch = Batch(frames=frames, to_write=to_send, events=events)
             replies, waits = await send(
                 client, self.cfg, batch, objects, ids=self._ids, writes=self._objects, clock=self._clock
             )
-            self._objects.settle(objects, replies[: len(objects.writes)])
-            replies = replies[len(objects.writes) :]
-            wait_replies = replies[len(replies) - len(waits) :]
-            confirmed, fewest = confirmed_streams(self.cfg, self.metrics, client, waits, wait_replies)
+            self._objects.settle(objects, replies.objects)
+            confirmed, fewest = confirmed_streams(self.cfg, self.metrics, client, waits, replies.waits)
             # a frame one of whose events failed stays: its entry is stored, its events go again
-            sent = replies[: len(to_send)]
-            refusal = self._settle_frames(frames, to_send, sent, confirmed, done_frames, objects=objects)
-            for ev, reply in zip(events, replies[len(to_send) : len(to_send) + len(events)], strict=True):
+            refusal = self._settle_frames(frames, to_send, replies.frames, confirmed, done_frames, objects=objects)
+            for ev, reply in zip(events, replies.events, strict=True):
                 if isinstance(reply, Exception):
                     refusal = refusal or reply
                 else:
                     done_events.add(ev.ticket)
-            written = {s.ticket for s, r in zip(to_send, replies, strict=False) if not isinstance(r, Exception)}
+            written = {s.ticket for s, r in zip(to_send, replies.frames, strict=True) if not isinstance(r, Exception)}
             self._unconfirmed = {s.ticket for s in frames if s.duplicate or s.ticket in written} - done_frames
             waiting = sum(s.ticket not in done_frames for s in frames)
             if confirmed is not None and refusal is None and waiting:
@@ -273,7 +259,7 @@ class RedisSink:
         self,
         batch: list[Slot[FrameResult]],
         sent: list[Slot[FrameResult]],
-        replies: list[Any],
+        replies: list[XaddReply],
         confirmed: set[str] | None,
         done: set[int],
         *,
