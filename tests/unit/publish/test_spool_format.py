@@ -13,12 +13,12 @@ import structlog
 from daemon.config.redis import RedisConfig
 from daemon.core.frames import FrameResult
 from daemon.core.metrics import Metrics
-from daemon.publish.backlog import SPOOL_FULL, Backlog, Slot
 from daemon.publish.schema import EntryId
 from daemon.publish.sink import RedisSink
+from daemon.publish.sink.backlog import SPOOL_FULL, Backlog, Slot
+from daemon.publish.sink.stream_ids import StreamIds
 from daemon.publish.spool import Spool
-from daemon.publish.spool_record import SEGMENT_HEADER, SpoolFormatError, encode_record
-from daemon.publish.stream_ids import StreamIds
+from daemon.publish.spool.record import SEGMENT_HEADER, SpoolFormatError, encode_record
 from tests.support.spool_records import BASE_MS, record
 
 

@@ -1,6 +1,6 @@
 """The spool's file I/O on a thread of its own, so a slow disk never stalls the event loop.
 
-`Spool` (daemon/publish/spool.py, on the event loop) decides everything and keeps its index in memory;
+`Spool` (`daemon.publish.spool.store`, on the event loop) decides everything and keeps its index in memory;
 it hands each file operation to `SpoolWriter`, which runs them on one thread strictly in the
 order given (FIFO): create a segment (its format header fsync'd, and the directory), append bytes, seal a full
 segment, save or remove the cursor, delete a segment, close. Appends queued together are

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.core.frames import FrameResult
-from daemon.publish.backlog import Slot
 from daemon.publish.schema import EntryId
-from daemon.publish.stream_ids import ID_TOO_SMALL, StreamIds
+from daemon.publish.sink.backlog import Slot
+from daemon.publish.sink.stream_ids import ID_TOO_SMALL, StreamIds
 
 EVENTS_PER_FRAME = 65_536
 """IDs reserved per frame entry; a frame carries far fewer events (a few per tracked part)."""

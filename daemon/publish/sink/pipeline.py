@@ -1,6 +1,6 @@
 """One publishing pipeline of the sink: the XADDs of a batch and the WAITs that confirm them.
 
-`send` queues, in one pipeline without MULTI, the frames' object events (`daemon.publish.objects`),
+`send` queues, in one pipeline without MULTI, the frames' object events (`daemon.publish.sink.objects`),
 the frame entries, the status events, then (with `min_replicas`) the WAITs that confirm every
 stream of the batch (`daemon.publish.redis_conn.queue_waits`), and hands the replies back as
 `Replies`, a field per kind of command; `confirmed_streams` reads the WAITs' replies and counts
@@ -16,11 +16,11 @@ from daemon.config.redis import RedisConfig
 from daemon.core.clock import Clock, time_ms
 from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
-from daemon.publish.backlog import Slot
-from daemon.publish.objects import ObjectBatch, ObjectWrites
 from daemon.publish.redis_conn import RedisClient, Waits, execute, queue_waits
 from daemon.publish.schema import encode_entry, encode_event
-from daemon.publish.stream_ids import StreamIds
+from daemon.publish.sink.backlog import Slot
+from daemon.publish.sink.objects import ObjectBatch, ObjectWrites
+from daemon.publish.sink.stream_ids import StreamIds
 
 XaddReply = str | Exception
 """The new entry's ID, or the error Redis (or the client: a node gone) answered instead."""

@@ -1,7 +1,7 @@
 """Accepted-but-unpublished stream entries: a bounded memory buffer with an optional disk spool.
 
 `Buffer` holds entries in acceptance order with the ones being written marked in flight;
-`Backlog` puts the disk spool (daemon/publish/spool.py) ahead of it, so that entries Redis has not
+`Backlog` puts the disk spool (`daemon.publish.spool`) ahead of it, so that entries Redis has not
 taken within `spool_after_s`, or that memory cannot hold, go to disk instead of waiting in memory
 or being dropped, and are published first on reconnect. `open_spool` opens `[redis] spool_dir`,
 or disables the spool (logged) when the directory cannot be used, so the daemon never stops for it.
@@ -24,8 +24,8 @@ from daemon.core.clock import SYSTEM_CLOCK, Clock
 from daemon.core.frames import FrameResult
 from daemon.core.ratelimit import RateLimited
 from daemon.publish.schema import EntryId
-from daemon.publish.spool import NO_SPACE, Spool
-from daemon.publish.spool_record import SpoolFormatError, SpoolRecord
+from daemon.publish.spool.record import SpoolFormatError, SpoolRecord
+from daemon.publish.spool.store import NO_SPACE, Spool
 
 log = structlog.get_logger("beltsight.sink")
 

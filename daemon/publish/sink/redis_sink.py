@@ -15,14 +15,14 @@ from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.core.objects import ObjectsResume
 from daemon.core.redaction import SECRETS
-from daemon.publish.backlog import Backlog, Buffer, Drops, Slot, open_spool
-from daemon.publish.objects import ObjectBatch, ObjectWrites
 from daemon.publish.redis_conn import RETRYABLE, Connector, RedisClient, ReplicasShortError, SinkError, is_transient
 from daemon.publish.resume import resume_points
 from daemon.publish.schema import EntryId
-from daemon.publish.sink_pipeline import Batch, XaddReply, confirmed_streams, send
-from daemon.publish.sink_report import OutageReport
-from daemon.publish.stream_ids import ID_TOO_SMALL, StreamIds
+from daemon.publish.sink.backlog import Backlog, Buffer, Drops, Slot, open_spool
+from daemon.publish.sink.objects import ObjectBatch, ObjectWrites
+from daemon.publish.sink.pipeline import Batch, XaddReply, confirmed_streams, send
+from daemon.publish.sink.report import OutageReport
+from daemon.publish.sink.stream_ids import ID_TOO_SMALL, StreamIds
 
 log = structlog.get_logger("beltsight.sink")
 
@@ -47,7 +47,7 @@ class RedisSink:
       clock going back: previous ID + 1). An ID, once given to an entry, sticks to it.
     - Exactly once: before writing, IDs are checked against the stream's top after anything
       that may have hidden a write; an entry already stored is counted, not written again
-      (`daemon.publish.stream_ids`). Order per camera holds while this sink is the only writer.
+      (`daemon.publish.sink.stream_ids`). Order per camera holds while this sink is the only writer.
     - Outages (connection refused/reset, timeouts, LOADING): keep the buffer, `redis_up` 0,
       log `redis_down` once, retry with capped exponential backoff and full jitter
       (`backoff_min_s` .. `backoff_max_s`), then log `redis_up` and publish the backlog in

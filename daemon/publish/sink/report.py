@@ -21,7 +21,6 @@ from daemon.config.redis import RedisConfig
 from daemon.core.clock import SYSTEM_CLOCK, Clock
 from daemon.core.ratelimit import RateLimited
 from daemon.core.redaction import SECRETS, redact_url
-from daemon.publish.backlog import Drops
 from daemon.publish.redis_conn import (
     REFUSALS,
     ReplicasShortError,
@@ -32,6 +31,7 @@ from daemon.publish.redis_conn import (
     tls_error,
     tls_hint,
 )
+from daemon.publish.sink.backlog import Drops
 
 log = structlog.get_logger("beltsight.sink")
 
