@@ -1,13 +1,18 @@
-"""The publish room: detections and status events into Redis Streams, through any outage.
+"""The publish room: detections, tracking events and status events into Redis Streams, through any outage.
 
-`sink.RedisSink` buffers (`backlog`), writes schema-v1 entries (`schema`, explicit `stream_ids`)
-with pipelined XADDs (`sink_pipeline`: one XADD/WAIT pipeline), each frame's tracking events to
-the objects stream beside it (`objects`), waits for replicas, and reconnects; `spool`,
-`spool_writer` and `spool_record` keep on disk what Redis has not taken within `spool_after_s`
-(`spool_recovery` opens a spool after a crash: torn tails, format versions); `redis_conn` makes
-the client (single node, Cluster, Sentinel, TLS, keepalive) and classifies errors and refusals,
-`sink_report` logs outages; `tail` is `beltsight tail` (`--objects` for the objects streams).
+- `sink/`: the writer. `RedisSink` buffers (`backlog`: memory, then the spool), gives each entry
+  its explicit stream ID (`stream_ids`), writes schema-v1 entries and each frame's object events
+  (`objects`) in one XADD/WAIT pipeline whose replies come back typed (`pipeline.Replies`), waits
+  for replicas, reconnects, and says what happened to Redis (`report`: outages, drops).
+- `spool/`: the disk spool, what Redis has not taken within `spool_after_s` (`store.Spool`, its
+  index on the event loop; `writer`, the file I/O thread; `record`, the format; `recovery`,
+  opening a spool after a crash: torn tails, format versions).
+- `resume`: where tracking continues at start (the objects streams read back, then the spool).
+- `redis_conn`: the client (single node, Cluster, Sentinel, TLS, keepalive) and what its errors
+  and refusals mean, shared with `beltsight tail` and the bridge; `schema`: the entry format
+  consumers read; `tail`: `beltsight tail` (`--objects` for the objects streams).
 
 May import: `daemon.core`, `daemon.config`. Entry points: `daemon.publish.sink.RedisSink`,
-`daemon.publish.schema` (the entry format consumers read), `daemon.publish.tail.tail`.
+`daemon.publish.schema` (the entry format consumers read), `daemon.publish.tail.tail`,
+`daemon.publish.redis_conn.make_client` (the bridge's connections).
 """

@@ -210,11 +210,12 @@ def _sentinel_client(cfg: RedisConfig, common: dict[str, Any]) -> SentinelRedis:
     """The master `sentinel_master`, its address asked of `sentinels` at each connect. `url`'s user,
     password and db are the master's; TLS (rediss://) is used to the sentinels as well."""
     url = parse_url(cfg.effective_url())
-    master = {k: url[k] for k in ("username", "password", "db") if url.get(k) is not None}
     tls = {"ssl": True, **common} if cfg.tls else common
     on_sentinels = {k: v for k, v in tls.items() if k != "decode_responses"}
     on_sentinels |= {"username": cfg.sentinel_username, "password": cfg.sentinel_password()}
-    sentinel = Sentinel(cfg.sentinel_nodes(), sentinel_kwargs=on_sentinels, **tls, **master)  # type: ignore[no-untyped-call]
+    # every option goes to the master's connections (Sentinel's `**connection_kwargs`), none to its own parameters
+    on_master: dict[str, Any] = tls | {k: url[k] for k in ("username", "password", "db") if url.get(k) is not None}
+    sentinel = Sentinel(cfg.sentinel_nodes(), sentinel_kwargs=on_sentinels, **on_master)
     assert cfg.sentinel_master is not None  # the config pairs it with `sentinels`
     client: SentinelRedis = sentinel.master_for(cfg.sentinel_master, redis_class=SentinelRedis)
     client.sentinels = sentinel

@@ -1,6 +1,6 @@
 """What the sink logs about an outage, checked as behaviour rather than counted in a time window.
 
-The sink logs a Redis outage when it starts or changes kind (`daemon.publish.sink_report`), and
+The sink logs a Redis outage when it starts or changes kind (`daemon.publish.sink.report`), and
 `redis_up` when it ends. How many outages a test window holds is timing: a retry that times out
 on a loaded machine is an outage of another kind (`redis_down`) between two of the first. What
 holds however slow the machine: no outage line follows its own twin, for no kind is logged twice

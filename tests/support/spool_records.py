@@ -8,7 +8,7 @@ import time
 
 from daemon.core.frames import Detection, FrameResult
 from daemon.publish.schema import EntryId
-from daemon.publish.spool_record import SpoolRecord
+from daemon.publish.spool.record import SpoolRecord
 
 BASE_MS = 1_700_000_000_000
 BOLT = Detection(cls=1, label="bolt", score=0.912345, box=(1.5, 2.0, 3.25, 4.0))

@@ -34,7 +34,7 @@ SINK_STATES = (
     "redis_replicas_short",
     "redis_write_failed",
 )
-"""What the sink logs about Redis: each once per outage and kind (`daemon.publish.sink_report`)."""
+"""What the sink logs about Redis: each once per outage and kind (`daemon.publish.sink.report`)."""
 
 
 class StoppedClock:

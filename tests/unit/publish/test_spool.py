@@ -16,11 +16,11 @@ import pytest
 import structlog
 
 from daemon.core.frames import FrameResult
-from daemon.publish import spool as spool_module
-from daemon.publish.backlog import Backlog, Slot
 from daemon.publish.schema import EntryId
+from daemon.publish.sink.backlog import Backlog, Slot
 from daemon.publish.spool import Spool
-from daemon.publish.spool_record import HEADER, SpoolRecord, encode_record
+from daemon.publish.spool import store as spool_module
+from daemon.publish.spool.record import HEADER, SpoolRecord, encode_record
 from tests.support.spool_records import BASE_MS, BOLT, record
 from tests.support.waits import wait_until
 

@@ -13,13 +13,24 @@ import structlog
 from daemon.config.redis import RedisConfig
 from daemon.core.frames import FrameResult
 from daemon.core.metrics import Metrics
-from daemon.publish.backlog import SPOOL_FULL, Backlog, Slot
 from daemon.publish.schema import EntryId
 from daemon.publish.sink import RedisSink
+from daemon.publish.sink.backlog import SPOOL_FULL, Backlog, Slot
+from daemon.publish.sink.stream_ids import StreamIds
 from daemon.publish.spool import Spool
-from daemon.publish.spool_record import SEGMENT_HEADER, SpoolFormatError, encode_record
-from daemon.publish.stream_ids import StreamIds
+from daemon.publish.spool.record import SEGMENT_HEADER, SpoolFormatError, encode_record
 from tests.support.spool_records import BASE_MS, record
+
+
+class FakeClock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return self.now
 
 
 def seqs(spool: Spool) -> list[int]:
@@ -104,20 +115,20 @@ def test_a_torn_or_garbage_tail_is_cut_logged_once_and_the_rest_replayed(tmp_pat
 
 
 def test_entries_waiting_past_spool_after_s_go_to_disk_whatever_the_buffer_size(tmp_path: Path) -> None:
-    now = [100.0]
+    clock = FakeClock(100.0)
     ids = iter(range(1_000_000))
 
     def assign_id(slot: Slot[FrameResult]) -> None:
         slot.entry_id = slot.entry_id or EntryId(BASE_MS, next(ids))
 
     spool = Spool.open(tmp_path, 1 << 20)
-    backlog = Backlog(50_000, spool, assign_id, spool_after_s=1.0, clock=lambda: now[0])
+    backlog = Backlog(50_000, spool, assign_id, spool_after_s=1.0, clock=clock)
     try:
         for i in range(10):
             backlog.push(record(i).result)
-            now[0] += 0.1
+            clock.now += 0.1
         assert backlog.spooled == 0  # the oldest waited 0.9 s: memory only
-        now[0] += 0.15
+        clock.now += 0.15
         assert backlog.tick() == {}  # the oldest waited 1.15 s: those older than 0.5 s go with it
         assert backlog.spooled == 7 and len(backlog.memory) == 3
         spool.flush()

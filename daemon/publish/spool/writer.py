@@ -1,6 +1,6 @@
 """The spool's file I/O on a thread of its own, so a slow disk never stalls the event loop.
 
-`Spool` (daemon/publish/spool.py, on the event loop) decides everything and keeps its index in memory;
+`Spool` (`daemon.publish.spool.store`, on the event loop) decides everything and keeps its index in memory;
 it hands each file operation to `SpoolWriter`, which runs them on one thread strictly in the
 order given (FIFO): create a segment (its format header fsync'd, and the directory), append bytes, seal a full
 segment, save or remove the cursor, delete a segment, close. Appends queued together are
@@ -21,13 +21,14 @@ import errno
 import json
 import os
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
 import structlog
+
+from daemon.core.ratelimit import RateLimited
 
 log = structlog.get_logger("beltsight.spool")
 
@@ -72,7 +73,7 @@ class SpoolWriter:
         self._files: dict[int, IO[bytes]] = {}
         self._durable: dict[int, int] = {}  # segment -> bytes known to be on disk
         self._broken: dict[int, OSError] = {}  # segment -> why it takes no more writes
-        self._error_logged_at = float("-inf")
+        self._errors = RateLimited(ERROR_LOG_INTERVAL_S)  # the writer thread's own
         self._thread = threading.Thread(target=self._run, name="spool-writer", daemon=True)
         self._thread.start()
 
@@ -227,10 +228,8 @@ class SpoolWriter:
     def _log_error(self, exc: OSError) -> None:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             return  # the spool logs a full disk once per state change (spool_disk_full)
-        now = time.monotonic()
-        if now - self._error_logged_at >= ERROR_LOG_INTERVAL_S:
+        if self._errors.allow() is not None:
             log.error("spool_write_failed", directory=str(self.directory), reason=str(exc))
-            self._error_logged_at = now
 
 
 def _close_quietly(f: IO[bytes]) -> None:

@@ -17,9 +17,9 @@ from collections.abc import Set as AbstractSet
 from redis.exceptions import ResponseError
 
 from daemon.core.frames import FrameResult
-from daemon.publish.backlog import Slot
 from daemon.publish.redis_conn import RedisClient, SinkError, as_text
 from daemon.publish.schema import EntryId, next_entry_id, same_frame
+from daemon.publish.sink.backlog import Slot
 
 ID_TOO_SMALL = "equal or smaller than the target stream top item"
 """Redis' refusal of an explicit ID at or below the stream's top."""

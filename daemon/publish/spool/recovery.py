@@ -1,7 +1,7 @@
 """Opening a spool directory after any end of the previous run: clean exit, SIGKILL or power cut.
 
 `recover(directory)` reads the cursor and checks every record after it (length and CRC,
-`daemon.publish.spool_record`):
+`daemon.publish.spool.record`):
 - A segment of a format version this code does not know (a newer daemon's spool after a
   downgrade) refuses the whole directory, `SpoolFormatError`, before anything in it is changed:
   the files are kept for the daemon that wrote them.
@@ -23,8 +23,8 @@ from typing import NamedTuple
 
 import structlog
 
-from daemon.publish.spool_record import scan_segment, segment_start
-from daemon.publish.spool_writer import CURSOR, save_cursor, segment_name
+from daemon.publish.spool.record import scan_segment, segment_start
+from daemon.publish.spool.writer import CURSOR, save_cursor, segment_name
 
 log = structlog.get_logger("beltsight.spool")
 

@@ -18,11 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.core.frames import FrameResult
-from daemon.core.objects import ObjectsResume
-from daemon.publish.backlog import Slot
-from daemon.publish.redis_conn import as_text
-from daemon.publish.schema import MIN_ENTRY_ID, EntryId
-from daemon.publish.stream_ids import ID_TOO_SMALL, StreamIds
+from daemon.publish.schema import EntryId
+from daemon.publish.sink.backlog import Slot
+from daemon.publish.sink.stream_ids import ID_TOO_SMALL, StreamIds
 
 EVENTS_PER_FRAME = 65_536
 """IDs reserved per frame entry; a frame carries far fewer events (a few per tracked part)."""
@@ -83,7 +81,7 @@ class ObjectWrites:
         for _, stream, entry_id, fields in batch.writes:
             pipe.xadd(stream, fields, id=str(entry_id), maxlen=maxlen, approximate=True)
 
-    def settle(self, batch: ObjectBatch, replies: list[Any]) -> None:
+    def settle(self, batch: ObjectBatch, replies: list[str | Exception]) -> None:
         """Record what the replies say: tops advanced, frames whose events failed, the refusal."""
         for (ticket, stream, _entry_id, _), reply in zip(batch.writes, replies, strict=True):
             if isinstance(reply, Exception):
@@ -96,59 +94,4 @@ class ObjectWrites:
             self._ids.written(stream, EntryId.parse(reply))
 
 
-
-
-RESUME_PAGE = 1000
-
-
-async def read_resume(
-    client: Any, stream: str, lines: set[tuple[str, str]], *, max_entries: int = 1_000_000
-) -> ObjectsResume:
-    """Where a camera's ids and counts continue: scan its objects stream from the newest entry back
-    (XREVRANGE, pages of 1000) until the newest `new` and every (line, direction)'s newest `crossed`
-    are found, or `max_entries` were read. A (line, direction) never crossed starts at 0."""
-    newest_new: int | None = None  # ids are given at confirmation, so the newest `new` holds the highest
-    highest = 0  # fallback when no `new` is left in the (trimmed) stream
-    counts: dict[tuple[str, str], int] = {}
-    upper, scanned = "+", 0
-    while scanned < max_entries and not (newest_new is not None and len(counts) == len(lines)):
-        page = await client.xrevrange(stream, max=upper, min="-", count=RESUME_PAGE)
-        if not page:
-            break
-        for _entry_id, raw in page:
-            fields = as_text(raw)
-            track = int(fields["track"]) if fields.get("track", "").isdigit() else 0
-            highest = max(highest, track)
-            if newest_new is None and fields.get("event") == "new":
-                newest_new = track
-            key = (fields.get("line", ""), fields.get("direction", ""))
-            if fields.get("event") == "crossed" and key in lines and key not in counts:
-                count = fields.get("count", "")
-                if count.isdigit():
-                    counts[key] = int(count)
-        scanned += len(page)
-        last = EntryId.parse(page[-1][0])
-        if last <= MIN_ENTRY_ID:
-            break
-        upper = f"({last}"
-    next_id = (newest_new if newest_new is not None else highest) + 1
-    return ObjectsResume(next_id, counts)
-
-
-def fold_spooled(resume: dict[str, ObjectsResume], results: list[FrameResult]) -> None:
-    """Advance `resume` past the events of frames still in the spool (newer than Redis' copy)."""
-    for result in results:
-        if not result.objects or result.camera_id not in resume:
-            continue
-        state = resume[result.camera_id]
-        counts = dict(state.counts)
-        next_id = state.next_track_id
-        for event in result.objects:
-            next_id = max(next_id, event.track + 1)
-            if event.event == "crossed" and event.line is not None and event.direction is not None:
-                key = (event.line, event.direction)
-                counts[key] = max(counts.get(key, 0), event.count or 0)
-        resume[result.camera_id] = ObjectsResume(next_id, counts)
-
-
-__all__ = ["EVENTS_PER_FRAME", "ObjectBatch", "ObjectWrites", "fold_spooled", "object_entry_id", "read_resume"]
+__all__ = ["EVENTS_PER_FRAME", "ObjectBatch", "ObjectWrites", "object_entry_id"]

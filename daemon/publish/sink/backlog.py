@@ -1,7 +1,7 @@
 """Accepted-but-unpublished stream entries: a bounded memory buffer with an optional disk spool.
 
 `Buffer` holds entries in acceptance order with the ones being written marked in flight;
-`Backlog` puts the disk spool (daemon/publish/spool.py) ahead of it, so that entries Redis has not
+`Backlog` puts the disk spool (`daemon.publish.spool`) ahead of it, so that entries Redis has not
 taken within `spool_after_s`, or that memory cannot hold, go to disk instead of waiting in memory
 or being dropped, and are published first on reconnect. `open_spool` opens `[redis] spool_dir`,
 or disables the spool (logged) when the directory cannot be used, so the daemon never stops for it.
@@ -20,15 +20,17 @@ from typing import Generic, TypeVar
 import structlog
 
 from daemon.config.redis import RedisConfig
+from daemon.core.clock import SYSTEM_CLOCK, Clock
 from daemon.core.frames import FrameResult
+from daemon.core.ratelimit import RateLimited
 from daemon.publish.schema import EntryId
-from daemon.publish.spool import NO_SPACE, Spool
-from daemon.publish.spool_record import SpoolFormatError, SpoolRecord
+from daemon.publish.spool.record import SpoolFormatError, SpoolRecord
+from daemon.publish.spool.store import NO_SPACE, Spool
 
 log = structlog.get_logger("beltsight.sink")
 
 T = TypeVar("T")
-DROP_LOG_INTERVAL_S = 5.0
+SPOOL_ERROR_LOG_INTERVAL_S = 5.0
 
 
 @dataclass(slots=True)
@@ -169,13 +171,13 @@ class Backlog:
         assign_id: Callable[[Slot[FrameResult]], None],
         *,
         spool_after_s: float = 1.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.capacity = capacity
-        self.memory: Buffer[FrameResult] = Buffer(capacity, clock)
+        self.memory: Buffer[FrameResult] = Buffer(capacity, clock.monotonic)
         self.spool = spool
         self._assign_id = assign_id
-        self._clock = clock
+        self._clock = clock.monotonic
         self._spool_after_s = spool_after_s
         # read from the spool, not committed; kept between batches only when some were written
         # after one that failed, or renumbered (what was learnt exists only here)
@@ -187,7 +189,7 @@ class Backlog:
         self._spill_chunk = max(1, min(capacity // 4, 256))
         self._spill_retry_at = float("-inf")  # after a failed spill, or a probe of a full disk: not before this
         self._disk_was_full = False
-        self._spool_error_logged_at = float("-inf")
+        self._spool_errors = RateLimited(SPOOL_ERROR_LOG_INTERVAL_S, clock)
 
     def __len__(self) -> int:
         return len(self.memory) + self.spooled
@@ -302,9 +304,8 @@ class Backlog:
             self.memory.restore(slots)
             self._spill_retry_at = now + self._spool_after_s
             quiet = exc.errno in NO_SPACE or (exc.errno == errno.EAGAIN and spool.disk_full)
-            if not quiet and now - self._spool_error_logged_at >= DROP_LOG_INTERVAL_S:
+            if not quiet and self._spool_errors.allow() is not None:
                 log.error("spool_write_failed", directory=str(spool.directory), reason=str(exc))
-                self._spool_error_logged_at = now
 
     def _drop_one(self, drops: Drops, reason: str) -> bool:
         dropped = self.memory.drop_oldest_idle()

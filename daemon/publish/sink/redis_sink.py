@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 import structlog
 from redis.exceptions import ResponseError
@@ -16,13 +15,14 @@ from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.core.objects import ObjectsResume
 from daemon.core.redaction import SECRETS
-from daemon.publish.backlog import Backlog, Buffer, Drops, Slot, open_spool
-from daemon.publish.objects import ObjectBatch, ObjectWrites, fold_spooled, read_resume
 from daemon.publish.redis_conn import RETRYABLE, Connector, RedisClient, ReplicasShortError, SinkError, is_transient
+from daemon.publish.resume import resume_points
 from daemon.publish.schema import EntryId
-from daemon.publish.sink_pipeline import confirmed_streams, send
-from daemon.publish.sink_report import OutageReport
-from daemon.publish.stream_ids import ID_TOO_SMALL, StreamIds
+from daemon.publish.sink.backlog import Backlog, Buffer, Drops, Slot, open_spool
+from daemon.publish.sink.objects import ObjectBatch, ObjectWrites
+from daemon.publish.sink.pipeline import Batch, XaddReply, confirmed_streams, send
+from daemon.publish.sink.report import OutageReport
+from daemon.publish.sink.stream_ids import ID_TOO_SMALL, StreamIds
 
 log = structlog.get_logger("beltsight.sink")
 
@@ -47,7 +47,7 @@ class RedisSink:
       clock going back: previous ID + 1). An ID, once given to an entry, sticks to it.
     - Exactly once: before writing, IDs are checked against the stream's top after anything
       that may have hidden a write; an entry already stored is counted, not written again
-      (`daemon.publish.stream_ids`). Order per camera holds while this sink is the only writer.
+      (`daemon.publish.sink.stream_ids`). Order per camera holds while this sink is the only writer.
     - Outages (connection refused/reset, timeouts, LOADING): keep the buffer, `redis_up` 0,
       log `redis_down` once, retry with capped exponential backoff and full jitter
       (`backoff_min_s` .. `backoff_max_s`), then log `redis_up` and publish the backlog in
@@ -87,9 +87,7 @@ class RedisSink:
         self._objects = ObjectWrites(cfg.objects_stream_for, self._ids)
         spool = open_spool(cfg)
         after_s = cfg.spool_after_s
-        self._frames = Backlog(
-            cfg.buffer_max, spool, self._ids.assign_spill_id, spool_after_s=after_s, clock=clock.monotonic
-        )
+        self._frames = Backlog(cfg.buffer_max, spool, self._ids.assign_spill_id, spool_after_s=after_s, clock=clock)
         metrics.sink_spooled.set_function(lambda: self._frames.spooled)
         self._events: Buffer[StatusEvent] = Buffer(EVENTS_BUFFER_MAX)
         # tickets this client wrote whose replicas have not confirmed them yet (min_replicas)
@@ -97,7 +95,7 @@ class RedisSink:
         self._client: RedisClient | None = None
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
-        self._report = OutageReport(cfg)
+        self._report = OutageReport(cfg, clock)
         self.connected = False
         metrics.redis_up.set(0)
         self._report.tls_unverified()
@@ -128,22 +126,11 @@ class RedisSink:
     async def resume_points(
         self, cameras: dict[str, set[tuple[str, str]]], timeout_s: float
     ) -> tuple[dict[str, ObjectsResume], bool]:
-        """Where each tracked camera's ids and counts continue: its objects stream read back, then
-        the events still in the spool; and whether Redis could be read within `timeout_s`."""
-        resume = {camera: ObjectsResume() for camera in cameras}
-        read = True
-        client = self._client_factory()
-        try:
-            async with asyncio.timeout(timeout_s):
-                for camera, lines in cameras.items():
-                    resume[camera] = await read_resume(client, self.cfg.objects_stream_for(camera), lines)
-        except (*RETRYABLE, ResponseError, TimeoutError) as exc:  # ResponseError: WRONGTYPE, NOPERM
-            log.warning("tracking_resume_failed", error=SECRETS.scrub(str(exc)), cameras=len(cameras))
-            read = False
-        finally:
-            await client.aclose()
-        fold_spooled(resume, self._frames.spooled_results())
-        return resume, read
+        """`daemon.publish.resume.resume_points` through this sink's connection factory and spool."""
+        spooled = self._frames.spooled_results()
+        return await resume_points(
+            self._client_factory, self.cfg.objects_stream_for, cameras, timeout_s, spooled=spooled
+        )
 
     # -- publishing ----------------------------------------------------------------------
 
@@ -236,23 +223,20 @@ class RedisSink:
             await self._ids.resolve(client, frames, self._unconfirmed)
             objects = await self._objects.plan(client, frames)
             to_send = [s for s in frames if not s.duplicate]
-            batch = (to_send, events, frames)
+            batch = Batch(frames=frames, to_write=to_send, events=events)
             replies, waits = await send(
                 client, self.cfg, batch, objects, ids=self._ids, writes=self._objects, clock=self._clock
             )
-            self._objects.settle(objects, replies[: len(objects.writes)])
-            replies = replies[len(objects.writes) :]
-            wait_replies = replies[len(replies) - len(waits) :]
-            confirmed, fewest = confirmed_streams(self.cfg, self.metrics, client, waits, wait_replies)
+            self._objects.settle(objects, replies.objects)
+            confirmed, fewest = confirmed_streams(self.cfg, self.metrics, client, waits, replies.waits)
             # a frame one of whose events failed stays: its entry is stored, its events go again
-            sent = replies[: len(to_send)]
-            refusal = self._settle_frames(frames, to_send, sent, confirmed, done_frames, objects=objects)
-            for ev, reply in zip(events, replies[len(to_send) : len(to_send) + len(events)], strict=True):
+            refusal = self._settle_frames(frames, to_send, replies.frames, confirmed, done_frames, objects=objects)
+            for ev, reply in zip(events, replies.events, strict=True):
                 if isinstance(reply, Exception):
                     refusal = refusal or reply
                 else:
                     done_events.add(ev.ticket)
-            written = {s.ticket for s, r in zip(to_send, replies, strict=False) if not isinstance(r, Exception)}
+            written = {s.ticket for s, r in zip(to_send, replies.frames, strict=True) if not isinstance(r, Exception)}
             self._unconfirmed = {s.ticket for s in frames if s.duplicate or s.ticket in written} - done_frames
             waiting = sum(s.ticket not in done_frames for s in frames)
             if confirmed is not None and refusal is None and waiting:
@@ -275,7 +259,7 @@ class RedisSink:
         self,
         batch: list[Slot[FrameResult]],
         sent: list[Slot[FrameResult]],
-        replies: list[Any],
+        replies: list[XaddReply],
         confirmed: set[str] | None,
         done: set[int],
         *,
@@ -341,7 +325,7 @@ class RedisSink:
         for (camera_id, reason), n in drops.items():
             self.metrics.dropped(camera_id, reason, n)
         if drops:
-            self._report.dropped(drops, self._clock.monotonic())
+            self._report.dropped(drops)
 
     async def _drop_client(self) -> None:
         self._unconfirmed.clear()  # a new connection looks them up again

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 import structlog
 
 from daemon.config.redis import RedisConfig
+from daemon.core.clock import SYSTEM_CLOCK, Clock
+from daemon.core.ratelimit import RateLimited
 from daemon.core.redaction import SECRETS, redact_url
-from daemon.publish.backlog import Drops
 from daemon.publish.redis_conn import (
     REFUSALS,
     ReplicasShortError,
@@ -30,6 +31,7 @@ from daemon.publish.redis_conn import (
     tls_error,
     tls_hint,
 )
+from daemon.publish.sink.backlog import Drops
 
 log = structlog.get_logger("beltsight.sink")
 
@@ -59,10 +61,14 @@ def failure_kind(exc: BaseException) -> str:
 @dataclass
 class OutageReport:
     cfg: RedisConfig
+    clock: Clock = SYSTEM_CLOCK
     reported: str | None = None  # the kind logged for the outage in progress
     drops_unlogged: dict[str, int] = field(default_factory=dict)
     reasons_unlogged: dict[str, int] = field(default_factory=dict)
-    drop_logged_at: float = float("-inf")
+    drop_lines: RateLimited = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.drop_lines = RateLimited(DROP_LOG_INTERVAL_S, self.clock)
 
     @property
     def url(self) -> str:
@@ -95,11 +101,12 @@ class OutageReport:
         else:
             log.warning("redis_down", **fields)
 
-    def dropped(self, drops: Drops, now: float) -> None:
+    def dropped(self, drops: Drops) -> None:
+        """Count `drops`; log them, with those held back since the last line, at most every 5 s."""
         for (camera_id, reason), n in drops.items():
             self.drops_unlogged[camera_id] = self.drops_unlogged.get(camera_id, 0) + n
             self.reasons_unlogged[reason] = self.reasons_unlogged.get(reason, 0) + n
-        if now - self.drop_logged_at >= DROP_LOG_INTERVAL_S:
+        if self.drop_lines.allow() is not None:
             log.warning(
                 "sink_buffer_full",
                 dropped=dict(self.drops_unlogged),
@@ -110,7 +117,6 @@ class OutageReport:
             )
             self.drops_unlogged.clear()
             self.reasons_unlogged.clear()
-            self.drop_logged_at = now
 
     def tls_unverified(self) -> None:
         cfg = self.cfg

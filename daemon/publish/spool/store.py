@@ -7,13 +7,13 @@ Layout of `redis.spool_dir`:
     cursor                         {"segment": N, "offset": K}: the first record not yet
                                    published; absent means "start of the oldest segment"
 
-Record: length, CRC32 and a JSON payload (`daemon.publish.spool_record`): the FrameResult and the
+Record: length, CRC32 and a JSON payload (`daemon.publish.spool.record`): the FrameResult and the
 stream entry ID it was given, so a replay writes the same ID and the sink's same-ID check
 recognises entries that had landed.
 
 I/O off the event loop: the spool's index lives in memory and every file operation (create,
 write, fsync, cursor save, delete) is handed, in order, to one writer thread
-(`daemon.publish.spool_writer`), so a slow fsync (hundreds of ms on eMMC or an SD card) never stalls
+(`daemon.publish.spool.writer`), so a slow fsync (hundreds of ms on eMMC or an SD card) never stalls
 the loop. Until the writer reports an appended batch durable, its bytes stay in memory too and
 reads are served from there. The hand-off is bounded (`HANDOFF_MAX_BYTES` not yet on disk):
 beyond it `append()` raises OSError at once, as for a failed write, and the caller keeps the
@@ -34,8 +34,8 @@ A full disk (ENOSPC, EDQUOT): the failed append is handled as any failed write (
 in memory, the next `append()` raises), and `spool_disk_full` is logged once; `spool_disk_ok`
 once when an append reaches the disk again.
 
-Format: each new segment starts with a version header (`daemon.publish.spool_record`); files
-without one (older daemons) are read as version 1. Recovery at open (`daemon.publish.spool_recovery`):
+Format: each new segment starts with a version header (`daemon.publish.spool.record`); files
+without one (older daemons) are read as version 1. Recovery at open (`daemon.publish.spool.recovery`):
 every record after the cursor is checked, a torn or corrupt tail is cut off (logged once:
 `spool_corrupt_tail`), a directory holding a segment of an unknown version is refused
 (`SpoolFormatError`) and left untouched. New records go to a new segment. Segments are deleted
@@ -55,10 +55,10 @@ from typing import IO, NamedTuple
 
 import structlog
 
-from daemon.publish.spool_record import SEGMENT_HEADER, SpoolRecord, decode_payload, encode_record, read_record
-from daemon.publish.spool_recovery import Position, Recovered, recover
-from daemon.publish.spool_writer import Job, SpoolWriter
-from daemon.publish.spool_writer import segment_name as _segment_name
+from daemon.publish.spool.record import SEGMENT_HEADER, SpoolRecord, decode_payload, encode_record, read_record
+from daemon.publish.spool.recovery import Position, Recovered, recover
+from daemon.publish.spool.writer import Job, SpoolWriter
+from daemon.publish.spool.writer import segment_name as _segment_name
 
 log = structlog.get_logger("beltsight.spool")
 
@@ -107,7 +107,7 @@ class Spool:
 
     @classmethod
     def open(cls, directory: Path, max_bytes: int, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> Spool:
-        """Open (creating) the spool: `daemon.publish.spool_recovery` checks every unpublished record,
+        """Open (creating) the spool: `daemon.publish.spool.recovery` checks every unpublished record,
         cuts a torn tail, drops consumed segments. SpoolFormatError: another format version, untouched."""
         return cls(directory, max_bytes=max_bytes, segment_bytes=segment_bytes, found=recover(directory))
 

@@ -1,0 +1,12 @@
+"""The sink: every accepted frame's entry and object events, and every status event, into Redis once.
+
+`redis_sink.RedisSink` is the entry point (its docstring holds the policies: buffer, IDs,
+exactly once, outages, replicas). Beside it: `backlog` (memory buffer ahead of the spool),
+`stream_ids` (explicit IDs, the same-ID check against each stream's top), `objects` (the objects
+stream's writes), `pipeline` (one XADD/WAIT pipeline, its replies as `Replies`), `report` (the
+outage and drop log lines).
+"""
+
+from daemon.publish.sink.redis_sink import RedisSink
+
+__all__ = ["RedisSink"]
