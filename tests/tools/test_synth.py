@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from av.video.frame import PictureType
 
-from tools.synth.parts import MIN_VISIBLE, NAMES, Part
-from tools.synth.scene import composite, render_image, render_scene, render_scene_full
-from tools.synth.video import belt_shift, h264_writer, render_video
+from tools.kit.synth.parts import MIN_VISIBLE, NAMES, Part
+from tools.kit.synth.scene import composite, render_image, render_scene, render_scene_full
+from tools.kit.synth.video import belt_shift, h264_writer, render_video
 
 
 def _mask_box(mask: np.ndarray) -> list[int]:

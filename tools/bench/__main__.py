@@ -40,7 +40,7 @@ from tools.bench.procs import (
     render_clips,
 )
 from tools.bench.report import DRIFT_WARN, acceptance, beside_line, plot, print_table, workers_line
-from tools.common.daemon_config import MODELS, REPO
+from tools.kit.daemon_config import MODELS, REPO
 
 
 def parse_args() -> argparse.Namespace:

@@ -27,7 +27,7 @@ from tools.bench.procs import (
     split_window,
     thread_times_s,
 )
-from tools.common.daemon_config import write_config
+from tools.kit.daemon_config import write_config
 
 
 # -- the daemon phase ---------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
     python -m tools.bridge.bench [--crossings 1000] [--rate 100] [--poll-ms 5]
 
-Starts its own redis-server (tools/common: a free loopback port, a temp dir), the bridge in-process (OPC UA with
+Starts its own redis-server (tools/kit: a free loopback port, a temp dir), the bridge in-process (OPC UA with
 security none, Modbus), an asyncua client subscribed to CountIn at a 10 ms publishing interval and a
 pymodbus client polling the line's block every `--poll-ms`. XADDs crossings at `--rate` per second
 and prints p50/p99/max of both latencies (the Modbus figure includes up to one poll interval).
@@ -27,8 +27,8 @@ from daemon.bridge.registers import words_u32
 from daemon.bridge.service import Bridge
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
-from tools.common.ports import free_port
-from tools.common.redis_server import RedisServer, find_redis_server
+from tools.kit.ports import free_port
+from tools.kit.redis_server import RedisServer, find_redis_server
 
 
 class Changes:

@@ -21,7 +21,7 @@ class biases so that a threshold keeps boxes, and exports them as the ecosystems
 exports just the Ultralytics files whose name contains NAME into an existing folder (the `nms=True`
 ones need a torchvision that loads). Run `reference` where torchvision loads too: Ultralytics' NMS
 then keeps score ties in index order, as the daemon does. Nothing written belongs in the repository.
-Frames are rendered by `tools/synth/`; the table compares the reference's boxes mapped by the
+Frames are rendered by `tools/kit/synth/`; the table compares the reference's boxes mapped by the
 daemon's letterbox ("decode") and by the ecosystem's own mapping, reference boxes clipped to the
 frame (the daemon clips, and drops boxes empty once clipped). README "Checked against real
 third-party exports" has the commands, the venvs and the last table.

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from tools.checks.exports_common import MANIFEST, SEED, rendered_frames
-from tools.common.daemon_config import REPO
+from tools.kit.daemon_config import REPO
 
 # ---------------------------------------------------------------- export
 
@@ -61,7 +61,7 @@ def _calibrate(model: Any, size: int, *, raw_bgr: bool = False) -> None:
 
 @functools.cache
 def _frames_extra(i: int) -> np.ndarray:
-    from tools.synth.scene import render_scene
+    from tools.kit.synth.scene import render_scene
 
     return render_scene(SEED + 100 + i, 640, 480)[0]
 

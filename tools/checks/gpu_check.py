@@ -52,7 +52,7 @@ from daemon.ingest import hwdecode
 from daemon.ingest.decoding import scale
 from daemon.ops.doctor_gpu import ort_cuda_version
 from tools.checks.gpu_thermal import thermal_checks
-from tools.synth.video import h264_writer
+from tools.kit.synth.video import h264_writer
 
 REPORT: dict[str, Any] = {"checks": [], "skipped": [], "timings": {}, "host": platform.node()}
 POST: dict[str, Any] = {"conf_threshold": 0.25, "iou_threshold": 0.5, "max_det": 300}
@@ -85,7 +85,7 @@ def timed(stage: str, path: str, fn: Callable[[], Any], cupy: Any | None = None,
 def make_clip(folder: Path, width: int, height: int, count: int) -> Path:
     path = folder / f"check_{width}x{height}.mp4"
     try:
-        from tools.synth.scene import render_image  # noqa: PLC0415 - Pillow, a dev/demo dependency
+        from tools.kit.synth.scene import render_image  # noqa: PLC0415 - Pillow, a dev/demo dependency
     except ImportError:
         render_image = None
     rng = np.random.default_rng(0)

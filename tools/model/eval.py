@@ -2,7 +2,7 @@
 
     python -m tools.model.eval --model models/conveyor-800.onnx --size 800 --seed 12345678 --count 500
 
-Each held-out image is a camera-like frame rendered by ``tools.synth.render_scene`` with seed ``seed + i``
+Each held-out image is a camera-like frame rendered by ``tools.kit.synth.scene.render_scene`` with seed ``seed + i``
 (training only uses seeds < 1_000_000, so use seeds >= 1_000_000 here): aspect ratio drawn from 16:9, 4:3,
 1:1 and 3:4, longer side S x U(1.0, 1.6) px (so the frame is downscaled, as a camera frame is).  Frames are
 letterboxed to S x S exactly like the daemon does (aspect kept, centred, pad 114, RGB / 255), detections are
@@ -24,9 +24,9 @@ import numpy as np
 import onnxruntime as ort
 from PIL import Image
 
+from tools.kit.synth.parts import NAMES
+from tools.kit.synth.scene import render_scene
 from tools.model.coco_eval import evaluate
-from tools.synth.parts import NAMES
-from tools.synth.scene import render_scene
 
 PAD = 114
 

@@ -25,9 +25,9 @@ import numpy as np
 import onnx
 import torch
 
+from tools.kit.synth.parts import NAMES
+from tools.kit.synth.scene import render_scene
 from tools.model.yolo_net import Detector, DetLoss
-from tools.synth.parts import NAMES
-from tools.synth.scene import render_scene
 
 MODEL_SIZES = (416, 640, 800)
 PAD = 114

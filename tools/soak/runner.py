@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.common.daemon_config import REPO
-from tools.common.ports import free_port
-from tools.common.redis_server import RedisServer, find_redis_server
-from tools.common.rtsp import RtspServer
+from tools.kit.daemon_config import REPO
+from tools.kit.ports import free_port
+from tools.kit.redis_server import RedisServer, find_redis_server
+from tools.kit.rtsp import RtspServer
 from tools.soak.checks import check_detections, check_objects, objects_ok
 from tools.soak.faults import (
     FAULT_DOWN_S,

@@ -11,7 +11,7 @@ from typing import Any
 
 import av
 
-from tools.synth.video import h264_writer, render_video
+from tools.kit.synth.video import h264_writer, render_video
 
 WIDTH, HEIGHT = 640, 480
 

@@ -23,8 +23,8 @@ from daemon.config.tracking import TrackingConfig
 from daemon.core.objects import ObjectEvent, parse_fields
 from daemon.tracking import CameraTracker
 from daemon.tracking.stage import line_specs, tracker_params
-from tools.common.daemon_config import REPO, write_config
-from tools.common.redis_server import RedisServer, find_redis_server
+from tools.kit.daemon_config import REPO, write_config
+from tools.kit.redis_server import RedisServer, find_redis_server
 
 
 @dataclass

@@ -3,7 +3,7 @@
     python -m tools.tracking.eval [--quick | --other] [--model 416] [--modes file,drop,rtsp] [--cache DIR] [--out JSON]
                                   [--rescore]
 
-1. Clips (``tools.synth``, 640x480, 15 fps, 15 s, deterministic by seed, cached in ``--cache``, rendered two
+1. Clips (``tools.kit.synth``, 640x480, 15 fps, 15 s, deterministic by seed, cached in ``--cache``, rendered two
    at a time): belt speeds 0.1, 0.2 and 0.35 frame widths/s x densities 0.1 and 0.25, plus a stop-and-go clip
    (the belt stands 2 s and 1.5 s, 0.3 s ramps; parts keep their place). ``--quick``: two 8-10 s clips (0.2 w/s
    sparse, stop-and-go), modes file+drop. ``--other``: four other 10 s clips (``OTHER``: 0.15-0.45 w/s,
@@ -11,13 +11,13 @@
    ``rtsp`` mode uses the 0.2 w/s sparse and the stop-and-go clip.
 2. A vertical counting line at x = 0.5 (``direction`` +x); GT crossings: when each part's box centre passes
    it, from the belt travel in the GT (``tools.tracking.metrics.gt_crossings``).
-3. The daemon (``python -m daemon run``, a real redis-server, config by ``tools.common.daemon_config``, one
+3. The daemon (``python -m daemon run``, a real redis-server, config by ``tools.kit.daemon_config``, one
    daemon per mode with every clip as a camera, ``[tracking]`` defaults) in three modes:
    * ``file``: file sources, ``realtime = false``: every frame is processed (the reader waits).
    * ``drop``: two thirds of the frames gone: each clip DECIMATED beforehand (frames 0, 3, 6, ... re-encoded
      at 5 fps), every frame of that processed (``realtime = false``). The daemon drops nothing itself here:
      the same frames every run, spaced evenly in capture time.
-   * ``rtsp``: the clips served at 15 fps by ``tools.common.rtsp.RtspServer``, the daemon reading live; it
+   * ``rtsp``: the clips served at 15 fps by ``tools.kit.rtsp.RtspServer``, the daemon reading live; it
      processes what it keeps up with and drops the rest itself (the processed fraction is reported). Only
      the first pass over the clip (seq < frames) of the first connection is scored.
 4. Read back: the objects stream (``crossed`` on the line) and the detections stream (``dets`` with
@@ -59,8 +59,8 @@ from typing import Any
 
 import numpy as np
 
-from tools.common.daemon_config import REPO
-from tools.common.rtsp import RtspServer
+from tools.kit.daemon_config import REPO
+from tools.kit.rtsp import RtspServer
 from tools.tracking.clips import Scenario, decimate, load_gt, render
 from tools.tracking.daemon_run import (
     Published,

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from tools.synth.video import belt_shift
+from tools.kit.synth.video import belt_shift
 
 Box = Sequence[float]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image, ImageDraw
 
-from tools.synth.belt import blur
+from tools.kit.synth.belt import blur
 
 NAMES = ["bolt", "hex_nut", "washer", "l_bracket"]
 SS = 3  # supersampling factor for antialiased part masks

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageFilter
 
-from tools.synth.belt import blur, lighting, make_belt
-from tools.synth.parts import MIN_VISIBLE, NAMES, Part, place_parts, render_part
+from tools.kit.synth.belt import blur, lighting, make_belt
+from tools.kit.synth.parts import MIN_VISIBLE, NAMES, Part, place_parts, render_part
 
 
 def composite(img: np.ndarray, parts: list[Part], rng: np.random.Generator,

@@ -1,8 +1,8 @@
-"""H.264 conveyor clips with per-frame ground truth, rendered from the scenes of ``tools.synth.scene``.
+"""H.264 conveyor clips with per-frame ground truth, rendered from the scenes of ``tools.kit.synth.scene``.
 
 ``render_video`` moves a belt and its parts through the frame and writes the MP4 and the GT JSON;
 ``h264_writer`` is the H.264 writer it uses (also used directly by the tests' fast pattern clips).
-The CLI is ``python -m tools.synth video`` (see ``tools/synth/__init__.py``).
+The CLI is ``python -m tools.synth video`` (tools/synth/__main__.py; options in ``tools/kit/synth/__init__.py``).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 import av
 import numpy as np
 
-from tools.synth.belt import lighting, make_belt
-from tools.synth.parts import MIN_VISIBLE, NAMES, place_parts
-from tools.synth.scene import camera_effects, composite
+from tools.kit.synth.belt import lighting, make_belt
+from tools.kit.synth.parts import MIN_VISIBLE, NAMES, place_parts
+from tools.kit.synth.scene import camera_effects, composite
 
 
 # --------------------------------------------------------------------------------------------- video
