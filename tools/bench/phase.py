@@ -28,6 +28,7 @@ from tools.bench.procs import (
     thread_times_s,
 )
 from tools.kit.daemon_config import write_config
+from tools.kit.streams import read_stream
 
 
 # -- the daemon phase ---------------------------------------------------------------------------
@@ -144,7 +145,7 @@ def summarize_phase(k: int, args: argparse.Namespace, client: redis.Redis, strea
     series: dict[str, Any] = {}
     all_t, all_lat, all_exp = [], [], []
     for cam, stream in streams.items():
-        entries = [decode_entry(f) for _id, f in client.xrange(stream)]  # also checks the schema
+        entries = [decode_entry(f) for _id, f in read_stream(client, stream)]  # also checks the schema
         rows = np.array([(e["published_ms"], e["captured_ms"], e["seq"]) for e in entries], dtype=np.float64)
         anchor = (rows[:, 1] - rows[:, 2] * 1000 / args.fps).min()  # stream start, as in the naive loop
         rows = rows[(rows[:, 0] >= t0 * 1000) & (rows[:, 0] <= t1 * 1000)]

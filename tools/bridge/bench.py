@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
-from asyncua import Client, ua
+from asyncua import ua
+from asyncua.client.client import Client
 from pymodbus.client import AsyncModbusTcpClient
+from redis.typing import EncodableT, FieldT
 
 from daemon.bridge.layout import layout_from_data
 from daemon.bridge.registers import words_u32
@@ -79,12 +81,12 @@ async def bench(args: argparse.Namespace, redis_port: int, state_dir: Path) -> N
     async with Client(f"opc.tcp://{config.opcua.listen}/beltsight") as client:
         ns = await client.get_namespace_index("urn:beltsight")
         sub = await client.create_subscription(10, Changes(opc_seen))
-        await sub.subscribe_data_change(client.get_node(ua.NodeId("BeltSight/cam1/L1/CountIn", ns)), queuesize=100)
+        await sub.subscribe_data_change(client.get_node(ua.NodeId(ua.String("BeltSight/cam1/L1/CountIn"), ua.Int16(ns))), queuesize=100)
         port = bridge.modbus.port if bridge.modbus else 0
         poller = asyncio.create_task(poll_modbus(port, mb_seen, stop, args.poll_ms / 1000))
         await asyncio.sleep(0.5)
         for n in range(1, args.crossings + 1):
-            fields = {
+            fields: dict[FieldT, EncodableT] = {
                 "v": "1",
                 "camera": "cam1",
                 "track": str(n),

@@ -62,7 +62,8 @@ def _daemon_one(path: Path, entry: dict[str, Any], images: list[np.ndarray]) -> 
     for i, img in enumerate(images):
         lb = Letterbox.fit(img.shape[1], img.shape[0], info.size)
         scaled = np.asarray(Image.fromarray(img).resize((lb.new_w, lb.new_h), Image.Resampling.BILINEAR))
-        frames.append(Frame("cam", i, 0, 0.0, lb, tuple(np.ascontiguousarray(scaled[:, :, c]) for c in range(3))))
+        r, g, b = (np.ascontiguousarray(scaled[:, :, c]) for c in range(3))
+        frames.append(Frame("cam", i, 0, 0.0, lb, (r, g, b)))
     engine = Engine.create(info, EngineConfig(providers=["cpu"], max_batch=4, worker_batch=4))
     try:
         post = PostprocessConfig(entry["conf"], entry["iou"], 300)

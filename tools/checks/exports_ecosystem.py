@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,8 @@ def _spread(head: Any, nc: int, lo: float, hi: float, gen: Any) -> None:
 class _Stub(types.ModuleType):
     """Import-time stand-in for torchvision parts YOLOX/YOLOv5 name but never call here."""
 
+    __version__: str
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
@@ -111,7 +114,7 @@ def _torchvision_stub() -> None:
         sys.modules["torchvision"] = stub
 
 
-ULTRALYTICS = (
+ULTRALYTICS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("ul-v8n-416.onnx", "yolov8n.yaml", {"imgsz": 416}),
     ("ul-v11n-640-dynamic.onnx", "yolo11n.yaml", {"imgsz": 640, "dynamic": True}),
     ("ul-v11n-416-batch2.onnx", "yolo11n.yaml", {"imgsz": 416, "batch": 2}),
@@ -180,8 +183,9 @@ def _export_yolov5(out: Path, repo: Path, entries: list[dict[str, Any]]) -> None
     import torch
 
     _torchvision_stub()
-    import export as v5export  # yolov5/export.py
-    from models.yolo import Model
+    # the YOLOv5 checkout's own modules, on sys.path from --yolov5 (untyped, or absent where mypy runs)
+    import export as v5export  # type: ignore[import-not-found, import-untyped, unused-ignore]
+    from models.yolo import Model  # type: ignore[import-not-found, import-untyped, unused-ignore]
 
     for size in (416, 640):
         torch.manual_seed(5)
@@ -219,7 +223,7 @@ def cmd_export(out: Path, yolox: Path | None, yolov5: Path | None, only: str | N
         done = {u[0] for u in recipes}
         entries = [e for e in previous if e["file"] not in done]
         yolox = yolov5 = None
-    steps = [lambda: _export_ultralytics(out, entries, recipes)]
+    steps: list[Callable[[], None]] = [lambda: _export_ultralytics(out, entries, recipes)]
     if yolox is not None:
         steps.append(lambda: _export_yolox(out, yolox, entries))
     if yolov5 is not None:
@@ -304,8 +308,8 @@ def _yolov5_ref(repo: Path, entry: dict[str, Any], out: np.ndarray, img: np.ndar
     import torch
 
     _torchvision_stub()
-    from utils.augmentations import letterbox
-    from utils.general import non_max_suppression, scale_boxes
+    from utils.augmentations import letterbox  # type: ignore[import-not-found, import-untyped, unused-ignore]
+    from utils.general import non_max_suppression, scale_boxes  # type: ignore[import-not-found, import-untyped, unused-ignore]
 
     size = entry["size"]
     det = non_max_suppression(torch.from_numpy(out), entry["conf"], entry["iou"], None, False, max_det=300)[0]
@@ -348,5 +352,5 @@ def cmd_reference(out: Path, yolox: Path | None, yolov5: Path | None) -> None:
                 assert yolov5 is not None, "--yolov5 checkout needed"
                 det, raw, pre = _yolov5_ref(yolov5, entry, _run_ort(path, tensor)[0], img)
             saved |= _clipped(det, img, i, pre) | {f"raw{i}": raw}
-        np.savez_compressed(out / f"{entry['file']}.ref.npz", **saved)
+        np.savez_compressed(out / f"{entry['file']}.ref.npz", allow_pickle=False, **saved)
         print(entry["file"], [len(saved.get(f"det{i}", [])) for i in range(len(images))])

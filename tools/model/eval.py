@@ -104,13 +104,13 @@ class OnnxDetector:
             batch = batch.astype(np.float16)
         return np.asarray(self.session.run(None, {self.input: batch})[0], dtype=np.float32)
 
-    def __call__(self, frame: np.ndarray, conf: float = 0.001, iou: float = 0.65) -> list[tuple[int, float, list]]:
+    def __call__(self, frame: np.ndarray, conf: float = 0.001, iou: float = 0.65) -> list[tuple[int, float, list[float]]]:
         """uint8 HxWx3 RGB frame -> [(cls, score, [x1, y1, x2, y2] in frame pixels)]."""
         x, r, (left, top) = letterbox(frame, self.size)
         return self.to_frame(self.raw(x[None])[0], r, (left, top), frame.shape, conf, iou)
 
     def to_frame(self, out: np.ndarray, r: float, pad: tuple[int, int], shape: tuple[int, ...], conf: float,
-                 iou: float) -> list[tuple[int, float, list]]:
+                 iou: float) -> list[tuple[int, float, list[float]]]:
         """One image's raw output -> detections in frame pixels."""
         left, top = pad
         det = decode(out, conf, iou)
@@ -145,7 +145,7 @@ def compare_models(paths: list[Path], *, count: int = 100, seed: int = 12_345_67
     if any(d.size != size for d in dets):
         sys.exit(f"models differ in input size: {[d.size for d in dets]}")
     frames = held_out(seed, count, size)
-    found: list[dict[int, list]] = [{} for _ in dets]
+    found: list[dict[int, list[tuple[int, float, list[float]]]]] = [{} for _ in dets]
     run_s = [0.0] * len(dets)
     for i, (img, _) in enumerate(frames):
         x, r, (left, top) = letterbox(img, size)

@@ -153,14 +153,14 @@ class EMA:
             p.requires_grad_(False)
         self.decay, self.tau, self.updates = decay, tau, 0
 
-    @torch.no_grad()
     def update(self, model: torch.nn.Module) -> None:
-        self.updates += 1
-        d = self.decay * (1 - math.exp(-self.updates / self.tau))
-        msd = model.state_dict()
-        for k, v in self.ema.state_dict().items():
-            if v.dtype.is_floating_point:
-                v.mul_(d).add_(msd[k].detach(), alpha=1 - d)
+        with torch.no_grad():
+            self.updates += 1
+            d = self.decay * (1 - math.exp(-self.updates / self.tau))
+            msd = model.state_dict()
+            for k, v in self.ema.state_dict().items():
+                if v.dtype.is_floating_point:
+                    v.mul_(d).add_(msd[k].detach(), alpha=1 - d)
 
 
 def main() -> None:
@@ -197,7 +197,8 @@ def main() -> None:
     nparams = sum(p.numel() for p in model.parameters())
     print(f"params {nparams / 1e6:.2f} M  seed {args.seed}  batch {args.batch}  imgsz {args.imgsz}", flush=True)
     model = model.to(memory_format=torch.channels_last)
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for p in model.parameters():
         (decay if p.ndim > 1 else no_decay).append(p)
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],

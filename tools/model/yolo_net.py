@@ -179,7 +179,6 @@ def box_iou_pair(b1: torch.Tensor, b2: torch.Tensor, eps: float = 1e-7) -> torch
     return inter / (a1 + a2 - inter + eps)
 
 
-@torch.no_grad()
 def tal_assign(pd_scores: torch.Tensor, pd_boxes: torch.Tensor, anc: torch.Tensor, gt_cls: torch.Tensor,
                gt_boxes: torch.Tensor, mask_gt: torch.Tensor, topk: int = 10, alpha: float = 0.5,
                beta: float = 6.0, eps: float = 1e-9
@@ -187,41 +186,42 @@ def tal_assign(pd_scores: torch.Tensor, pd_boxes: torch.Tensor, anc: torch.Tenso
     """Task-aligned assigner. pd_scores [B,A,C] (sigmoid), pd_boxes [B,A,4] xyxy px, anc [A,2] px,
     gt_cls [B,M] long, gt_boxes [B,M,4], mask_gt [B,M] bool.
     Returns target_boxes [B,A,4], target_scores [B,A,C], fg_mask [B,A] bool, target_gt_idx [B,A]."""
-    bsz, na, nc = pd_scores.shape
-    m = gt_boxes.shape[1]
-    if m == 0:
-        return (torch.zeros_like(pd_boxes), torch.zeros_like(pd_scores),
-                torch.zeros(bsz, na, dtype=torch.bool), torch.zeros(bsz, na, dtype=torch.long))
-    # anchors inside gt
-    lt = anc[None, None] - gt_boxes[:, :, None, :2]
-    rb = gt_boxes[:, :, None, 2:] - anc[None, None]
-    in_gts = (torch.cat([lt, rb], -1).amin(-1) > eps) & mask_gt[..., None]  # [B,M,A]
-    ious = box_iou_pair(gt_boxes[:, :, None, :], pd_boxes[:, None, :, :]).clamp(0)  # [B,M,A]
-    idx = gt_cls.clamp(0)[..., None].expand(-1, -1, na)
-    sc = torch.gather(pd_scores.transpose(1, 2), 1, idx)  # [B,M,A]
-    align = sc.pow(alpha) * ious.pow(beta) * in_gts
-    k = min(topk, na)
-    top_v, top_i = align.topk(k, dim=-1)
-    is_topk = torch.zeros_like(align, dtype=torch.bool).scatter_(-1, top_i, top_v > eps)
-    mask_pos = is_topk & in_gts & mask_gt[..., None]
-    # resolve anchors assigned to several gts: keep highest IoU
-    fg_cnt = mask_pos.sum(1)  # [B,A]
-    if (fg_cnt > 1).any():
-        best = ious.argmax(1)  # [B,A]
-        best_onehot = F.one_hot(best, m).permute(0, 2, 1).bool()
-        mask_pos = torch.where((fg_cnt > 1)[:, None, :], best_onehot, mask_pos)
-    fg = mask_pos.any(1)
-    tgt_idx = mask_pos.float().argmax(1)  # [B,A]
-    bidx = torch.arange(bsz)[:, None]
-    t_boxes = gt_boxes[bidx, tgt_idx]
-    t_cls = gt_cls[bidx, tgt_idx].clamp(0)
-    t_scores = F.one_hot(t_cls, nc).float() * fg[..., None]
-    align = align * mask_pos
-    pos_align = align.amax(-1, keepdim=True)  # [B,M,1]
-    pos_iou = (ious * mask_pos).amax(-1, keepdim=True)
-    norm = (align * pos_iou / (pos_align + eps)).amax(1)  # [B,A]
-    t_scores = t_scores * norm[..., None]
-    return t_boxes, t_scores, fg, tgt_idx
+    with torch.no_grad():
+        bsz, na, nc = pd_scores.shape
+        m = gt_boxes.shape[1]
+        if m == 0:
+            return (torch.zeros_like(pd_boxes), torch.zeros_like(pd_scores),
+                    torch.zeros(bsz, na, dtype=torch.bool), torch.zeros(bsz, na, dtype=torch.long))
+        # anchors inside gt
+        lt = anc[None, None] - gt_boxes[:, :, None, :2]
+        rb = gt_boxes[:, :, None, 2:] - anc[None, None]
+        in_gts = (torch.cat([lt, rb], -1).amin(-1) > eps) & mask_gt[..., None]  # [B,M,A]
+        ious = box_iou_pair(gt_boxes[:, :, None, :], pd_boxes[:, None, :, :]).clamp(0)  # [B,M,A]
+        idx = gt_cls.clamp(0)[..., None].expand(-1, -1, na)
+        sc = torch.gather(pd_scores.transpose(1, 2), 1, idx)  # [B,M,A]
+        align = sc.pow(alpha) * ious.pow(beta) * in_gts
+        k = min(topk, na)
+        top_v, top_i = align.topk(k, dim=-1)
+        is_topk = torch.zeros_like(align, dtype=torch.bool).scatter_(-1, top_i, top_v > eps)
+        mask_pos = is_topk & in_gts & mask_gt[..., None]
+        # resolve anchors assigned to several gts: keep highest IoU
+        fg_cnt = mask_pos.sum(1)  # [B,A]
+        if (fg_cnt > 1).any():
+            best = ious.argmax(1)  # [B,A]
+            best_onehot = F.one_hot(best, m).permute(0, 2, 1).bool()
+            mask_pos = torch.where((fg_cnt > 1)[:, None, :], best_onehot, mask_pos)
+        fg = mask_pos.any(1)
+        tgt_idx = mask_pos.float().argmax(1)  # [B,A]
+        bidx = torch.arange(bsz)[:, None]
+        t_boxes = gt_boxes[bidx, tgt_idx]
+        t_cls = gt_cls[bidx, tgt_idx].clamp(0)
+        t_scores = F.one_hot(t_cls, nc).float() * fg[..., None]
+        align = align * mask_pos
+        pos_align = align.amax(-1, keepdim=True)  # [B,M,1]
+        pos_iou = (ious * mask_pos).amax(-1, keepdim=True)
+        norm = (align * pos_iou / (pos_align + eps)).amax(1)  # [B,A]
+        t_scores = t_scores * norm[..., None]
+        return t_boxes, t_scores, fg, tgt_idx
 
 
 class DetLoss:

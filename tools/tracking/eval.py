@@ -72,6 +72,7 @@ from tools.tracking.daemon_run import (
 )
 from tools.tracking.metrics import (
     Crossing,
+    Frames,
     first_seen,
     gt_crossings,
     id_metrics,
@@ -81,11 +82,11 @@ from tools.tracking.metrics import (
     without_ignored,
 )
 
-LINE = {"id": "mid", "start": [0.5, 0.0], "end": [0.5, 1.0], "direction": [1.0, 0.0]}
+LINE: dict[str, Any] = {"id": "mid", "start": [0.5, 0.0], "end": [0.5, 1.0], "direction": [1.0, 0.0]}
 TAIL_S = 0.5
 MATCH_TOL_S = 1.0
 DROP_STEP = 3
-GOALS = {"count_error": {"file": 0.01, "drop": 0.02}, "double": 0, "median_dt_intervals": 0.5, "IDF1": 0.9}
+GOALS: dict[str, Any] = {"count_error": {"file": 0.01, "drop": 0.02}, "double": 0, "median_dt_intervals": 0.5, "IDF1": 0.9}
 
 FULL = [
     *(Scenario(f"v{speed:g}-d{dens:g}", speed, dens, 15.0, 300 + 10 * i + j)
@@ -103,7 +104,7 @@ def camera(name: str, url: str, model: int, realtime: bool) -> dict[str, Any]:
     return {"id": name.replace(".", "_"), "url": url, "realtime": realtime, "model": model, "lines": [LINE]}
 
 
-def score_clip(pub: Published, gt: dict[str, Any], frame_of: Callable[[int], int]) -> tuple[dict[str, Any], list]:
+def score_clip(pub: Published, gt: dict[str, Any], frame_of: Callable[[int], int]) -> tuple[dict[str, Any], Frames]:
     """One clip's figures and its (GT, tracked) frames for pooling."""
     entries, last_seq = [], -1
     for e in sorted(pub.entries, key=lambda e: e["captured_ms"]):
@@ -153,7 +154,7 @@ def _abs_stats(errors: list[float], interval_ms: float) -> dict[str, float]:
             "bias_ms": 1000 * statistics.median(errors)}
 
 
-def pooled(clips: dict[str, dict[str, Any]], frames: list[list]) -> dict[str, Any]:
+def pooled(clips: dict[str, dict[str, Any]], frames: list[Frames]) -> dict[str, Any]:
     keys = ("gt", "counted", "matched", "missed", "undetected", "extra", "double", "ignored")
     out: dict[str, Any] = {k: sum(c[k] for c in clips.values()) for k in keys}
     out["count_error"] = (out["counted"] - out["gt"]) / out["gt"] if out["gt"] else 0.0
@@ -196,13 +197,13 @@ def run_mode(mode: str, scenarios: list[Scenario], args: argparse.Namespace) -> 
         wall = time.monotonic() - started
         save_published(saved, pubs, model=args.model, wall_s=wall)
     result: dict[str, Any] = {"clips": {}, "wall_s": wall}
-    all_frames = []
+    all_frames: list[Frames] = []
     for cam_cfg in cams:
         name, pub = ids[cam_cfg["id"]], pubs[cam_cfg["id"]]
         tracker = "daemon" if daemon_tracked(pub) else "replay"
         if tracker == "replay":
             pub = replay_tracking(pub, cam_cfg, None)
-        figures, frames = score_clip(pub, gts[name], lambda seq, s=step: seq * s)
+        figures, frames = score_clip(pub, gts[name], lambda seq: seq * step)
         errors = figures["time_errors_s"]
         figures |= _abs_stats(errors, figures["interval_ms"]) | {"tracker": tracker}
         result["clips"][name] = figures
@@ -237,7 +238,7 @@ def clip_clock(cams: list[dict[str, Any]], ids: dict[str, str], pubs: dict[str, 
     """Diagnosis: the daemon's own detections, tracked again by its tracker with each frame stamped at its
     clip time (as a camera stamps it) instead of when the daemon decoded it (``realtime = false``)."""
     out: dict[str, Any] = {"clips": {}, "wall_s": 0.0, "tracker": ["replay on clip time"]}
-    all_frames = []
+    all_frames: list[Frames] = []
     for cam_cfg in cams:
         name, pub = ids[cam_cfg["id"]], pubs[cam_cfg["id"]]
         base = pub.entries[0]["captured_ms"] if pub.entries else 0
@@ -245,7 +246,7 @@ def clip_clock(cams: list[dict[str, Any]], ids: dict[str, str], pubs: dict[str, 
         stamped = Published([e | {"captured_ms": base + round(1000 * e["seq"] * step / fps),
                                   "dets": [{k: v for k, v in d.items() if k != "track"} for d in e["dets"]]}
                              for e in pub.entries])
-        figures, frames = score_clip(replay_tracking(stamped, cam_cfg, None), gts[name], lambda q, s=step: q * s)
+        figures, frames = score_clip(replay_tracking(stamped, cam_cfg, None), gts[name], lambda q: q * step)
         out["clips"][name] = figures | _abs_stats(figures["time_errors_s"], figures["interval_ms"])
         all_frames.append(frames)
     out["pooled"] = pooled(out["clips"], all_frames)

@@ -27,6 +27,8 @@ from scipy.optimize import linear_sum_assignment
 from tools.kit.synth.video import belt_shift
 
 Box = Sequence[float]
+Frames = list[tuple[list[tuple[int, Box]], list[tuple[int, Box]]]]
+"""(GT (id, box) pairs, tracked (id, box) pairs) per frame, the ignored GT and what it covers taken out."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,10 @@ def in_window(gt: Sequence[Crossing], counted: Sequence[Crossing], lo: float, hi
     """The GT and counted crossings in clip time ``lo..hi``, less the pairs that straddle an end: a part whose
     GT crossing falls inside and whose track's crossing falls outside (a few ms either side of ``hi``, say)
     is taken out on both sides, so a window's edge makes neither a missed part nor an extra one."""
-    inside = lambda c: lo <= c.t_s <= hi  # noqa: E731
+
+    def inside(c: Crossing) -> bool:
+        return lo <= c.t_s <= hi
+
     gt_in = {c.key for c in gt if inside(c)}
     gt_out = {c.key for c in gt if not inside(c)}
     counted_in = {track_to_part[c.key] for c in counted if inside(c) and c.key in track_to_part}
@@ -133,7 +138,7 @@ def in_window(gt: Sequence[Crossing], counted: Sequence[Crossing], lo: float, hi
 def without_ignored(
     frames: Sequence[tuple[Sequence[tuple[int, Box]], Sequence[tuple[int, Box]], Sequence[tuple[int, Box]]]],
     min_iou: float = 0.5,
-) -> list[tuple[list[tuple[int, Box]], list[tuple[int, Box]]]]:
+) -> Frames:
     """MOTChallenge's preprocessing for frames of (GT pairs, ignored GT pairs, tracked pairs): per frame, the
     tracked boxes that the one-to-one IoU matching (Hungarian, IoU >= ``min_iou``) gives to an ignored GT box
     are removed with the ignored boxes, so following a part that is hardly visible is neither rewarded nor
@@ -160,7 +165,7 @@ def iou_matrix(a: Sequence[Box], b: Sequence[Box]) -> np.ndarray:
     inter = iw * ih
     area_x = (x[..., 2] - x[..., 0]) * (x[..., 3] - x[..., 1])
     area_y = (y[..., 2] - y[..., 0]) * (y[..., 3] - y[..., 1])
-    return inter / np.maximum(area_x + area_y - inter, 1e-9)
+    return np.asarray(inter / np.maximum(area_x + area_y - inter, 1e-9), dtype=np.float64)
 
 
 def one_to_one(a: Sequence[Box], b: Sequence[Box], min_iou: float) -> list[tuple[int, int]]:

@@ -48,7 +48,7 @@ def make_belt(rng: np.random.Generator, width: int, height: int, ref: float) -> 
         yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
         period_x = w / max(1, round(w / rng.uniform(3, 9)))
         tex += rng.uniform(1, 5) * np.sin(2 * np.pi * xx / period_x) * np.sin(2 * np.pi * yy / rng.uniform(3, 9))
-    img = tex[..., None] + tint[None, None, :]
+    img: np.ndarray = tex[..., None] + tint[None, None, :]  # float64 here, float32 once drawn on
     # transverse seams (splices) every so often
     n_seams = max(1, round(w / (rng.uniform(0.5, 1.5) * ref)))
     for _ in range(n_seams):
@@ -112,4 +112,4 @@ def lighting(rng: np.random.Generator, width: int, height: int) -> np.ndarray:
     r2 = (xx - cx) ** 2 + (yy - cy) ** 2
     g *= 1.0 - rng.uniform(0.0, 0.5) * np.clip(r2 / 0.5, 0, 1)
     g *= rng.uniform(0.75, 1.3)
-    return g[..., None].astype(np.float32)
+    return np.asarray(g[..., None], dtype=np.float32)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -27,11 +28,11 @@ class Part:
     cx: float
     cy: float
     color: np.ndarray  # base RGB 0..255
-    shape: dict = field(default_factory=dict)
-    shade: dict = field(default_factory=dict)
+    shape: dict[str, Any] = field(default_factory=dict)
+    shade: dict[str, Any] = field(default_factory=dict)
 
 
-def _material(rng: np.random.Generator) -> tuple[np.ndarray, dict]:
+def _material(rng: np.random.Generator) -> tuple[np.ndarray, dict[str, Any]]:
     kind = rng.random()
     if kind < 0.35:  # bright steel
         v = rng.uniform(130, 215)

@@ -6,6 +6,7 @@ import io
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageFilter
@@ -15,7 +16,7 @@ from tools.kit.synth.parts import MIN_VISIBLE, NAMES, Part, place_parts, render_
 
 
 def composite(img: np.ndarray, parts: list[Part], rng: np.random.Generator,
-              shadow: tuple[float, float, float] | None = None) -> list[dict]:
+              shadow: tuple[float, float, float] | None = None) -> list[dict[str, Any]]:
     """Draw ``parts`` (in order, later ones on top) with shadows into ``img`` (H x W x 3 float32, in place).
 
     Returns one dict per part: cls, box (xyxy, visible pixels) or None, visible fraction, mask (full-frame
@@ -48,7 +49,7 @@ def composite(img: np.ndarray, parts: list[Part], rng: np.random.Generator,
                 vis[iy0 - y0:iy1 - y0, ix0 - x0:ix1 - x0] *= 1.0 - alpha_j[iy0 - yj:iy1 - yj, ix0 - xj:ix1 - xj]
         fx0, fy0 = max(0, x0), max(0, y0)
         fx1, fy1 = min(w, x0 + n), min(h, y0 + n)
-        rec: dict = {"cls": parts[i].cls, "box": None, "visible": 0.0, "mask": None}
+        rec: dict[str, Any] = {"cls": parts[i].cls, "box": None, "visible": 0.0, "mask": None}
         if fx0 < fx1 and fy0 < fy1 and full > 0:
             sub = vis[fy0 - y0:fy1 - y0, fx0 - x0:fx1 - x0] >= 0.5
             cnt = float(sub.sum())
@@ -100,7 +101,7 @@ def camera_effects(rng: np.random.Generator, img: np.ndarray, jpeg: bool = True)
 
 
 def render_scene(seed: int, width: int, height: int, ref: float | None = None, density: float | None = None,
-                 jpeg: bool = True, keep_masks: bool = False) -> tuple[np.ndarray, list[dict]]:
+                 jpeg: bool = True, keep_masks: bool = False) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """Render one still scene. Returns (uint8 HxWx3 RGB, labels).
 
     ``ref`` is the length the part sizes are relative to (default: the longer side of the frame), so a crop of
@@ -120,7 +121,7 @@ def render_scene(seed: int, width: int, height: int, ref: float | None = None, d
 
 
 def render_scene_full(seed: int, width: int, height: int, ref: float | None = None,
-                      density: float | None = None, jpeg: bool = True) -> tuple[np.ndarray, list[dict]]:
+                      density: float | None = None, jpeg: bool = True) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """Like :func:`render_scene` but returns every part's record (cls, box or None, visible, mask)."""
     rng = np.random.default_rng([seed, 7])
     ref = float(ref if ref is not None else max(width, height))
@@ -134,7 +135,7 @@ def render_scene_full(seed: int, width: int, height: int, ref: float | None = No
     return camera_effects(rng, img, jpeg=jpeg), recs
 
 
-def render_image(seed: int, width: int, height: int | None = None) -> tuple[np.ndarray, list[dict]]:
+def render_image(seed: int, width: int, height: int | None = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """Render a still image (uint8 RGB array, H x W x 3) and its labels ``[{"cls", "label", "box"}]``.
 
     Boxes are xyxy in pixel-edge coordinates of this image.
@@ -146,7 +147,8 @@ def render_image(seed: int, width: int, height: int | None = None) -> tuple[np.n
 def write_images(out: Path, count: int, width: int, height: int, seed: int) -> None:
     """Write ``count`` JPEG images + COCO ``annotations.json`` (category ids 0..3 = NAMES index)."""
     out.mkdir(parents=True, exist_ok=True)
-    images, anns = [], []
+    images: list[dict[str, Any]] = []
+    anns: list[dict[str, Any]] = []
     for i in range(count):
         img, labels = render_scene(seed * 1_000_003 + i, width, height)
         name = f"{i:06d}.jpg"

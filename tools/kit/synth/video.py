@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
@@ -147,8 +148,8 @@ def render_video(
     shadow = (math.cos(a), math.sin(a), rng.uniform(0.25, 0.6))
     base_x = [p.cx for p in parts]
 
-    annotations: dict[str, list[dict]] = {}
-    ignore: dict[str, list[dict]] = {}
+    annotations: dict[str, list[dict[str, Any]]] = {}
+    ignore: dict[str, list[dict[str, Any]]] = {}
     out_mp4.parent.mkdir(parents=True, exist_ok=True)
     with h264_writer(out_mp4, width, height, fps, crf=20, preset="veryfast", maxrate=maxrate) as write:
         for i in range(n_frames):
