@@ -93,8 +93,15 @@ def run_naive(
             rows = decode_batch(np, out, conf_threshold=conf, iou_threshold=iou, max_det=300)[0]
             dets = to_detections(rows, lb, info.names, conf_threshold=conf)
             result = FrameResult(
-                camera_id=cam.camera_id, seq=cam.index, captured_ms=int(decoded * 1000), captured_mono=0.0,
-                width=lb.src_w, height=lb.src_h, model_size=info.size, model_name=info.name, detections=dets,
+                camera_id=cam.camera_id,
+                seq=cam.index,
+                captured_ms=int(decoded * 1000),
+                captured_mono=0.0,
+                width=lb.src_w,
+                height=lb.src_h,
+                model_size=info.size,
+                model_name=info.name,
+                detections=dets,
             )
             now = time.time()
             entry: dict[FieldT, EncodableT] = {k: v for k, v in encode_entry(result, int(now * 1000)).items()}

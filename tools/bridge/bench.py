@@ -81,7 +81,9 @@ async def bench(args: argparse.Namespace, redis_port: int, state_dir: Path) -> N
     async with Client(f"opc.tcp://{config.opcua.listen}/beltsight") as client:
         ns = await client.get_namespace_index("urn:beltsight")
         sub = await client.create_subscription(10, Changes(opc_seen))
-        await sub.subscribe_data_change(client.get_node(ua.NodeId(ua.String("BeltSight/cam1/L1/CountIn"), ua.Int16(ns))), queuesize=100)
+        await sub.subscribe_data_change(
+            client.get_node(ua.NodeId(ua.String("BeltSight/cam1/L1/CountIn"), ua.Int16(ns))), queuesize=100
+        )
         port = bridge.modbus.port if bridge.modbus else 0
         poller = asyncio.create_task(poll_modbus(port, mb_seen, stop, args.poll_ms / 1000))
         await asyncio.sleep(0.5)

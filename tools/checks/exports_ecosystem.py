@@ -168,15 +168,27 @@ def _export_yolox(out: Path, repo: Path, entries: list[dict[str, Any]]) -> None:
         model.head.decode_in_inference = decode  # tools/export_onnx.py --decode_in_inference
         dummy = torch.randn(1, 3, *exp.test_size)
         torch.onnx.export(
-            model, dummy, str(out / name), input_names=["images"], output_names=["output"], opset_version=11,
+            model,
+            dummy,
+            str(out / name),
+            input_names=["images"],
+            output_names=["output"],
+            opset_version=11,
             dynamo=False,
         )
-        entries.append({
-            "file": name, "ecosystem": "yolox", "version": "git HEAD", "size": exp.test_size[0], "conf": 0.8,
-            "iou": 0.45, "raw": not decode,
-            "export": f"{exp_name} Exp, head.decode_in_inference={decode}, torch.onnx.export opset 11",
-            "torch": torch.__version__,
-        })
+        entries.append(
+            {
+                "file": name,
+                "ecosystem": "yolox",
+                "version": "git HEAD",
+                "size": exp.test_size[0],
+                "conf": 0.8,
+                "iou": 0.45,
+                "raw": not decode,
+                "export": f"{exp_name} Exp, head.decode_in_inference={decode}, torch.onnx.export opset 11",
+                "torch": torch.__version__,
+            }
+        )
 
 
 def _export_yolov5(out: Path, repo: Path, entries: list[dict[str, Any]]) -> None:
@@ -205,10 +217,18 @@ def _export_yolov5(out: Path, repo: Path, entries: list[dict[str, Any]]) -> None
         name = f"yolov5n-{size}.onnx"
         shutil.move(str(pt.with_suffix(".onnx")), out / name)
         pt.unlink()
-        entries.append({
-            "file": name, "ecosystem": "yolov5", "version": "git HEAD", "size": size, "conf": 0.6, "iou": 0.45,
-            "export": f"export.run(weights, imgsz=({size}, {size}), include=('onnx',))", "torch": torch.__version__,
-        })
+        entries.append(
+            {
+                "file": name,
+                "ecosystem": "yolov5",
+                "version": "git HEAD",
+                "size": size,
+                "conf": 0.6,
+                "iou": 0.45,
+                "export": f"export.run(weights, imgsz=({size}, {size}), include=('onnx',))",
+                "torch": torch.__version__,
+            }
+        )
 
 
 def cmd_export(out: Path, yolox: Path | None, yolov5: Path | None, only: str | None = None) -> None:
@@ -263,7 +283,12 @@ def _ultralytics_ref(path: Path, entry: dict[str, Any], tensor: np.ndarray, img:
     y = backend(x)
     pred = (y[0] if isinstance(y, list | tuple) else y)[:1].float()
     det = non_max_suppression(
-        pred, entry["conf"], entry["iou"], nc=len(backend.names), max_det=300, end2end=backend.end2end,
+        pred,
+        entry["conf"],
+        entry["iou"],
+        nc=len(backend.names),
+        max_det=300,
+        end2end=backend.end2end,
         max_time_img=1e6,
     )[0][:, :6]
     raw = det.numpy().astype(np.float64)
@@ -292,10 +317,18 @@ def _yolox_ref(repo: Path, entry: dict[str, Any], out: np.ndarray, img: np.ndarr
     pred = demo.demo_postprocess(out.copy(), (size, size))[0] if entry.get("raw") else out[0]
     boxes = pred[:, :4]
     scores = pred[:, 4:5] * pred[:, 5:]
-    xyxy = np.stack(
-        (boxes[:, 0] - boxes[:, 2] / 2, boxes[:, 1] - boxes[:, 3] / 2,
-         boxes[:, 0] + boxes[:, 2] / 2, boxes[:, 1] + boxes[:, 3] / 2), axis=1,
-    ) / r
+    xyxy = (
+        np.stack(
+            (
+                boxes[:, 0] - boxes[:, 2] / 2,
+                boxes[:, 1] - boxes[:, 3] / 2,
+                boxes[:, 0] + boxes[:, 2] / 2,
+                boxes[:, 1] + boxes[:, 3] / 2,
+            ),
+            axis=1,
+        )
+        / r
+    )
     dets = demo.multiclass_nms(xyxy, scores, nms_thr=entry["iou"], score_thr=entry["conf"])
     rows = np.zeros((0, 6)) if dets is None else dets[:, [0, 1, 2, 3, 4, 5]]
     rows = rows[np.argsort(-rows[:, 4], kind="stable")][:300]  # YOLOX's demo has no cap: the daemon's max_det

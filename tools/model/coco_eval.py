@@ -20,8 +20,13 @@ GtBox = tuple[int, Sequence[float]]  # (cls, xyxy)
 DetBox = tuple[int, float, Sequence[float]]  # (cls, score, xyxy)
 
 
-def evaluate(gt_by_image: Mapping[int, Sequence[GtBox]], dets_by_image: Mapping[int, Sequence[DetBox]],
-             names: Sequence[str], width: int, height: int) -> dict[str, Any]:
+def evaluate(
+    gt_by_image: Mapping[int, Sequence[GtBox]],
+    dets_by_image: Mapping[int, Sequence[DetBox]],
+    names: Sequence[str],
+    width: int,
+    height: int,
+) -> dict[str, Any]:
     """COCO bbox mAP of detections against ground truth.
 
     Args:
@@ -41,8 +46,16 @@ def evaluate(gt_by_image: Mapping[int, Sequence[GtBox]], dets_by_image: Mapping[
     for i, gts in gt_by_image.items():
         for cls, box in gts:
             x1, y1, x2, y2 = (float(v) for v in box)
-            anns.append({"id": len(anns) + 1, "image_id": int(i), "category_id": int(cls) + 1,
-                         "bbox": [x1, y1, x2 - x1, y2 - y1], "area": (x2 - x1) * (y2 - y1), "iscrowd": 0})
+            anns.append(
+                {
+                    "id": len(anns) + 1,
+                    "image_id": int(i),
+                    "category_id": int(cls) + 1,
+                    "bbox": [x1, y1, x2 - x1, y2 - y1],
+                    "area": (x2 - x1) * (y2 - y1),
+                    "iscrowd": 0,
+                }
+            )
     cats = [{"id": k + 1, "name": n} for k, n in enumerate(names)]
     dets: list[dict[str, Any]] = []
     for i, found in dets_by_image.items():
@@ -50,11 +63,23 @@ def evaluate(gt_by_image: Mapping[int, Sequence[GtBox]], dets_by_image: Mapping[
             continue
         for cls, score, xyxy in found:
             x1, y1, x2, y2 = (float(v) for v in xyxy)
-            dets.append({"image_id": int(i), "category_id": int(cls) + 1, "score": float(score),
-                         "bbox": [x1, y1, x2 - x1, y2 - y1]})
+            dets.append(
+                {
+                    "image_id": int(i),
+                    "category_id": int(cls) + 1,
+                    "score": float(score),
+                    "bbox": [x1, y1, x2 - x1, y2 - y1],
+                }
+            )
     nan = float("nan")
-    result: dict[str, Any] = {"mAP50": nan, "mAP50_95": nan, "per_class_AP50": {n: nan for n in names},
-                    "per_class_AP50_95": {n: nan for n in names}, "n_gt": len(anns), "n_det": len(dets)}
+    result: dict[str, Any] = {
+        "mAP50": nan,
+        "mAP50_95": nan,
+        "per_class_AP50": {n: nan for n in names},
+        "per_class_AP50_95": {n: nan for n in names},
+        "n_gt": len(anns),
+        "n_det": len(dets),
+    }
     if not anns:
         return result
     quiet = logging.getLogger("faster_coco_eval").debug

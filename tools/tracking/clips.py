@@ -36,8 +36,18 @@ def render(sc: Scenario, cache: Path) -> tuple[Path, Path]:
     mp4, gt = cache / f"{sc.key()}.mp4", cache / f"{sc.key()}.json"
     if not (mp4.exists() and gt.exists()):
         tmp = gt.with_suffix(".tmp.json")
-        render_video(mp4, tmp, WIDTH, HEIGHT, sc.fps, sc.seconds, sc.seed, speed_px_s=sc.speed * WIDTH,
-                     density=sc.density, stops=sc.stops)
+        render_video(
+            mp4,
+            tmp,
+            WIDTH,
+            HEIGHT,
+            sc.fps,
+            sc.seconds,
+            sc.seed,
+            speed_px_s=sc.speed * WIDTH,
+            density=sc.density,
+            stops=sc.stops,
+        )
         tmp.rename(gt)
     return mp4, gt
 

@@ -86,17 +86,28 @@ LINE: dict[str, Any] = {"id": "mid", "start": [0.5, 0.0], "end": [0.5, 1.0], "di
 TAIL_S = 0.5
 MATCH_TOL_S = 1.0
 DROP_STEP = 3
-GOALS: dict[str, Any] = {"count_error": {"file": 0.01, "drop": 0.02}, "double": 0, "median_dt_intervals": 0.5, "IDF1": 0.9}
+GOALS: dict[str, Any] = {
+    "count_error": {"file": 0.01, "drop": 0.02},
+    "double": 0,
+    "median_dt_intervals": 0.5,
+    "IDF1": 0.9,
+}
 
 FULL = [
-    *(Scenario(f"v{speed:g}-d{dens:g}", speed, dens, 15.0, 300 + 10 * i + j)
-      for i, speed in enumerate((0.1, 0.2, 0.35)) for j, dens in enumerate((0.1, 0.25))),
+    *(
+        Scenario(f"v{speed:g}-d{dens:g}", speed, dens, 15.0, 300 + 10 * i + j)
+        for i, speed in enumerate((0.1, 0.2, 0.35))
+        for j, dens in enumerate((0.1, 0.25))
+    ),
     Scenario("stopgo", 0.2, 0.15, 15.0, 390, stops=((3.0, 2.0), (8.0, 1.5))),
 ]
 QUICK = [Scenario("v0.2-d0.1", 0.2, 0.1, 8.0, 310), Scenario("stopgo", 0.2, 0.12, 10.0, 390, stops=((3.0, 2.0),))]
-OTHER = [Scenario("n0.15-d0.2", 0.15, 0.2, 10.0, 501), Scenario("n0.3-d0.3", 0.3, 0.3, 10.0, 502),
-         Scenario("n0.25-stop", 0.25, 0.18, 10.0, 503, stops=((4.0, 1.5),)),
-         Scenario("n0.45-d0.2", 0.45, 0.2, 10.0, 504)]
+OTHER = [
+    Scenario("n0.15-d0.2", 0.15, 0.2, 10.0, 501),
+    Scenario("n0.3-d0.3", 0.3, 0.3, 10.0, 502),
+    Scenario("n0.25-stop", 0.25, 0.18, 10.0, 503, stops=((4.0, 1.5),)),
+    Scenario("n0.45-d0.2", 0.45, 0.2, 10.0, 504),
+]
 """Clips of other seeds, speeds and densities (one with a stop): a check of rules found on ``FULL``."""
 
 
@@ -117,14 +128,18 @@ def score_clip(pub: Published, gt: dict[str, Any], frame_of: Callable[[int], int
     t_clip = idx / fps
     cap = np.array([e["captured_ms"] for e in entries], dtype=np.float64)
     lo, hi = float(t_clip[0]), float(t_clip[-1]) - TAIL_S
-    counted = [Crossing(ev.track, ev.direction or "", float(np.interp(ev.at_ms, cap, t_clip)))
-               for ev in pub.objects
-               if ev.event == "crossed" and ev.line == LINE["id"] and cap[0] <= ev.at_ms <= cap[-1]]
+    counted = [
+        Crossing(ev.track, ev.direction or "", float(np.interp(ev.at_ms, cap, t_clip)))
+        for ev in pub.objects
+        if ev.event == "crossed" and ev.line == LINE["id"] and cap[0] <= ev.at_ms <= cap[-1]
+    ]
     ignore = gt.get("ignore", {})
     frames3 = [
-        ([(o["id"], o["box"]) for o in gt["annotations"][str(i)]],
-         [(o["id"], o["box"]) for o in ignore.get(str(i), [])],
-         [(d["track"], d["box"]) for d in e["dets"] if "track" in d])
+        (
+            [(o["id"], o["box"]) for o in gt["annotations"][str(i)]],
+            [(o["id"], o["box"]) for o in ignore.get(str(i), [])],
+            [(d["track"], d["box"]) for d in e["dets"] if "track" in d],
+        )
         for i, e in zip(idx.tolist(), entries, strict=True)
     ]
     required = {o["id"] for objs in gt["annotations"].values() for o in objs}
@@ -132,26 +147,36 @@ def score_clip(pub: Published, gt: dict[str, Any], frame_of: Callable[[int], int
     to_part = track_parts([([*g, *ig], t) for g, ig, t in frames3])
     truth, counted = in_window(gt_crossings(gt, LINE["start"][0]), counted, lo, hi, to_part)
     m = match_crossings(truth, counted, MATCH_TOL_S, to_part, ignored_parts)
-    seen = first_seen([(t, g, [d["box"] for d in e["dets"]])
-                       for t, (g, _, _), e in zip(t_clip.tolist(), frames3, entries, strict=True)])
+    seen = first_seen(
+        [
+            (t, g, [d["box"] for d in e["dets"]])
+            for t, (g, _, _), e in zip(t_clip.tolist(), frames3, entries, strict=True)
+        ]
+    )
     when = {c.key: c.t_s for c in truth}
     m["undetected"] = sum(1 for p in m["missed_parts"] if seen.get(p, math.inf) >= when[p])
     frames = without_ignored(frames3)
     interval = float(np.median(np.diff(t_clip))) if len(t_clip) > 1 else math.nan
     wall = float(np.median(np.diff(cap))) / 1000 if len(cap) > 1 else math.nan
-    m |= id_metrics(frames) | {"interval_ms": 1000 * interval, "processed": len(entries) / gt["frames"],
-                               "wall_per_clip_s": wall / interval if interval else math.nan}
+    m |= id_metrics(frames) | {
+        "interval_ms": 1000 * interval,
+        "processed": len(entries) / gt["frames"],
+        "wall_per_clip_s": wall / interval if interval else math.nan,
+    }
     return m, frames
 
 
 def _abs_stats(errors: list[float], interval_ms: float) -> dict[str, float]:
     if not errors:
-        return {"median_dt_ms": math.nan, "p90_dt_ms": math.nan, "median_dt_intervals": math.nan,
-                "bias_ms": math.nan}
+        return {"median_dt_ms": math.nan, "p90_dt_ms": math.nan, "median_dt_intervals": math.nan, "bias_ms": math.nan}
     a = np.abs(np.array(errors)) * 1000
     med = float(np.median(a))
-    return {"median_dt_ms": med, "p90_dt_ms": float(np.percentile(a, 90)), "median_dt_intervals": med / interval_ms,
-            "bias_ms": 1000 * statistics.median(errors)}
+    return {
+        "median_dt_ms": med,
+        "p90_dt_ms": float(np.percentile(a, 90)),
+        "median_dt_intervals": med / interval_ms,
+        "bias_ms": 1000 * statistics.median(errors),
+    }
 
 
 def pooled(clips: dict[str, dict[str, Any]], frames: list[Frames]) -> dict[str, Any]:
@@ -164,8 +189,11 @@ def pooled(clips: dict[str, dict[str, Any]], frames: list[Frames]) -> dict[str, 
     out |= _abs_stats(errors, interval) | {"interval_ms": interval}
     out["processed"] = float(np.mean([c["processed"] for c in clips.values()]))
     # ids made unique per clip, then one pooled HOTA/IDF1
-    merged = [([(k * 1_000_000 + g, b) for g, b in gts], [(k * 1_000_000 + t, b) for t, b in trs])
-              for k, fs in enumerate(frames) for gts, trs in fs]
+    merged = [
+        ([(k * 1_000_000 + g, b) for g, b in gts], [(k * 1_000_000 + t, b) for t, b in trs])
+        for k, fs in enumerate(frames)
+        for gts, trs in fs
+    ]
     return out | id_metrics(merged)
 
 
@@ -187,13 +215,21 @@ def run_mode(mode: str, scenarios: list[Scenario], args: argparse.Namespace) -> 
             raise SystemExit(f"--rescore: {saved} does not exist; run mode {mode} once without --rescore")
         pubs, meta = load_published(saved)
         if sorted(pubs) != sorted(ids) or meta.get("model") != args.model:
-            raise SystemExit(f"{saved} holds cameras {sorted(pubs)} of model {meta.get('model')}, not "
-                             f"{sorted(ids)} of model {args.model}: run without --rescore")
+            raise SystemExit(
+                f"{saved} holds cameras {sorted(pubs)} of model {meta.get('model')}, not "
+                f"{sorted(ids)} of model {args.model}: run without --rescore"
+            )
         wall = float(meta["wall_s"])
     else:
         started = time.monotonic()
-        pubs = publish(mode, cams, {c: gts[n]["frames"] for c, n in ids.items()},
-                       max(sc.seconds for sc in scenarios), saved.parent, args)
+        pubs = publish(
+            mode,
+            cams,
+            {c: gts[n]["frames"] for c, n in ids.items()},
+            max(sc.seconds for sc in scenarios),
+            saved.parent,
+            args,
+        )
         wall = time.monotonic() - started
         save_published(saved, pubs, model=args.model, wall_s=wall)
     result: dict[str, Any] = {"clips": {}, "wall_s": wall}
@@ -215,8 +251,14 @@ def run_mode(mode: str, scenarios: list[Scenario], args: argparse.Namespace) -> 
     return result
 
 
-def publish(mode: str, cams: list[dict[str, Any]], frames: dict[str, int], seconds: float, out_dir: Path,
-            args: argparse.Namespace) -> dict[str, Published]:
+def publish(
+    mode: str,
+    cams: list[dict[str, Any]],
+    frames: dict[str, int],
+    seconds: float,
+    out_dir: Path,
+    args: argparse.Namespace,
+) -> dict[str, Published]:
     """Run the daemon over the clips ``cams`` (file urls, ``frames`` each, the longest ``seconds`` long) in
     ``mode``; what each camera published."""
     if mode == "drop":
@@ -233,8 +275,13 @@ def publish(mode: str, cams: list[dict[str, Any]], frames: dict[str, int], secon
         rtsp.close()
 
 
-def clip_clock(cams: list[dict[str, Any]], ids: dict[str, str], pubs: dict[str, Published],
-               gts: dict[str, dict[str, Any]], step: int) -> dict[str, Any]:
+def clip_clock(
+    cams: list[dict[str, Any]],
+    ids: dict[str, str],
+    pubs: dict[str, Published],
+    gts: dict[str, dict[str, Any]],
+    step: int,
+) -> dict[str, Any]:
     """Diagnosis: the daemon's own detections, tracked again by its tracker with each frame stamped at its
     clip time (as a camera stamps it) instead of when the daemon decoded it (``realtime = false``)."""
     out: dict[str, Any] = {"clips": {}, "wall_s": 0.0, "tracker": ["replay on clip time"]}
@@ -243,9 +290,16 @@ def clip_clock(cams: list[dict[str, Any]], ids: dict[str, str], pubs: dict[str, 
         name, pub = ids[cam_cfg["id"]], pubs[cam_cfg["id"]]
         base = pub.entries[0]["captured_ms"] if pub.entries else 0
         fps = gts[name]["fps"]
-        stamped = Published([e | {"captured_ms": base + round(1000 * e["seq"] * step / fps),
-                                  "dets": [{k: v for k, v in d.items() if k != "track"} for d in e["dets"]]}
-                             for e in pub.entries])
+        stamped = Published(
+            [
+                e
+                | {
+                    "captured_ms": base + round(1000 * e["seq"] * step / fps),
+                    "dets": [{k: v for k, v in d.items() if k != "track"} for d in e["dets"]],
+                }
+                for e in pub.entries
+            ]
+        )
         figures, frames = score_clip(replay_tracking(stamped, cam_cfg, None), gts[name], lambda q: q * step)
         out["clips"][name] = figures | _abs_stats(figures["time_errors_s"], figures["interval_ms"])
         all_frames.append(frames)
@@ -255,13 +309,19 @@ def clip_clock(cams: list[dict[str, Any]], ids: dict[str, str], pubs: dict[str, 
 
 def goal_check(mode: str, p: dict[str, Any]) -> dict[str, bool]:
     limit = GOALS["count_error"].get(mode, GOALS["count_error"]["file" if p["processed"] > 0.99 else "drop"])
-    return {"count_error": abs(p["count_error"]) <= limit, "double": p["double"] <= GOALS["double"],
-            "median_dt": p["median_dt_intervals"] <= GOALS["median_dt_intervals"], "IDF1": p["IDF1"] >= GOALS["IDF1"]}
+    return {
+        "count_error": abs(p["count_error"]) <= limit,
+        "double": p["double"] <= GOALS["double"],
+        "median_dt": p["median_dt_intervals"] <= GOALS["median_dt_intervals"],
+        "IDF1": p["IDF1"] >= GOALS["IDF1"],
+    }
 
 
 def table(report: dict[str, Any]) -> str:
-    head = (f"{'mode':9} {'clip':11} {'gt':>4} {'cnt':>4} {'err%':>6} {'miss':>4} {'undet':>5} {'xtra':>4} "
-            f"{'dbl':>3} {'ign':>3} {'med ms':>6} {'p90 ms':>6} {'med/iv':>6} {'IDF1':>5} {'HOTA':>5} {'proc':>5}")
+    head = (
+        f"{'mode':9} {'clip':11} {'gt':>4} {'cnt':>4} {'err%':>6} {'miss':>4} {'undet':>5} {'xtra':>4} "
+        f"{'dbl':>3} {'ign':>3} {'med ms':>6} {'p90 ms':>6} {'med/iv':>6} {'IDF1':>5} {'HOTA':>5} {'proc':>5}"
+    )
     rows = [head, "-" * len(head)]
     for mode, res in report["modes"].items():
         for name, c in [*res["clips"].items(), ("POOLED", res["pooled"])]:
@@ -269,10 +329,14 @@ def table(report: dict[str, Any]) -> str:
                 f"{mode:9} {name:11} {c['gt']:4d} {c['counted']:4d} {100 * c['count_error']:6.1f} {c['missed']:4d} "
                 f"{c['undetected']:5d} {c['extra']:4d} {c['double']:3d} {c['ignored']:3d} {c['median_dt_ms']:6.0f} "
                 f"{c['p90_dt_ms']:6.0f} "
-                f"{c['median_dt_intervals']:6.2f} {c['IDF1']:5.3f} {c['HOTA']:5.3f} {c['processed']:5.2f}")
+                f"{c['median_dt_intervals']:6.2f} {c['IDF1']:5.3f} {c['HOTA']:5.3f} {c['processed']:5.2f}"
+            )
         goals = res["goals"]
-        rows.append(f"{mode:9} goals: " + ", ".join(f"{k} {'ok' if v else 'MISSED'}" for k, v in goals.items())
-                    + f"  (tracker: {'/'.join(res['tracker'])}, {res['wall_s']:.0f} s)")
+        rows.append(
+            f"{mode:9} goals: "
+            + ", ".join(f"{k} {'ok' if v else 'MISSED'}" for k, v in goals.items())
+            + f"  (tracker: {'/'.join(res['tracker'])}, {res['wall_s']:.0f} s)"
+        )
     return "\n".join(rows)
 
 
@@ -283,20 +347,36 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model", type=int, default=416, choices=(416, 640, 800))
     ap.add_argument("--modes", help="comma-separated of file, drop, rtsp (default: all; --quick: file,drop)")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "beltsight-tracking-eval")
-    ap.add_argument("--out", type=Path, help="JSON report (default: tools/reports/tracking-eval.json, "
-                                             "--quick: <cache>/tracking-eval-quick.json)")
-    ap.add_argument("--rescore", action="store_true",
-                    help="score again what the last run of each mode published (<cache>/run-<mode>/published.json),"
-                         " without running the daemon: for a change to the scoring")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        help="JSON report (default: tools/reports/tracking-eval.json, --quick: <cache>/tracking-eval-quick.json)",
+    )
+    ap.add_argument(
+        "--rescore",
+        action="store_true",
+        help="score again what the last run of each mode published (<cache>/run-<mode>/published.json),"
+        " without running the daemon: for a change to the scoring",
+    )
     ap.add_argument("--s-per-frame", type=float, default=1.0, help="timeout allowance per frame processed")
     args = ap.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     scenarios = QUICK if args.quick else OTHER if args.other else FULL
     modes = (args.modes or ("file,drop" if args.quick or args.other else "file,drop,rtsp")).split(",")
-    out = args.out or (args.cache / "tracking-eval-quick.json" if args.quick else
-                       REPO / "tools" / "reports" / f"tracking-eval{'-other' if args.other else ''}.json")
-    report: dict[str, Any] = {"model": args.model, "size": "640x480", "fps": 15, "line": LINE, "goals": GOALS,
-                              "scenarios": [vars(sc) for sc in scenarios], "modes": {}}
+    out = args.out or (
+        args.cache / "tracking-eval-quick.json"
+        if args.quick
+        else REPO / "tools" / "reports" / f"tracking-eval{'-other' if args.other else ''}.json"
+    )
+    report: dict[str, Any] = {
+        "model": args.model,
+        "size": "640x480",
+        "fps": 15,
+        "line": LINE,
+        "goals": GOALS,
+        "scenarios": [vars(sc) for sc in scenarios],
+        "modes": {},
+    }
     for mode in modes:
         rtsp_scenarios = [sc for sc in scenarios if sc.name in ("v0.2-d0.1", "stopgo")]
         res = run_mode(mode, rtsp_scenarios if mode == "rtsp" else scenarios, args)

@@ -25,4 +25,3 @@ CLI (tools/synth/__main__.py)::
 Modules: ``belt`` (belt texture, lighting), ``parts`` (the classes, part shapes and placement), ``scene``
 (compositing, camera effects; ``render_image``, ``render_scene``), ``video`` (``render_video``, ``h264_writer``).
 """
-

@@ -79,8 +79,7 @@ def make_belt(rng: np.random.Generator, width: int, height: int, ref: float) -> 
             k = rng.integers(4, 8)
             ang = np.sort(rng.uniform(0, 2 * np.pi, k))
             rad = s * rng.uniform(0.5, 1.3, k)
-            dr.polygon([(x + r * math.cos(t), y + r * math.sin(t)) for r, t in zip(rad, ang, strict=True)],
-                       fill=col)
+            dr.polygon([(x + r * math.cos(t), y + r * math.sin(t)) for r, t in zip(rad, ang, strict=True)], fill=col)
     img = np.asarray(pil, dtype=np.float32).copy()
     # side rails (metal guides) at top/bottom
     if rng.random() < 0.6:
@@ -97,7 +96,7 @@ def make_belt(rng: np.random.Generator, width: int, height: int, ref: float) -> 
                 if top:
                     img[:rh] = band
                 else:
-                    img[h - rh:] = band[::-1]
+                    img[h - rh :] = band[::-1]
     return img
 
 

@@ -177,11 +177,22 @@ def render_video(
                 if r["box"] is not None and r["visible"] < MIN_VISIBLE
             ]
             write(frame_u8)
-    gt = {"width": width, "height": height, "fps": fps, "frames": n_frames, "names": NAMES, "annotations": annotations,
-          "ignore": ignore,
-          "parts": [{"id": k, "cls": p.cls, "x0": bx, "cy": p.cy} for k, (p, bx) in enumerate(zip(parts, base_x,
-                                                                                                   strict=True))],
-          "belt": {"speed_px_s": speed, "stops": [list(s) for s in stops],
-                   "shift_px": [speed * i / fps if not stops else float(shifts[i]) for i in range(n_frames)]}}
+    gt = {
+        "width": width,
+        "height": height,
+        "fps": fps,
+        "frames": n_frames,
+        "names": NAMES,
+        "annotations": annotations,
+        "ignore": ignore,
+        "parts": [
+            {"id": k, "cls": p.cls, "x0": bx, "cy": p.cy} for k, (p, bx) in enumerate(zip(parts, base_x, strict=True))
+        ],
+        "belt": {
+            "speed_px_s": speed,
+            "stops": [list(s) for s in stops],
+            "shift_px": [speed * i / fps if not stops else float(shifts[i]) for i in range(n_frames)],
+        },
+    }
     gt_json.parent.mkdir(parents=True, exist_ok=True)
     gt_json.write_text(json.dumps(gt))
