@@ -34,7 +34,7 @@ class Import:
 
 
 def module_name(path: Path) -> str:
-    """tools/synth/video.py -> tools.synth.video; daemon/core/__init__.py -> daemon.core."""
+    """tools/kit/synth/video.py -> tools.kit.synth.video; daemon/core/__init__.py -> daemon.core."""
     parts = list(path.relative_to(REPO).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()

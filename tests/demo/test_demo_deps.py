@@ -4,7 +4,7 @@ the `demo` extra that tools/bootstrap.sh installs by default), and nothing from 
 A virtualenv is made here from exactly those distributions: the requirement closure of the
 project's runtime dependencies plus `demo`, resolved from this environment's installed metadata
 and linked into a new `venv --without-pip` (no network, a few seconds). Its Python then imports
-every module the demo runs: the tools.demo package (tools/demo.py runs it), the tools/common
+every module the demo runs: the tools.demo package (tools/demo.py runs it), the tools/kit
 launchers it starts servers with and what it renders clips with, and every module of the
 daemon package that `beltsight run` / `beltsight tail` load. A module that needs a dev-only
 distribution (Pillow was one: only matplotlib brought it in) fails here.
@@ -29,11 +29,11 @@ DEMO_MODULES = [
     "tools.demo.run",
     "tools.demo.view",
     "tools.demo.preflight",
-    "tools.common.ports",
-    "tools.common.redis_server",
-    "tools.common.rtsp",
-    "tools.synth.video",
-    "tools.synth.scene",
+    "tools.kit.ports",
+    "tools.kit.redis_server",
+    "tools.kit.rtsp",
+    "tools.kit.synth.video",
+    "tools.kit.synth.scene",
 ]
 
 
@@ -136,6 +136,6 @@ def test_the_check_fails_when_a_needed_distribution_is_missing(tmp_path: Path) -
     """The same venv without Pillow (as the runtime dependencies were before the demo extra):
     the clip renderer no longer imports, so the check above can fail."""
     dists = {k: v for k, v in closure(runtime_requirements()).items() if k != "pillow"}
-    result = import_in_venv(dists, ["tools.synth.scene"], tmp_path / "venv")
+    result = import_in_venv(dists, ["tools.kit.synth.scene"], tmp_path / "venv")
     assert result.returncode != 0
     assert "No module named 'PIL'" in result.stderr

@@ -8,8 +8,8 @@ from pathlib import Path
 import av
 
 from tests.support.fixtures_rtsp import Clip
-from tools.synth.scene import render_image
-from tools.synth.video import h264_writer
+from tools.kit.synth.scene import render_image
+from tools.kit.synth.video import h264_writer
 
 
 def small_clip(clip_factory: Callable[..., Clip], seconds: float = 3.0, seed: int = 0) -> Clip:

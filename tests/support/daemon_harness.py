@@ -1,6 +1,6 @@
 """Run the real daemon in-process (its own thread and event loop) or as a subprocess, for tests.
 
-Configs come from the one config writer, tools/common/daemon_config.py (`write_config`, `MODELS`).
+Configs come from the one config writer, tools/kit/daemon_config.py (`write_config`, `MODELS`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from daemon.app import Daemon
 from daemon.config.settings import Settings, load_settings
 from daemon.core.metrics import Metrics
 from daemon.inference.protocols import EngineBuilder
-from tools.common.daemon_config import MODELS, write_config
+from tools.kit.daemon_config import MODELS, write_config
 
 REPO = Path(__file__).resolve().parents[2]
 __all__ = [

@@ -1,4 +1,4 @@
-"""Real `redis-server` processes for tests (tools/common/redis_server.py), on free loopback ports, killed
+"""Real `redis-server` processes for tests (tools/kit/redis_server.py), on free loopback ports, killed
 and restarted at will.
 
     def test_x(redis_server):
@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
-from tools.common.ports import free_port
-from tools.common.redis_server import RedisServer, find_redis_server
+from tools.kit.ports import free_port
+from tools.kit.redis_server import RedisServer, find_redis_server
 
 RedisServerFactory = Callable[..., RedisServer]
 

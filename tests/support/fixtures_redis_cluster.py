@@ -7,7 +7,7 @@ made into three masters with one replica each by `redis-cli --cluster create ...
         victim = cluster.master_of("beltsight:detections:cam1")
         victim.kill(); cluster.wait_promoted(victim, key); victim.restart(); cluster.wait_replicated()
 
-Built on tools/common/redis_server.py; registered through tests/support/fixtures_redis.py.
+Built on tools/kit/redis_server.py; registered through tests/support/fixtures_redis.py.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import redis
 import redis.cluster
 from redis.crc import key_slot
 
-from tools.common.ports import free_port, port_in_use
-from tools.common.redis_server import RedisServer, find_redis_server
+from tools.kit.ports import free_port, port_in_use
+from tools.kit.redis_server import RedisServer, find_redis_server
 
 CLUSTER_NODE_TIMEOUT_MS = 1000
 

@@ -24,7 +24,7 @@ import redis.cluster
 
 from tests.support.fixtures_redis_cluster import CLUSTER_NODE_TIMEOUT_MS, ClusterNodeServer, RedisClusterProcs
 from tests.support.fixtures_redis_tls import TlsMaterial
-from tools.common.redis_server import find_redis_server
+from tools.kit.redis_server import find_redis_server
 
 
 def _tls_kwargs(m: TlsMaterial) -> dict[str, Any]:

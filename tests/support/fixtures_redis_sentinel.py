@@ -8,7 +8,7 @@ real processes on free loopback ports.
         old = group.master; old.kill(); new = group.wait_promoted(old); old.restart(); group.wait_replicated()
 
 Debian's `redis-sentinel` package is not needed: the redis-server binary runs as a sentinel.
-Built on tools/common/redis_server.py; registered in tests/conftest.py's `pytest_plugins`.
+Built on tools/kit/redis_server.py; registered in tests/conftest.py's `pytest_plugins`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import redis
 
-from tools.common.redis_server import RedisServer, find_redis_server
+from tools.kit.redis_server import RedisServer, find_redis_server
 
 MASTER_NAME = "beltsight"
 DOWN_AFTER_MS = 500

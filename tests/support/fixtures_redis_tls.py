@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tools.common.redis_server import RedisServer, find_redis_server
+from tools.kit.redis_server import RedisServer, find_redis_server
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,11 +2,11 @@
 
 `clip_factory(width, height, fps=10, seconds=2.0, seed=0, synthetic=None) -> Clip` renders an MP4
 (libx264, yuv420p, no B-frames, GOP = fps) once per session per argument set. With
-`synthetic=None` it uses `tools.synth.video.render_video` (conveyor scenes with ground truth) when that
+`synthetic=None` it uses `tools.kit.synth.video.render_video` (conveyor scenes with ground truth) when that
 exists, else a fast moving-pattern clip; `synthetic=False` always makes the fast pattern clip.
 
 `rtsp_server(streams, port=0, user=None, password=None) -> RtspServer` starts
-tools.common.rtsp.RtspServer: `/usr/bin/python3 tools/common/rtsp_server.py` (Debian's Python: a
+tools.kit.rtsp.RtspServer: `/usr/bin/python3 tools/kit/rtsp_server.py` (Debian's Python: a
 venv cannot import gi), waiting for its READY line. The server can be killed (SIGKILL), frozen
 (SIGSTOP), thawed (SIGCONT) and restarted on the same port; every server is closed at the end of the test.
 """
@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tools.common.rtsp import SYSTEM_PYTHON, RtspServer
-from tools.synth.video import h264_writer
+from tools.kit.rtsp import SYSTEM_PYTHON, RtspServer
+from tools.kit.synth.video import h264_writer
 
 __all__ = ["Clip", "RtspServer", "clip_factory", "render_pattern_clip", "rtsp_server"]
 
@@ -41,7 +41,7 @@ class Clip:
 
 def _synth_renderer() -> Callable[..., None] | None:
     try:
-        synth = importlib.import_module("tools.synth.video")
+        synth = importlib.import_module("tools.kit.synth.video")
     except ImportError:
         return None
     render = getattr(synth, "render_video", None)
@@ -80,7 +80,7 @@ def clip_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Clip
     ) -> Clip:
         render = _synth_renderer() if synthetic is not False else None
         if synthetic and render is None:
-            pytest.skip("tools.synth.video.render_video is not available")
+            pytest.skip("tools.kit.synth.video.render_video is not available")
         key = (width, height, fps, seconds, seed, render is not None)
         with lock:
             if key not in cache:

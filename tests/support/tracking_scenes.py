@@ -127,11 +127,15 @@ def part_of(run: Run, track: int) -> int:
     return part
 
 
-def lane_parts(n: int, *, speed: float, spacing: float, lanes: Sequence[float] = (200.0, 400.0),
-               start: float = -100.0) -> list[Part]:
+def lane_parts(
+    n: int, *, speed: float, spacing: float, lanes: Sequence[float] = (200.0, 400.0), start: float = -100.0
+) -> list[Part]:
     """``n`` parts per lane entering from the left ``spacing`` px apart (they appear once x >= 0)."""
-    return [Part(x0=start - k * spacing - 17.0 * j, y=y, speed=speed, cls=(k + j) % 4)
-            for j, y in enumerate(lanes) for k in range(n)]
+    return [
+        Part(x0=start - k * spacing - 17.0 * j, y=y, speed=speed, cls=(k + j) % 4)
+        for j, y in enumerate(lanes)
+        for k in range(n)
+    ]
 
 
 def vertical_line_at(x_px: float) -> tuple[tuple[float, float], tuple[float, float]]:

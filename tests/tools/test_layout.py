@@ -1,5 +1,5 @@
 """tools/ is packages run as `python -m tools.<name>`: no tool edits sys.path to find the repository,
-and no tool imports the test suite (tests may import tools.common; never the other way round)."""
+and no tool imports the test suite (tests may import tools.kit; never the other way round)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 TOOLS = Path(__file__).resolve().parents[2] / "tools"
 SOURCES = sorted(TOOLS.rglob("*.py"))
+KIT = sorted((TOOLS / "kit").rglob("*.py"))
 
 
 def _calls_sys_path_insert(node: ast.AST) -> bool:
@@ -53,7 +54,22 @@ def test_no_tool_calls_sys_path_insert(path: Path) -> None:
 def test_no_tool_imports_tests(path: Path) -> None:
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     bad = [name for name in _imported_modules(tree) if name == "tests" or name.startswith("tests.")]
-    assert not bad, f"{path} imports {bad}: tools never import the test suite (put shared code in tools/common)"
+    assert not bad, f"{path} imports {bad}: tools never import the test suite (put shared code in tools/kit)"
+
+
+def test_the_kit_holds_the_servers_the_config_writer_and_the_scenes() -> None:
+    names = {p.relative_to(TOOLS / "kit").as_posix() for p in KIT}
+    assert {"ports.py", "redis_server.py", "rtsp.py", "rtsp_server.py", "daemon_config.py"} <= names
+    assert {"synth/scene.py", "synth/video.py"} <= names
+
+
+@pytest.mark.parametrize("path", KIT, ids=lambda p: str(p.relative_to(TOOLS)))
+def test_the_kit_imports_no_other_tools_package(path: Path) -> None:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    names = _imported_modules(tree)
+    bad = [name for name in names if name.startswith("tools.") and not name.startswith("tools.kit")]
+    bad += [name for name in names if name == "tools"]
+    assert not bad, f"{path} imports {bad}: the kit is what tests and tools build on, it imports neither"
 
 
 def test_the_checks_catch_what_they_look_for() -> None:

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from av.video.frame import PictureType
 
-from tools.synth.parts import MIN_VISIBLE, NAMES, Part
-from tools.synth.scene import composite, render_image, render_scene, render_scene_full
-from tools.synth.video import belt_shift, h264_writer, render_video
+from tools.kit.synth.parts import MIN_VISIBLE, NAMES, Part
+from tools.kit.synth.scene import composite, render_image, render_scene, render_scene_full
+from tools.kit.synth.video import belt_shift, h264_writer, render_video
 
 
 def _mask_box(mask: np.ndarray) -> list[int]:
@@ -23,11 +23,30 @@ def _mask_box(mask: np.ndarray) -> list[int]:
 def test_single_part_box_is_tight_box_of_its_pixels(cls: int) -> None:
     """A part fully inside a black frame: box == box of its alpha>=0.5 pixels, and the drawn pixels
     (any coverage) extend at most one antialiasing pixel beyond it."""
-    part = Part(cls=cls, length=60.3, angle=0.7, cx=100.4, cy=90.6, color=np.array([200.0, 180.0, 160.0]),
-                shape={0: {"shaft_w": 0.16, "head_w": 0.3, "head_l": 0.15, "threads": True},
-                       1: {"hole": 0.5}, 2: {"hole": 0.5}, 3: {"arm2": 0.7, "thick": 0.25, "holes": 2}}[cls],
-                shade={"grad": 0.1, "grad_dir": 0.0, "spec": 0.3, "spec_off": 0.0, "spec_w": 0.1, "rim": 0.3,
-                       "grain": 0.0, "facet": 0.15})
+    part = Part(
+        cls=cls,
+        length=60.3,
+        angle=0.7,
+        cx=100.4,
+        cy=90.6,
+        color=np.array([200.0, 180.0, 160.0]),
+        shape={
+            0: {"shaft_w": 0.16, "head_w": 0.3, "head_l": 0.15, "threads": True},
+            1: {"hole": 0.5},
+            2: {"hole": 0.5},
+            3: {"arm2": 0.7, "thick": 0.25, "holes": 2},
+        }[cls],
+        shade={
+            "grad": 0.1,
+            "grad_dir": 0.0,
+            "spec": 0.3,
+            "spec_off": 0.0,
+            "spec_w": 0.1,
+            "rim": 0.3,
+            "grain": 0.0,
+            "facet": 0.15,
+        },
+    )
     img = np.zeros((200, 220, 3), dtype=np.float32)
     (rec,) = composite(img, [part], np.random.default_rng(0), shadow=(1.0, 0.0, 0.0))
     assert rec["visible"] == pytest.approx(1.0)
@@ -117,8 +136,18 @@ def test_video_parts_keep_their_ids_and_stand_still_while_the_belt_stops(tmp_pat
     """Every GT box names its part (`id`, an index into `parts`), the same part in every frame; a stop
     halts the belt (the parts keep their place) and it starts again."""
     gt_path = tmp_path / "stop.json"
-    render_video(tmp_path / "stop.mp4", gt_path, 320, 240, fps=10, seconds=3.0, seed=4, speed_px_s=100.0,
-                 density=0.2, stops=[(0.8, 1.2)])
+    render_video(
+        tmp_path / "stop.mp4",
+        gt_path,
+        320,
+        240,
+        fps=10,
+        seconds=3.0,
+        seed=4,
+        speed_px_s=100.0,
+        density=0.2,
+        stops=[(0.8, 1.2)],
+    )
     gt = json.loads(gt_path.read_text())
     parts, shift = gt["parts"], gt["belt"]["shift_px"]
     assert len(shift) == gt["frames"] == 30 and gt["belt"]["speed_px_s"] == 100.0
@@ -145,8 +174,16 @@ def test_video_defaults_unchanged_by_the_new_knobs(tmp_path) -> None:
     """Speed and density given as the seed would draw them: the same frames' boxes as without them."""
     render_video(tmp_path / "a.mp4", tmp_path / "a.json", 160, 120, fps=10, seconds=0.5, seed=2)
     gt = json.loads((tmp_path / "a.json").read_text())
-    render_video(tmp_path / "b.mp4", tmp_path / "b.json", 160, 120, fps=10, seconds=0.5, seed=2,
-                 speed_px_s=gt["belt"]["speed_px_s"])
+    render_video(
+        tmp_path / "b.mp4",
+        tmp_path / "b.json",
+        160,
+        120,
+        fps=10,
+        seconds=0.5,
+        seed=2,
+        speed_px_s=gt["belt"]["speed_px_s"],
+    )
     assert json.loads((tmp_path / "b.json").read_text())["annotations"] == gt["annotations"]
 
 

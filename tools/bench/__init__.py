@@ -4,7 +4,7 @@
         [--model 640|FILE.onnx] [--max-batch N] [--max-wait-ms M] [--workers W] [--worker-batch B] [--sweep 1,2,4,6]
         [--naive-seconds S] [--out DIR]
 
-1. renders K synthetic clips (cached in runs/bench-cache), starts redis-server and tools/common/rtsp_server.py;
+1. renders K synthetic clips (cached in runs/bench-cache), starts redis-server and tools/kit/rtsp_server.py;
 2. runs the real daemon in-process (CPU provider, `model` forced per camera) for T seconds, sampling
    stream lengths, CPU and RSS every second; reads every entry back (latency = published_ms - captured_ms);
 3. baseline 1: bare `session.run` on the clips' own frames (letterboxed as the workers do) at the

@@ -40,7 +40,7 @@ from tools.bench.procs import (
     render_clips,
 )
 from tools.bench.report import DRIFT_WARN, acceptance, beside_line, plot, print_table, workers_line
-from tools.common.daemon_config import MODELS, REPO
+from tools.kit.daemon_config import MODELS, REPO
 
 
 def parse_args() -> argparse.Namespace:
@@ -49,12 +49,18 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--fps", type=int, default=15)
     p.add_argument("--size", default="640x480")
     p.add_argument("--seconds", type=float, default=60)
-    p.add_argument("--model", default="640",
-                   help="model size (416/640/800: the committed demo model) or an ONNX file "
-                        "(e.g. models/conveyor-416-int8.onnx): the daemon and the bare runs use it at its input size")
-    p.add_argument("--bitrate", default="1M",
-                   help="bit-rate cap of the rendered H.264 clips, as an IP camera's encoder sets it "
-                        "('' = uncapped crf 20: about 3.8 Mbit/s at 640x480 and 15 fps)")
+    p.add_argument(
+        "--model",
+        default="640",
+        help="model size (416/640/800: the committed demo model) or an ONNX file "
+        "(e.g. models/conveyor-416-int8.onnx): the daemon and the bare runs use it at its input size",
+    )
+    p.add_argument(
+        "--bitrate",
+        default="1M",
+        help="bit-rate cap of the rendered H.264 clips, as an IP camera's encoder sets it "
+        "('' = uncapped crf 20: about 3.8 Mbit/s at 640x480 and 15 fps)",
+    )
     p.add_argument("--max-batch", type=int)
     p.add_argument("--max-wait-ms", type=float)
     p.add_argument("--intra-op-threads", type=int, default=0, help="engine.intra_op_threads (0: auto)")
@@ -89,8 +95,6 @@ def model_size(parser: argparse.ArgumentParser, model: str) -> int:
     return size
 
 
-
-
 def main() -> int:
     malloc = tune_malloc()  # as `beltsight run` does, before any thread starts
     args = parse_args()
@@ -106,8 +110,13 @@ def main() -> int:
         args.clip_mbit_s = round(sum(c.stat().st_size for c in clips) * 8 / CLIP_SECONDS / len(clips) / 1e6, 2)
         srv.start(clips, args.out)
         args.bare_clip = clips[0]  # the bare model runs on its frames
-        dcfg = EngineConfig(providers=["cpu"], workers=args.workers, intra_op_threads=args.intra_op_threads,
-                            worker_batch=args.worker_batch, max_batch=args.max_batch or EngineConfig().max_batch)
+        dcfg = EngineConfig(
+            providers=["cpu"],
+            workers=args.workers,
+            intra_op_threads=args.intra_op_threads,
+            worker_batch=args.worker_batch,
+            max_batch=args.max_batch or EngineConfig().max_batch,
+        )
         workers, threads = lane_workers(dcfg), intra_op_threads(dcfg)
         policy = BatchPolicy(dcfg.max_batch, 0.0, 0.0, workers=workers, per_worker=worker_batch(dcfg))
         expected = policy.share(main_k)  # the batch size the daemon will run, by its own rule
@@ -117,8 +126,11 @@ def main() -> int:
             redis.Redis(port=srv.redis_port).flushall()
             print(f"bench: daemon phase, {k} cameras, {args.seconds} s", flush=True)
             phases[k] = daemon_phase(k, args, srv, args.out)
-            print(f"bench:   {phases[k]['fps_total']} fps, p99 {phases[k]['latency_ms']['p99']} ms, "
-                  f"batches {phases[k]['batch_sizes']}", flush=True)
+            print(
+                f"bench:   {phases[k]['fps_total']} fps, p99 {phases[k]['latency_ms']['p99']} ms, "
+                f"batches {phases[k]['batch_sizes']}",
+                flush=True,
+            )
         sizes = sorted({1} | {b for ph in phases.values() for b in used_sizes(ph["batch_sizes"])})
         after, after_cpu = bare_both(args, dcfg, sizes, "after")
         main_batch = max(phases[main_k]["batch_sizes"].items(), key=lambda kv: kv[0] * kv[1], default=(1, 0))[0]
@@ -148,22 +160,38 @@ def main() -> int:
     detail += "\n" + beside_line(beside, main_phase["fps_total"] / bare_main)
     bare_cpu = bare_cpu_ms(before_cpu, after_cpu, main_batch)
     detail += "\n" + workers_line(main_phase, bare_cpu, bare_main)
-    print(f"\nclips: {args.size} at {args.fps} fps, H.264 capped at {args.bitrate or 'none (crf 20)'}: "
-          f"{args.clip_mbit_s} Mbit/s per camera on average")
+    print(
+        f"\nclips: {args.size} at {args.fps} fps, H.264 capped at {args.bitrate or 'none (crf 20)'}: "
+        f"{args.clip_mbit_s} Mbit/s per camera on average"
+    )
     print_table(main_phase, naive, bare, bare_main, checks, detail)
     report = {
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-        "machine": {"cpu_count": os.cpu_count(), "cpu_affinity": len(os.sched_getaffinity(0)),
-                    "platform": platform.platform(), "python": platform.python_version(),
-                    "onnxruntime": ort.__version__, "av": av.__version__, "model": str(MODELS[args.model]),
-                    "model_name": load_model_info(MODELS[args.model], args.model).name,
-                    "providers": session.get_providers()},
-        "bare_img_per_s": bare, "bare_img_per_s_at_used_batches": bare_main,
-        "bare_img_per_s_single_session": bare_single, "bare_img_per_s_worker_layout": bare_workers,
-        "bare_before": before, "bare_after": after, "bare_drift_after_over_before": drift,
-        "bare_beside_decoders": beside, "bare_cpu_ms_per_image_worker_layout": bare_cpu,
-        "daemon_workers": workers, "daemon_intra_op_threads": threads,
-        "phases": {str(k): v for k, v in phases.items()}, "main_cameras": main_k, "naive": naive,
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "cpu_affinity": len(os.sched_getaffinity(0)),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "onnxruntime": ort.__version__,
+            "av": av.__version__,
+            "model": str(MODELS[args.model]),
+            "model_name": load_model_info(MODELS[args.model], args.model).name,
+            "providers": session.get_providers(),
+        },
+        "bare_img_per_s": bare,
+        "bare_img_per_s_at_used_batches": bare_main,
+        "bare_img_per_s_single_session": bare_single,
+        "bare_img_per_s_worker_layout": bare_workers,
+        "bare_before": before,
+        "bare_after": after,
+        "bare_drift_after_over_before": drift,
+        "bare_beside_decoders": beside,
+        "bare_cpu_ms_per_image_worker_layout": bare_cpu,
+        "daemon_workers": workers,
+        "daemon_intra_op_threads": threads,
+        "phases": {str(k): v for k, v in phases.items()},
+        "main_cameras": main_k,
+        "naive": naive,
         "checks": {key: {"pass": ok, "detail": text} for key, ok, text in checks},
     }
     (args.out / "report.json").write_text(json.dumps(report, indent=1))

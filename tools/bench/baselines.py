@@ -33,7 +33,7 @@ from daemon.inference.stage import BatchTensor
 from daemon.ingest.decoding import scale
 from tools.bench.naive import NaiveCamera, run_naive
 from tools.bench.procs import Servers, machine_busy_s, pct, proc_cpu_s, split_window
-from tools.common.daemon_config import MODELS, REPO
+from tools.kit.daemon_config import MODELS, REPO
 
 
 # -- baselines ----------------------------------------------------------------------------------

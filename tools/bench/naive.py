@@ -19,6 +19,7 @@ import av
 import numpy as np
 import onnxruntime as ort
 import redis
+from redis.typing import EncodableT, FieldT
 
 from daemon.core.frames import LETTERBOX_PAD_VALUE, FrameResult, Letterbox
 from daemon.inference.model_file import ModelInfo
@@ -92,11 +93,19 @@ def run_naive(
             rows = decode_batch(np, out, conf_threshold=conf, iou_threshold=iou, max_det=300)[0]
             dets = to_detections(rows, lb, info.names, conf_threshold=conf)
             result = FrameResult(
-                camera_id=cam.camera_id, seq=cam.index, captured_ms=int(decoded * 1000), captured_mono=0.0,
-                width=lb.src_w, height=lb.src_h, model_size=info.size, model_name=info.name, detections=dets,
+                camera_id=cam.camera_id,
+                seq=cam.index,
+                captured_ms=int(decoded * 1000),
+                captured_mono=0.0,
+                width=lb.src_w,
+                height=lb.src_h,
+                model_size=info.size,
+                model_name=info.name,
+                detections=dets,
             )
             now = time.time()
-            client.xadd(f"bench:naive:{cam.camera_id}", encode_entry(result, int(now * 1000)))
+            entry: dict[FieldT, EncodableT] = {k: v for k, v in encode_entry(result, int(now * 1000)).items()}
+            client.xadd(f"bench:naive:{cam.camera_id}", entry)
             cam.xadd_wall.append(now)
             cam.decoded_wall.append(decoded)
             cam.index += 1

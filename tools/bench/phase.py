@@ -27,7 +27,8 @@ from tools.bench.procs import (
     split_window,
     thread_times_s,
 )
-from tools.common.daemon_config import write_config
+from tools.kit.daemon_config import write_config
+from tools.kit.streams import read_stream
 
 
 # -- the daemon phase ---------------------------------------------------------------------------
@@ -37,13 +38,17 @@ class BenchMetrics(Metrics):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.registry.unregister(self.batch_size)
-        self.batch_size = Histogram("beltsight_batch_size", "Frames per inference batch", ["model"],
-                                    buckets=tuple(range(1, 65)), registry=self.registry)
+        self.batch_size = Histogram(
+            "beltsight_batch_size",
+            "Frames per inference batch",
+            ["model"],
+            buckets=tuple(range(1, 65)),
+            registry=self.registry,
+        )
 
 
 def snapshot(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for m in metrics.registry.collect() for s in m.samples}
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for m in metrics.registry.collect() for s in m.samples}
 
 
 def sample(snap: dict[Any, float], name: str, **labels: str) -> float:
@@ -51,11 +56,17 @@ def sample(snap: dict[Any, float], name: str, **labels: str) -> float:
 
 
 def batch_counts(s0: dict[Any, float], s1: dict[Any, float]) -> dict[int, int]:
-    cum = {int(float(dict(lab)["le"])): v - s0.get((n, lab), 0.0) for (n, lab), v in s1.items()
-           if n == "beltsight_batch_size_bucket" and dict(lab)["le"] != "+Inf"}
+    cum = {
+        int(float(dict(lab)["le"])): v - s0.get((n, lab), 0.0)
+        for (n, lab), v in s1.items()
+        if n == "beltsight_batch_size_bucket" and dict(lab)["le"] != "+Inf"
+    }
     sizes = sorted(cum)
-    return {b: int(cum[b] - (cum[sizes[i - 1]] if i else 0)) for i, b in enumerate(sizes)
-            if cum[b] - (cum[sizes[i - 1]] if i else 0) > 0}
+    return {
+        b: int(cum[b] - (cum[sizes[i - 1]] if i else 0))
+        for i, b in enumerate(sizes)
+        if cum[b] - (cum[sizes[i - 1]] if i else 0) > 0
+    }
 
 
 def run_daemon(config: Path, metrics: Metrics) -> tuple[Daemon, threading.Thread, list[Any]]:
@@ -91,8 +102,9 @@ def daemon_phase(k: int, args: argparse.Namespace, srv: Servers, out: Path) -> d
     engine["intra_op_threads"] = args.intra_op_threads  # the bare sessions use the same
     engine["workers"] = args.workers
     engine["worker_batch"] = args.worker_batch
-    config = write_config(out / f"daemon-k{k}.toml", redis_url=f"redis://127.0.0.1:{srv.redis_port}/{k}",
-                          cameras=cams, **engine)
+    config = write_config(
+        out / f"daemon-k{k}.toml", redis_url=f"redis://127.0.0.1:{srv.redis_port}/{k}", cameras=cams, **engine
+    )
     metrics = BenchMetrics()
     daemon, thread, box = run_daemon(config, metrics)
     client = redis.Redis(port=srv.redis_port, db=k, decode_responses=True)
@@ -110,10 +122,16 @@ def daemon_phase(k: int, args: argparse.Namespace, srv: Servers, out: Path) -> d
             time.sleep(min(1.0, t0 + args.seconds - now))
             cur = cpu_clocks(srv)
             wall, own, servers, machine = (c - p for c, p in zip(cur, prev, strict=True))
-            samples.append({"t": round(cur[0] - t0, 2), "xlen": {c: client.xlen(s) for c, s in streams.items()},
-                            "cpu_pct": round(100 * own / wall, 1), "servers_cpu_pct": round(100 * servers / wall, 1),
-                            "others_cpu_pct": round(100 * (machine - own - servers) / wall, 1),
-                            "rss_mb": round(proc_rss_mb(), 1)})
+            samples.append(
+                {
+                    "t": round(cur[0] - t0, 2),
+                    "xlen": {c: client.xlen(s) for c, s in streams.items()},
+                    "cpu_pct": round(100 * own / wall, 1),
+                    "servers_cpu_pct": round(100 * servers / wall, 1),
+                    "others_cpu_pct": round(100 * (machine - own - servers) / wall, 1),
+                    "rss_mb": round(proc_rss_mb(), 1),
+                }
+            )
             prev = cur
         t1, s1, threads1 = time.time(), snapshot(metrics), thread_times_s()
     finally:
@@ -122,12 +140,15 @@ def daemon_phase(k: int, args: argparse.Namespace, srv: Servers, out: Path) -> d
         raise RuntimeError("daemon failed") from box[1]
     s2 = snapshot(metrics)
     phase = summarize_phase(k, args, client, streams, samples, (t0, t1), (s0, s1, s2), engine)
-    busy = {g: (cpu - threads0.get(g, (0.0, 0.0))[0], wait - threads0.get(g, (0.0, 0.0))[1])
-            for g, (cpu, wait) in sorted(threads1.items())}
+    busy = {
+        g: (cpu - threads0.get(g, (0.0, 0.0))[0], wait - threads0.get(g, (0.0, 0.0))[1])
+        for g, (cpu, wait) in sorted(threads1.items())
+    }
     busy = {g: v for g, v in busy.items() if v[0] > 0.005 * (t1 - t0)}
     phase["thread_cpu_pct"] = {g: round(100 * cpu / (t1 - t0), 1) for g, (cpu, _) in busy.items()}
-    phase["thread_wait_pct"] = {g: round(100 * wait / (t1 - t0), 1)
-                                for g, (_, wait) in busy.items() if not math.isnan(wait)}
+    phase["thread_wait_pct"] = {
+        g: round(100 * wait / (t1 - t0), 1) for g, (_, wait) in busy.items() if not math.isnan(wait)
+    }
     workers_cpu = sum(cpu for g, (cpu, _) in busy.items() if g.startswith("beltsight-infer"))
     phase["workers_cpu_pct"] = round(100 * workers_cpu / (t1 - t0), 1)
     share = phase["inference_cpu_s"] / workers_cpu if workers_cpu else None
@@ -135,16 +156,23 @@ def daemon_phase(k: int, args: argparse.Namespace, srv: Servers, out: Path) -> d
     return phase
 
 
-def summarize_phase(k: int, args: argparse.Namespace, client: redis.Redis, streams: dict[str, str],
-                    samples: list[dict[str, Any]], window: tuple[float, float], snaps: tuple[dict[Any, float], ...],
-                    engine: dict[str, Any]) -> dict[str, Any]:
+def summarize_phase(
+    k: int,
+    args: argparse.Namespace,
+    client: redis.Redis,
+    streams: dict[str, str],
+    samples: list[dict[str, Any]],
+    window: tuple[float, float],
+    snaps: tuple[dict[Any, float], ...],
+    engine: dict[str, Any],
+) -> dict[str, Any]:
     t0, t1 = window
     s0, s1, s2 = snaps
     per_cam: dict[str, Any] = {}
     series: dict[str, Any] = {}
     all_t, all_lat, all_exp = [], [], []
     for cam, stream in streams.items():
-        entries = [decode_entry(f) for _id, f in client.xrange(stream)]  # also checks the schema
+        entries = [decode_entry(f) for _id, f in read_stream(client, stream)]  # also checks the schema
         rows = np.array([(e["published_ms"], e["captured_ms"], e["seq"]) for e in entries], dtype=np.float64)
         anchor = (rows[:, 1] - rows[:, 2] * 1000 / args.fps).min()  # stream start, as in the naive loop
         rows = rows[(rows[:, 0] >= t0 * 1000) & (rows[:, 0] <= t1 * 1000)]
@@ -155,44 +183,66 @@ def summarize_phase(k: int, args: argparse.Namespace, client: redis.Redis, strea
         all_exp.append(exp)
         series[cam] = {"t": (t - t0).round(3).tolist(), "latency_ms": lat.tolist()}
         per_cam[cam] = {
-            "fps": round(len(rows) / (t1 - t0), 2), "entries": len(rows),
+            "fps": round(len(rows) / (t1 - t0), 2),
+            "entries": len(rows),
             "latency_ms": {"p50": pct(lat, 50), "p95": pct(lat, 95), "p99": pct(lat, 99)},
-            "dropped_window": {r: sample(s1, "beltsight_frames_dropped_total", camera=cam, reason=r)
-                               - sample(s0, "beltsight_frames_dropped_total", camera=cam, reason=r)
-                               for r in ("superseded", "stale", "no_model", "engine_error", "buffer_full")},
+            "dropped_window": {
+                r: sample(s1, "beltsight_frames_dropped_total", camera=cam, reason=r)
+                - sample(s0, "beltsight_frames_dropped_total", camera=cam, reason=r)
+                for r in ("superseded", "stale", "no_model", "engine_error", "buffer_full")
+            },
             "decoded_total": sample(s2, "beltsight_frames_decoded_total", camera=cam),
             "published_total": sample(s2, "beltsight_entries_published_total", camera=cam),
             "xlen_total": client.xlen(stream),
-            "dropped_total": {dict(lab)["reason"]: v for (n, lab), v in s2.items()
-                              if n == "beltsight_frames_dropped_total" and dict(lab)["camera"] == cam},
+            "dropped_total": {
+                dict(lab)["reason"]: v
+                for (n, lab), v in s2.items()
+                if n == "beltsight_frames_dropped_total" and dict(lab)["camera"] == cam
+            },
         }
     t, lat, exp = np.concatenate(all_t), np.concatenate(all_lat), np.concatenate(all_exp)
     first, last = split_window(t, lat, t0, t1)
     model = str(args.model)
     n_inf = sample(s1, "beltsight_inference_seconds_count", model=model) - sample(
-        s0, "beltsight_inference_seconds_count", model=model)
+        s0, "beltsight_inference_seconds_count", model=model
+    )
     sum_inf = sample(s1, "beltsight_inference_seconds_sum", model=model) - sample(
-        s0, "beltsight_inference_seconds_sum", model=model)
+        s0, "beltsight_inference_seconds_sum", model=model
+    )
     cpu_inf = sample(s1, "beltsight_inference_cpu_seconds_total", model=model) - sample(
-        s0, "beltsight_inference_cpu_seconds_total", model=model)
+        s0, "beltsight_inference_cpu_seconds_total", model=model
+    )
     images = sum(b * n for b, n in batch_counts(s0, s1).items())
     rss = [s["rss_mb"] for s in samples]
     rss_start = next((s["rss_mb"] for s in samples if s["t"] >= 10), rss[0] if rss else float("nan"))
     return {
-        "cameras": k, "seconds": round(t1 - t0, 2), "engine": engine,
-        "fps_total": round(len(t) / (t1 - t0), 2), "per_camera": per_cam,
-        "latency_ms": {"p50": pct(lat, 50), "p95": pct(lat, 95), "p99": pct(lat, 99), "max": pct(lat, 100),
-                       "first_p50": pct(first, 50), "first_p99": pct(first, 99),
-                       "last_p50": pct(last, 50), "last_p99": pct(last, 99)},
+        "cameras": k,
+        "seconds": round(t1 - t0, 2),
+        "engine": engine,
+        "fps_total": round(len(t) / (t1 - t0), 2),
+        "per_camera": per_cam,
+        "latency_ms": {
+            "p50": pct(lat, 50),
+            "p95": pct(lat, 95),
+            "p99": pct(lat, 99),
+            "max": pct(lat, 100),
+            "first_p50": pct(first, 50),
+            "first_p99": pct(first, 99),
+            "last_p50": pct(last, 50),
+            "last_p99": pct(last, 99),
+        },
         "latency_vs_expected_capture_ms": {"p50": pct(exp, 50), "p95": pct(exp, 95), "p99": pct(exp, 99)},
         "batch_sizes": batch_counts(s0, s1),
         "inference_ms_mean": round(1000 * sum_inf / n_inf, 2) if n_inf else float("nan"),
-        "session_run_busy_pct": round(100 * sum_inf / (t1 - t0), 1), "fps_offered": k * args.fps,
+        "session_run_busy_pct": round(100 * sum_inf / (t1 - t0), 1),
+        "fps_offered": k * args.fps,
         "inference_cpu_s": round(cpu_inf, 3),
         "inference_cpu_ms_per_image": round(1000 * cpu_inf / images, 2) if images else float("nan"),
         "cpu_pct_mean": round(float(np.mean([s["cpu_pct"] for s in samples])), 1),
         "servers_cpu_pct_mean": round(float(np.mean([s["servers_cpu_pct"] for s in samples])), 1),
         "others_cpu_pct_mean": round(float(np.mean([s["others_cpu_pct"] for s in samples])), 1),
-        "rss_mb_start": rss_start, "rss_mb_end": rss[-1] if rss else float("nan"),
-        "samples": samples, "series": series,
+        "rss_mb_start": rss_start,
+        "rss_mb_end": rss[-1] if rss else float("nan"),
+        "samples": samples,
+        "series": series,
     }

@@ -1,7 +1,7 @@
 """Processes and /proc for `python -m tools.bench`, shared by the daemon phase and the baselines.
 
-`Servers` starts redis-server and tools/common/rtsp_server.py (run by Debian's python3) with
-tools/common's launchers and stops them;
+`Servers` starts redis-server and tools/kit/rtsp_server.py (run by Debian's python3) with
+tools/kit's launchers and stops them;
 `render_clips` renders the synthetic clips they serve (cached in runs/bench-cache); the /proc
 readers give CPU seconds (this process, its threads, another process, the whole machine) and RSS;
 `pct` and `split_window` are the latency percentiles both phases report.
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tools.common.redis_server import RedisServer, find_redis_server
-from tools.common.rtsp import RtspServer
+from tools.kit.redis_server import RedisServer, find_redis_server
+from tools.kit.rtsp import RtspServer
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / "runs" / "bench-cache"
@@ -71,7 +71,7 @@ def proc_rss_mb(pid: int | str = "self") -> float:
 
 
 class Servers:
-    """redis-server and the RTSP server (tools/common's launchers); `close()` stops both (also after a
+    """redis-server and the RTSP server (tools/kit's launchers); `close()` stops both (also after a
     failed start)."""
 
     def __init__(self) -> None:
@@ -98,7 +98,7 @@ class Servers:
 
 
 def render_clips(k: int, width: int, height: int, fps: int, bitrate: str | None) -> list[Path]:
-    from tools.synth.video import render_video  # noqa: PLC0415
+    from tools.kit.synth.video import render_video  # noqa: PLC0415
 
     CACHE.mkdir(parents=True, exist_ok=True)
     clips = []

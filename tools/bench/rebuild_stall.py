@@ -31,7 +31,7 @@ from daemon.inference.model_file import ModelInfo, load_model_info
 from daemon.inference.protocols import InferenceEngine
 from daemon.inference.providers import Placement
 from daemon.inference.serving import ServingEngine
-from tools.common.daemon_config import REPO
+from tools.kit.daemon_config import REPO
 
 STALL_FACTOR = 8.0
 CPU = EngineConfig(providers=["cpu"], max_batch=2, worker_batch=2, intra_op_threads=1)

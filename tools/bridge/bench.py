@@ -2,7 +2,7 @@
 
     python -m tools.bridge.bench [--crossings 1000] [--rate 100] [--poll-ms 5]
 
-Starts its own redis-server (tools/common: a free loopback port, a temp dir), the bridge in-process (OPC UA with
+Starts its own redis-server (tools/kit: a free loopback port, a temp dir), the bridge in-process (OPC UA with
 security none, Modbus), an asyncua client subscribed to CountIn at a 10 ms publishing interval and a
 pymodbus client polling the line's block every `--poll-ms`. XADDs crossings at `--rate` per second
 and prints p50/p99/max of both latencies (the Modbus figure includes up to one poll interval).
@@ -19,16 +19,18 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
-from asyncua import Client, ua
+from asyncua import ua
+from asyncua.client.client import Client
 from pymodbus.client import AsyncModbusTcpClient
+from redis.typing import EncodableT, FieldT
 
 from daemon.bridge.layout import layout_from_data
 from daemon.bridge.registers import words_u32
 from daemon.bridge.service import Bridge
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
-from tools.common.ports import free_port
-from tools.common.redis_server import RedisServer, find_redis_server
+from tools.kit.ports import free_port
+from tools.kit.redis_server import RedisServer, find_redis_server
 
 
 class Changes:
@@ -79,12 +81,14 @@ async def bench(args: argparse.Namespace, redis_port: int, state_dir: Path) -> N
     async with Client(f"opc.tcp://{config.opcua.listen}/beltsight") as client:
         ns = await client.get_namespace_index("urn:beltsight")
         sub = await client.create_subscription(10, Changes(opc_seen))
-        await sub.subscribe_data_change(client.get_node(ua.NodeId("BeltSight/cam1/L1/CountIn", ns)), queuesize=100)
+        await sub.subscribe_data_change(
+            client.get_node(ua.NodeId(ua.String("BeltSight/cam1/L1/CountIn"), ua.Int16(ns))), queuesize=100
+        )
         port = bridge.modbus.port if bridge.modbus else 0
         poller = asyncio.create_task(poll_modbus(port, mb_seen, stop, args.poll_ms / 1000))
         await asyncio.sleep(0.5)
         for n in range(1, args.crossings + 1):
-            fields = {
+            fields: dict[FieldT, EncodableT] = {
                 "v": "1",
                 "camera": "cam1",
                 "track": str(n),

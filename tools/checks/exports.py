@@ -21,7 +21,7 @@ class biases so that a threshold keeps boxes, and exports them as the ecosystems
 exports just the Ultralytics files whose name contains NAME into an existing folder (the `nms=True`
 ones need a torchvision that loads). Run `reference` where torchvision loads too: Ultralytics' NMS
 then keeps score ties in index order, as the daemon does. Nothing written belongs in the repository.
-Frames are rendered by `tools/synth/`; the table compares the reference's boxes mapped by the
+Frames are rendered by `tools/kit/synth/`; the table compares the reference's boxes mapped by the
 daemon's letterbox ("decode") and by the ecosystem's own mapping, reference boxes clipped to the
 frame (the daemon clips, and drops boxes empty once clipped). README "Checked against real
 third-party exports" has the commands, the venvs and the last table.
@@ -62,7 +62,8 @@ def _daemon_one(path: Path, entry: dict[str, Any], images: list[np.ndarray]) -> 
     for i, img in enumerate(images):
         lb = Letterbox.fit(img.shape[1], img.shape[0], info.size)
         scaled = np.asarray(Image.fromarray(img).resize((lb.new_w, lb.new_h), Image.Resampling.BILINEAR))
-        frames.append(Frame("cam", i, 0, 0.0, lb, tuple(np.ascontiguousarray(scaled[:, :, c]) for c in range(3))))
+        r, g, b = (np.ascontiguousarray(scaled[:, :, c]) for c in range(3))
+        frames.append(Frame("cam", i, 0, 0.0, lb, (r, g, b)))
     engine = Engine.create(info, EngineConfig(providers=["cpu"], max_batch=4, worker_batch=4))
     try:
         post = PostprocessConfig(entry["conf"], entry["iou"], 300)

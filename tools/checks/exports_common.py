@@ -16,7 +16,7 @@ MANIFEST = "exports.json"
 
 @functools.cache
 def rendered_frames() -> list[np.ndarray]:
-    """The frames every model of the check sees, one per `FRAME_SIZES`, rendered by `tools/synth/`."""
-    from tools.synth.scene import render_scene  # noqa: PLC0415  (PIL only when frames are needed)
+    """The frames every model of the check sees, one per `FRAME_SIZES`, rendered by `tools/kit/synth/`."""
+    from tools.kit.synth.scene import render_scene  # noqa: PLC0415  (PIL only when frames are needed)
 
     return [render_scene(SEED + i, w, h)[0] for i, (w, h) in enumerate(FRAME_SIZES)]

@@ -14,13 +14,14 @@ import os
 import shutil
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tools.checks.exports_common import MANIFEST, SEED, rendered_frames
-from tools.common.daemon_config import REPO
+from tools.kit.daemon_config import REPO
 
 # ---------------------------------------------------------------- export
 
@@ -61,7 +62,7 @@ def _calibrate(model: Any, size: int, *, raw_bgr: bool = False) -> None:
 
 @functools.cache
 def _frames_extra(i: int) -> np.ndarray:
-    from tools.synth.scene import render_scene
+    from tools.kit.synth.scene import render_scene
 
     return render_scene(SEED + 100 + i, 640, 480)[0]
 
@@ -78,6 +79,8 @@ def _spread(head: Any, nc: int, lo: float, hi: float, gen: Any) -> None:
 
 class _Stub(types.ModuleType):
     """Import-time stand-in for torchvision parts YOLOX/YOLOv5 name but never call here."""
+
+    __version__: str
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -111,7 +114,7 @@ def _torchvision_stub() -> None:
         sys.modules["torchvision"] = stub
 
 
-ULTRALYTICS = (
+ULTRALYTICS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("ul-v8n-416.onnx", "yolov8n.yaml", {"imgsz": 416}),
     ("ul-v11n-640-dynamic.onnx", "yolo11n.yaml", {"imgsz": 640, "dynamic": True}),
     ("ul-v11n-416-batch2.onnx", "yolo11n.yaml", {"imgsz": 416, "batch": 2}),
@@ -165,23 +168,36 @@ def _export_yolox(out: Path, repo: Path, entries: list[dict[str, Any]]) -> None:
         model.head.decode_in_inference = decode  # tools/export_onnx.py --decode_in_inference
         dummy = torch.randn(1, 3, *exp.test_size)
         torch.onnx.export(
-            model, dummy, str(out / name), input_names=["images"], output_names=["output"], opset_version=11,
+            model,
+            dummy,
+            str(out / name),
+            input_names=["images"],
+            output_names=["output"],
+            opset_version=11,
             dynamo=False,
         )
-        entries.append({
-            "file": name, "ecosystem": "yolox", "version": "git HEAD", "size": exp.test_size[0], "conf": 0.8,
-            "iou": 0.45, "raw": not decode,
-            "export": f"{exp_name} Exp, head.decode_in_inference={decode}, torch.onnx.export opset 11",
-            "torch": torch.__version__,
-        })
+        entries.append(
+            {
+                "file": name,
+                "ecosystem": "yolox",
+                "version": "git HEAD",
+                "size": exp.test_size[0],
+                "conf": 0.8,
+                "iou": 0.45,
+                "raw": not decode,
+                "export": f"{exp_name} Exp, head.decode_in_inference={decode}, torch.onnx.export opset 11",
+                "torch": torch.__version__,
+            }
+        )
 
 
 def _export_yolov5(out: Path, repo: Path, entries: list[dict[str, Any]]) -> None:
     import torch
 
     _torchvision_stub()
-    import export as v5export  # yolov5/export.py
-    from models.yolo import Model
+    # the YOLOv5 checkout's own modules, on sys.path from --yolov5 (untyped, or absent where mypy runs)
+    import export as v5export  # type: ignore[import-not-found, import-untyped, unused-ignore]
+    from models.yolo import Model  # type: ignore[import-not-found, import-untyped, unused-ignore]
 
     for size in (416, 640):
         torch.manual_seed(5)
@@ -201,10 +217,18 @@ def _export_yolov5(out: Path, repo: Path, entries: list[dict[str, Any]]) -> None
         name = f"yolov5n-{size}.onnx"
         shutil.move(str(pt.with_suffix(".onnx")), out / name)
         pt.unlink()
-        entries.append({
-            "file": name, "ecosystem": "yolov5", "version": "git HEAD", "size": size, "conf": 0.6, "iou": 0.45,
-            "export": f"export.run(weights, imgsz=({size}, {size}), include=('onnx',))", "torch": torch.__version__,
-        })
+        entries.append(
+            {
+                "file": name,
+                "ecosystem": "yolov5",
+                "version": "git HEAD",
+                "size": size,
+                "conf": 0.6,
+                "iou": 0.45,
+                "export": f"export.run(weights, imgsz=({size}, {size}), include=('onnx',))",
+                "torch": torch.__version__,
+            }
+        )
 
 
 def cmd_export(out: Path, yolox: Path | None, yolov5: Path | None, only: str | None = None) -> None:
@@ -219,7 +243,7 @@ def cmd_export(out: Path, yolox: Path | None, yolov5: Path | None, only: str | N
         done = {u[0] for u in recipes}
         entries = [e for e in previous if e["file"] not in done]
         yolox = yolov5 = None
-    steps = [lambda: _export_ultralytics(out, entries, recipes)]
+    steps: list[Callable[[], None]] = [lambda: _export_ultralytics(out, entries, recipes)]
     if yolox is not None:
         steps.append(lambda: _export_yolox(out, yolox, entries))
     if yolov5 is not None:
@@ -259,7 +283,12 @@ def _ultralytics_ref(path: Path, entry: dict[str, Any], tensor: np.ndarray, img:
     y = backend(x)
     pred = (y[0] if isinstance(y, list | tuple) else y)[:1].float()
     det = non_max_suppression(
-        pred, entry["conf"], entry["iou"], nc=len(backend.names), max_det=300, end2end=backend.end2end,
+        pred,
+        entry["conf"],
+        entry["iou"],
+        nc=len(backend.names),
+        max_det=300,
+        end2end=backend.end2end,
         max_time_img=1e6,
     )[0][:, :6]
     raw = det.numpy().astype(np.float64)
@@ -288,10 +317,18 @@ def _yolox_ref(repo: Path, entry: dict[str, Any], out: np.ndarray, img: np.ndarr
     pred = demo.demo_postprocess(out.copy(), (size, size))[0] if entry.get("raw") else out[0]
     boxes = pred[:, :4]
     scores = pred[:, 4:5] * pred[:, 5:]
-    xyxy = np.stack(
-        (boxes[:, 0] - boxes[:, 2] / 2, boxes[:, 1] - boxes[:, 3] / 2,
-         boxes[:, 0] + boxes[:, 2] / 2, boxes[:, 1] + boxes[:, 3] / 2), axis=1,
-    ) / r
+    xyxy = (
+        np.stack(
+            (
+                boxes[:, 0] - boxes[:, 2] / 2,
+                boxes[:, 1] - boxes[:, 3] / 2,
+                boxes[:, 0] + boxes[:, 2] / 2,
+                boxes[:, 1] + boxes[:, 3] / 2,
+            ),
+            axis=1,
+        )
+        / r
+    )
     dets = demo.multiclass_nms(xyxy, scores, nms_thr=entry["iou"], score_thr=entry["conf"])
     rows = np.zeros((0, 6)) if dets is None else dets[:, [0, 1, 2, 3, 4, 5]]
     rows = rows[np.argsort(-rows[:, 4], kind="stable")][:300]  # YOLOX's demo has no cap: the daemon's max_det
@@ -304,8 +341,8 @@ def _yolov5_ref(repo: Path, entry: dict[str, Any], out: np.ndarray, img: np.ndar
     import torch
 
     _torchvision_stub()
-    from utils.augmentations import letterbox
-    from utils.general import non_max_suppression, scale_boxes
+    from utils.augmentations import letterbox  # type: ignore[import-not-found, import-untyped, unused-ignore]
+    from utils.general import non_max_suppression, scale_boxes  # type: ignore[import-not-found, import-untyped, unused-ignore]
 
     size = entry["size"]
     det = non_max_suppression(torch.from_numpy(out), entry["conf"], entry["iou"], None, False, max_det=300)[0]
@@ -348,5 +385,5 @@ def cmd_reference(out: Path, yolox: Path | None, yolov5: Path | None) -> None:
                 assert yolov5 is not None, "--yolov5 checkout needed"
                 det, raw, pre = _yolov5_ref(yolov5, entry, _run_ort(path, tensor)[0], img)
             saved |= _clipped(det, img, i, pre) | {f"raw{i}": raw}
-        np.savez_compressed(out / f"{entry['file']}.ref.npz", **saved)
+        np.savez_compressed(out / f"{entry['file']}.ref.npz", allow_pickle=False, **saved)
         print(entry["file"], [len(saved.get(f"det{i}", [])) for i in range(len(images))])

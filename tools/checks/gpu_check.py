@@ -30,8 +30,9 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import av
 import numpy as np
@@ -52,7 +53,7 @@ from daemon.ingest import hwdecode
 from daemon.ingest.decoding import scale
 from daemon.ops.doctor_gpu import ort_cuda_version
 from tools.checks.gpu_thermal import thermal_checks
-from tools.synth.video import h264_writer
+from tools.kit.synth.video import h264_writer
 
 REPORT: dict[str, Any] = {"checks": [], "skipped": [], "timings": {}, "host": platform.node()}
 POST: dict[str, Any] = {"conf_threshold": 0.25, "iou_threshold": 0.5, "max_det": 300}
@@ -68,7 +69,10 @@ def skip(name: str, why: str) -> None:
     REPORT["skipped"].append({"name": name, "why": why})
 
 
-def timed(stage: str, path: str, fn: Callable[[], Any], cupy: Any | None = None, repeat: int = 5) -> Any:
+T = TypeVar("T")
+
+
+def timed(stage: str, path: str, fn: Callable[[], T], cupy: Any | None = None, repeat: int = 5) -> T:
     """Run `fn` once to warm up, then `repeat` times; records the median ms per batch."""
     result = fn()
     times = []
@@ -84,15 +88,18 @@ def timed(stage: str, path: str, fn: Callable[[], Any], cupy: Any | None = None,
 
 def make_clip(folder: Path, width: int, height: int, count: int) -> Path:
     path = folder / f"check_{width}x{height}.mp4"
+    render: Callable[[int, int, int | None], tuple[np.ndarray, list[dict[str, Any]]]] | None
     try:
-        from tools.synth.scene import render_image  # noqa: PLC0415 - Pillow, a dev/demo dependency
+        from tools.kit.synth.scene import render_image  # noqa: PLC0415 - Pillow, a dev/demo dependency
+
+        render = render_image
     except ImportError:
-        render_image = None
+        render = None
     rng = np.random.default_rng(0)
     with h264_writer(path, width, height, 10, crf=18, preset="veryfast") as write:
         for i in range(count):
-            if render_image is not None:
-                write(render_image(i + 1, width, height)[0])
+            if render is not None:
+                write(render(i + 1, width, height)[0])
             else:
                 write(rng.integers(0, 255, (height, width, 3), dtype=np.uint8))
     return path
@@ -129,7 +136,7 @@ def preprocess(cupy: Any | None, frames: list[av.VideoFrame], info: Any) -> np.n
 
     reference = timed("pre-processing", "cpu (swscale + BatchTensor)", cpu_path)
     np_tensor = DeviceBatchTensor(np, n, size, conv)
-    host = timed(
+    host: np.ndarray = timed(
         "pre-processing",
         "numpy (device_preprocess)",
         lambda: np_tensor.fill([(yuv.yuv_frame(f, np), lb) for f in frames]),
@@ -146,7 +153,11 @@ def preprocess(cupy: Any | None, frames: list[av.VideoFrame], info: Any) -> np.n
         ("cupy xp path", DeviceBatchTensor(cupy, n, size, conv)),
         ("cupy kernel", DeviceBatchTensor(cupy, n, size, conv, kernel=LetterboxKernel(cupy))),
     ):
-        out = timed("pre-processing", name, lambda t=tensor: t.fill([(f, lb) for f in uploaded]), cupy)
+
+        def fill(t: DeviceBatchTensor = tensor) -> Any:
+            return t.fill([(f, lb) for f in uploaded])
+
+        out = timed("pre-processing", name, fill, cupy)
         worst = float(np.abs(to_host(out).astype(np.float32) - host.astype(np.float32)).max())
         check(f"letterbox {name} vs numpy", worst < 2e-3 * max(1.0, conv.scale * 255), f"max {worst:.2e}")
     return host
@@ -231,11 +242,11 @@ def random_output(rng: np.random.Generator, batch: int, size: int = 640) -> np.n
 
 def postprocess(cupy: Any | None, outputs: dict[str, np.ndarray]) -> None:
     for name, out in outputs.items():
-        on_cpu = timed("post-processing", f"numpy ({name})", lambda o=out: decode_batch(np, o, **POST))
+        on_cpu = timed("post-processing", f"numpy ({name})", partial(decode_batch, np, out, **POST))
         if cupy is None:
             continue
         dev = cupy.asarray(out)
-        on_gpu = timed("post-processing", f"cupy ({name})", lambda d=dev: decode_batch(cupy, d, **POST), cupy)
+        on_gpu = timed("post-processing", f"cupy ({name})", partial(decode_batch, cupy, dev, **POST), cupy)
         same = [len(a) == len(b) and np.array_equal(a[:, 4:], b[:, 4:]) for a, b in zip(on_cpu, on_gpu, strict=True)]
         worst = max(
             (

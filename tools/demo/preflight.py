@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.common.ports import port_in_use
+from tools.kit.ports import port_in_use
 
 GST_PACKAGES = (
     "python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base gstreamer1.0-plugins-good "

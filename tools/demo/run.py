@@ -36,10 +36,10 @@ import redis as redis_py
 
 from daemon.publish.schema import decode_entry
 from daemon.publish.tail import format_entry
-from tools.common.redis_server import RedisServer
-from tools.common.rtsp import SYSTEM_PYTHON, RtspServer
 from tools.demo.preflight import PortNeed, PreflightError, check_gstreamer, check_ports, check_redis_server
 from tools.demo.view import CameraWindow, StatusBoard
+from tools.kit.redis_server import RedisServer
+from tools.kit.rtsp import SYSTEM_PYTHON, RtspServer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -67,7 +67,7 @@ def say(message: str, *, err: bool = False) -> None:
 
 
 def render_clips(data: Path) -> dict[str, Path]:
-    from tools.synth.video import render_video  # noqa: PLC0415 - Pillow and x264 only when rendering
+    from tools.kit.synth.video import render_video  # noqa: PLC0415 - Pillow and x264 only when rendering
 
     data.mkdir(parents=True, exist_ok=True)
     clips = {}

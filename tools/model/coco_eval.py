@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from faster_coco_eval import COCO, COCOeval_faster
@@ -19,8 +20,13 @@ GtBox = tuple[int, Sequence[float]]  # (cls, xyxy)
 DetBox = tuple[int, float, Sequence[float]]  # (cls, score, xyxy)
 
 
-def evaluate(gt_by_image: Mapping[int, Sequence[GtBox]], dets_by_image: Mapping[int, Sequence[DetBox]],
-             names: Sequence[str], width: int, height: int) -> dict:
+def evaluate(
+    gt_by_image: Mapping[int, Sequence[GtBox]],
+    dets_by_image: Mapping[int, Sequence[DetBox]],
+    names: Sequence[str],
+    width: int,
+    height: int,
+) -> dict[str, Any]:
     """COCO bbox mAP of detections against ground truth.
 
     Args:
@@ -36,24 +42,44 @@ def evaluate(gt_by_image: Mapping[int, Sequence[GtBox]], dets_by_image: Mapping[
         means (COCO convention).  With no ground truth at all, the means are ``nan``.
     """
     images = [{"id": int(i), "width": int(width), "height": int(height)} for i in gt_by_image]
-    anns = []
-    for i, objs in gt_by_image.items():
-        for cls, box in objs:
+    anns: list[dict[str, Any]] = []
+    for i, gts in gt_by_image.items():
+        for cls, box in gts:
             x1, y1, x2, y2 = (float(v) for v in box)
-            anns.append({"id": len(anns) + 1, "image_id": int(i), "category_id": int(cls) + 1,
-                         "bbox": [x1, y1, x2 - x1, y2 - y1], "area": (x2 - x1) * (y2 - y1), "iscrowd": 0})
+            anns.append(
+                {
+                    "id": len(anns) + 1,
+                    "image_id": int(i),
+                    "category_id": int(cls) + 1,
+                    "bbox": [x1, y1, x2 - x1, y2 - y1],
+                    "area": (x2 - x1) * (y2 - y1),
+                    "iscrowd": 0,
+                }
+            )
     cats = [{"id": k + 1, "name": n} for k, n in enumerate(names)]
-    dets = []
-    for i, objs in dets_by_image.items():
+    dets: list[dict[str, Any]] = []
+    for i, found in dets_by_image.items():
         if i not in gt_by_image:
             continue
-        for cls, score, box in objs:
-            x1, y1, x2, y2 = (float(v) for v in box)
-            dets.append({"image_id": int(i), "category_id": int(cls) + 1, "score": float(score),
-                         "bbox": [x1, y1, x2 - x1, y2 - y1]})
+        for cls, score, xyxy in found:
+            x1, y1, x2, y2 = (float(v) for v in xyxy)
+            dets.append(
+                {
+                    "image_id": int(i),
+                    "category_id": int(cls) + 1,
+                    "score": float(score),
+                    "bbox": [x1, y1, x2 - x1, y2 - y1],
+                }
+            )
     nan = float("nan")
-    result: dict = {"mAP50": nan, "mAP50_95": nan, "per_class_AP50": {n: nan for n in names},
-                    "per_class_AP50_95": {n: nan for n in names}, "n_gt": len(anns), "n_det": len(dets)}
+    result: dict[str, Any] = {
+        "mAP50": nan,
+        "mAP50_95": nan,
+        "per_class_AP50": {n: nan for n in names},
+        "per_class_AP50_95": {n: nan for n in names},
+        "n_gt": len(anns),
+        "n_det": len(dets),
+    }
     if not anns:
         return result
     quiet = logging.getLogger("faster_coco_eval").debug

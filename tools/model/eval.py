@@ -2,7 +2,7 @@
 
     python -m tools.model.eval --model models/conveyor-800.onnx --size 800 --seed 12345678 --count 500
 
-Each held-out image is a camera-like frame rendered by ``tools.synth.render_scene`` with seed ``seed + i``
+Each held-out image is a camera-like frame rendered by ``tools.kit.synth.scene.render_scene`` with seed ``seed + i``
 (training only uses seeds < 1_000_000, so use seeds >= 1_000_000 here): aspect ratio drawn from 16:9, 4:3,
 1:1 and 3:4, longer side S x U(1.0, 1.6) px (so the frame is downscaled, as a camera frame is).  Frames are
 letterboxed to S x S exactly like the daemon does (aspect kept, centred, pad 114, RGB / 255), detections are
@@ -24,9 +24,9 @@ import numpy as np
 import onnxruntime as ort
 from PIL import Image
 
+from tools.kit.synth.parts import NAMES
+from tools.kit.synth.scene import render_scene
 from tools.model.coco_eval import evaluate
-from tools.synth.parts import NAMES
-from tools.synth.scene import render_scene
 
 PAD = 114
 
@@ -40,10 +40,11 @@ def letterbox(frame: np.ndarray, size: int, pad: int = PAD) -> tuple[np.ndarray,
     r = min(size / h, size / w)
     nw, nh = round(w * r), round(h * r)
     left, top = (size - nw) // 2, (size - nh) // 2
-    img = frame if (nw, nh) == (w, h) else np.asarray(
-        Image.fromarray(frame).resize((nw, nh), Image.Resampling.BILINEAR))
+    img = (
+        frame if (nw, nh) == (w, h) else np.asarray(Image.fromarray(frame).resize((nw, nh), Image.Resampling.BILINEAR))
+    )
     canvas = np.full((size, size, 3), pad, dtype=np.uint8)
-    canvas[top:top + nh, left:left + nw] = img
+    canvas[top : top + nh, left : left + nw] = img
     return canvas.transpose(2, 0, 1).astype(np.float32) / 255.0, r, (left, top)
 
 
@@ -65,8 +66,9 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou: float) -> np.ndarray:
     return np.asarray(keep, dtype=np.int64)
 
 
-def decode(out: np.ndarray, conf: float = 0.001, iou: float = 0.65, max_det: int = 300, pre_nms: int = 3000
-           ) -> np.ndarray:
+def decode(
+    out: np.ndarray, conf: float = 0.001, iou: float = 0.65, max_det: int = 300, pre_nms: int = 3000
+) -> np.ndarray:
     """One image's output [4 + nc, A] -> detections [N, 6] = (x1, y1, x2, y2, score, cls) in model pixels.
 
     Class-aware NMS (boxes offset per class)."""
@@ -104,21 +106,28 @@ class OnnxDetector:
             batch = batch.astype(np.float16)
         return np.asarray(self.session.run(None, {self.input: batch})[0], dtype=np.float32)
 
-    def __call__(self, frame: np.ndarray, conf: float = 0.001, iou: float = 0.65) -> list[tuple[int, float, list]]:
+    def __call__(
+        self, frame: np.ndarray, conf: float = 0.001, iou: float = 0.65
+    ) -> list[tuple[int, float, list[float]]]:
         """uint8 HxWx3 RGB frame -> [(cls, score, [x1, y1, x2, y2] in frame pixels)]."""
         x, r, (left, top) = letterbox(frame, self.size)
         return self.to_frame(self.raw(x[None])[0], r, (left, top), frame.shape, conf, iou)
 
-    def to_frame(self, out: np.ndarray, r: float, pad: tuple[int, int], shape: tuple[int, ...], conf: float,
-                 iou: float) -> list[tuple[int, float, list]]:
+    def to_frame(
+        self, out: np.ndarray, r: float, pad: tuple[int, int], shape: tuple[int, ...], conf: float, iou: float
+    ) -> list[tuple[int, float, list[float]]]:
         """One image's raw output -> detections in frame pixels."""
         left, top = pad
         det = decode(out, conf, iou)
         h, w = shape[:2]
         res = []
         for x1, y1, x2, y2, s, c in det:
-            box = [float(np.clip((x1 - left) / r, 0, w)), float(np.clip((y1 - top) / r, 0, h)),
-                   float(np.clip((x2 - left) / r, 0, w)), float(np.clip((y2 - top) / r, 0, h))]
+            box = [
+                float(np.clip((x1 - left) / r, 0, w)),
+                float(np.clip((y1 - top) / r, 0, h)),
+                float(np.clip((x2 - left) / r, 0, w)),
+                float(np.clip((y2 - top) / r, 0, h)),
+            ]
             res.append((int(c), float(s), box))
         return res
 
@@ -133,8 +142,15 @@ def held_out(seed: int, count: int, size: int) -> list[tuple[np.ndarray, list[tu
     return frames
 
 
-def compare_models(paths: list[Path], *, count: int = 100, seed: int = 12_345_678, threads: int = 2,
-                   conf: float = 0.001, iou: float = 0.65) -> list[dict[str, float]]:
+def compare_models(
+    paths: list[Path],
+    *,
+    count: int = 100,
+    seed: int = 12_345_678,
+    threads: int = 2,
+    conf: float = 0.001,
+    iou: float = 0.65,
+) -> list[dict[str, float]]:
     """mAP50, mAP50-95 and session.run time per image of each model on the same held-out frames.
 
     The models are timed in turns, image by image (A, B, A, B, ...), so a change in the host's
@@ -145,7 +161,7 @@ def compare_models(paths: list[Path], *, count: int = 100, seed: int = 12_345_67
     if any(d.size != size for d in dets):
         sys.exit(f"models differ in input size: {[d.size for d in dets]}")
     frames = held_out(seed, count, size)
-    found: list[dict[int, list]] = [{} for _ in dets]
+    found: list[dict[int, list[tuple[int, float, list[float]]]]] = [{} for _ in dets]
     run_s = [0.0] * len(dets)
     for i, (img, _) in enumerate(frames):
         x, r, (left, top) = letterbox(img, size)
@@ -161,8 +177,10 @@ def compare_models(paths: list[Path], *, count: int = 100, seed: int = 12_345_67
         ms = run_s[k] / count * 1000
         results.append({"mAP50": res["mAP50"], "mAP50_95": res["mAP50_95"], "ms_per_image": ms})
         speed = f"  {run_s[0] / run_s[k]:.2f}x the first" if k else ""
-        print(f"{path}: mAP50={res['mAP50']:.3f} mAP50-95={res['mAP50_95']:.3f} session.run {ms:.1f} ms/img"
-              f" ({count} images, seed {seed}, {threads} threads){speed}")
+        print(
+            f"{path}: mAP50={res['mAP50']:.3f} mAP50-95={res['mAP50_95']:.3f} session.run {ms:.1f} ms/img"
+            f" ({count} images, seed {seed}, {threads} threads){speed}"
+        )
     return results
 
 
@@ -191,8 +209,14 @@ def main() -> None:
     ap.add_argument("--compare", type=Path, nargs="+", help="other files of the same model: same frames, same run")
     args = ap.parse_args()
     if args.compare:
-        compare_models([args.model, *args.compare], count=args.count, seed=args.seed, threads=args.threads,
-                       conf=args.conf, iou=args.iou)
+        compare_models(
+            [args.model, *args.compare],
+            count=args.count,
+            seed=args.seed,
+            threads=args.threads,
+            conf=args.conf,
+            iou=args.iou,
+        )
         return
     if args.seed < 1_000_000:
         print("warning: seeds < 1_000_000 overlap the training data", file=sys.stderr)
@@ -213,8 +237,10 @@ def main() -> None:
         if (i + 1) % 100 == 0:
             print(f"  {i + 1}/{args.count} images, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     res = evaluate(gts, dets, NAMES, args.size, args.size)
-    print(f"model {args.model}  size {args.size}  seed {args.seed}  images {args.count}  gt {res['n_gt']}  "
-          f"infer {t_inf / args.count * 1000:.0f} ms/img")
+    print(
+        f"model {args.model}  size {args.size}  seed {args.seed}  images {args.count}  gt {res['n_gt']}  "
+        f"infer {t_inf / args.count * 1000:.0f} ms/img"
+    )
     print(f"mAP50={res['mAP50']:.3f} mAP50-95={res['mAP50_95']:.3f}")
     for n in NAMES:
         print(f"  {n:10s} AP50={res['per_class_AP50'][n]:.3f} AP50-95={res['per_class_AP50_95'][n]:.3f}")

@@ -4,7 +4,7 @@ report accuracy and CPU speed against the original in the same run, on the same 
     .venv/bin/python -m tools.model.quantize_int8 models/conveyor-416.onnx models/conveyor-416-int8.onnx \
         [--calibration 48] [--count 100] [--seed 12345678]
 
-Calibration images are conveyor frames rendered by `tools/synth/` (seeds from 2_000_000, away
+Calibration images are conveyor frames rendered by `tools/kit/synth/` (seeds from 2_000_000, away
 from both the training seeds (< 1_000_000) and the held-out evaluation seeds), letterboxed exactly
 as the daemon fills its input. Activations and weights are signed INT8 in QDQ form (what the
 CPU, CUDA and TensorRT providers all run), weights per output channel, min/max calibration.
@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from tools.kit.synth.scene import render_scene
 from tools.model.eval import compare_models, eval_frame_size, letterbox
-from tools.synth.scene import render_scene
 
 CALIBRATION_SEED = 2_000_000
 _FLOAT_TAIL_OPS = {"Softmax", "Sub", "Add", "Mul", "Div", "Concat", "Sigmoid", "Transpose", "Reshape", "Split", "Slice"}

@@ -25,9 +25,9 @@ import numpy as np
 import onnx
 import torch
 
+from tools.kit.synth.parts import NAMES
+from tools.kit.synth.scene import render_scene
 from tools.model.yolo_net import Detector, DetLoss
-from tools.synth.parts import NAMES
-from tools.synth.scene import render_scene
 
 MODEL_SIZES = (416, 640, 800)
 PAD = 114
@@ -54,7 +54,7 @@ def make_sample(seed: int, imgsz: int) -> tuple[np.ndarray, np.ndarray]:
         canvas = np.full((imgsz, imgsz, 3), PAD, dtype=np.uint8)
         dx = imgsz - w if pad_side == 3 else 0
         dy = imgsz - h if pad_side == 1 else 0
-        canvas[dy:dy + h, dx:dx + w] = img
+        canvas[dy : dy + h, dx : dx + w] = img
         img = canvas
         lab[:, [1, 3]] += dx
         lab[:, [2, 4]] += dy
@@ -119,17 +119,33 @@ def export_all(model: Detector, out_dir: Path, seed: int = 0) -> None:
         path = out_dir / f"conveyor-{s}.onnx"
         x = torch.zeros(2, 3, s, s)
         batch = torch.export.Dim("batch", min=1, max=64)
-        torch.onnx.export(m, (x,), str(path), input_names=["images"], output_names=["output0"],
-                          opset_version=18, dynamo=True, dynamic_shapes={"x": {0: batch}}, external_data=False)
+        torch.onnx.export(
+            m,
+            (x,),
+            str(path),
+            input_names=["images"],
+            output_names=["output0"],
+            opset_version=18,
+            dynamo=True,
+            dynamic_shapes={"x": {0: batch}},
+            external_data=False,
+        )
         om = onnx.load(str(path))
         for v in list(om.graph.input) + list(om.graph.output):
             d0 = v.type.tensor_type.shape.dim[0]
             d0.ClearField("dim_value")
             d0.dim_param = "batch"
-        meta = {"names": json.dumps(NAMES), "layout": "yolov8", "imgsz": json.dumps([s, s]),
-                "strides": json.dumps([8, 16, 32]), "version": VERSION, "task": "detect", "pad_value": str(PAD),
-                "description": "BeltSight demo detector for SYNTHETIC conveyor scenes (bolt, hex_nut, washer, "
-                               "l_bracket); trained on procedurally rendered images, not for real factories."}
+        meta = {
+            "names": json.dumps(NAMES),
+            "layout": "yolov8",
+            "imgsz": json.dumps([s, s]),
+            "strides": json.dumps([8, 16, 32]),
+            "version": VERSION,
+            "task": "detect",
+            "pad_value": str(PAD),
+            "description": "BeltSight demo detector for SYNTHETIC conveyor scenes (bolt, hex_nut, washer, "
+            "l_bracket); trained on procedurally rendered images, not for real factories.",
+        }
         del om.metadata_props[:]
         for k, v in meta.items():
             p = om.metadata_props.add()
@@ -153,14 +169,14 @@ class EMA:
             p.requires_grad_(False)
         self.decay, self.tau, self.updates = decay, tau, 0
 
-    @torch.no_grad()
     def update(self, model: torch.nn.Module) -> None:
-        self.updates += 1
-        d = self.decay * (1 - math.exp(-self.updates / self.tau))
-        msd = model.state_dict()
-        for k, v in self.ema.state_dict().items():
-            if v.dtype.is_floating_point:
-                v.mul_(d).add_(msd[k].detach(), alpha=1 - d)
+        with torch.no_grad():
+            self.updates += 1
+            d = self.decay * (1 - math.exp(-self.updates / self.tau))
+            msd = model.state_dict()
+            for k, v in self.ema.state_dict().items():
+                if v.dtype.is_floating_point:
+                    v.mul_(d).add_(msd[k].detach(), alpha=1 - d)
 
 
 def main() -> None:
@@ -197,16 +213,21 @@ def main() -> None:
     nparams = sum(p.numel() for p in model.parameters())
     print(f"params {nparams / 1e6:.2f} M  seed {args.seed}  batch {args.batch}  imgsz {args.imgsz}", flush=True)
     model = model.to(memory_format=torch.channels_last)
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for p in model.parameters():
         (decay if p.ndim > 1 else no_decay).append(p)
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.999))
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=args.lr,
+        betas=(0.9, 0.999),
+    )
     ema = EMA(model)
     crit = DetLoss(model)
     stream = SynthStream(args.seed, args.imgsz, reuse=not args.no_reuse)
-    dl = torch.utils.data.DataLoader(stream, batch_size=args.batch, num_workers=1,
-                                     collate_fn=collate, prefetch_factor=4, persistent_workers=True)
+    dl = torch.utils.data.DataLoader(
+        stream, batch_size=args.batch, num_workers=1, collate_fn=collate, prefetch_factor=4, persistent_workers=True
+    )
     total = args.steps
     warm = 100
     t0 = time.time()
@@ -243,9 +264,12 @@ def main() -> None:
             t_mark, n_mark = now, step
             el = now - t0
             eta = el / max(prog, 1e-6) - el
-            print(f"step {step} ({prog * 100:.0f}%) imgs {step * args.batch} lr {lr:.2e} box {run_loss[0]:.3f} "
-                  f"cls {run_loss[1]:.3f} dfl {run_loss[2]:.3f} {ips:.1f} img/s elapsed {el / 60:.1f} min "
-                  f"ETA {eta / 60:.1f} min", flush=True)
+            print(
+                f"step {step} ({prog * 100:.0f}%) imgs {step * args.batch} lr {lr:.2e} box {run_loss[0]:.3f} "
+                f"cls {run_loss[1]:.3f} dfl {run_loss[2]:.3f} {ips:.1f} img/s elapsed {el / 60:.1f} min "
+                f"ETA {eta / 60:.1f} min",
+                flush=True,
+            )
         if step % 250 == 0:
             torch.save({"ema": ema.ema.state_dict(), "step": step}, args.out / "last.pt")
     torch.save({"ema": ema.ema.state_dict(), "step": step}, args.out / "last.pt")

@@ -49,7 +49,7 @@ class C2f(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y0 = self.cv1(x)
-        ys = [y0[:, : self.c], y0[:, self.c:]]  # slicing, not chunk
+        ys = [y0[:, : self.c], y0[:, self.c :]]  # slicing, not chunk
         for m in self.m:
             ys.append(m(ys[-1]))
         return self.cv2(torch.cat(ys, 1))
@@ -91,9 +91,9 @@ class Detector(nn.Module):
         c2 = max(16, chs[0] // 4, 4 * reg_max)
         c3 = max(chs[0], min(nc, 100))
         self.box = nn.ModuleList(
-            nn.Sequential(Conv(c, c2, 3), Conv(c2, c2, 3), nn.Conv2d(c2, 4 * reg_max, 1)) for c in chs)
-        self.cls = nn.ModuleList(
-            nn.Sequential(Conv(c, c3, 3), Conv(c3, c3, 3), nn.Conv2d(c3, nc, 1)) for c in chs)
+            nn.Sequential(Conv(c, c2, 3), Conv(c2, c2, 3), nn.Conv2d(c2, 4 * reg_max, 1)) for c in chs
+        )
+        self.cls = nn.ModuleList(nn.Sequential(Conv(c, c3, 3), Conv(c3, c3, 3), nn.Conv2d(c3, nc, 1)) for c in chs)
         self.register_buffer("proj", torch.arange(reg_max, dtype=torch.float32), persistent=False)
         self.export = False
         self._bias_init()
@@ -126,7 +126,7 @@ class Detector(nn.Module):
         flat = torch.cat([o.flatten(2) for o in outs], 2)
         anchors, strides = make_anchors([(h // s, w // s) for s in STRIDES], flat.device)
         box = flat[:, : 4 * self.reg_max]
-        cls = flat[:, 4 * self.reg_max:]
+        cls = flat[:, 4 * self.reg_max :]
         dist = box.unflatten(1, (4, self.reg_max)).softmax(2)
         dist = (dist * self.proj.reshape(1, 1, -1, 1)).sum(2)  # [B, 4, A] ltrb in grid units
         lt = dist[:, 0:2]
@@ -138,13 +138,17 @@ class Detector(nn.Module):
         return torch.cat([xy, wh, cls.sigmoid()], 1)
 
 
-def make_anchors(shapes: list[tuple[int, int]], device: torch.device, offset: float = 0.5
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+def make_anchors(
+    shapes: list[tuple[int, int]], device: torch.device, offset: float = 0.5
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Anchor centres in grid units [A, 2] (x, y) and stride [A, 1], stride-8 grid first, row-major."""
     pts, sts = [], []
     for (h, w), s in zip(shapes, STRIDES, strict=True):
-        sy, sx = torch.meshgrid(torch.arange(h, device=device, dtype=torch.float32) + offset,
-                                torch.arange(w, device=device, dtype=torch.float32) + offset, indexing="ij")
+        sy, sx = torch.meshgrid(
+            torch.arange(h, device=device, dtype=torch.float32) + offset,
+            torch.arange(w, device=device, dtype=torch.float32) + offset,
+            indexing="ij",
+        )
         pts.append(torch.stack([sx, sy], -1).reshape(-1, 2))
         sts.append(torch.full((h * w, 1), float(s), device=device))
     return torch.cat(pts), torch.cat(sts)
@@ -157,8 +161,9 @@ def bbox_ciou(b1: torch.Tensor, b2: torch.Tensor, eps: float = 1e-7) -> torch.Te
     b2x1, b2y1, b2x2, b2y2 = b2.unbind(-1)
     w1, h1 = b1x2 - b1x1, b1y2 - b1y1 + eps
     w2, h2 = b2x2 - b2x1, b2y2 - b2y1 + eps
-    inter = (torch.min(b1x2, b2x2) - torch.max(b1x1, b2x1)).clamp(0) * \
-            (torch.min(b1y2, b2y2) - torch.max(b1y1, b2y1)).clamp(0)
+    inter = (torch.min(b1x2, b2x2) - torch.max(b1x1, b2x1)).clamp(0) * (
+        torch.min(b1y2, b2y2) - torch.max(b1y1, b2y1)
+    ).clamp(0)
     union = w1 * h1 + w2 * h2 - inter + eps
     iou = inter / union
     cw = torch.max(b1x2, b2x2) - torch.min(b1x1, b2x1)
@@ -172,56 +177,69 @@ def bbox_ciou(b1: torch.Tensor, b2: torch.Tensor, eps: float = 1e-7) -> torch.Te
 
 
 def box_iou_pair(b1: torch.Tensor, b2: torch.Tensor, eps: float = 1e-7) -> torch.Tensor:
-    inter = (torch.min(b1[..., 2], b2[..., 2]) - torch.max(b1[..., 0], b2[..., 0])).clamp(0) * \
-            (torch.min(b1[..., 3], b2[..., 3]) - torch.max(b1[..., 1], b2[..., 1])).clamp(0)
+    inter = (torch.min(b1[..., 2], b2[..., 2]) - torch.max(b1[..., 0], b2[..., 0])).clamp(0) * (
+        torch.min(b1[..., 3], b2[..., 3]) - torch.max(b1[..., 1], b2[..., 1])
+    ).clamp(0)
     a1 = (b1[..., 2] - b1[..., 0]) * (b1[..., 3] - b1[..., 1])
     a2 = (b2[..., 2] - b2[..., 0]) * (b2[..., 3] - b2[..., 1])
     return inter / (a1 + a2 - inter + eps)
 
 
-@torch.no_grad()
-def tal_assign(pd_scores: torch.Tensor, pd_boxes: torch.Tensor, anc: torch.Tensor, gt_cls: torch.Tensor,
-               gt_boxes: torch.Tensor, mask_gt: torch.Tensor, topk: int = 10, alpha: float = 0.5,
-               beta: float = 6.0, eps: float = 1e-9
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def tal_assign(
+    pd_scores: torch.Tensor,
+    pd_boxes: torch.Tensor,
+    anc: torch.Tensor,
+    gt_cls: torch.Tensor,
+    gt_boxes: torch.Tensor,
+    mask_gt: torch.Tensor,
+    topk: int = 10,
+    alpha: float = 0.5,
+    beta: float = 6.0,
+    eps: float = 1e-9,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Task-aligned assigner. pd_scores [B,A,C] (sigmoid), pd_boxes [B,A,4] xyxy px, anc [A,2] px,
     gt_cls [B,M] long, gt_boxes [B,M,4], mask_gt [B,M] bool.
     Returns target_boxes [B,A,4], target_scores [B,A,C], fg_mask [B,A] bool, target_gt_idx [B,A]."""
-    bsz, na, nc = pd_scores.shape
-    m = gt_boxes.shape[1]
-    if m == 0:
-        return (torch.zeros_like(pd_boxes), torch.zeros_like(pd_scores),
-                torch.zeros(bsz, na, dtype=torch.bool), torch.zeros(bsz, na, dtype=torch.long))
-    # anchors inside gt
-    lt = anc[None, None] - gt_boxes[:, :, None, :2]
-    rb = gt_boxes[:, :, None, 2:] - anc[None, None]
-    in_gts = (torch.cat([lt, rb], -1).amin(-1) > eps) & mask_gt[..., None]  # [B,M,A]
-    ious = box_iou_pair(gt_boxes[:, :, None, :], pd_boxes[:, None, :, :]).clamp(0)  # [B,M,A]
-    idx = gt_cls.clamp(0)[..., None].expand(-1, -1, na)
-    sc = torch.gather(pd_scores.transpose(1, 2), 1, idx)  # [B,M,A]
-    align = sc.pow(alpha) * ious.pow(beta) * in_gts
-    k = min(topk, na)
-    top_v, top_i = align.topk(k, dim=-1)
-    is_topk = torch.zeros_like(align, dtype=torch.bool).scatter_(-1, top_i, top_v > eps)
-    mask_pos = is_topk & in_gts & mask_gt[..., None]
-    # resolve anchors assigned to several gts: keep highest IoU
-    fg_cnt = mask_pos.sum(1)  # [B,A]
-    if (fg_cnt > 1).any():
-        best = ious.argmax(1)  # [B,A]
-        best_onehot = F.one_hot(best, m).permute(0, 2, 1).bool()
-        mask_pos = torch.where((fg_cnt > 1)[:, None, :], best_onehot, mask_pos)
-    fg = mask_pos.any(1)
-    tgt_idx = mask_pos.float().argmax(1)  # [B,A]
-    bidx = torch.arange(bsz)[:, None]
-    t_boxes = gt_boxes[bidx, tgt_idx]
-    t_cls = gt_cls[bidx, tgt_idx].clamp(0)
-    t_scores = F.one_hot(t_cls, nc).float() * fg[..., None]
-    align = align * mask_pos
-    pos_align = align.amax(-1, keepdim=True)  # [B,M,1]
-    pos_iou = (ious * mask_pos).amax(-1, keepdim=True)
-    norm = (align * pos_iou / (pos_align + eps)).amax(1)  # [B,A]
-    t_scores = t_scores * norm[..., None]
-    return t_boxes, t_scores, fg, tgt_idx
+    with torch.no_grad():
+        bsz, na, nc = pd_scores.shape
+        m = gt_boxes.shape[1]
+        if m == 0:
+            return (
+                torch.zeros_like(pd_boxes),
+                torch.zeros_like(pd_scores),
+                torch.zeros(bsz, na, dtype=torch.bool),
+                torch.zeros(bsz, na, dtype=torch.long),
+            )
+        # anchors inside gt
+        lt = anc[None, None] - gt_boxes[:, :, None, :2]
+        rb = gt_boxes[:, :, None, 2:] - anc[None, None]
+        in_gts = (torch.cat([lt, rb], -1).amin(-1) > eps) & mask_gt[..., None]  # [B,M,A]
+        ious = box_iou_pair(gt_boxes[:, :, None, :], pd_boxes[:, None, :, :]).clamp(0)  # [B,M,A]
+        idx = gt_cls.clamp(0)[..., None].expand(-1, -1, na)
+        sc = torch.gather(pd_scores.transpose(1, 2), 1, idx)  # [B,M,A]
+        align = sc.pow(alpha) * ious.pow(beta) * in_gts
+        k = min(topk, na)
+        top_v, top_i = align.topk(k, dim=-1)
+        is_topk = torch.zeros_like(align, dtype=torch.bool).scatter_(-1, top_i, top_v > eps)
+        mask_pos = is_topk & in_gts & mask_gt[..., None]
+        # resolve anchors assigned to several gts: keep highest IoU
+        fg_cnt = mask_pos.sum(1)  # [B,A]
+        if (fg_cnt > 1).any():
+            best = ious.argmax(1)  # [B,A]
+            best_onehot = F.one_hot(best, m).permute(0, 2, 1).bool()
+            mask_pos = torch.where((fg_cnt > 1)[:, None, :], best_onehot, mask_pos)
+        fg = mask_pos.any(1)
+        tgt_idx = mask_pos.float().argmax(1)  # [B,A]
+        bidx = torch.arange(bsz)[:, None]
+        t_boxes = gt_boxes[bidx, tgt_idx]
+        t_cls = gt_cls[bidx, tgt_idx].clamp(0)
+        t_scores = F.one_hot(t_cls, nc).float() * fg[..., None]
+        align = align * mask_pos
+        pos_align = align.amax(-1, keepdim=True)  # [B,M,1]
+        pos_iou = (ious * mask_pos).amax(-1, keepdim=True)
+        norm = (align * pos_iou / (pos_align + eps)).amax(1)  # [B,A]
+        t_scores = t_scores * norm[..., None]
+        return t_boxes, t_scores, fg, tgt_idx
 
 
 class DetLoss:
@@ -230,13 +248,14 @@ class DetLoss:
         self.box_w, self.cls_w, self.dfl_w = box_w, cls_w, dfl_w
         self.proj = torch.arange(self.reg_max, dtype=torch.float32)
 
-    def __call__(self, outs: list[torch.Tensor], targets: torch.Tensor, img_hw: tuple[int, int]
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(
+        self, outs: list[torch.Tensor], targets: torch.Tensor, img_hw: tuple[int, int]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """outs: raw level maps; targets [N, 6] = (batch_idx, cls, x1, y1, x2, y2) in px."""
         outs = [o.float() for o in outs]
         bsz = outs[0].shape[0]
         flat = torch.cat([o.reshape(bsz, 4 * self.reg_max + self.nc, -1) for o in outs], 2).transpose(1, 2)
-        pd_dist, pd_cls = flat[..., : 4 * self.reg_max], flat[..., 4 * self.reg_max:]
+        pd_dist, pd_cls = flat[..., : 4 * self.reg_max], flat[..., 4 * self.reg_max :]
         h, w = img_hw
         anc, st = make_anchors([(h // s, w // s) for s in STRIDES], flat.device)
         na = anc.shape[0]
@@ -253,8 +272,9 @@ class DetLoss:
         dist = pd_dist.reshape(bsz, na, 4, self.reg_max).softmax(-1) @ self.proj  # [B,A,4] grid units
         anc_px = anc * st
         pd_boxes = torch.cat([anc - dist[..., :2], anc + dist[..., 2:]], -1) * st  # xyxy px
-        t_boxes, t_scores, fg, _ = tal_assign(pd_cls.detach().sigmoid(), pd_boxes.detach(), anc_px, gt_cls,
-                                              gt_boxes, mask_gt)
+        t_boxes, t_scores, fg, _ = tal_assign(
+            pd_cls.detach().sigmoid(), pd_boxes.detach(), anc_px, gt_cls, gt_boxes, mask_gt
+        )
         ts_sum = max(float(t_scores.sum()), 1.0)
         loss_cls = F.binary_cross_entropy_with_logits(pd_cls, t_scores, reduction="sum") / ts_sum
         loss_box = torch.zeros(())
@@ -272,8 +292,14 @@ class DetLoss:
             wl = tl + 1 - tgt
             pdf = pd_dist[fg].reshape(-1, self.reg_max)
             tl_f, wl_f = tl.reshape(-1), wl.reshape(-1)
-            dfl = (F.cross_entropy(pdf, tl_f, reduction="none") * wl_f
-                   + F.cross_entropy(pdf, tl_f + 1, reduction="none") * (1 - wl_f)).reshape(-1, 4).mean(-1)
+            dfl = (
+                (
+                    F.cross_entropy(pdf, tl_f, reduction="none") * wl_f
+                    + F.cross_entropy(pdf, tl_f + 1, reduction="none") * (1 - wl_f)
+                )
+                .reshape(-1, 4)
+                .mean(-1)
+            )
             loss_dfl = (dfl[:, None] * wgt).sum() / ts_sum
         total = (self.box_w * loss_box + self.cls_w * loss_cls + self.dfl_w * loss_dfl) * bsz
         return total, torch.stack([loss_box, loss_cls, loss_dfl]).detach()

@@ -2,8 +2,8 @@
 
     python -m tools.soak --minutes 30 [--cameras 2] [--out DIR] [--rebuild-every 500]
 
-Starts, all on free loopback ports: one `tools/common/rtsp_server.py` per camera (synthetic conveyor
-clips from `tools.synth.video.render_video`, 640x480 and 1280x720 at 10 fps, alternating), one
+Starts, all on free loopback ports: one `tools/kit/rtsp_server.py` per camera (synthetic conveyor
+clips from `tools.kit.synth.video.render_video`, 640x480 and 1280x720 at 10 fps, alternating), one
 `redis-server` with AOF (`appendfsync always`), and the daemon as a subprocess
 (`python -m daemon run -c <generated config>`, with `redis.spool_dir` on its own tmpfs,
 `engine.rebuild.every_frames` set, and tracking on: a counting line across each belt with a
@@ -44,5 +44,5 @@ Exit status 0 when every check passes, 1 otherwise.
 
 Modules: `runner` (`Soak`: setup, faults, samples, verdict), `procs` (the clips, the daemon's
 config, `kill_proc`), `flood` (the hostile HTTP clients, also `python -m tools.soak.flood PORT N`),
-`stats` (/proc and /metrics readers, Theil-Sen). Servers come from tools/common's launchers.
+`stats` (/proc and /metrics readers, Theil-Sen). Servers come from tools/kit's launchers.
 """

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import tools.soak
-from tools.common.daemon_config import REPO
+from tools.kit.daemon_config import REPO
 from tools.soak.faults import FAULT_KINDS
 from tools.soak.runner import Soak
 

@@ -18,13 +18,15 @@ from typing import Any
 
 import redis
 
+from tools.kit.streams import read_stream
+
 
 def _ids(raw: list[tuple[str, dict[str, str]]]) -> list[tuple[int, ...]]:
     return [tuple(int(p) for p in eid.split("-")) for eid, _f in raw]
 
 
 def check_detections(client: redis.Redis, camera: str) -> dict[str, Any]:
-    raw = client.xrange(f"beltsight:detections:{camera}")
+    raw = read_stream(client, f"beltsight:detections:{camera}")
     keys = [(f["camera"], int(f["seq"]), int(f["captured_ms"])) for _id, f in raw]
     ids = _ids(raw)
     captured = [k[2] for k in keys]
@@ -38,7 +40,7 @@ def check_detections(client: redis.Redis, camera: str) -> dict[str, Any]:
 
 
 def check_objects(client: redis.Redis, camera: str) -> dict[str, Any]:
-    raw = client.xrange(f"beltsight:objects:{camera}")
+    raw = read_stream(client, f"beltsight:objects:{camera}")
     kinds: Counter[str] = Counter(f["event"] for _id, f in raw)
     new = Counter(f["track"] for _id, f in raw if f["event"] == "new")
     end = Counter(f["track"] for _id, f in raw if f["event"] == "end")

@@ -18,7 +18,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from tools.common.redis_server import RedisServer
+from tools.kit.redis_server import RedisServer
 
 FAULT_KINDS = (
     "camera_kill",

@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.common.daemon_config import REPO
+from tools.kit.daemon_config import REPO
 from tools.soak.procs import kill_proc
 
 FLOOD_KINDS = ("slow", "slow", "idle", "slow", "idle", "oversized", "garbage")

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tools.common.daemon_config import write_config
+from tools.kit.daemon_config import write_config
 
 CAMERA_SIZES = ((640, 480), (1280, 720))
 
@@ -21,7 +21,7 @@ def kill_proc(proc: subprocess.Popen[Any] | None) -> None:
 
 
 def render_clips(out: Path, cameras: int, seconds: float) -> list[Path]:
-    from tools.synth.video import render_video  # noqa: PLC0415
+    from tools.kit.synth.video import render_video  # noqa: PLC0415
 
     clips = []
     for i in range(cameras):

@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.common.daemon_config import REPO
-from tools.common.ports import free_port
-from tools.common.redis_server import RedisServer, find_redis_server
-from tools.common.rtsp import RtspServer
+from tools.kit.daemon_config import REPO
+from tools.kit.ports import free_port
+from tools.kit.redis_server import RedisServer, find_redis_server
+from tools.kit.rtsp import RtspServer
 from tools.soak.checks import check_detections, check_objects, objects_ok
 from tools.soak.faults import (
     FAULT_DOWN_S,
@@ -136,7 +136,7 @@ class Soak:
         assert self.daemon is not None
         self.t0 = time.monotonic()
         plan = self.schedule()
-        pending_end: list[tuple[float, Callable[[], None], Fault]] = []
+        pending_end: list[tuple[float, Callable[[], object], Fault]] = []
         next_sample = 0.0
         print(f"soak running {self.args.minutes} min, {len(plan)} faults planned, out={self.out}", flush=True)
         while self.now() < self.duration_s:
@@ -157,7 +157,8 @@ class Soak:
             time.sleep(0.2)
         self.finish()
 
-    def start_fault(self, kind: str, target: str) -> tuple[float, Callable[[], None], Fault]:
+    def start_fault(self, kind: str, target: str) -> tuple[float, Callable[[], object], Fault]:
+        """Start fault `kind` on `target`: (when it ends, what ends it (its value unused), the record)."""
         fault = Fault(kind, target, round(self.now(), 1))
         self.faults.append(fault)
         print(f"[{self.now():7.1f}s] fault start {kind} {target}", flush=True)

@@ -1,17 +1,17 @@
-"""`python -m tools.synth images|video ...`: see tools/synth/__init__.py."""
+"""`python -m tools.synth images|video ...`: see tools/kit/synth/__init__.py."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-import tools.synth
-from tools.synth.scene import write_images
-from tools.synth.video import render_video
+from tools.kit import synth
+from tools.kit.synth.scene import write_images
+from tools.kit.synth.video import render_video
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=tools.synth.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=synth.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("images", help="still images + COCO annotations.json (category ids 0..3)")
     a.add_argument("--out", type=Path, required=True)

@@ -175,9 +175,7 @@ def simulate(
             out[key].append(value)
         levels.append(throttle.level)
         t = round(t + interval_s, 9)
-    return Trace(
-        out["t"], out["temp"], out["sensed"], out["share"], out["thr"], levels, out["amb"], plant.slowdown_s
-    )
+    return Trace(out["t"], out["temp"], out["sensed"], out["share"], out["thr"], levels, out["amb"], plant.slowdown_s)
 
 
 class SleepSwitch:

@@ -26,7 +26,9 @@ from tools.thermal.plant import PlantParams, SleepSwitch, Trace, simulate, steps
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
 
 
-def summarise(trace: Trace, params: PlantParams, limit_c: float, phases: list[tuple[float, float, float]]) -> dict:
+def summarise(
+    trace: Trace, params: PlantParams, limit_c: float, phases: list[tuple[float, float, float]]
+) -> dict[str, object]:
     out: dict[str, object] = {"hw_slowdown_s": round(trace.slowdown_s, 1)}
     for name, (start, end, ambient) in zip(("cool", "hot", "cool_again"), phases, strict=True):
         idx = trace.window(start + (end - start) / 2, end)  # second half: after settling

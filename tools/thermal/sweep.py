@@ -125,9 +125,7 @@ def evaluate(case: Case) -> dict[str, float]:
     out["pause"] = 1.0 if "paused" in trace.level else -1.0
     best = params.sustainable_share(cool, LIMIT)
     fall = 2 * phase
-    back = next(
-        (trace.t_s[i] - fall for i in trace.window(fall, 3 * phase) if trace.share[i] >= 0.95 * best), phase
-    )
+    back = next((trace.t_s[i] - fall for i in trace.window(fall, 3 * phase) if trace.share[i] >= 0.95 * best), phase)
     out["recovery"] = back / case.tau_s - 2.0
     out["overshoot_c"] = max(trace.temp_c) - LIMIT  # information, no criterion
     return out

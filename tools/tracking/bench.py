@@ -59,11 +59,18 @@ def _frames(parts: int, frames: int, fps: float, seed: int, weak_frac: float = 0
         n_clutter = n_weak - on_part.size
         corner = np.column_stack([rng.uniform(0, W - 50, n_clutter), rng.uniform(0, H - 40, n_clutter)])
         size = np.array([50.0, 40.0])
-        weak_boxes = np.concatenate([boxes[on_part] + rng.normal(0, 4.0, (on_part.size, 4)),
-                                     np.column_stack([corner, corner + size])])
-        out.append((1_700_000_000_000 + round(t * 1000), np.concatenate([boxes, weak_boxes]),
-                    np.concatenate([scores, rng.uniform(0.1, 0.25, n_weak)]),
-                    np.concatenate([cls, rng.integers(0, len(LABELS), n_weak)]), n_weak))
+        weak_boxes = np.concatenate(
+            [boxes[on_part] + rng.normal(0, 4.0, (on_part.size, 4)), np.column_stack([corner, corner + size])]
+        )
+        out.append(
+            (
+                1_700_000_000_000 + round(t * 1000),
+                np.concatenate([boxes, weak_boxes]),
+                np.concatenate([scores, rng.uniform(0.1, 0.25, n_weak)]),
+                np.concatenate([cls, rng.integers(0, len(LABELS), n_weak)]),
+                n_weak,
+            )
+        )
     return out
 
 
@@ -146,16 +153,27 @@ def main() -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     rows = [
         ("machine", f"{os.cpu_count()} CPUs (load {load:.1f}), ORT {ort.__version__} CPUExecutionProvider"),
-        ("tracker update, 1 camera", f"mean {r['update_mean_ms']:.3f} ms  p50 {r['update_p50_ms']:.3f}  "
-                                     f"p99 {r['update_p99_ms']:.3f}  ({args.parts} parts + {args.weak:g} weak each, "
-                                     f"{args.frames} frames)"),
-        (f"tracker, {args.cameras} cameras / frame", f"mean {r['update_mean_ms'] * args.cameras:.3f} ms  "
-                                                    f"({int(r['events'])} events)"),
-        (f"inference, batch {args.cameras}", f"median {r['infer_median_ms']:.1f} ms  min {r['infer_min_ms']:.1f}  "
-                                             f"({args.model.name}, {int(r['input'])} px, {int(r['rounds'])} runs)"),
-        ("tracker / inference", f"{r['ratio'] * 100:.2f} % (median of interleaved rounds; medians: "
-                                f"{r['ratio_of_medians'] * 100:.2f} %)  goal <= {GOAL * 100:.0f} %: "
-                                f"{'met' if r['ratio'] <= GOAL else 'NOT met'}"),
+        (
+            "tracker update, 1 camera",
+            f"mean {r['update_mean_ms']:.3f} ms  p50 {r['update_p50_ms']:.3f}  "
+            f"p99 {r['update_p99_ms']:.3f}  ({args.parts} parts + {args.weak:g} weak each, "
+            f"{args.frames} frames)",
+        ),
+        (
+            f"tracker, {args.cameras} cameras / frame",
+            f"mean {r['update_mean_ms'] * args.cameras:.3f} ms  ({int(r['events'])} events)",
+        ),
+        (
+            f"inference, batch {args.cameras}",
+            f"median {r['infer_median_ms']:.1f} ms  min {r['infer_min_ms']:.1f}  "
+            f"({args.model.name}, {int(r['input'])} px, {int(r['rounds'])} runs)",
+        ),
+        (
+            "tracker / inference",
+            f"{r['ratio'] * 100:.2f} % (median of interleaved rounds; medians: "
+            f"{r['ratio_of_medians'] * 100:.2f} %)  goal <= {GOAL * 100:.0f} %: "
+            f"{'met' if r['ratio'] <= GOAL else 'NOT met'}",
+        ),
     ]
     width = max(len(k) for k, _ in rows)
     for k, v in rows:

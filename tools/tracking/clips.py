@@ -11,7 +11,7 @@ from typing import Any
 
 import av
 
-from tools.synth.video import h264_writer, render_video
+from tools.kit.synth.video import h264_writer, render_video
 
 WIDTH, HEIGHT = 640, 480
 
@@ -36,8 +36,18 @@ def render(sc: Scenario, cache: Path) -> tuple[Path, Path]:
     mp4, gt = cache / f"{sc.key()}.mp4", cache / f"{sc.key()}.json"
     if not (mp4.exists() and gt.exists()):
         tmp = gt.with_suffix(".tmp.json")
-        render_video(mp4, tmp, WIDTH, HEIGHT, sc.fps, sc.seconds, sc.seed, speed_px_s=sc.speed * WIDTH,
-                     density=sc.density, stops=sc.stops)
+        render_video(
+            mp4,
+            tmp,
+            WIDTH,
+            HEIGHT,
+            sc.fps,
+            sc.seconds,
+            sc.seed,
+            speed_px_s=sc.speed * WIDTH,
+            density=sc.density,
+            stops=sc.stops,
+        )
         tmp.rename(gt)
     return mp4, gt
 

@@ -23,8 +23,8 @@ from daemon.config.tracking import TrackingConfig
 from daemon.core.objects import ObjectEvent, parse_fields
 from daemon.tracking import CameraTracker
 from daemon.tracking.stage import line_specs, tracker_params
-from tools.common.daemon_config import REPO, write_config
-from tools.common.redis_server import RedisServer, find_redis_server
+from tools.kit.daemon_config import REPO, write_config
+from tools.kit.redis_server import RedisServer, find_redis_server
 
 
 @dataclass
@@ -33,8 +33,14 @@ class Published:
     objects: list[ObjectEvent] = field(default_factory=list)
 
 
-def run_daemon(out: Path, cameras: list[dict[str, Any]], want: dict[str, int], timeout_s: float,
-               tracking: dict[str, Any] | None = None, **engine: Any) -> dict[str, Published]:
+def run_daemon(
+    out: Path,
+    cameras: list[dict[str, Any]],
+    want: dict[str, int],
+    timeout_s: float,
+    tracking: dict[str, Any] | None = None,
+    **engine: Any,
+) -> dict[str, Published]:
     """Start Redis and the daemon on ``cameras``; stop once each camera ``c`` published ``want[c]`` entries
     (or ``timeout_s`` passed); return what each camera published."""
     out.mkdir(parents=True, exist_ok=True)
@@ -43,12 +49,16 @@ def run_daemon(out: Path, cameras: list[dict[str, Any]], want: dict[str, int], t
         raise SystemExit("redis-server not found (apt-get install redis-server)")
     server = RedisServer(redis_bin, None).start()
     try:
-        config = write_config(out / "daemon.toml", redis_url=server.url, cameras=cameras, tracking=tracking,
-                              **engine)
+        config = write_config(out / "daemon.toml", redis_url=server.url, cameras=cameras, tracking=tracking, **engine)
         client = server.client()
         with (out / "daemon.log").open("wb") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "daemon", "run", "-c", str(config)], cwd=REPO,
-                                    stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "daemon", "run", "-c", str(config)],
+                cwd=REPO,
+                stdout=log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+            )
             try:
                 deadline = time.monotonic() + timeout_s
                 done = False
@@ -80,8 +90,10 @@ def load_published(path: Path) -> tuple[dict[str, Published], dict[str, Any]]:
     doc = json.loads(path.read_text())
     pubs = {}
     for c, p in doc["cameras"].items():
-        objects = [ObjectEvent(**(o | {"eta": tuple(map(tuple, o["eta"])) if o["eta"] is not None else None}))
-                   for o in p["objects"]]
+        objects = [
+            ObjectEvent(**(o | {"eta": tuple(map(tuple, o["eta"])) if o["eta"] is not None else None}))
+            for o in p["objects"]
+        ]
         pubs[c] = Published(p["entries"], objects)
     return pubs, doc["meta"]
 
@@ -90,16 +102,24 @@ def _read(client: Any, camera: str) -> Published:
     pub = Published()
     for _, raw in client.xrange(f"beltsight:detections:{camera}"):
         f = _text(raw)
-        pub.entries.append({"seq": int(f["seq"]), "captured_ms": int(f["captured_ms"]), "w": int(f["w"]),
-                            "h": int(f["h"]), "dets": json.loads(f["dets"])})
+        pub.entries.append(
+            {
+                "seq": int(f["seq"]),
+                "captured_ms": int(f["captured_ms"]),
+                "w": int(f["w"]),
+                "h": int(f["h"]),
+                "dets": json.loads(f["dets"]),
+            }
+        )
     for _, raw in client.xrange(f"beltsight:objects:{camera}"):
         pub.objects.append(parse_fields(_text(raw)))
     return pub
 
 
 def _text(fields: dict[Any, Any]) -> dict[str, str]:
-    return {k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v
-            for k, v in fields.items()}
+    return {
+        k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v for k, v in fields.items()
+    }
 
 
 def daemon_tracked(pub: Published) -> bool:
@@ -111,14 +131,22 @@ def replay_tracking(pub: Published, camera: dict[str, Any], tracking: dict[str, 
     """The daemon's tracker (``CameraTracker`` with the config's params and lines) over the published
     detections in capture order: track ids put into the dets, the events as objects."""
     cam = CameraConfig.model_validate(camera)
-    tracker = CameraTracker(cam.id, line_specs(cam.lines), tracker_params(TrackingConfig(**(tracking or {}))),
-                            mm_per_px=cam.mm_per_px)
+    tracker = CameraTracker(
+        cam.id, line_specs(cam.lines), tracker_params(TrackingConfig(**(tracking or {}))), mm_per_px=cam.mm_per_px
+    )
     out = Published()
     for e in sorted(pub.entries, key=lambda e: e["captured_ms"]):
         dets = e["dets"]
         boxes = np.array([d["box"] for d in dets], dtype=np.float64).reshape(-1, 4)
-        up = tracker.update(e["captured_ms"], e["w"], e["h"], boxes, np.array([d["score"] for d in dets]),
-                            np.array([d["cls"] for d in dets], dtype=np.int64), [d["label"] for d in dets])
+        up = tracker.update(
+            e["captured_ms"],
+            e["w"],
+            e["h"],
+            boxes,
+            np.array([d["score"] for d in dets]),
+            np.array([d["cls"] for d in dets], dtype=np.int64),
+            [d["label"] for d in dets],
+        )
         tracked = [d | ({"track": t} if t is not None else {}) for d, t in zip(dets, up.track_ids, strict=True)]
         out.entries.append(e | {"dets": tracked})
         out.objects.extend(up.events)

@@ -3,7 +3,7 @@
     python -m tools.tracking.eval [--quick | --other] [--model 416] [--modes file,drop,rtsp] [--cache DIR] [--out JSON]
                                   [--rescore]
 
-1. Clips (``tools.synth``, 640x480, 15 fps, 15 s, deterministic by seed, cached in ``--cache``, rendered two
+1. Clips (``tools.kit.synth``, 640x480, 15 fps, 15 s, deterministic by seed, cached in ``--cache``, rendered two
    at a time): belt speeds 0.1, 0.2 and 0.35 frame widths/s x densities 0.1 and 0.25, plus a stop-and-go clip
    (the belt stands 2 s and 1.5 s, 0.3 s ramps; parts keep their place). ``--quick``: two 8-10 s clips (0.2 w/s
    sparse, stop-and-go), modes file+drop. ``--other``: four other 10 s clips (``OTHER``: 0.15-0.45 w/s,
@@ -11,13 +11,13 @@
    ``rtsp`` mode uses the 0.2 w/s sparse and the stop-and-go clip.
 2. A vertical counting line at x = 0.5 (``direction`` +x); GT crossings: when each part's box centre passes
    it, from the belt travel in the GT (``tools.tracking.metrics.gt_crossings``).
-3. The daemon (``python -m daemon run``, a real redis-server, config by ``tools.common.daemon_config``, one
+3. The daemon (``python -m daemon run``, a real redis-server, config by ``tools.kit.daemon_config``, one
    daemon per mode with every clip as a camera, ``[tracking]`` defaults) in three modes:
    * ``file``: file sources, ``realtime = false``: every frame is processed (the reader waits).
    * ``drop``: two thirds of the frames gone: each clip DECIMATED beforehand (frames 0, 3, 6, ... re-encoded
      at 5 fps), every frame of that processed (``realtime = false``). The daemon drops nothing itself here:
      the same frames every run, spaced evenly in capture time.
-   * ``rtsp``: the clips served at 15 fps by ``tools.common.rtsp.RtspServer``, the daemon reading live; it
+   * ``rtsp``: the clips served at 15 fps by ``tools.kit.rtsp.RtspServer``, the daemon reading live; it
      processes what it keeps up with and drops the rest itself (the processed fraction is reported). Only
      the first pass over the clip (seq < frames) of the first connection is scored.
 4. Read back: the objects stream (``crossed`` on the line) and the detections stream (``dets`` with
@@ -59,8 +59,8 @@ from typing import Any
 
 import numpy as np
 
-from tools.common.daemon_config import REPO
-from tools.common.rtsp import RtspServer
+from tools.kit.daemon_config import REPO
+from tools.kit.rtsp import RtspServer
 from tools.tracking.clips import Scenario, decimate, load_gt, render
 from tools.tracking.daemon_run import (
     Published,
@@ -72,6 +72,7 @@ from tools.tracking.daemon_run import (
 )
 from tools.tracking.metrics import (
     Crossing,
+    Frames,
     first_seen,
     gt_crossings,
     id_metrics,
@@ -81,21 +82,32 @@ from tools.tracking.metrics import (
     without_ignored,
 )
 
-LINE = {"id": "mid", "start": [0.5, 0.0], "end": [0.5, 1.0], "direction": [1.0, 0.0]}
+LINE: dict[str, Any] = {"id": "mid", "start": [0.5, 0.0], "end": [0.5, 1.0], "direction": [1.0, 0.0]}
 TAIL_S = 0.5
 MATCH_TOL_S = 1.0
 DROP_STEP = 3
-GOALS = {"count_error": {"file": 0.01, "drop": 0.02}, "double": 0, "median_dt_intervals": 0.5, "IDF1": 0.9}
+GOALS: dict[str, Any] = {
+    "count_error": {"file": 0.01, "drop": 0.02},
+    "double": 0,
+    "median_dt_intervals": 0.5,
+    "IDF1": 0.9,
+}
 
 FULL = [
-    *(Scenario(f"v{speed:g}-d{dens:g}", speed, dens, 15.0, 300 + 10 * i + j)
-      for i, speed in enumerate((0.1, 0.2, 0.35)) for j, dens in enumerate((0.1, 0.25))),
+    *(
+        Scenario(f"v{speed:g}-d{dens:g}", speed, dens, 15.0, 300 + 10 * i + j)
+        for i, speed in enumerate((0.1, 0.2, 0.35))
+        for j, dens in enumerate((0.1, 0.25))
+    ),
     Scenario("stopgo", 0.2, 0.15, 15.0, 390, stops=((3.0, 2.0), (8.0, 1.5))),
 ]
 QUICK = [Scenario("v0.2-d0.1", 0.2, 0.1, 8.0, 310), Scenario("stopgo", 0.2, 0.12, 10.0, 390, stops=((3.0, 2.0),))]
-OTHER = [Scenario("n0.15-d0.2", 0.15, 0.2, 10.0, 501), Scenario("n0.3-d0.3", 0.3, 0.3, 10.0, 502),
-         Scenario("n0.25-stop", 0.25, 0.18, 10.0, 503, stops=((4.0, 1.5),)),
-         Scenario("n0.45-d0.2", 0.45, 0.2, 10.0, 504)]
+OTHER = [
+    Scenario("n0.15-d0.2", 0.15, 0.2, 10.0, 501),
+    Scenario("n0.3-d0.3", 0.3, 0.3, 10.0, 502),
+    Scenario("n0.25-stop", 0.25, 0.18, 10.0, 503, stops=((4.0, 1.5),)),
+    Scenario("n0.45-d0.2", 0.45, 0.2, 10.0, 504),
+]
 """Clips of other seeds, speeds and densities (one with a stop): a check of rules found on ``FULL``."""
 
 
@@ -103,7 +115,7 @@ def camera(name: str, url: str, model: int, realtime: bool) -> dict[str, Any]:
     return {"id": name.replace(".", "_"), "url": url, "realtime": realtime, "model": model, "lines": [LINE]}
 
 
-def score_clip(pub: Published, gt: dict[str, Any], frame_of: Callable[[int], int]) -> tuple[dict[str, Any], list]:
+def score_clip(pub: Published, gt: dict[str, Any], frame_of: Callable[[int], int]) -> tuple[dict[str, Any], Frames]:
     """One clip's figures and its (GT, tracked) frames for pooling."""
     entries, last_seq = [], -1
     for e in sorted(pub.entries, key=lambda e: e["captured_ms"]):
@@ -116,14 +128,18 @@ def score_clip(pub: Published, gt: dict[str, Any], frame_of: Callable[[int], int
     t_clip = idx / fps
     cap = np.array([e["captured_ms"] for e in entries], dtype=np.float64)
     lo, hi = float(t_clip[0]), float(t_clip[-1]) - TAIL_S
-    counted = [Crossing(ev.track, ev.direction or "", float(np.interp(ev.at_ms, cap, t_clip)))
-               for ev in pub.objects
-               if ev.event == "crossed" and ev.line == LINE["id"] and cap[0] <= ev.at_ms <= cap[-1]]
+    counted = [
+        Crossing(ev.track, ev.direction or "", float(np.interp(ev.at_ms, cap, t_clip)))
+        for ev in pub.objects
+        if ev.event == "crossed" and ev.line == LINE["id"] and cap[0] <= ev.at_ms <= cap[-1]
+    ]
     ignore = gt.get("ignore", {})
     frames3 = [
-        ([(o["id"], o["box"]) for o in gt["annotations"][str(i)]],
-         [(o["id"], o["box"]) for o in ignore.get(str(i), [])],
-         [(d["track"], d["box"]) for d in e["dets"] if "track" in d])
+        (
+            [(o["id"], o["box"]) for o in gt["annotations"][str(i)]],
+            [(o["id"], o["box"]) for o in ignore.get(str(i), [])],
+            [(d["track"], d["box"]) for d in e["dets"] if "track" in d],
+        )
         for i, e in zip(idx.tolist(), entries, strict=True)
     ]
     required = {o["id"] for objs in gt["annotations"].values() for o in objs}
@@ -131,29 +147,39 @@ def score_clip(pub: Published, gt: dict[str, Any], frame_of: Callable[[int], int
     to_part = track_parts([([*g, *ig], t) for g, ig, t in frames3])
     truth, counted = in_window(gt_crossings(gt, LINE["start"][0]), counted, lo, hi, to_part)
     m = match_crossings(truth, counted, MATCH_TOL_S, to_part, ignored_parts)
-    seen = first_seen([(t, g, [d["box"] for d in e["dets"]])
-                       for t, (g, _, _), e in zip(t_clip.tolist(), frames3, entries, strict=True)])
+    seen = first_seen(
+        [
+            (t, g, [d["box"] for d in e["dets"]])
+            for t, (g, _, _), e in zip(t_clip.tolist(), frames3, entries, strict=True)
+        ]
+    )
     when = {c.key: c.t_s for c in truth}
     m["undetected"] = sum(1 for p in m["missed_parts"] if seen.get(p, math.inf) >= when[p])
     frames = without_ignored(frames3)
     interval = float(np.median(np.diff(t_clip))) if len(t_clip) > 1 else math.nan
     wall = float(np.median(np.diff(cap))) / 1000 if len(cap) > 1 else math.nan
-    m |= id_metrics(frames) | {"interval_ms": 1000 * interval, "processed": len(entries) / gt["frames"],
-                               "wall_per_clip_s": wall / interval if interval else math.nan}
+    m |= id_metrics(frames) | {
+        "interval_ms": 1000 * interval,
+        "processed": len(entries) / gt["frames"],
+        "wall_per_clip_s": wall / interval if interval else math.nan,
+    }
     return m, frames
 
 
 def _abs_stats(errors: list[float], interval_ms: float) -> dict[str, float]:
     if not errors:
-        return {"median_dt_ms": math.nan, "p90_dt_ms": math.nan, "median_dt_intervals": math.nan,
-                "bias_ms": math.nan}
+        return {"median_dt_ms": math.nan, "p90_dt_ms": math.nan, "median_dt_intervals": math.nan, "bias_ms": math.nan}
     a = np.abs(np.array(errors)) * 1000
     med = float(np.median(a))
-    return {"median_dt_ms": med, "p90_dt_ms": float(np.percentile(a, 90)), "median_dt_intervals": med / interval_ms,
-            "bias_ms": 1000 * statistics.median(errors)}
+    return {
+        "median_dt_ms": med,
+        "p90_dt_ms": float(np.percentile(a, 90)),
+        "median_dt_intervals": med / interval_ms,
+        "bias_ms": 1000 * statistics.median(errors),
+    }
 
 
-def pooled(clips: dict[str, dict[str, Any]], frames: list[list]) -> dict[str, Any]:
+def pooled(clips: dict[str, dict[str, Any]], frames: list[Frames]) -> dict[str, Any]:
     keys = ("gt", "counted", "matched", "missed", "undetected", "extra", "double", "ignored")
     out: dict[str, Any] = {k: sum(c[k] for c in clips.values()) for k in keys}
     out["count_error"] = (out["counted"] - out["gt"]) / out["gt"] if out["gt"] else 0.0
@@ -163,8 +189,11 @@ def pooled(clips: dict[str, dict[str, Any]], frames: list[list]) -> dict[str, An
     out |= _abs_stats(errors, interval) | {"interval_ms": interval}
     out["processed"] = float(np.mean([c["processed"] for c in clips.values()]))
     # ids made unique per clip, then one pooled HOTA/IDF1
-    merged = [([(k * 1_000_000 + g, b) for g, b in gts], [(k * 1_000_000 + t, b) for t, b in trs])
-              for k, fs in enumerate(frames) for gts, trs in fs]
+    merged = [
+        ([(k * 1_000_000 + g, b) for g, b in gts], [(k * 1_000_000 + t, b) for t, b in trs])
+        for k, fs in enumerate(frames)
+        for gts, trs in fs
+    ]
     return out | id_metrics(merged)
 
 
@@ -186,23 +215,31 @@ def run_mode(mode: str, scenarios: list[Scenario], args: argparse.Namespace) -> 
             raise SystemExit(f"--rescore: {saved} does not exist; run mode {mode} once without --rescore")
         pubs, meta = load_published(saved)
         if sorted(pubs) != sorted(ids) or meta.get("model") != args.model:
-            raise SystemExit(f"{saved} holds cameras {sorted(pubs)} of model {meta.get('model')}, not "
-                             f"{sorted(ids)} of model {args.model}: run without --rescore")
+            raise SystemExit(
+                f"{saved} holds cameras {sorted(pubs)} of model {meta.get('model')}, not "
+                f"{sorted(ids)} of model {args.model}: run without --rescore"
+            )
         wall = float(meta["wall_s"])
     else:
         started = time.monotonic()
-        pubs = publish(mode, cams, {c: gts[n]["frames"] for c, n in ids.items()},
-                       max(sc.seconds for sc in scenarios), saved.parent, args)
+        pubs = publish(
+            mode,
+            cams,
+            {c: gts[n]["frames"] for c, n in ids.items()},
+            max(sc.seconds for sc in scenarios),
+            saved.parent,
+            args,
+        )
         wall = time.monotonic() - started
         save_published(saved, pubs, model=args.model, wall_s=wall)
     result: dict[str, Any] = {"clips": {}, "wall_s": wall}
-    all_frames = []
+    all_frames: list[Frames] = []
     for cam_cfg in cams:
         name, pub = ids[cam_cfg["id"]], pubs[cam_cfg["id"]]
         tracker = "daemon" if daemon_tracked(pub) else "replay"
         if tracker == "replay":
             pub = replay_tracking(pub, cam_cfg, None)
-        figures, frames = score_clip(pub, gts[name], lambda seq, s=step: seq * s)
+        figures, frames = score_clip(pub, gts[name], lambda seq: seq * step)
         errors = figures["time_errors_s"]
         figures |= _abs_stats(errors, figures["interval_ms"]) | {"tracker": tracker}
         result["clips"][name] = figures
@@ -214,8 +251,14 @@ def run_mode(mode: str, scenarios: list[Scenario], args: argparse.Namespace) -> 
     return result
 
 
-def publish(mode: str, cams: list[dict[str, Any]], frames: dict[str, int], seconds: float, out_dir: Path,
-            args: argparse.Namespace) -> dict[str, Published]:
+def publish(
+    mode: str,
+    cams: list[dict[str, Any]],
+    frames: dict[str, int],
+    seconds: float,
+    out_dir: Path,
+    args: argparse.Namespace,
+) -> dict[str, Published]:
     """Run the daemon over the clips ``cams`` (file urls, ``frames`` each, the longest ``seconds`` long) in
     ``mode``; what each camera published."""
     if mode == "drop":
@@ -232,20 +275,32 @@ def publish(mode: str, cams: list[dict[str, Any]], frames: dict[str, int], secon
         rtsp.close()
 
 
-def clip_clock(cams: list[dict[str, Any]], ids: dict[str, str], pubs: dict[str, Published],
-               gts: dict[str, dict[str, Any]], step: int) -> dict[str, Any]:
+def clip_clock(
+    cams: list[dict[str, Any]],
+    ids: dict[str, str],
+    pubs: dict[str, Published],
+    gts: dict[str, dict[str, Any]],
+    step: int,
+) -> dict[str, Any]:
     """Diagnosis: the daemon's own detections, tracked again by its tracker with each frame stamped at its
     clip time (as a camera stamps it) instead of when the daemon decoded it (``realtime = false``)."""
     out: dict[str, Any] = {"clips": {}, "wall_s": 0.0, "tracker": ["replay on clip time"]}
-    all_frames = []
+    all_frames: list[Frames] = []
     for cam_cfg in cams:
         name, pub = ids[cam_cfg["id"]], pubs[cam_cfg["id"]]
         base = pub.entries[0]["captured_ms"] if pub.entries else 0
         fps = gts[name]["fps"]
-        stamped = Published([e | {"captured_ms": base + round(1000 * e["seq"] * step / fps),
-                                  "dets": [{k: v for k, v in d.items() if k != "track"} for d in e["dets"]]}
-                             for e in pub.entries])
-        figures, frames = score_clip(replay_tracking(stamped, cam_cfg, None), gts[name], lambda q, s=step: q * s)
+        stamped = Published(
+            [
+                e
+                | {
+                    "captured_ms": base + round(1000 * e["seq"] * step / fps),
+                    "dets": [{k: v for k, v in d.items() if k != "track"} for d in e["dets"]],
+                }
+                for e in pub.entries
+            ]
+        )
+        figures, frames = score_clip(replay_tracking(stamped, cam_cfg, None), gts[name], lambda q: q * step)
         out["clips"][name] = figures | _abs_stats(figures["time_errors_s"], figures["interval_ms"])
         all_frames.append(frames)
     out["pooled"] = pooled(out["clips"], all_frames)
@@ -254,13 +309,19 @@ def clip_clock(cams: list[dict[str, Any]], ids: dict[str, str], pubs: dict[str, 
 
 def goal_check(mode: str, p: dict[str, Any]) -> dict[str, bool]:
     limit = GOALS["count_error"].get(mode, GOALS["count_error"]["file" if p["processed"] > 0.99 else "drop"])
-    return {"count_error": abs(p["count_error"]) <= limit, "double": p["double"] <= GOALS["double"],
-            "median_dt": p["median_dt_intervals"] <= GOALS["median_dt_intervals"], "IDF1": p["IDF1"] >= GOALS["IDF1"]}
+    return {
+        "count_error": abs(p["count_error"]) <= limit,
+        "double": p["double"] <= GOALS["double"],
+        "median_dt": p["median_dt_intervals"] <= GOALS["median_dt_intervals"],
+        "IDF1": p["IDF1"] >= GOALS["IDF1"],
+    }
 
 
 def table(report: dict[str, Any]) -> str:
-    head = (f"{'mode':9} {'clip':11} {'gt':>4} {'cnt':>4} {'err%':>6} {'miss':>4} {'undet':>5} {'xtra':>4} "
-            f"{'dbl':>3} {'ign':>3} {'med ms':>6} {'p90 ms':>6} {'med/iv':>6} {'IDF1':>5} {'HOTA':>5} {'proc':>5}")
+    head = (
+        f"{'mode':9} {'clip':11} {'gt':>4} {'cnt':>4} {'err%':>6} {'miss':>4} {'undet':>5} {'xtra':>4} "
+        f"{'dbl':>3} {'ign':>3} {'med ms':>6} {'p90 ms':>6} {'med/iv':>6} {'IDF1':>5} {'HOTA':>5} {'proc':>5}"
+    )
     rows = [head, "-" * len(head)]
     for mode, res in report["modes"].items():
         for name, c in [*res["clips"].items(), ("POOLED", res["pooled"])]:
@@ -268,10 +329,14 @@ def table(report: dict[str, Any]) -> str:
                 f"{mode:9} {name:11} {c['gt']:4d} {c['counted']:4d} {100 * c['count_error']:6.1f} {c['missed']:4d} "
                 f"{c['undetected']:5d} {c['extra']:4d} {c['double']:3d} {c['ignored']:3d} {c['median_dt_ms']:6.0f} "
                 f"{c['p90_dt_ms']:6.0f} "
-                f"{c['median_dt_intervals']:6.2f} {c['IDF1']:5.3f} {c['HOTA']:5.3f} {c['processed']:5.2f}")
+                f"{c['median_dt_intervals']:6.2f} {c['IDF1']:5.3f} {c['HOTA']:5.3f} {c['processed']:5.2f}"
+            )
         goals = res["goals"]
-        rows.append(f"{mode:9} goals: " + ", ".join(f"{k} {'ok' if v else 'MISSED'}" for k, v in goals.items())
-                    + f"  (tracker: {'/'.join(res['tracker'])}, {res['wall_s']:.0f} s)")
+        rows.append(
+            f"{mode:9} goals: "
+            + ", ".join(f"{k} {'ok' if v else 'MISSED'}" for k, v in goals.items())
+            + f"  (tracker: {'/'.join(res['tracker'])}, {res['wall_s']:.0f} s)"
+        )
     return "\n".join(rows)
 
 
@@ -282,20 +347,36 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model", type=int, default=416, choices=(416, 640, 800))
     ap.add_argument("--modes", help="comma-separated of file, drop, rtsp (default: all; --quick: file,drop)")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "beltsight-tracking-eval")
-    ap.add_argument("--out", type=Path, help="JSON report (default: tools/reports/tracking-eval.json, "
-                                             "--quick: <cache>/tracking-eval-quick.json)")
-    ap.add_argument("--rescore", action="store_true",
-                    help="score again what the last run of each mode published (<cache>/run-<mode>/published.json),"
-                         " without running the daemon: for a change to the scoring")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        help="JSON report (default: tools/reports/tracking-eval.json, --quick: <cache>/tracking-eval-quick.json)",
+    )
+    ap.add_argument(
+        "--rescore",
+        action="store_true",
+        help="score again what the last run of each mode published (<cache>/run-<mode>/published.json),"
+        " without running the daemon: for a change to the scoring",
+    )
     ap.add_argument("--s-per-frame", type=float, default=1.0, help="timeout allowance per frame processed")
     args = ap.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     scenarios = QUICK if args.quick else OTHER if args.other else FULL
     modes = (args.modes or ("file,drop" if args.quick or args.other else "file,drop,rtsp")).split(",")
-    out = args.out or (args.cache / "tracking-eval-quick.json" if args.quick else
-                       REPO / "tools" / "reports" / f"tracking-eval{'-other' if args.other else ''}.json")
-    report: dict[str, Any] = {"model": args.model, "size": "640x480", "fps": 15, "line": LINE, "goals": GOALS,
-                              "scenarios": [vars(sc) for sc in scenarios], "modes": {}}
+    out = args.out or (
+        args.cache / "tracking-eval-quick.json"
+        if args.quick
+        else REPO / "tools" / "reports" / f"tracking-eval{'-other' if args.other else ''}.json"
+    )
+    report: dict[str, Any] = {
+        "model": args.model,
+        "size": "640x480",
+        "fps": 15,
+        "line": LINE,
+        "goals": GOALS,
+        "scenarios": [vars(sc) for sc in scenarios],
+        "modes": {},
+    }
     for mode in modes:
         rtsp_scenarios = [sc for sc in scenarios if sc.name in ("v0.2-d0.1", "stopgo")]
         res = run_mode(mode, rtsp_scenarios if mode == "rtsp" else scenarios, args)

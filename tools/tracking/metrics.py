@@ -24,9 +24,11 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from tools.synth.video import belt_shift
+from tools.kit.synth.video import belt_shift
 
 Box = Sequence[float]
+Frames = list[tuple[list[tuple[int, Box]], list[tuple[int, Box]]]]
+"""(GT (id, box) pairs, tracked (id, box) pairs) per frame, the ignored GT and what it covers taken out."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,10 @@ def gt_crossings(gt: dict[str, Any], line_x_frac: float, edge_px: float = 2.0) -
 
 
 def match_crossings(
-    gt: Sequence[Crossing], counted: Sequence[Crossing], tol_s: float, track_to_part: dict[int, int] | None = None,
+    gt: Sequence[Crossing],
+    counted: Sequence[Crossing],
+    tol_s: float,
+    track_to_part: dict[int, int] | None = None,
     ignored_parts: Collection[int] = (),
 ) -> dict[str, Any]:
     """One-to-one matching of counted to GT crossings of the same direction within ``tol_s``, the crossing of
@@ -108,32 +113,43 @@ def match_crossings(
     matched_gt = {g for g, _ in pairs}
     return {
         "missed_parts": sorted(gt[g].key for g in range(n_gt) if g not in matched_gt),
-        "gt": n_gt, "counted": len(counted),
+        "gt": n_gt,
+        "counted": len(counted),
         "count_error": (len(counted) - n_gt) / n_gt if n_gt else 0.0,
-        "matched": len(pairs), "missed": n_gt - len(pairs), "extra": len(counted) - len(pairs), "double": double,
-        "ignored": len(everything) - len(counted), "time_errors_s": errors,
+        "matched": len(pairs),
+        "missed": n_gt - len(pairs),
+        "extra": len(counted) - len(pairs),
+        "double": double,
+        "ignored": len(everything) - len(counted),
+        "time_errors_s": errors,
     }
 
 
-def in_window(gt: Sequence[Crossing], counted: Sequence[Crossing], lo: float, hi: float,
-              track_to_part: dict[int, int]) -> tuple[list[Crossing], list[Crossing]]:
+def in_window(
+    gt: Sequence[Crossing], counted: Sequence[Crossing], lo: float, hi: float, track_to_part: dict[int, int]
+) -> tuple[list[Crossing], list[Crossing]]:
     """The GT and counted crossings in clip time ``lo..hi``, less the pairs that straddle an end: a part whose
     GT crossing falls inside and whose track's crossing falls outside (a few ms either side of ``hi``, say)
     is taken out on both sides, so a window's edge makes neither a missed part nor an extra one."""
-    inside = lambda c: lo <= c.t_s <= hi  # noqa: E731
+
+    def inside(c: Crossing) -> bool:
+        return lo <= c.t_s <= hi
+
     gt_in = {c.key for c in gt if inside(c)}
     gt_out = {c.key for c in gt if not inside(c)}
     counted_in = {track_to_part[c.key] for c in counted if inside(c) and c.key in track_to_part}
     counted_out = {track_to_part[c.key] for c in counted if not inside(c) and c.key in track_to_part}
     straddle = (gt_in & counted_out - counted_in) | (gt_out & counted_in)
-    return ([c for c in gt if inside(c) and c.key not in straddle],
-            [c for c in counted if inside(c) and track_to_part.get(c.key, -1) not in straddle])
+    return (
+        [c for c in gt if inside(c) and c.key not in straddle],
+        [c for c in counted if inside(c) and track_to_part.get(c.key, -1) not in straddle],
+    )
 
 
 def without_ignored(
     frames: Sequence[tuple[Sequence[tuple[int, Box]], Sequence[tuple[int, Box]], Sequence[tuple[int, Box]]]],
     min_iou: float = 0.5,
-) -> list[tuple[list[tuple[int, Box]], list[tuple[int, Box]]]]:
+) -> Frames:
     """MOTChallenge's preprocessing for frames of (GT pairs, ignored GT pairs, tracked pairs): per frame, the
     tracked boxes that the one-to-one IoU matching (Hungarian, IoU >= ``min_iou``) gives to an ignored GT box
     are removed with the ignored boxes, so following a part that is hardly visible is neither rewarded nor
@@ -160,7 +176,7 @@ def iou_matrix(a: Sequence[Box], b: Sequence[Box]) -> np.ndarray:
     inter = iw * ih
     area_x = (x[..., 2] - x[..., 0]) * (x[..., 3] - x[..., 1])
     area_y = (y[..., 2] - y[..., 0]) * (y[..., 3] - y[..., 1])
-    return inter / np.maximum(area_x + area_y - inter, 1e-9)
+    return np.asarray(inter / np.maximum(area_x + area_y - inter, 1e-9), dtype=np.float64)
 
 
 def one_to_one(a: Sequence[Box], b: Sequence[Box], min_iou: float) -> list[tuple[int, int]]:
@@ -173,8 +189,9 @@ def one_to_one(a: Sequence[Box], b: Sequence[Box], min_iou: float) -> list[tuple
     return [(r, c) for r, c in zip(rows.tolist(), cols.tolist(), strict=True) if iou[r, c] >= min_iou]
 
 
-def track_parts(frames: Sequence[tuple[Sequence[tuple[int, Box]], Sequence[tuple[int, Box]]]],
-                min_iou: float = 0.5) -> dict[int, int]:
+def track_parts(
+    frames: Sequence[tuple[Sequence[tuple[int, Box]], Sequence[tuple[int, Box]]]], min_iou: float = 0.5
+) -> dict[int, int]:
     """The majority GT part of each track id over frames of (GT (id, box) pairs, tracked (id, box) pairs)."""
     votes: dict[int, Counter[int]] = {}
     for gts, trs in frames:
@@ -183,8 +200,9 @@ def track_parts(frames: Sequence[tuple[Sequence[tuple[int, Box]], Sequence[tuple
     return {track: c.most_common(1)[0][0] for track, c in votes.items()}
 
 
-def first_seen(frames: Sequence[tuple[float, Sequence[tuple[int, Box]], Sequence[Box]]],
-               min_iou: float = 0.5) -> dict[int, float]:
+def first_seen(
+    frames: Sequence[tuple[float, Sequence[tuple[int, Box]], Sequence[Box]]], min_iou: float = 0.5
+) -> dict[int, float]:
     """When each GT part was first detected, over frames of (clip time, GT (id, box) pairs, detected boxes,
     tracked or not): the first frame where the one-to-one IoU matching gives it a box at ``min_iou`` or more.
     A part missing here was never detected, and no tracker could have counted it."""
@@ -204,8 +222,10 @@ def id_metrics(frames: Sequence[tuple[Sequence[tuple[int, Box]], Sequence[tuple[
     tr_ids = sorted({i for _, trs in frames for i, _ in trs})
     g_index, t_index = {v: k for k, v in enumerate(gt_ids)}, {v: k for k, v in enumerate(tr_ids)}
     data: dict[str, Any] = {
-        "num_gt_ids": len(gt_ids), "num_tracker_ids": len(tr_ids),
-        "num_gt_dets": sum(len(g) for g, _ in frames), "num_tracker_dets": sum(len(t) for _, t in frames),
+        "num_gt_ids": len(gt_ids),
+        "num_tracker_ids": len(tr_ids),
+        "num_gt_dets": sum(len(g) for g, _ in frames),
+        "num_tracker_dets": sum(len(t) for _, t in frames),
         "gt_ids": [np.array([g_index[i] for i, _ in g], dtype=int) for g, _ in frames],
         "tracker_ids": [np.array([t_index[i] for i, _ in t], dtype=int) for _, t in frames],
         "similarity_scores": [iou_matrix([b for _, b in g], [b for _, b in t]) for g, t in frames],
@@ -213,7 +233,10 @@ def id_metrics(frames: Sequence[tuple[Sequence[tuple[int, Box]], Sequence[tuple[
     hota = HOTA().eval_sequence(data)
     ident = Identity({"THRESHOLD": 0.5, "PRINT_CONFIG": False}).eval_sequence(data)
     return {
-        "HOTA": float(np.mean(hota["HOTA"])), "DetA": float(np.mean(hota["DetA"])),
-        "AssA": float(np.mean(hota["AssA"])), "IDF1": float(ident["IDF1"]), "IDP": float(ident["IDP"]),
+        "HOTA": float(np.mean(hota["HOTA"])),
+        "DetA": float(np.mean(hota["DetA"])),
+        "AssA": float(np.mean(hota["AssA"])),
+        "IDF1": float(ident["IDF1"]),
+        "IDP": float(ident["IDP"]),
         "IDR": float(ident["IDR"]),
     }

@@ -278,7 +278,7 @@ def test_demo_models_load_and_match_their_parity_outputs() -> None:
 
 @pytest.mark.skipif(not DEMO_640.exists(), reason="models/conveyor-640.onnx not present")
 def test_demo_model_finds_parts_in_a_rendered_scene() -> None:
-    synth = pytest.importorskip("tools.synth.scene")
+    synth = pytest.importorskip("tools.kit.synth.scene")
     info: ModelInfo = load_model_info(DEMO_640, expected_size=640)
     letterbox = Letterbox.fit(640, 480, 640)  # scale 1: the frame is placed as is, 80 px pad above/below
     batch = np.full((2, 3, 640, 640), 114 / 255, np.float32)

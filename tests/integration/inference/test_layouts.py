@@ -31,7 +31,7 @@ from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip
 from tests.support.onnx_models import DEMO_MODELS, NAMES, WRAPPED_KINDS, wrap_demo
 from tests.support.waits import wait_until
-from tools.synth.scene import render_scene
+from tools.kit.synth.scene import render_scene
 
 SIZE = 416
 DEMO = DEMO_MODELS / f"conveyor-{SIZE}.onnx"

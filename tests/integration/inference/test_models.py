@@ -1,7 +1,7 @@
 """The committed demo detectors (models/conveyor-{416,640,800}.onnx): ONNX contract, parity, accuracy.
 
 Needs onnxruntime, PyAV and faster-coco-eval, not torch.  The accuracy tests render a short clip with
-``tools.synth.video.render_video``, decode the MP4 frame by frame, letterbox each frame to the model size, and score
+``tools.kit.synth.video.render_video``, decode the MP4 frame by frame, letterbox each frame to the model size, and score
 the detections (mapped back to camera pixels) against the clip's ground truth with ``tools.model.coco_eval``.
 """
 
@@ -17,10 +17,10 @@ import pytest
 from onnx import numpy_helper
 
 from daemon.inference.model_file import load_model_info
+from tools.kit.synth.parts import NAMES
+from tools.kit.synth.video import render_video
 from tools.model.coco_eval import evaluate
 from tools.model.eval import OnnxDetector, compare_models, letterbox
-from tools.synth.parts import NAMES
-from tools.synth.video import render_video
 
 ort = pytest.importorskip("onnxruntime")
 

@@ -125,7 +125,7 @@ def test_rtsp_frames_are_routed_letterboxed_and_numbered(
 
 
 def test_file_replay_not_realtime_yields_every_frame_once(harness: Harness, clip_factory: Callable[..., Clip]) -> None:
-    clip = clip_factory(416, 320, fps=10, seconds=2.0)  # synthetic scene when tools.synth.video is there
+    clip = clip_factory(416, 320, fps=10, seconds=2.0)  # synthetic scene when tools.kit.synth.video is there
     source = harness.start("replay", str(clip.path), realtime=False)
     assert source.join(timeout=60.0)
     frames = harness.consumer.of("replay")

@@ -23,7 +23,7 @@ from tests.support.outage_log import assert_once_per_change
 from tests.support.sink_helpers import config, make_sink, result, running
 from tests.support.streams import assert_exactly_once_in_order, stream
 from tests.support.waits import async_wait_until, wait_until
-from tools.common.redis_server import RedisServer, find_redis_server
+from tools.kit.redis_server import RedisServer, find_redis_server
 
 STREAM = "beltsight:detections:cam1"
 

@@ -20,7 +20,7 @@ from daemon.core.yuv import yuv_frame
 from daemon.inference.device_preprocess import DeviceBatchTensor
 from daemon.inference.layouts import InputConvention
 from daemon.ingest.hwdecode import nvdec_status, open_input
-from tools.synth.video import h264_writer
+from tools.kit.synth.video import h264_writer
 
 HAS_NVIDIA = os.path.exists("/dev/nvidia0")
 

@@ -6,16 +6,18 @@ import io
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageFilter
 
-from tools.synth.belt import blur, lighting, make_belt
-from tools.synth.parts import MIN_VISIBLE, NAMES, Part, place_parts, render_part
+from tools.kit.synth.belt import blur, lighting, make_belt
+from tools.kit.synth.parts import MIN_VISIBLE, NAMES, Part, place_parts, render_part
 
 
-def composite(img: np.ndarray, parts: list[Part], rng: np.random.Generator,
-              shadow: tuple[float, float, float] | None = None) -> list[dict]:
+def composite(
+    img: np.ndarray, parts: list[Part], rng: np.random.Generator, shadow: tuple[float, float, float] | None = None
+) -> list[dict[str, Any]]:
     """Draw ``parts`` (in order, later ones on top) with shadows into ``img`` (H x W x 3 float32, in place).
 
     Returns one dict per part: cls, box (xyxy, visible pixels) or None, visible fraction, mask (full-frame
@@ -41,22 +43,26 @@ def composite(img: np.ndarray, parts: list[Part], rng: np.random.Generator,
     for i, (alpha, x0, y0, n) in enumerate(rendered):
         full = float((alpha >= 0.5).sum())
         vis = alpha.copy()
-        for alpha_j, xj, yj, nj in rendered[i + 1:]:
+        for alpha_j, xj, yj, nj in rendered[i + 1 :]:
             ix0, iy0 = max(x0, xj), max(y0, yj)
             ix1, iy1 = min(x0 + n, xj + nj), min(y0 + n, yj + nj)
             if ix0 < ix1 and iy0 < iy1:
-                vis[iy0 - y0:iy1 - y0, ix0 - x0:ix1 - x0] *= 1.0 - alpha_j[iy0 - yj:iy1 - yj, ix0 - xj:ix1 - xj]
+                vis[iy0 - y0 : iy1 - y0, ix0 - x0 : ix1 - x0] *= 1.0 - alpha_j[iy0 - yj : iy1 - yj, ix0 - xj : ix1 - xj]
         fx0, fy0 = max(0, x0), max(0, y0)
         fx1, fy1 = min(w, x0 + n), min(h, y0 + n)
-        rec: dict = {"cls": parts[i].cls, "box": None, "visible": 0.0, "mask": None}
+        rec: dict[str, Any] = {"cls": parts[i].cls, "box": None, "visible": 0.0, "mask": None}
         if fx0 < fx1 and fy0 < fy1 and full > 0:
-            sub = vis[fy0 - y0:fy1 - y0, fx0 - x0:fx1 - x0] >= 0.5
+            sub = vis[fy0 - y0 : fy1 - y0, fx0 - x0 : fx1 - x0] >= 0.5
             cnt = float(sub.sum())
             rec["visible"] = cnt / full
             if cnt > 0:
                 ys, xs = np.nonzero(sub)
-                rec["box"] = [int(xs.min()) + fx0, int(ys.min()) + fy0, int(xs.max()) + fx0 + 1,
-                              int(ys.max()) + fy0 + 1]
+                rec["box"] = [
+                    int(xs.min()) + fx0,
+                    int(ys.min()) + fy0,
+                    int(xs.max()) + fx0 + 1,
+                    int(ys.max()) + fy0 + 1,
+                ]
                 mask = np.zeros((h, w), dtype=bool)
                 mask[fy0:fy1, fx0:fx1] = sub
                 rec["mask"] = mask
@@ -70,14 +76,14 @@ def _paste(img: np.ndarray, rgb: np.ndarray | None, alpha: np.ndarray, x0: int, 
     fx0, fy0, fx1, fy1 = max(0, x0), max(0, y0), min(w, x0 + n), min(h, y0 + n)
     if fx0 >= fx1 or fy0 >= fy1:
         return
-    a = alpha[fy0 - y0:fy1 - y0, fx0 - x0:fx1 - x0, None]
+    a = alpha[fy0 - y0 : fy1 - y0, fx0 - x0 : fx1 - x0, None]
     region = img[fy0:fy1, fx0:fx1]
     if mode == "shadow":
         region *= 1.0 - a
     else:
         assert rgb is not None
         region *= 1.0 - a
-        region += a * rgb[fy0 - y0:fy1 - y0, fx0 - x0:fx1 - x0]
+        region += a * rgb[fy0 - y0 : fy1 - y0, fx0 - x0 : fx1 - x0]
 
 
 def camera_effects(rng: np.random.Generator, img: np.ndarray, jpeg: bool = True) -> np.ndarray:
@@ -99,8 +105,15 @@ def camera_effects(rng: np.random.Generator, img: np.ndarray, jpeg: bool = True)
     return out
 
 
-def render_scene(seed: int, width: int, height: int, ref: float | None = None, density: float | None = None,
-                 jpeg: bool = True, keep_masks: bool = False) -> tuple[np.ndarray, list[dict]]:
+def render_scene(
+    seed: int,
+    width: int,
+    height: int,
+    ref: float | None = None,
+    density: float | None = None,
+    jpeg: bool = True,
+    keep_masks: bool = False,
+) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """Render one still scene. Returns (uint8 HxWx3 RGB, labels).
 
     ``ref`` is the length the part sizes are relative to (default: the longer side of the frame), so a crop of
@@ -119,8 +132,9 @@ def render_scene(seed: int, width: int, height: int, ref: float | None = None, d
     return img, labels
 
 
-def render_scene_full(seed: int, width: int, height: int, ref: float | None = None,
-                      density: float | None = None, jpeg: bool = True) -> tuple[np.ndarray, list[dict]]:
+def render_scene_full(
+    seed: int, width: int, height: int, ref: float | None = None, density: float | None = None, jpeg: bool = True
+) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """Like :func:`render_scene` but returns every part's record (cls, box or None, visible, mask)."""
     rng = np.random.default_rng([seed, 7])
     ref = float(ref if ref is not None else max(width, height))
@@ -134,7 +148,7 @@ def render_scene_full(seed: int, width: int, height: int, ref: float | None = No
     return camera_effects(rng, img, jpeg=jpeg), recs
 
 
-def render_image(seed: int, width: int, height: int | None = None) -> tuple[np.ndarray, list[dict]]:
+def render_image(seed: int, width: int, height: int | None = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """Render a still image (uint8 RGB array, H x W x 3) and its labels ``[{"cls", "label", "box"}]``.
 
     Boxes are xyxy in pixel-edge coordinates of this image.
@@ -146,7 +160,8 @@ def render_image(seed: int, width: int, height: int | None = None) -> tuple[np.n
 def write_images(out: Path, count: int, width: int, height: int, seed: int) -> None:
     """Write ``count`` JPEG images + COCO ``annotations.json`` (category ids 0..3 = NAMES index)."""
     out.mkdir(parents=True, exist_ok=True)
-    images, anns = [], []
+    images: list[dict[str, Any]] = []
+    anns: list[dict[str, Any]] = []
     for i in range(count):
         img, labels = render_scene(seed * 1_000_003 + i, width, height)
         name = f"{i:06d}.jpg"
@@ -154,8 +169,15 @@ def write_images(out: Path, count: int, width: int, height: int, seed: int) -> N
         images.append({"id": i, "file_name": name, "width": width, "height": height})
         for lab in labels:
             x1, y1, x2, y2 = lab["box"]
-            anns.append({"id": len(anns) + 1, "image_id": i, "category_id": lab["cls"],
-                         "bbox": [x1, y1, x2 - x1, y2 - y1], "area": (x2 - x1) * (y2 - y1), "iscrowd": 0})
+            anns.append(
+                {
+                    "id": len(anns) + 1,
+                    "image_id": i,
+                    "category_id": lab["cls"],
+                    "bbox": [x1, y1, x2 - x1, y2 - y1],
+                    "area": (x2 - x1) * (y2 - y1),
+                    "iscrowd": 0,
+                }
+            )
     cats = [{"id": k, "name": n, "supercategory": "part"} for k, n in enumerate(NAMES)]
-    (out / "annotations.json").write_text(json.dumps({"images": images, "annotations": anns,
-                                                      "categories": cats}))
+    (out / "annotations.json").write_text(json.dumps({"images": images, "annotations": anns, "categories": cats}))

@@ -1,8 +1,8 @@
-"""H.264 conveyor clips with per-frame ground truth, rendered from the scenes of ``tools.synth.scene``.
+"""H.264 conveyor clips with per-frame ground truth, rendered from the scenes of ``tools.kit.synth.scene``.
 
 ``render_video`` moves a belt and its parts through the frame and writes the MP4 and the GT JSON;
 ``h264_writer`` is the H.264 writer it uses (also used directly by the tests' fast pattern clips).
-The CLI is ``python -m tools.synth video`` (see ``tools/synth/__init__.py``).
+The CLI is ``python -m tools.synth video`` (tools/synth/__main__.py; options in ``tools/kit/synth/__init__.py``).
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
 
-from tools.synth.belt import lighting, make_belt
-from tools.synth.parts import MIN_VISIBLE, NAMES, place_parts
-from tools.synth.scene import camera_effects, composite
+from tools.kit.synth.belt import lighting, make_belt
+from tools.kit.synth.parts import MIN_VISIBLE, NAMES, place_parts
+from tools.kit.synth.scene import camera_effects, composite
 
 
 # --------------------------------------------------------------------------------------------- video
@@ -147,8 +148,8 @@ def render_video(
     shadow = (math.cos(a), math.sin(a), rng.uniform(0.25, 0.6))
     base_x = [p.cx for p in parts]
 
-    annotations: dict[str, list[dict]] = {}
-    ignore: dict[str, list[dict]] = {}
+    annotations: dict[str, list[dict[str, Any]]] = {}
+    ignore: dict[str, list[dict[str, Any]]] = {}
     out_mp4.parent.mkdir(parents=True, exist_ok=True)
     with h264_writer(out_mp4, width, height, fps, crf=20, preset="veryfast", maxrate=maxrate) as write:
         for i in range(n_frames):
@@ -176,11 +177,22 @@ def render_video(
                 if r["box"] is not None and r["visible"] < MIN_VISIBLE
             ]
             write(frame_u8)
-    gt = {"width": width, "height": height, "fps": fps, "frames": n_frames, "names": NAMES, "annotations": annotations,
-          "ignore": ignore,
-          "parts": [{"id": k, "cls": p.cls, "x0": bx, "cy": p.cy} for k, (p, bx) in enumerate(zip(parts, base_x,
-                                                                                                   strict=True))],
-          "belt": {"speed_px_s": speed, "stops": [list(s) for s in stops],
-                   "shift_px": [speed * i / fps if not stops else float(shifts[i]) for i in range(n_frames)]}}
+    gt = {
+        "width": width,
+        "height": height,
+        "fps": fps,
+        "frames": n_frames,
+        "names": NAMES,
+        "annotations": annotations,
+        "ignore": ignore,
+        "parts": [
+            {"id": k, "cls": p.cls, "x0": bx, "cy": p.cy} for k, (p, bx) in enumerate(zip(parts, base_x, strict=True))
+        ],
+        "belt": {
+            "speed_px_s": speed,
+            "stops": [list(s) for s in stops],
+            "shift_px": [speed * i / fps if not stops else float(shifts[i]) for i in range(n_frames)],
+        },
+    }
     gt_json.parent.mkdir(parents=True, exist_ok=True)
     gt_json.write_text(json.dumps(gt))

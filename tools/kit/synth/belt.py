@@ -48,7 +48,7 @@ def make_belt(rng: np.random.Generator, width: int, height: int, ref: float) -> 
         yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
         period_x = w / max(1, round(w / rng.uniform(3, 9)))
         tex += rng.uniform(1, 5) * np.sin(2 * np.pi * xx / period_x) * np.sin(2 * np.pi * yy / rng.uniform(3, 9))
-    img = tex[..., None] + tint[None, None, :]
+    img: np.ndarray = tex[..., None] + tint[None, None, :]  # float64 here, float32 once drawn on
     # transverse seams (splices) every so often
     n_seams = max(1, round(w / (rng.uniform(0.5, 1.5) * ref)))
     for _ in range(n_seams):
@@ -79,8 +79,7 @@ def make_belt(rng: np.random.Generator, width: int, height: int, ref: float) -> 
             k = rng.integers(4, 8)
             ang = np.sort(rng.uniform(0, 2 * np.pi, k))
             rad = s * rng.uniform(0.5, 1.3, k)
-            dr.polygon([(x + r * math.cos(t), y + r * math.sin(t)) for r, t in zip(rad, ang, strict=True)],
-                       fill=col)
+            dr.polygon([(x + r * math.cos(t), y + r * math.sin(t)) for r, t in zip(rad, ang, strict=True)], fill=col)
     img = np.asarray(pil, dtype=np.float32).copy()
     # side rails (metal guides) at top/bottom
     if rng.random() < 0.6:
@@ -97,7 +96,7 @@ def make_belt(rng: np.random.Generator, width: int, height: int, ref: float) -> 
                 if top:
                     img[:rh] = band
                 else:
-                    img[h - rh:] = band[::-1]
+                    img[h - rh :] = band[::-1]
     return img
 
 
@@ -112,4 +111,4 @@ def lighting(rng: np.random.Generator, width: int, height: int) -> np.ndarray:
     r2 = (xx - cx) ** 2 + (yy - cy) ** 2
     g *= 1.0 - rng.uniform(0.0, 0.5) * np.clip(r2 / 0.5, 0, 1)
     g *= rng.uniform(0.75, 1.3)
-    return g[..., None].astype(np.float32)
+    return np.asarray(g[..., None], dtype=np.float32)

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw
 
-from tools.synth.belt import blur
+from tools.kit.synth.belt import blur
 
 NAMES = ["bolt", "hex_nut", "washer", "l_bracket"]
 SS = 3  # supersampling factor for antialiased part masks
 MIN_VISIBLE = 0.4  # parts less visible than this (occlusion + frame cut) are not labelled
 SIZE_RANGE = (0.06, 0.20)  # part length as a fraction of the reference (longer) side
-
-
 
 
 # --------------------------------------------------------------------------------------------- parts
@@ -27,11 +26,11 @@ class Part:
     cx: float
     cy: float
     color: np.ndarray  # base RGB 0..255
-    shape: dict = field(default_factory=dict)
-    shade: dict = field(default_factory=dict)
+    shape: dict[str, Any] = field(default_factory=dict)
+    shade: dict[str, Any] = field(default_factory=dict)
 
 
-def _material(rng: np.random.Generator) -> tuple[np.ndarray, dict]:
+def _material(rng: np.random.Generator) -> tuple[np.ndarray, dict[str, Any]]:
     kind = rng.random()
     if kind < 0.35:  # bright steel
         v = rng.uniform(130, 215)
@@ -51,15 +50,26 @@ def _material(rng: np.random.Generator) -> tuple[np.ndarray, dict]:
         col = rng.uniform(20, 235, size=3)
         spec = rng.uniform(0.0, 0.3)
     shade = {
-        "grad": rng.uniform(0.05, 0.35), "grad_dir": rng.uniform(0, 2 * np.pi),
-        "spec": spec, "spec_off": rng.uniform(-0.3, 0.3), "spec_w": rng.uniform(0.05, 0.2),
-        "rim": rng.uniform(0.15, 0.5), "grain": rng.uniform(0, 10), "facet": rng.uniform(0.08, 0.25),
+        "grad": rng.uniform(0.05, 0.35),
+        "grad_dir": rng.uniform(0, 2 * np.pi),
+        "spec": spec,
+        "spec_off": rng.uniform(-0.3, 0.3),
+        "spec_w": rng.uniform(0.05, 0.2),
+        "rim": rng.uniform(0.15, 0.5),
+        "grain": rng.uniform(0, 10),
+        "facet": rng.uniform(0.08, 0.25),
     }
     return col.astype(np.float32), shade
 
 
-def sample_part(rng: np.random.Generator, ref: float, cx: float, cy: float, cls: int | None = None,
-                size_range: tuple[float, float] = SIZE_RANGE) -> Part:
+def sample_part(
+    rng: np.random.Generator,
+    ref: float,
+    cx: float,
+    cy: float,
+    cls: int | None = None,
+    size_range: tuple[float, float] = SIZE_RANGE,
+) -> Part:
     """Random part of random class at (cx, cy); length is a log-uniform fraction of ``ref``."""
     c = int(rng.integers(0, 4)) if cls is None else cls
     lo, hi = size_range
@@ -69,11 +79,14 @@ def sample_part(rng: np.random.Generator, ref: float, cx: float, cy: float, cls:
     elif c == 2:
         shape = {"hole": rng.uniform(0.38, 0.6)}
     elif c == 0:
-        shape = {"shaft_w": rng.uniform(0.13, 0.2), "head_w": rng.uniform(0.26, 0.36),
-                 "head_l": rng.uniform(0.12, 0.2), "threads": rng.random() < 0.8}
+        shape = {
+            "shaft_w": rng.uniform(0.13, 0.2),
+            "head_w": rng.uniform(0.26, 0.36),
+            "head_l": rng.uniform(0.12, 0.2),
+            "threads": rng.random() < 0.8,
+        }
     else:
-        shape = {"arm2": rng.uniform(0.5, 0.85), "thick": rng.uniform(0.2, 0.3),
-                 "holes": int(rng.integers(0, 3))}
+        shape = {"arm2": rng.uniform(0.5, 0.85), "thick": rng.uniform(0.2, 0.3), "holes": int(rng.integers(0, 3))}
     col, shade = _material(rng)
     return Part(c, length, rng.uniform(0, 2 * np.pi), cx, cy, col, shape, shade)
 
@@ -111,8 +124,19 @@ def render_part(p: Part) -> tuple[np.ndarray, np.ndarray, int, int]:
         poly(np.array([[x_head, -hw / 2], [x_head + hl, -hw / 2], [x_head + hl, hw / 2], [x_head, hw / 2]]), 255)
         tip = 0.5
         ch = sw * 0.3
-        poly(np.array([[x_head + hl - 0.01, -sw / 2], [tip - ch, -sw / 2], [tip, -sw / 2 + ch],
-                       [tip, sw / 2 - ch], [tip - ch, sw / 2], [x_head + hl - 0.01, sw / 2]]), 255)
+        poly(
+            np.array(
+                [
+                    [x_head + hl - 0.01, -sw / 2],
+                    [tip - ch, -sw / 2],
+                    [tip, -sw / 2 + ch],
+                    [tip, sw / 2 - ch],
+                    [tip - ch, sw / 2],
+                    [x_head + hl - 0.01, sw / 2],
+                ]
+            ),
+            255,
+        )
     elif p.cls == 1:  # hex nut: across-corners = 1
         ang = np.arange(6) * np.pi / 3
         poly(np.stack([0.5 * np.cos(ang), 0.5 * np.sin(ang)], 1), 255)
@@ -158,16 +182,25 @@ def render_part(p: Part) -> tuple[np.ndarray, np.ndarray, int, int]:
     # rim darkening from the blurred mask => 3D look
     rim = np.clip(alpha - blur(alpha, max(0.8, L * 0.04)), 0, 1)
     rgb *= (1.0 - d["rim"] * rim * 2.0)[..., None]
-    rgb += (np.asarray(np.random.default_rng(int(p.length * 1000) % 2**31).standard_normal((n, n)),
-                       dtype=np.float32) * d["grain"])[..., None]
+    rgb += (
+        np.asarray(np.random.default_rng(int(p.length * 1000) % 2**31).standard_normal((n, n)), dtype=np.float32)
+        * d["grain"]
+    )[..., None]
     return np.clip(rgb, 0, 255).astype(np.float32), alpha, x0, y0
 
 
 # --------------------------------------------------------------------------------------------- scenes
-def place_parts(rng: np.random.Generator, width: int, height: int, ref: float, count: int,
-                margin: float = 0.3, size_range: tuple[float, float] = SIZE_RANGE,
-                y_range: tuple[float, float] | None = None, x_range: tuple[float, float] | None = None
-                ) -> list[Part]:
+def place_parts(
+    rng: np.random.Generator,
+    width: int,
+    height: int,
+    ref: float,
+    count: int,
+    margin: float = 0.3,
+    size_range: tuple[float, float] = SIZE_RANGE,
+    y_range: tuple[float, float] | None = None,
+    x_range: tuple[float, float] | None = None,
+) -> list[Part]:
     """Place ``count`` parts with limited mutual overlap (rejection sampling on bounding circles).
 
     Centres may lie up to ``margin`` x length outside the frame so that some parts are cut by the edge.

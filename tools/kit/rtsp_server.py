@@ -2,7 +2,7 @@
 
 Run it with Debian's interpreter (a virtualenv cannot import ``gi``)::
 
-    /usr/bin/python3 tools/common/rtsp_server.py --port 0 --stream cam1=a.mp4 --stream cam2=b.mp4 \
+    /usr/bin/python3 tools/kit/rtsp_server.py --port 0 --stream cam1=a.mp4 --stream cam2=b.mp4 \
         [--user U --password P] [--host 127.0.0.1]
 
 Stdout protocol (each line flushed at once; nothing else is printed on stdout):

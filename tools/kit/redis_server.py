@@ -21,7 +21,7 @@ from pathlib import Path
 
 import redis
 
-from tools.common.ports import free_port
+from tools.kit.ports import free_port
 
 START_TIMEOUT_S = 5.0
 

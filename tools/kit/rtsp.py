@@ -1,4 +1,4 @@
-"""The one launcher of the GStreamer RTSP server script (`tools/common/rtsp_server.py`).
+"""The one launcher of the GStreamer RTSP server script (`tools/kit/rtsp_server.py`).
 
     server = RtspServer({"cam0": clip}, log_path=out / "rtsp.log").start()
     server.url("cam0"); server.urls            # rtsp://127.0.0.1:PORT/cam0

@@ -1,0 +1,19 @@
+"""The kit: what the tests import, and what every tool starts its servers, configs and scenes with.
+
+- `ports`: `free_port()`, the one free loopback port picker, and `port_in_use(port)`;
+- `redis_server`: `RedisServer`, the one `redis-server` launcher (free or fixed port, AOF, ACL
+  users, kill / freeze / thaw / stop / restart on the same port and data dir);
+- `rtsp`: `RtspServer`, the one launcher of `tools/kit/rtsp_server.py`, the GStreamer RTSP
+  server script, which runs under Debian's `/usr/bin/python3` (a venv cannot import gi):
+
+      /usr/bin/python3 tools/kit/rtsp_server.py --port 0 --stream cam0=clip.mp4
+
+- `daemon_config`: `write_config(...)`, the one writer of daemon TOML configs (the committed
+  demo models, CPU provider unless overridden), and `MODELS`;
+- `synth`: the procedural conveyor scenes and H.264 clips with exact ground truth (`render_scene`,
+  `render_video`, `h264_writer`); its command line is `python -m tools.synth`.
+
+Imported by tests/support and the tests, by the operators' tools (tools/demo) and by the lab
+(tools/bench, tools/soak, tools/model, tools/tracking, tools/checks, tools/bridge). It imports only the
+daemon's published pieces it needs, never another tools package and never `tests`.
+"""
