@@ -18,7 +18,7 @@ from daemon.publish.sink import RedisSink
 
 BASE_MS = 1_700_000_000_000
 BOLT = Detection(cls=1, label="bolt", score=0.9, box=(1.0, 2.0, 3.0, 4.0))
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "deployment" / "scale-out.md"  # the ACL lines
 
 
 def result(seq: int, camera: str = "cam1", *, captured_ms: int | None = None, n_dets: int = 1) -> FrameResult:

@@ -11,7 +11,7 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from daemon.core.metrics import Metrics
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+README = Path(__file__).resolve().parents[3] / "docs" / "operations" / "metrics.md"
 
 
 def test_readme_lists_every_metric_with_its_labels() -> None:

@@ -27,7 +27,7 @@ def code_emits() -> tuple[list[Emit], list[str]]:
 
 
 def readme_rows() -> dict[str, str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "operations" / "log-events.md").read_text(encoding="utf-8")
     assert README_START in text and README_END in text, "README.md lost its log-events markers"
     table = text.split(README_START, 1)[1].split(README_END, 1)[0]
     return {m[1]: m[2] for m in re.finditer(r"^\|\s*`([a-z0-9_]+)`\s*\|\s*([a-z]+)\s*\|", table, re.M)}
@@ -95,5 +95,5 @@ def test_the_readme_lists_the_same_events_at_the_same_levels() -> None:
     rows = readme_rows()
     catalogued = {e.name: e.level for e in EVENTS}
     assert rows == catalogued, (
-        "README.md's log-events table is stale: run `.venv/bin/python -m daemon.ops.log_events README.md`"
+        "docs/operations/log-events.md is stale: run `.venv/bin/python -m tools.docs`"
     )
