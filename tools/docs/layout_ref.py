@@ -90,8 +90,7 @@ def render() -> str:
             continue
         out += [f"### `daemon/{room}/`", "", "| module | lines | what it is |", "|---|---|---|"]
         for path in paths:
-            rel = path.relative_to(ROOT).as_posix()
-            out.append(f"| `{rel}` | {_lines(path)} | {first_line(path)} |")
+            out.append(f"| `{path.relative_to(ROOT).as_posix()}` | {_lines(path)} | {first_line(path)} |")
         out.append("")
     top = [p for p in files if p.parent == PACKAGE and p.name != "__init__.py"]
     out += ["### Top level", "", "| module | lines | what it is |", "|---|---|---|"]
