@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the config the demo wrote, with its ports (default: %(default)s)",
     )
     args = parser.parse_args(argv)
+    logging.getLogger("asyncua").setLevel(logging.ERROR)  # its session-timeout notice is no news to a PLC
     path = Path(args.config)
     if not path.is_file():
         print(f"plc: {path} does not exist: start the demo first (.venv/bin/python tools/demo.py)", file=sys.stderr)
