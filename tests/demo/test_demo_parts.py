@@ -8,11 +8,13 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import redis as redis_py
 
 from daemon.config.settings import load_settings
 from daemon.core.objects import ObjectEvent, parse_fields
+from tests.support.fixtures_redis import RedisServerFactory
 from tools.demo.parts import CameraParts, crossing_line
-from tools.demo.run import CAMERAS, CONFIG, LINES, DemoFailed, check_crossings
+from tools.demo.run import CAMERAS, CONFIG, LINES, DemoFailed, Streams, check_crossings
 from tools.demo.scale import BELT_VIEW_MM, mm_per_px
 from tools.demo.view import CameraWindow
 
@@ -123,3 +125,27 @@ def test_demo_config_calibrates_each_camera_from_the_scene_scale() -> None:
     bridge = tomllib.loads(CONFIG.read_text())["bridge"]
     assert bridge["opcua"]["security"] == "none"
     assert all(b["listen"].startswith("127.0.0.1:") for b in (bridge["opcua"], bridge["modbus"]))
+
+
+def test_streams_read_counts_and_print_each_crossing_with_verbose(
+    redis_server: RedisServerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = redis_server()
+    r = server.client()
+    event = crossed(7)
+    r.xadd("beltsight:objects:line1-sorter", {**event.to_fields(), "camera": "line1-sorter"})
+    r.xadd("beltsight:detections:line1-sorter", {
+        "v": "1", "camera": "line1-sorter", "seq": "1", "captured_ms": "1700000010000", "published_ms": "1700000010040",
+        "w": "640", "h": "480", "model": "640:m@1", "n": "0", "dets": "[]",
+    })  # fmt: skip
+    streams = Streams(redis_py.Redis(port=server.port, decode_responses=True), verbose=True)
+    try:
+        assert streams.read()
+    finally:
+        streams.client.close()
+    out = capsys.readouterr().out
+    assert "demo: line1-sorter  #7 washer crossed count in (count 7)  150 mm/s  -> reject1 in 2.8 s" in out
+    assert streams.windows["line1-sorter"].total == 1
+    summaries = {s.camera: s.line() for s in streams.summaries(1_700_000_010.0, {"line1-sorter": "up"})}
+    assert COUNTS.findall(summaries["line1-sorter"]) == [("7", "0")]
+    assert COUNTS.findall(summaries["line1-infeed"]) == [("0", "0")]
