@@ -80,6 +80,7 @@ class Daemon:
         self.tracking = TrackingStage(settings.instance_cameras(), settings.tracking, self.metrics)
         for camera in settings.instance_cameras():
             self.liveview.set_lines(camera.id, camera.lines)
+        self.liveview.count_from(self.tracking.counts)
         self._lanes = Lanes(
             settings.engine,
             self.metrics,

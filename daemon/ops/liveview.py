@@ -5,10 +5,15 @@ pairs to `LiveView.offer`, which keeps a reference to the newest pair per camera
 else (no copy, no conversion, no encoding per frame). Only a request for
 `/cameras/<id>/snapshot.jpg` draws and encodes, in the live view's own thread, and the JPEG is
 cached per camera for `snapshot_min_interval_s`: any number of viewers cost at most one encode
-per camera per interval, and nobody looking costs nothing. Routes (GET):
+per camera per interval, and nobody looking costs nothing. Each counting line is drawn with its
+running counts beside it (`<line> in <N> out <M>`, read from the tracking stage through
+`count_from` when the snapshot is asked for: the totals the objects stream's `count` carries).
+Routes (GET):
 
-- `/`                              the page: every camera, its snapshot refreshing, state, fps, latency, model
-- `/api/cameras`                   what the page polls (JSON)
+- `/`                              the page: every camera, its snapshot refreshing, state, fps, latency, model,
+                                   each counting line's counts and the last crossing
+- `/api/cameras`                   what the page polls (JSON; `lines`: each line's `in` and `out` counts,
+                                   `last_crossing`: label, line, direction, the first gate and its ETA)
 - `/cameras/<id>/snapshot.jpg`     the JPEG; headers `X-Beltsight-Camera`, `-Seq`, `-Captured-Ms`, `-Model`
                                    name the frame, so it can be matched with its Redis entry
 - `/cameras/<id>/snapshot.json`    the same snapshot's frame and detections, as in its Redis entry
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
@@ -34,6 +39,7 @@ from daemon.config.tracking import LineConfig
 from daemon.core.clock import SYSTEM_CLOCK, Clock
 from daemon.core.frames import Detection, Frame, FrameResult
 from daemon.core.metrics import Metrics
+from daemon.core.objects import ObjectEvent
 from daemon.core.redaction import SECRETS
 from daemon.ops.health import HealthProvider, HealthServer
 from daemon.publish.schema import model_tag
@@ -60,11 +66,21 @@ def class_colour(cls: int) -> tuple[int, int, int]:
     return PALETTE[cls % len(PALETTE)]
 
 
+Counts = Mapping[tuple[str, str], int]
+"""Running crossing totals per (line id, "in" | "out")."""
+
+
+def count_text(line_id: str, counts: Counts) -> str:
+    """`<line> in <N> out <M>`: the words tools/demo.py prints for the same line."""
+    return f"{line_id} in {counts.get((line_id, 'in'), 0)} out {counts.get((line_id, 'out'), 0)}"
+
+
 @dataclass(frozen=True, slots=True)
 class _Latest:
     frame: Frame
     result: FrameResult
     lines: tuple[LineConfig, ...] = ()
+    counts: Counts | None = None
 
 
 LINE_COLOUR = (255, 255, 0)
@@ -129,7 +145,7 @@ def render(latest: _Latest, clock: Clock = SYSTEM_CLOCK) -> Snapshot:
         )
         for det in result.detections
     ]
-    _draw_lines(draw, latest.lines, image.width, image.height)
+    _draw_lines(draw, latest.lines, image.width, image.height, latest.counts or {})
     for det, box in boxes:  # labels first: no label (a longer one with a track id) hides another box
         text = f"{det.label} {det.score:.2f}" if det.track is None else f"#{det.track} {det.label} {det.score:.2f}"
         left, top, right, bottom = draw.textbbox((0, 0), text)
@@ -155,9 +171,9 @@ def render(latest: _Latest, clock: Clock = SYSTEM_CLOCK) -> Snapshot:
     )
 
 
-def _draw_lines(draw: ImageDraw.ImageDraw, lines: tuple[LineConfig, ...], w: int, h: int) -> None:
+def _draw_lines(draw: ImageDraw.ImageDraw, lines: tuple[LineConfig, ...], w: int, h: int, counts: Counts) -> None:
     """The camera's counting lines (normalised, so they fit whatever size the image is), with
-    their ids and an arrow for the `in` direction."""
+    an arrow for the `in` direction and beside it the line's id and counts, on a dark ground."""
     for line in lines:
         (x1, y1), (x2, y2) = (line.start[0] * w, line.start[1] * h), (line.end[0] * w, line.end[1] * h)
         draw.line((x1, y1, x2, y2), fill=LINE_COLOUR, width=BOX_WIDTH)
@@ -166,7 +182,11 @@ def _draw_lines(draw: ImageDraw.ImageDraw, lines: tuple[LineConfig, ...], w: int
         norm = max(1e-9, (dx * dx + dy * dy) ** 0.5)
         ax, ay = mx + 24 * dx / norm, my + 24 * dy / norm
         draw.line((mx, my, ax, ay), fill=LINE_COLOUR, width=BOX_WIDTH)
-        draw.text((ax + 3, ay + 3), f"{line.id} in", fill=LINE_COLOUR)
+        text = count_text(line.id, counts)
+        left, top, right, bottom = draw.textbbox((0, 0), text)
+        tx, ty = min(ax + 3, max(0.0, w - (right - left) - 6)), ay + 3
+        draw.rectangle((tx, ty, tx + right - left + 4, ty + bottom - top + 4), fill=(0, 0, 0))
+        draw.text((tx + 2, ty + 2 - top), text, fill=LINE_COLOUR)
 
 
 class LiveView:
@@ -186,13 +206,23 @@ class LiveView:
         self._pending: dict[str, asyncio.Task[Snapshot]] = {}
         self._executor: ThreadPoolExecutor | None = None
         self._failing: set[str] = set()
+        self._counts: Callable[[str], Counts] = lambda _camera_id: {}
+        self._last_crossing: dict[str, ObjectEvent] = {}
+
+    def count_from(self, counts: Callable[[str], Counts]) -> None:
+        """Where a camera's running line counts are read (on the event loop): the tracking stage's."""
+        self._counts = counts
 
     def set_lines(self, camera_id: str, lines: Sequence[LineConfig]) -> None:
         """The counting lines drawn on `camera_id`'s view."""
         self._lines[camera_id] = tuple(lines)
 
     def tracked(self, result: FrameResult) -> None:
-        """The tracking stage's version of a result already offered (its boxes carry track ids)."""
+        """The tracking stage's version of a result already offered (its boxes carry track ids);
+        its last crossing is kept for the page."""
+        for event in result.objects:
+            if event.event == "crossed":
+                self._last_crossing[result.camera_id] = event
         latest = self._latest.get(result.camera_id)
         if latest is not None and latest.result.captured_mono == result.captured_mono:
             self._latest[result.camera_id] = _Latest(latest.frame, result)
@@ -212,16 +242,46 @@ class LiveView:
             )
 
     def camera_info(self, camera_id: str) -> dict[str, Any]:
+        parts = self.parts_info(camera_id)
         latest = self._latest.get(camera_id)
         if latest is None:
-            return {"model": None, "latency_ms": None, "seq": None, "detections": None}
+            return {"model": None, "latency_ms": None, "seq": None, "detections": None, **parts}
         result = latest.result
         return {
             "model": model_tag(result.model_size, result.model_name),
             "latency_ms": round(self._latency_s.get(camera_id, 0.0) * 1000, 1),
             "seq": result.seq,
             "detections": len(result.detections),
+            **parts,
         }
+
+    def parts_info(self, camera_id: str) -> dict[str, Any]:
+        """`lines` (id, in, out, text per counting line) and `last_crossing` (or None)."""
+        counts = self._counts(camera_id)
+        lines = [
+            {
+                "id": line.id,
+                "in": counts.get((line.id, "in"), 0),
+                "out": counts.get((line.id, "out"), 0),
+                "text": count_text(line.id, counts),
+            }
+            for line in self._lines.get(camera_id, ())
+        ]
+        last = self._last_crossing.get(camera_id)
+        crossing = None
+        if last is not None:
+            gate, eta_ms = last.eta[0] if last.eta else (None, None)
+            crossing = {
+                "track": last.track,
+                "label": last.label,
+                "line": last.line,
+                "direction": last.direction,
+                "at_ms": last.at_ms,
+                "speed_mm_s": last.speed_mm_s,
+                "gate": gate,
+                "eta_ms": eta_ms,
+            }
+        return {"lines": lines, "last_crossing": crossing}
 
     async def snapshot(self, camera_id: str) -> Snapshot | None:
         """The camera's snapshot: the cached one while it is younger than the interval (or shows
@@ -238,7 +298,8 @@ class LiveView:
             return None
         task = self._pending.get(camera_id)
         if task is None:
-            with_lines = _Latest(latest.frame, latest.result, self._lines.get(camera_id, ()))
+            counts = dict(self._counts(camera_id))  # read here, on the loop; drawn in the thread
+            with_lines = _Latest(latest.frame, latest.result, self._lines.get(camera_id, ()), counts)
             task = asyncio.create_task(self._render(with_lines), name=f"snapshot-{camera_id}")
             self._pending[camera_id] = task
             task.add_done_callback(lambda _t: self._pending.pop(camera_id, None))

@@ -94,6 +94,12 @@ class TrackingStage:
             counts={k: v for k, v in state.counts.items() if k in known},
         )
 
+    def counts(self, camera_id: str) -> dict[tuple[str, str], int]:
+        """`camera_id`'s running crossing totals per (line id, "in" | "out"), restored ones included;
+        empty before its first frame."""
+        tracker = self._trackers.get(camera_id)
+        return tracker.counts if tracker is not None else {}
+
     def snapshot(self) -> dict[str, ObjectsResume]:
         """Where every started camera's ids and counts stand now (for `daemon.tracking.state`)."""
         return {cid: ObjectsResume(t.next_track_id, t.counts) for cid, t in self._trackers.items()}

@@ -44,12 +44,22 @@ def demo(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> 
 
 def ports(**chosen: int) -> list[str]:
     args = []
-    for name in ("redis", "rtsp", "health"):
+    for name in ("redis", "rtsp", "health", "opcua", "modbus", "bridge-health"):
         args += [f"--{name}-port", str(chosen.get(name) or free_port())]
     return args
 
 
-@pytest.mark.parametrize(("name", "what"), [("redis", "Redis"), ("rtsp", "RTSP server"), ("health", "health endpoint")])
+@pytest.mark.parametrize(
+    ("name", "what"),
+    [
+        ("redis", "Redis"),
+        ("rtsp", "RTSP server"),
+        ("health", "health endpoint"),
+        ("opcua", "the bridge's OPC UA server"),
+        ("modbus", "the bridge's Modbus TCP server"),
+        ("bridge-health", "the bridge's health endpoint"),
+    ],
+)
 def test_a_taken_port_is_named_with_its_holder_and_the_option(
     name: str, what: str, taken_port: int, tmp_path: Path
 ) -> None:

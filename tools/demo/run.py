@@ -1,6 +1,7 @@
 """The bundled demo: synthetic conveyor cameras over real RTSP into a real local Redis.
 
     .venv/bin/python tools/demo.py [--seconds N] [--verbose] [--redis-port N] [--rtsp-port N] [--health-port N]
+                                   [--opcua-port N] [--modbus-port N] [--bridge-health-port N]
     .venv/bin/python -m tools.demo ...     (the same; tools/demo.py runs this)
 
 1. checks that its ports are free and that redis-server and GStreamer's RTSP server are installed,
@@ -8,13 +9,18 @@
    written under a temporary name and renamed when complete, so Ctrl-C leaves no half clip),
 3. starts redis-server and the GStreamer RTSP server (tools/common/rtsp_server.py, run by Debian's
    python3, which has GStreamer's bindings) on 127.0.0.1 (tools/common's launchers),
-4. runs `beltsight run` with configs/demo.toml (ports substituted; JSON logs to demo-data/daemon.log),
-5. reads the detection streams from Redis and shows one line per camera (state, fps, latency
-   p50/p99, detections per frame, frequent labels), or every entry with --verbose.
+4. runs `beltsight bridge` (OPC UA without security and Modbus TCP, on 127.0.0.1; log in
+   demo-data/bridge.log) and `beltsight run`, both with configs/demo.toml (ports substituted; the
+   daemon's JSON logs in demo-data/daemon.log), and says how a PLC would look (`tools.demo.plc`),
+5. reads the detection and objects streams from Redis, as a consumer does, and shows one line per
+   camera: state, fps, each counting line's ` in <N> out <M>`, belt speed, the last crossing and its
+   gate arrival time, latency p50/p99, detections per frame, frequent labels; with --verbose also
+   every entry and every crossing as it arrives (and the block every 5 s).
 
 It is also the check that the demo works: the exit code is 1, naming the camera, when some camera
-has published no detections within 30 s of the daemon's READY (or when the daemon exits), else 0.
-Everything it started is stopped on exit.
+has published no detections within 30 s of the daemon's READY, when a camera that published
+detections has counted no crossing within 60 s of READY (checked once a run has lasted that long),
+or when the daemon or the bridge exits; else 0. Everything it started is stopped on exit.
 """
 
 from __future__ import annotations
@@ -29,15 +35,18 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import redis as redis_py
 
+from daemon.core.objects import parse_fields
 from daemon.publish.schema import decode_entry
 from daemon.publish.tail import format_entry
+from tools.demo.parts import CameraParts, crossing_line
 from tools.demo.preflight import PortNeed, PreflightError, check_gstreamer, check_ports, check_redis_server
-from tools.demo.view import CameraWindow, StatusBoard
+from tools.demo.view import CameraWindow, StatusBoard, Summary
 from tools.kit.redis_server import RedisServer
 from tools.kit.rtsp import SYSTEM_PYTHON, RtspServer
 
@@ -45,9 +54,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 CONFIG = REPO / "configs" / "demo.toml"
 # The ports configs/demo.toml names; the demo substitutes the ones chosen on its command line.
-CONFIG_PORTS = {"redis": 6389, "rtsp": 8554, "health": 9108}
+CONFIG_PORTS = {"redis": 6389, "rtsp": 8554, "health": 9108, "opcua": 4840, "modbus": 5020, "bridge_health": 9109}
 READY_TIMEOUT_S = 180.0
 FIRST_DETECTIONS_S = 30.0
+FIRST_CROSSING_S = 60.0
+LINES = ("count",)
+"""The counting line of every demo camera (configs/demo.toml)."""
 
 # camera id -> (width, height, fps, seed): one camera per model size.
 CAMERAS = {
@@ -93,6 +105,7 @@ def write_config(data: Path, ports: dict[str, int]) -> Path:
     for key, default in CONFIG_PORTS.items():
         text = text.replace(f"127.0.0.1:{default}", f"127.0.0.1:{ports[key]}")
     text = text.replace('"../models/', f'"{REPO / "models"}/')
+    text = text.replace('state_dir = "bridge-state"', f'state_dir = "{data / "bridge-state"}"')
     config = data / "demo.toml"
     config.write_text(text)
     return config
@@ -130,57 +143,140 @@ def fetch_health(port: int) -> dict[str, Any] | None:
         return None
 
 
-def wait_ready(daemon: subprocess.Popen[str], health_port: int, log: Path) -> None:
+def wait_ready(proc: subprocess.Popen[str], health_port: int, log: Path, what: str = "the daemon") -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
-        if daemon.poll() is not None:
-            raise DemoFailed(f"the daemon exited with code {daemon.returncode} before READY; see {log}")
+        if proc.poll() is not None:
+            raise DemoFailed(f"{what} exited with code {proc.returncode} before READY; see {log}")
         report = fetch_health(health_port)
         if report is not None and report.get("ok"):
             return
         time.sleep(0.25)
-    raise DemoFailed(f"the daemon was not READY within {READY_TIMEOUT_S:.0f} s; see {log}")
+    raise DemoFailed(f"{what} was not READY within {READY_TIMEOUT_S:.0f} s; see {log}")
 
 
-def watch(args: argparse.Namespace, daemon: subprocess.Popen[str], log: Path) -> None:
+def start_beltsight(command: str, config: Path, log: Path) -> subprocess.Popen[str]:
+    """`beltsight <command> -c config`, its output into `log`, in a session of its own (Ctrl-C reaches
+    the demo only; it stops each child once, in order)."""
+    beltsight = str(Path(sys.executable).with_name("beltsight"))
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with log.open("w") as log_file:
+        return subprocess.Popen(
+            [beltsight, command, "-c", str(config)],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+
+
+def say_how_to_look(args: argparse.Namespace) -> None:
+    say(
+        f"PLC bridge: OPC UA opc.tcp://127.0.0.1:{args.opcua_port}/beltsight (security none; counts at "
+        f"BeltSight/<camera>/count/CountIn), Modbus TCP 127.0.0.1:{args.modbus_port} unit 1 (16 registers per "
+        f"camera, CountIn in 0-1); read them: .venv/bin/python -m tools.demo.plc"
+    )
+    say(f"live view: http://127.0.0.1:{args.health_port}/  (each line's counts next to it)")
+
+
+@dataclass(frozen=True, slots=True)
+class Children:
+    """The processes the demo watches, with their logs."""
+
+    daemon: subprocess.Popen[str]
+    daemon_log: Path
+    bridge: subprocess.Popen[str]
+    bridge_log: Path
+
+    def check_running(self) -> None:
+        for what, proc, log in (("daemon", self.daemon, self.daemon_log), ("bridge", self.bridge, self.bridge_log)):
+            if proc.poll() is not None:
+                raise DemoFailed(f"the {what} exited with code {proc.returncode}; see {log}")
+
+
+class Streams:
+    """The detection and objects streams of every camera, read from the start as a consumer does."""
+
+    def __init__(self, client: redis_py.Redis, verbose: bool) -> None:
+        self.client = client
+        self.verbose = verbose
+        self.ids = {f"beltsight:detections:{cam}": "0-0" for cam in CAMERAS}
+        self.ids |= {f"beltsight:objects:{cam}": "0-0" for cam in CAMERAS}
+        self.windows = {cam: CameraWindow(cam) for cam in CAMERAS}
+        self.parts = {cam: CameraParts(cam, LINES) for cam in CAMERAS}
+
+    def read(self) -> bool:
+        """One XREAD (up to 200 ms); whether a line was printed (--verbose)."""
+        printed = False
+        # the client decodes responses: stream names, IDs and fields are str
+        reply = self.client.xread(self.ids, count=200, block=200) or []  # type: ignore[arg-type]
+        for stream, entries in cast("list[tuple[str, list[tuple[str, dict[str, str]]]]]", reply):
+            for entry_id, fields in entries:
+                self.ids[stream] = entry_id
+                if stream.startswith("beltsight:objects:"):
+                    event = parse_fields(fields)
+                    self.parts[event.camera].add(event)
+                    if self.verbose and event.event == "crossed":
+                        say(crossing_line(event))
+                        printed = True
+                    continue
+                entry = decode_entry(fields)
+                self.windows[entry["camera"]].add(entry)
+                if self.verbose:
+                    print(format_entry(entry_id, entry), flush=True)
+                    printed = True
+        return printed
+
+    def summaries(self, now_s: float, states: dict[str, str]) -> list[Summary]:
+        return [w.summary(now_s, states.get(cam, "?"), self.parts[cam].text(now_s)) for cam, w in self.windows.items()]
+
+
+def watch(args: argparse.Namespace, children: Children) -> None:
     """Read the streams and show them until --seconds (or Ctrl-C); raise DemoFailed on failure."""
     client = redis_py.Redis(port=args.redis_port, decode_responses=True)
-    streams = {f"beltsight:detections:{cam}": "0-0" for cam in CAMERAS}
-    windows = {cam: CameraWindow(cam) for cam in CAMERAS}
-    board = StatusBoard()
+    streams = Streams(client, args.verbose)
+    board = StatusBoard(tty=False) if args.verbose else StatusBoard()  # --verbose: the block every 5 s
     ready_at = time.monotonic()
     end_at = ready_at + args.seconds if args.seconds else None
-    checked = False
+    checked_detections = checked_crossings = False
     states: dict[str, str] = {}
     next_health = 0.0
     try:
         while end_at is None or time.monotonic() < end_at:
-            if daemon.poll() is not None:
-                raise DemoFailed(f"the daemon exited with code {daemon.returncode}; see {log}")
-            for stream, entries in client.xread(streams, count=200, block=200) or []:  # type: ignore[arg-type]
-                for entry_id, fields in entries:
-                    streams[stream] = entry_id
-                    entry = decode_entry(fields)
-                    windows[entry["camera"]].add(entry)
-                    if args.verbose:
-                        print(format_entry(entry_id, entry), flush=True)
+            children.check_running()
+            if streams.read():
+                board.forget()
             now = time.monotonic()
             if now >= next_health:
                 report = fetch_health(args.health_port) or {}
                 states = {cam: str(c.get("state", "?")) for cam, c in report.get("cameras", {}).items()}
                 next_health = now + 1.0
-            if not checked and now - ready_at >= FIRST_DETECTIONS_S:
-                check_every_camera(windows, states, log)
-                checked = True
+            if not checked_detections and now - ready_at >= FIRST_DETECTIONS_S:
+                check_every_camera(streams.windows, states, children.daemon_log)
+                checked_detections = True
+            if not checked_crossings and now - ready_at >= FIRST_CROSSING_S:
+                streams.read()  # what the last moment published
+                check_crossings(streams.windows, streams.parts, children.daemon_log)
+                checked_crossings = True
             wall = time.time()
-            if not args.verbose and board.due(wall):
-                board.draw(wall, [w.summary(wall, states.get(c, "?")) for c, w in windows.items()])
+            if board.due(wall):
+                board.draw(wall, streams.summaries(wall, states))
     finally:
         client.close()
-    if not checked:
-        check_every_camera(windows, states, log)
-    totals = ", ".join(f"{cam} {w.total} frames ({w.with_detections} with detections)" for cam, w in windows.items())
-    say(f"OK: every camera published detections: {totals}")
+    if not checked_detections:
+        check_every_camera(streams.windows, states, children.daemon_log)
+    wall = time.time()
+    if not board.tty:  # the last block, as the run ends (a terminal shows it already)
+        board.draw(wall, streams.summaries(wall, states))
+    totals = ", ".join(
+        f"{cam} {w.total} frames ({w.with_detections} with detections), {streams.parts[cam].crossings} crossings"
+        for cam, w in streams.windows.items()
+    )
+    if checked_crossings:
+        say(f"OK: every camera published detections and counted parts: {totals}")
+    else:
+        say(f"OK: every camera published detections: {totals} (crossings are checked {FIRST_CROSSING_S:.0f} s in)")
 
 
 def check_every_camera(windows: dict[str, CameraWindow], states: dict[str, str], log: Path) -> None:
@@ -190,6 +286,29 @@ def check_every_camera(windows: dict[str, CameraWindow], states: dict[str, str],
             f"{cam} (state {states.get(cam, 'unknown')}, {windows[cam].total} entries)" for cam in missing
         )
         raise DemoFailed(f"no detections published within {FIRST_DETECTIONS_S:.0f} s of READY by: {detail}; see {log}")
+
+
+def check_crossings(windows: dict[str, CameraWindow], parts: dict[str, CameraParts], log: Path) -> None:
+    """Every camera that published detections has counted a part on its line."""
+    uncounted = [cam for cam, w in windows.items() if w.with_detections and not parts[cam].crossings]
+    if uncounted:
+        detail = ", ".join(
+            f"{cam} ({windows[cam].with_detections} frames with detections, 0 crossings)" for cam in uncounted
+        )
+        raise DemoFailed(
+            f"no part counted within {FIRST_CROSSING_S:.0f} s of READY by: {detail}; see {log} and "
+            f"the live view's lines"
+        )
+
+
+PORT_NEEDS = (  # (CONFIG_PORTS key, what, option): the preflight's list
+    ("redis", "Redis", "--redis-port"),
+    ("rtsp", "RTSP server", "--rtsp-port"),
+    ("health", "health endpoint", "--health-port"),
+    ("opcua", "the bridge's OPC UA server", "--opcua-port"),
+    ("modbus", "the bridge's Modbus TCP server", "--modbus-port"),
+    ("bridge_health", "the bridge's health endpoint", "--bridge-health-port"),
+)
 
 
 def stop_daemon(proc: subprocess.Popen[str]) -> None:
@@ -208,41 +327,35 @@ def stop_all(stops: list[Callable[[], None]]) -> None:
         stop()
 
 
+def chosen_ports(args: argparse.Namespace) -> dict[str, int]:
+    return {name: int(getattr(args, f"{name}_port")) for name in CONFIG_PORTS}
+
+
 def run(args: argparse.Namespace) -> None:
-    needs = [
-        PortNeed(args.redis_port, "Redis", "--redis-port"),
-        PortNeed(args.rtsp_port, "RTSP server", "--rtsp-port"),
-        PortNeed(args.health_port, "health endpoint", "--health-port"),
-    ]
-    check_ports(needs)
+    check_ports([PortNeed(getattr(args, f"{name}_port"), what, option) for name, what, option in PORT_NEEDS])
     redis_server = check_redis_server()
     check_gstreamer(args.gst_python)
     data = Path(args.data_dir)
     clips = render_clips(data)
-    config = write_config(data, {"redis": args.redis_port, "rtsp": args.rtsp_port, "health": args.health_port})
-    beltsight = str(Path(sys.executable).with_name("beltsight"))
+    config = write_config(data, chosen_ports(args))
     stops: list[Callable[[], None]] = []
     try:
         redis = start_redis(redis_server, args.redis_port)
         stops.append(lambda: redis.stop(timeout_s=15))
         rtsp = start_rtsp(args.gst_python, args.rtsp_port, clips, data / "rtsp.log")
         stops.append(lambda: rtsp.terminate(timeout_s=15))
+        bridge_log = data / "bridge.log"
+        bridge = start_beltsight("bridge", config, bridge_log)
+        stops.append(lambda: stop_daemon(bridge))
         log = data / "daemon.log"
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        with log.open("w") as log_file:
-            daemon = subprocess.Popen(
-                [beltsight, "run", "-c", str(config)],
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                text=True,
-                env=env,
-                start_new_session=True,  # Ctrl-C reaches the demo only; it stops the daemon first, once
-            )
+        daemon = start_beltsight("run", config, log)
         stops.append(lambda: stop_daemon(daemon))
         say(f"daemon started (log: {log}); waiting for READY")
         wait_ready(daemon, args.health_port, log)
+        wait_ready(bridge, args.bridge_health_port, bridge_log, "the bridge")
         say(f"daemon READY; health: curl http://127.0.0.1:{args.health_port}/healthz  (Ctrl-C stops the demo)")
-        watch(args, daemon, log)
+        say_how_to_look(args)
+        watch(args, Children(daemon, log, bridge, bridge_log))
     finally:
         stop_all(stops)
 
@@ -254,6 +367,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--redis-port", type=int, default=CONFIG_PORTS["redis"])
     parser.add_argument("--rtsp-port", type=int, default=CONFIG_PORTS["rtsp"])
     parser.add_argument("--health-port", type=int, default=CONFIG_PORTS["health"])
+    parser.add_argument("--opcua-port", type=int, default=CONFIG_PORTS["opcua"], help="the bridge's OPC UA server")
+    parser.add_argument("--modbus-port", type=int, default=CONFIG_PORTS["modbus"], help="the bridge's Modbus TCP")
+    parser.add_argument("--bridge-health-port", type=int, default=CONFIG_PORTS["bridge_health"])
     parser.add_argument(
         "--data-dir", default=str(REPO / "demo-data"), help="clips, config and log (default: %(default)s)"
     )

@@ -2,7 +2,9 @@
 
 `CameraWindow` keeps the entries of one camera's stream seen in the last `window_s` seconds
 (by their `published_ms`) and summarises them: frames per second, the latency from decode to
-publish (p50/p99), detections per frame and the most frequent labels. `StatusBoard` draws one
+publish (p50/p99), detections per frame and the most frequent labels; the line also carries the
+camera's parts (`tools.demo.parts`: ` in <N> out <M>` per counting line, belt speed, last crossing),
+right after the frame rate so that a narrow terminal still shows them. `StatusBoard` draws one
 line per camera: refreshed in place on a terminal, printed every few seconds otherwise.
 """
 
@@ -36,12 +38,14 @@ class Summary:
     total: int
     with_detections: int
     model: str
+    parts: str = ""
 
     def line(self) -> str:
         lat = "lat    -" if self.p50_ms is None else f"lat p50 {self.p50_ms:4.0f} ms p99 {self.p99_ms:4.0f} ms"
         labels = " ".join(f"{label}:{count}" for label, count in self.top_labels) or "-"
+        parts = f"{self.parts}  " if self.parts else ""
         return (
-            f"{self.camera:<14} {self.state:<9} {self.fps:5.1f} fps  {lat}  "
+            f"{self.camera:<14} {self.state:<9} {self.fps:5.1f} fps  {parts}{lat}  "
             f"{self.dets_per_frame:4.1f} det/frame  model {self.model:<4}  {labels}"
         )
 
@@ -74,7 +78,7 @@ class CameraWindow:
         if self.first_s is None:
             self.first_s = published_s
 
-    def summary(self, now_s: float, state: str) -> Summary:
+    def summary(self, now_s: float, state: str, parts: str = "") -> Summary:
         while self.samples and self.samples[0].published_s < now_s - self.window_s:
             self.samples.popleft()
         recent = list(self.samples)
@@ -92,6 +96,7 @@ class CameraWindow:
             total=self.total,
             with_detections=self.with_detections,
             model=self.model,
+            parts=parts,
         )
 
 

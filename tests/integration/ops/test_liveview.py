@@ -222,3 +222,66 @@ def test_the_page_lists_every_camera_with_its_snapshot_in_headless_chromium(
         int((np.abs(pixels - np.array(class_colour(cls), np.int16)).max(axis=2) <= 40).sum()) for cls in range(3)
     )
     assert boxes >= 200, f"only {boxes} box-coloured pixels in the screenshot"
+
+
+def newest_counts(redis: RedisServer, camera: str) -> dict[str, int]:
+    """Each direction's running `count` of the line "count", as the newest `crossed` entry has it."""
+    client = redis.client()
+    try:
+        raw = client.xrange(f"beltsight:objects:{camera}")
+    finally:
+        client.close()
+    counts = {"in": 0, "out": 0}
+    for _id, fields in raw:
+        f = {str(k): str(v) for k, v in fields.items()}
+        if f["event"] == "crossed" and f["line"] == "count":
+            counts[f["direction"]] = int(f["count"])
+    return counts
+
+
+@pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason=f"{CHROMIUM} is not installed (apt-get install chromium)")
+def test_the_page_shows_each_lines_counts_as_the_objects_stream_has_them(
+    tmp_path: Path,
+    redis_server: Callable[..., RedisServer],
+    clip_factory: Callable[..., Clip],
+) -> None:
+    """A replayed belt with a counting line: the page (headless Chromium) shows `count in <N> out <M>`
+    under the camera's snapshot, N the running count the objects stream carries around that moment,
+    and /api/cameras lists the same line with its last crossing and gate arrival."""
+    redis = redis_server()
+    clip = clip_factory(640, 480, fps=10, seconds=4.0, seed=21, synthetic=True)
+    line = {
+        "id": "count",
+        "start": [0.5, 0.0],
+        "end": [0.5, 1.0],
+        "direction": [1.0, 0.0],
+        "gates": [{"id": "reject1", "distance_mm": 400}],
+    }
+    camera = {"id": "replay", "url": str(clip.path), "realtime": True, "loop": True, "mm_per_px": 0.75, "lines": [line]}
+    config = write_config(
+        tmp_path / "beltsight.toml", redis_url=redis.url, cameras=[camera], health={"snapshot_min_interval_s": 0.5}
+    )
+    with InProcessDaemon(config) as d:
+        wait_until(lambda: newest_counts(redis, "replay")["in"] >= 2, 120, "two parts counted in", d)
+        before = newest_counts(redis, "replay")
+        dom = chromium(["--dump-dom", f"http://127.0.0.1:{port_of(d)}/"], tmp_path)
+        api = http_get(port_of(d), "/api/cameras").json()["cameras"][0]
+        row = (
+            r'<div class="line-count" data-line="count" data-in="(\d+)" data-out="(\d+)">count in (\d+) out (\d+)</div>'
+        )
+        shown = re.search(row, dom.stdout)
+        assert shown is not None, dom.stdout[-3000:]
+        n_in, n_out = int(shown.group(1)), int(shown.group(2))
+        # what the daemon counted is in the stream at once or a moment later (the sink's buffer)
+        wait_until(lambda: newest_counts(redis, "replay")["in"] >= n_in, 30, "the shown count in the stream", d)
+        after = newest_counts(redis, "replay")
+    assert (shown.group(3), shown.group(4)) == (shown.group(1), shown.group(2))
+    assert before["in"] <= n_in <= after["in"] and before["out"] <= n_out <= after["out"]
+    assert [(x["id"], x["text"]) for x in api["lines"]] == [
+        ("count", f"count in {x['in']} out {x['out']}") for x in api["lines"]
+    ]
+    assert before["in"] <= api["lines"][0]["in"] <= after["in"]
+    last = api["last_crossing"]
+    assert last is not None and last["line"] == "count" and last["label"]
+    if last["direction"] == "in":
+        assert last["gate"] == "reject1" and last["eta_ms"] > last["at_ms"]

@@ -13,10 +13,12 @@ import numpy as np
 import structlog
 from PIL import Image
 
+from daemon.config.tracking import GateConfig, LineConfig
 from daemon.core.frames import Detection, Frame, FrameResult, Letterbox
 from daemon.core.metrics import Metrics
+from daemon.core.objects import ObjectEvent
 from daemon.ops.health import HealthServer
-from daemon.ops.liveview import BOX_WIDTH, LiveView, class_colour
+from daemon.ops.liveview import BOX_WIDTH, LINE_COLOUR, LiveView, class_colour
 
 
 class Clock:
@@ -55,7 +57,14 @@ def test_keeps_the_newest_frame_even_when_batches_finish_out_of_order() -> None:
     view.offer(*batch(5, 10.5))
     view.offer(*batch(4, 10.4))  # an older batch finishing late
     assert view.camera_info("cam")["seq"] == 5
-    assert view.camera_info("other") == {"model": None, "latency_ms": None, "seq": None, "detections": None}
+    assert view.camera_info("other") == {
+        "model": None,
+        "latency_ms": None,
+        "seq": None,
+        "detections": None,
+        "lines": [],
+        "last_crossing": None,
+    }
 
 
 def test_encodes_only_when_asked_once_per_interval_and_once_for_concurrent_viewers() -> None:
@@ -138,3 +147,59 @@ def test_a_frame_that_cannot_be_drawn_fails_its_request_with_500_and_one_log_lin
     failures = [e for e in logs if e["event"] == "snapshot_failed"]
     assert len(failures) == 1 and failures[0]["camera"] == "cam" and "decoder's frame is gone" in failures[0]["error"]
     assert encodes(metrics) == 0
+
+
+def crossed(count: int, direction: str = "in") -> ObjectEvent:
+    eta = (("reject1", 1_700_000_002_800 + count),) if direction == "in" else None
+    return ObjectEvent(
+        "cam",
+        10 + count,
+        "washer",
+        2,
+        0.9,
+        "crossed",
+        1_700_000_000_000 + count,
+        line="count",
+        direction="in" if direction == "in" else "out",
+        count=count,
+        speed_px_s=200.0,
+        speed_mm_s=150.0,
+        eta=eta,
+    )
+
+
+def test_each_line_shows_the_tracking_stages_counts_beside_it_and_in_the_api() -> None:
+    """The counts come from the tracking stage (restored totals included), drawn next to the line
+    on the snapshot and listed per line with the last crossing for the page."""
+    line = LineConfig(id="count", start=(0.5, 0.0), end=(0.5, 1.0), gates=[GateConfig(id="reject1", distance_mm=400)])
+    counts = {("count", "in"): 12345, ("count", "out"): 678}
+    view = LiveView(Metrics(), 0.0, Clock())
+    view.set_lines("cam", [line])
+    view.count_from(lambda camera: counts if camera == "cam" else {})
+    assert view.parts_info("cam")["lines"] == [
+        {"id": "count", "in": 12345, "out": 678, "text": "count in 12345 out 678"}
+    ]
+    assert view.parts_info("cam")["last_crossing"] is None
+    frame, result = frame_and_result(1, 1.0)
+    view.offer([frame], [result])
+    view.tracked(dataclasses.replace(result, objects=(crossed(41), crossed(42), crossed(3, "out"))))
+    last = view.camera_info("cam")["last_crossing"]
+    assert (last["label"], last["direction"], last["gate"], last["eta_ms"]) == ("washer", "out", None, None)
+    view.tracked(dataclasses.replace(result, objects=(crossed(42),)))
+    last = view.camera_info("cam")["last_crossing"]
+    assert (last["gate"], last["eta_ms"] - last["at_ms"]) == ("reject1", 2800)
+
+    without = LiveView(Metrics(), 0.0, Clock())  # the same frame and line, no counts: another label
+    without.set_lines("cam", [line])
+    without.offer([frame], [result])
+    snaps = [asyncio.run(v.snapshot("cam")) for v in (view, without)]
+    view.close()
+    without.close()
+    images = [np.asarray(Image.open(BytesIO(s.jpeg)).convert("RGB")).astype(np.int16) for s in snaps if s]
+    assert len(images) == 2
+    yellow = [(np.abs(im - np.array(LINE_COLOUR, np.int16)).max(axis=2) <= 60) for im in images]
+    right = slice(320 + BOX_WIDTH + 2, None)  # right of the line (x = 320): the arrow and the label
+    extent = [int(np.flatnonzero(y[:, right].any(axis=0)).max()) for y in yellow]
+    assert extent[0] >= extent[1] + 25  # "count in 12345 out 678" is 6 characters longer than "count in 0 out 0"
+    label_rows = np.flatnonzero(yellow[0][:, right].any(axis=1))
+    assert 236 <= label_rows.min() <= label_rows.max() <= 300  # the arrow at the middle (y = 240), the label under it
