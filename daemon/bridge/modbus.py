@@ -30,9 +30,9 @@ from pymodbus.simulator import DataType, SimData, SimDevice
 from pymodbus.simulator.simcore import SimCore
 
 from daemon.bridge.registers import RegisterMap
-from daemon.core.tasks import stop_task
 from daemon.config.bridge import ModbusConfig
 from daemon.core.netaddr import parse_host_port
+from daemon.core.tasks import stop_task
 
 log = structlog.get_logger("beltsight.bridge.modbus")
 

@@ -20,12 +20,13 @@ from daemon.bridge.opcua import OpcUaBridgeServer
 from daemon.bridge.reader import StreamReader
 from daemon.bridge.registers import RegisterMap
 from daemon.bridge.state import BridgeState, Change, Crossing
-from daemon.core.tasks import stop_task
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
 from daemon.core.netaddr import parse_host_port
 from daemon.core.redaction import SECRETS
-from daemon.ops.health import HealthServer, SystemdNotifier
+from daemon.core.tasks import stop_task
+from daemon.ops.http import HealthServer
+from daemon.ops.systemd import SystemdNotifier
 from daemon.publish.redis_conn import RedisClient
 
 log = structlog.get_logger("beltsight.bridge")

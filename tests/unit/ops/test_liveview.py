@@ -15,7 +15,7 @@ from PIL import Image
 
 from daemon.core.frames import Detection, Frame, FrameResult, Letterbox
 from daemon.core.metrics import Metrics
-from daemon.ops.health import HealthServer
+from daemon.ops.http import HealthServer
 from daemon.ops.liveview import BOX_WIDTH, LiveView, class_colour
 
 

@@ -1,4 +1,4 @@
-"""The log-event catalogue (daemon/ops/log_events.py), the README's table and the code agree.
+"""The log-event catalogue (daemon/ops/logging/catalogue.py), the README's table and the code agree.
 
 The code is read with `ast`, so a call split over lines or formatted any way is still found:
 every `<logger>.<level>("event", ...)` under daemon/ must be catalogued at that level with its
@@ -10,7 +10,7 @@ import ast
 import re
 from pathlib import Path
 
-from daemon.ops.log_events import CATALOGUE, EVENTS, LIBRARY_EVENT, README_END, README_START
+from daemon.ops.logging.catalogue import CATALOGUE, EVENTS, LIBRARY_EVENT, README_END, README_START
 from tests.support.log_calls import IMPLICIT_FIELDS, Emit, scan
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -62,7 +62,7 @@ def test_every_emitted_event_is_catalogued_at_its_level_with_its_fields() -> Non
     emits, _ = code_emits()
     assert len(emits) > 40  # the scan really read the package
     missing = sorted({e.name for e in emits} - set(CATALOGUE))
-    assert missing == [], f"emitted but not in daemon/ops/log_events.py: {missing}"
+    assert missing == [], f"emitted but in no row of daemon/ops/logging/events/: {missing}"
     wrong_level = [(e.where, e.name, e.level) for e in emits if CATALOGUE[e.name].level != e.level]
     assert wrong_level == [], f"emitted at another level than catalogued: {wrong_level}"
     unlisted = [
@@ -77,7 +77,7 @@ def test_every_catalogued_event_is_emitted() -> None:
     emits, _ = code_emits()
     never = sorted(set(CATALOGUE) - {e.name for e in emits} - {LIBRARY_EVENT})
     assert never == [], f"catalogued but emitted nowhere under daemon/: {never}"
-    logs_tree = ast.parse((ROOT / "daemon" / "ops" / "logs.py").read_text(encoding="utf-8"))
+    logs_tree = ast.parse((ROOT / "daemon" / "ops" / "logging" / "configure.py").read_text(encoding="utf-8"))
     assert any(isinstance(n, ast.Name) and n.id == "LIBRARY_EVENT" for n in ast.walk(logs_tree))
 
 
@@ -95,5 +95,5 @@ def test_the_readme_lists_the_same_events_at_the_same_levels() -> None:
     rows = readme_rows()
     catalogued = {e.name: e.level for e in EVENTS}
     assert rows == catalogued, (
-        "README.md's log-events table is stale: run `.venv/bin/python -m daemon.ops.log_events README.md`"
+        "README.md's log-events table is stale: run `.venv/bin/python -m daemon.ops.logging.catalogue README.md`"
     )

@@ -5,16 +5,43 @@ so a name is a contract: renaming one is a breaking change. Every line also carr
 and `logger`; stages add `camera` where there is one. tests/unit/ops/test_log_events.py checks that this
 catalogue, the README's "Log events" table and the `log.<level>("name", ...)` calls under daemon/ agree.
 
-The rows live in `daemon.ops.log_rows` (the daemon's) and `daemon.ops.log_rows_bridge` (the bridge's).
+The rows live in `daemon.ops.logging.events`, one module per room that emits them (the bridge's in
+`events.bridge`); this module joins them, and writes the README's table from them
+(`python -m daemon.ops.logging.catalogue README.md`).
 """
 
 from __future__ import annotations
 
-from daemon.ops.log_rows import DAEMON_EVENTS, LIBRARY_EVENT, Level, LogEvent
-from daemon.ops.log_rows_bridge import BRIDGE_EVENTS
+from daemon.ops.logging.event import LIBRARY_EVENT, Level, LogEvent
+from daemon.ops.logging.events.bridge import BRIDGE_EVENTS
+from daemon.ops.logging.events.inference import INFERENCE_EVENTS
+from daemon.ops.logging.events.ingest import INGEST_EVENTS
+from daemon.ops.logging.events.ops import OPS_EVENTS
+from daemon.ops.logging.events.process import PROCESS_EVENTS
+from daemon.ops.logging.events.publish import PUBLISH_EVENTS
+from daemon.ops.logging.events.thermal import THERMAL_EVENTS
+from daemon.ops.logging.events.tracking import TRACKING_EVENTS
 
+DAEMON_EVENTS: tuple[LogEvent, ...] = (
+    *PROCESS_EVENTS,
+    *OPS_EVENTS,
+    *INGEST_EVENTS,
+    *INFERENCE_EVENTS,
+    *TRACKING_EVENTS,
+    *PUBLISH_EVENTS,
+    *THERMAL_EVENTS,
+)
 EVENTS: tuple[LogEvent, ...] = tuple(sorted((*DAEMON_EVENTS, *BRIDGE_EVENTS), key=lambda ev: ev.name))
-__all__ = ["CATALOGUE", "EVENTS", "LIBRARY_EVENT", "Level", "LogEvent", "markdown_table", "refresh_readme"]
+__all__ = [
+    "CATALOGUE",
+    "DAEMON_EVENTS",
+    "EVENTS",
+    "LIBRARY_EVENT",
+    "Level",
+    "LogEvent",
+    "markdown_table",
+    "refresh_readme",
+]
 
 CATALOGUE: dict[str, LogEvent] = {e.name: e for e in EVENTS}
 
@@ -47,7 +74,7 @@ def refresh_readme(path: str) -> bool:
     return new != text
 
 
-if __name__ == "__main__":  # `python -m daemon.ops.log_events README.md` after adding an event
+if __name__ == "__main__":  # `python -m daemon.ops.logging.catalogue README.md` after adding an event
     import sys
 
     for target in sys.argv[1:] or ["README.md"]:

@@ -1,7 +1,7 @@
 """The health endpoint's connection bound: aiohttp's low-level server (`BoundedServer`) with at
 most `max_connections` connections open and one deadline each (`HttpLimits`); see
-`daemon.ops.health` for the contract. With TLS, each connection's handshake runs inside the bound
-(`daemon.ops.http_tls`)."""
+`daemon.ops.http.server` for the contract. With TLS, each connection's handshake runs inside the bound
+(`daemon.ops.http.tls`)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
 
 from daemon.core.metrics import Metrics
-from daemon.ops.http_tls import TlsAccept
+from daemon.ops.http.tls import TlsAccept
 
 log = structlog.get_logger("beltsight.health")
 
