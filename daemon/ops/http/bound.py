@@ -19,6 +19,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
 
 from daemon.core.metrics import Metrics
+from daemon.core.ratelimit import RateLimited
 from daemon.ops.http.tls import TlsAccept
 
 log = structlog.get_logger("beltsight.health")
@@ -127,7 +128,7 @@ class BoundedServer(web.Server):
         self._unmade: dict[RequestHandler, float] = {}
         self._open: dict[RequestHandler, _Conn] = {}  # insertion order: oldest first
         self._shed = {"evicted": 0, "refused": 0, "deadline": 0}
-        self._shed_logged_mono = 0.0
+        self._shed_log = RateLimited(SHED_LOG_INTERVAL_S)
 
     @property
     def open_connections(self) -> int:
@@ -193,9 +194,7 @@ class BoundedServer(web.Server):
         self._shed[reason] += 1
         if self._metrics is not None:
             self._metrics.http_connections_closed.labels(reason=reason).inc()
-        now = time.monotonic()
-        if now - self._shed_logged_mono >= SHED_LOG_INTERVAL_S:
-            self._shed_logged_mono = now
+        if self._shed_log.allow() is not None:  # the counts cover every connection shed since the last line
             shed = self._shed
             log.warning(
                 "http_connections_shed",
