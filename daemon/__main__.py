@@ -22,7 +22,7 @@ from daemon.config.settings import EX_CONFIG, ConfigError, Settings, load_settin
 from daemon.config.sharding import describe
 from daemon.config.tracking import describe_lines
 from daemon.core.redaction import SECRETS
-from daemon.ops.logs import capture_uncaught, configure_logging, quiet_native_loggers
+from daemon.ops.logging import capture_uncaught, configure_logging, quiet_native_loggers
 
 EX_UNAVAILABLE = 69
 EX_FORCED = 130

@@ -41,10 +41,9 @@ from daemon.inference.serving import ServingEngine
 from daemon.inference.stage import InferenceStage, PostprocessConfig
 from daemon.ingest.hwdecode import source_decode
 from daemon.ingest.sources import CameraSource
-from daemon.ops.health import HealthServer, SystemdNotifier, watchdog
-from daemon.ops.health_report import health_report
-from daemon.ops.http_bound import HttpLimits
+from daemon.ops.http import HealthServer, HttpLimits, health_report
 from daemon.ops.liveview import LiveView
+from daemon.ops.systemd import SystemdNotifier, watchdog
 from daemon.publish.sink import RedisSink
 from daemon.thermal.monitor import ThermalMonitor
 from daemon.tracking import persist

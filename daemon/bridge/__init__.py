@@ -8,11 +8,11 @@ through one consumer group, keeps the served state (`state`), and pushes it to a
 (`opcua`) and a pymodbus server (`modbus`, map in `registers`); entries are acknowledged only once
 served (`reader`).
 
-May import: `daemon.ops` (logging, health, sd_notify), `daemon.publish` (the Redis connection),
+May import: `daemon.ops` (logging, the HTTP endpoint, systemd), `daemon.publish` (the Redis connection),
 `daemon.config`, `daemon.core`; nothing of ingest, batching, inference or tracking. Only
 `daemon.__main__` imports this room (import-linter, pyproject.toml).
 
 Entry points: `daemon.bridge.cli.main` (the `bridge` subcommand), `daemon.bridge.service.run_bridge`
 and `Bridge` (tools, tests), `daemon.bridge.layout.BridgeLayout` with `layout_from_data`,
-`layout_problems` and `validate_layout`; log events catalogued in `daemon.ops.log_rows_bridge`.
+`layout_problems` and `validate_layout`; log events catalogued in `daemon.ops.logging.events.bridge`.
 """

@@ -20,8 +20,8 @@ from daemon.bridge.layout import BridgeLayout, layout_from_data, layout_problems
 from daemon.bridge.service import read_users, run_bridge
 from daemon.config.settings import EX_CONFIG, ConfigError, Settings, load_settings
 from daemon.core.redaction import SECRETS
-from daemon.ops.health import SystemdNotifier
-from daemon.ops.logs import capture_uncaught, configure_logging
+from daemon.ops.logging import capture_uncaught, configure_logging
+from daemon.ops.systemd import SystemdNotifier
 from daemon.publish.redis_conn import RedisClient, make_client
 
 log = structlog.get_logger("beltsight.bridge")

@@ -32,6 +32,7 @@ from pymodbus.simulator.simcore import SimCore
 from daemon.bridge.registers import RegisterMap
 from daemon.config.bridge import ModbusConfig
 from daemon.core.netaddr import parse_host_port
+from daemon.core.ratelimit import RateLimited
 from daemon.core.tasks import stop_task
 
 log = structlog.get_logger("beltsight.bridge.modbus")
@@ -100,7 +101,7 @@ class _BoundedServer(ModbusTcpServer):
         self.stats = stats
         self.context = _OneUnit(device, cfg.unit_id)
         self.decoder.pdu_table = {fc: DecodePDU.pdu_table[fc] for fc in DECODED_CODES}
-        self._shed_logged = 0.0
+        self._shed_log = RateLimited(SHED_LOG_INTERVAL_S)
         self._shed_counts: dict[str, int] = {}
 
     def callback_new_connection(self) -> _Handler:
@@ -126,9 +127,7 @@ class _BoundedServer(ModbusTcpServer):
                 handler.close()
         self.stats.connections = len(self.active_connections)
         self._shed_counts[reason] = self._shed_counts.get(reason, 0) + 1
-        now = time.monotonic()
-        if now - self._shed_logged >= SHED_LOG_INTERVAL_S:
-            self._shed_logged = now
+        if self._shed_log.allow() is not None:  # the counts cover every connection shed since the last line
             log.warning("bridge_modbus_shed", open=len(self.active_connections), **self._shed_counts)
             self._shed_counts = {}
 

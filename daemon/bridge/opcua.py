@@ -47,6 +47,7 @@ from daemon.bridge.layout import ETA_SUFFIX, BridgeLayout
 from daemon.bridge.state import BridgeState, Crossing, LineState
 from daemon.config.bridge import OpcUaConfig
 from daemon.core.netaddr import parse_host_port
+from daemon.core.ratelimit import RateLimited
 
 log = structlog.get_logger("beltsight.bridge.opcua")
 
@@ -83,14 +84,12 @@ class _Refusals:
     def __init__(self) -> None:
         self.counts = {"password": 0, "certificate": 0}
         self._window = dict(self.counts)
-        self._logged = 0.0
+        self._log = RateLimited(REFUSAL_LOG_INTERVAL_S)
 
     def add(self, reason: str) -> None:
         self.counts[reason] += 1
         self._window[reason] += 1
-        now = time.monotonic()
-        if now - self._logged >= REFUSAL_LOG_INTERVAL_S:
-            self._logged = now
+        if self._log.allow() is not None:  # the window counts every refusal since the last line
             log.warning("bridge_opcua_refused", **self._window)
             self._window = dict.fromkeys(self._window, 0)
 

@@ -30,6 +30,7 @@ from redis.exceptions import RedisError, ResponseError
 from daemon.bridge.state import BridgeState, Change, MalformedEntryError
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
+from daemon.core.ratelimit import RateLimited
 from daemon.publish.redis_conn import RedisClient
 
 log = structlog.get_logger("beltsight.bridge.reader")
@@ -101,7 +102,7 @@ class StreamReader:
         self.streams[redis.events_stream] = None
         self.stats = ReaderStats()
         self._snapshot_loaded = False
-        self._malformed_logged = 0.0
+        self._malformed_log = RateLimited(MALFORMED_LOG_INTERVAL_S)
         self._pending_at = 0.0
 
     async def run(self) -> None:
@@ -220,9 +221,7 @@ class StreamReader:
             return self.state.apply_object(camera, entry_id, fields)
         except MalformedEntryError as exc:
             self.stats.malformed += 1
-            now = time.monotonic()
-            if now - self._malformed_logged >= MALFORMED_LOG_INTERVAL_S:
-                self._malformed_logged = now
+            if self._malformed_log.allow() is not None:  # `malformed` counts every one, logged or not
                 log.warning(
                     "bridge_entry_malformed",
                     stream=stream,

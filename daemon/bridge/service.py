@@ -25,7 +25,8 @@ from daemon.config.redis import RedisConfig
 from daemon.core.netaddr import parse_host_port
 from daemon.core.redaction import SECRETS
 from daemon.core.tasks import stop_task
-from daemon.ops.health import HealthServer, SystemdNotifier
+from daemon.ops.http import HealthServer
+from daemon.ops.systemd import SystemdNotifier
 from daemon.publish.redis_conn import RedisClient
 
 log = structlog.get_logger("beltsight.bridge")

@@ -1,4 +1,4 @@
-"""The `[logging]` section: output format and level (applied by `daemon.ops.logs.configure_logging`)."""
+"""The `[logging]` section: output format and level (applied by `daemon.ops.logging.configure_logging`)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,18 @@
 """The ops room: what operators see and run around the pipeline, not a stage of it.
 
-`logs` (structlog set-up, secret scrubbing; the event catalogue in `log_events`, its rows in
-`log_rows` and `log_rows_bridge`), `health` (the HTTP server for /healthz and /metrics, and the
-report it serves, `health_report`), `http_bound` (`BoundedServer`: connection, header and time
-limits against floods), `http_tls` (optional TLS, each handshake inside that bound), `http_auth`
-(basic authentication against bcrypt hashes, `/healthz` optionally left open), `liveview` (snapshots of
-each camera's latest inferred frame), `doctor` (`beltsight doctor`: `doctor_report`,
-`doctor_gpu`), `fd_limit` (RLIMIT_NOFILE at start-up).
+Grouped by what each part does:
+- `http/`: the endpoint (`/healthz`, `/metrics`): `http.server.HealthServer`, the report it serves
+  (`http.report`), its flood bound (`http.bound`), optional TLS (`http.tls`) and basic
+  authentication (`http.auth`);
+- `systemd`: sd_notify (READY/STATUS/WATCHDOG/STOPPING) and the watchdog loop;
+- `logging/`: the structlog set-up (`logging.configure`) and the event catalogue
+  (`logging.catalogue`, its rows per room in `logging.events`);
+- `doctor/`: `beltsight doctor` (`doctor.command`, `doctor.report`, `doctor.gpu`);
+- `liveview` (snapshots of each camera's latest inferred frame, served on the endpoint);
+- `fd_limit` (RLIMIT_NOFILE at start-up).
 
 May import: `daemon.core`, `daemon.config` and the stage rooms (`ingest`, `batching`,
-`inference`, `tracking`, `publish`, `thermal`). Entry points: `daemon.ops.logs.configure_logging`,
-`daemon.ops.health.HealthServer`, `daemon.ops.liveview.LiveView`, `daemon.ops.doctor.run_doctor`.
+`inference`, `tracking`, `publish`, `thermal`). Entry points: `daemon.ops.logging.configure_logging`,
+`daemon.ops.http.HealthServer`, `daemon.ops.systemd.SystemdNotifier`, `daemon.ops.liveview.LiveView`,
+`daemon.ops.doctor.run_doctor`.
 """

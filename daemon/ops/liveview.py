@@ -41,7 +41,7 @@ from daemon.core.frames import Detection, Frame, FrameResult
 from daemon.core.metrics import Metrics
 from daemon.core.objects import ObjectEvent
 from daemon.core.redaction import SECRETS
-from daemon.ops.health import HealthProvider, HealthServer
+from daemon.ops.http.server import HealthProvider, HealthServer
 from daemon.publish.schema import model_tag
 
 log = structlog.get_logger("beltsight.liveview")

@@ -125,3 +125,31 @@ def test_the_readme_is_a_front_door() -> None:
     assert "docs/integrations/plc-bridge.md" in links and "docs/development/extending.md" in links
     assert "register map" in (DOCS / "integrations/plc-bridge.md").read_text()
     assert "How to add a model layout" in (DOCS / "development/extending.md").read_text()
+
+
+CODE_PATH = re.compile(r"`((?:daemon|tools|tests|configs|systemd|models)/[\w./-]*\w)/?`")
+COMMAND = re.compile(r"python -m ((?:daemon|tools)(?:\.\w+)+)")
+
+
+def named_code(text: str) -> tuple[set[str], set[str]]:
+    """The repository paths (in backticks) and the `python -m` modules a page names."""
+    return set(CODE_PATH.findall(text)), set(COMMAND.findall(text))
+
+
+def test_the_path_pattern_finds_what_a_page_names() -> None:
+    paths, modules = named_code("see `daemon/ops/http/` and `tools/kit/rtsp_server.py`; run `python -m tools.docs --check`")
+    assert paths == {"daemon/ops/http", "tools/kit/rtsp_server.py"} and modules == {"tools.docs"}
+
+
+def test_every_file_and_command_a_page_names_exists() -> None:
+    """Modules move; a page that names `daemon/publish/spool_writer.py` after it moved sends a reader nowhere."""
+    missing: list[str] = []
+    for page in [*sorted(DOCS.rglob("*.md")), ROOT / "README.md"]:
+        paths, modules = named_code(page.read_text(encoding="utf-8"))
+        rel = page.relative_to(ROOT)
+        missing += [f"{rel}: {p}" for p in sorted(paths) if "<" not in p and not (ROOT / p).exists()]
+        for module in sorted(modules):
+            base = ROOT / module.replace(".", "/")
+            if not (base.with_suffix(".py").exists() or (base / "__main__.py").exists()):
+                missing += [f"{rel}: python -m {module}"]
+    assert missing == []

@@ -27,7 +27,7 @@ from daemon.inference.engine import EngineFactory
 from daemon.inference.model_file import ModelInfo
 from daemon.inference.protocols import HostArray, InferenceEngine
 from daemon.inference.providers import Placement
-from daemon.ops.logs import configure_logging
+from daemon.ops.logging import configure_logging
 from tests.support.faults import DelegatingEngine
 
 HANG_LIMIT_S = 300.0

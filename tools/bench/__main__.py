@@ -22,7 +22,7 @@ from daemon.config.engine import EngineConfig
 from daemon.core.memory import tune_malloc
 from daemon.inference.model_file import ModelError, load_model_info
 from daemon.inference.providers import intra_op_threads, lane_workers, worker_batch
-from daemon.ops.logs import configure_logging
+from daemon.ops.logging import configure_logging
 from tools.bench.baselines import (
     bare_at,
     bare_beside_decoders,

@@ -51,7 +51,7 @@ from daemon.inference.providers import EngineError
 from daemon.inference.stage import BatchTensor
 from daemon.ingest import hwdecode
 from daemon.ingest.decoding import scale
-from daemon.ops.doctor_gpu import ort_cuda_version
+from daemon.ops.doctor.gpu import ort_cuda_version
 from tools.checks.gpu_thermal import thermal_checks
 from tools.kit.synth.video import h264_writer
 

@@ -28,7 +28,7 @@ from daemon.inference.model_file import ModelError, ModelInfo, load_model_info
 from daemon.inference.postprocess import decode_batch, to_detections
 from daemon.inference.providers import ProviderError
 from daemon.inference.stage import InferenceStage, PostprocessConfig
-from daemon.ops.doctor_report import doctor_report
+from daemon.ops.doctor.report import doctor_report
 from tests.support.onnx_models import NAMES, anchors_for, default_metadata, template_output, write_yolo_model
 
 SIZE = 416

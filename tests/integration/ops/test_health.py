@@ -17,7 +17,7 @@ import pytest
 from daemon.config.settings import Settings
 from daemon.core.metrics import Metrics
 from daemon.inference.engine import EngineFactory
-from daemon.ops.health import MAX_LINE_BYTES
+from daemon.ops.http.server import MAX_LINE_BYTES
 from tests.support.clips import small_clip
 from tests.support.daemon_child import HangingFactory
 from tests.support.daemon_harness import InProcessDaemon, http_get, write_config

@@ -29,9 +29,8 @@ from prometheus_client import CollectorRegistry
 
 from daemon.config.health import HealthConfig
 from daemon.core.metrics import Metrics
-from daemon.ops.health import HealthServer
-from daemon.ops.http_auth import REALM
-from daemon.ops.http_bound import HttpLimits
+from daemon.ops.http import HealthServer, HttpLimits
+from daemon.ops.http.auth import REALM
 from tests.support.chromium import CHROMIUM, Chromium
 from tests.support.daemon_harness import InProcessDaemon, write_config
 from tests.support.fixtures_redis import RedisServer

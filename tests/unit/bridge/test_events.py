@@ -1,10 +1,10 @@
-"""The bridge's log calls and its rows of the catalogue (daemon/ops/log_rows_bridge.py) agree."""
+"""The bridge's log calls and its rows of the catalogue (daemon/ops/logging/events/bridge.py) agree."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from daemon.ops.log_rows_bridge import BRIDGE_EVENTS as EVENTS
+from daemon.ops.logging.events.bridge import BRIDGE_EVENTS as EVENTS
 from tests.support.log_calls import IMPLICIT_FIELDS, scan
 
 ROOT = Path(__file__).resolve().parents[3]

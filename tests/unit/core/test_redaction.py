@@ -8,7 +8,7 @@ import json
 import structlog
 
 from daemon.core.redaction import SECRETS, redact_text, redact_url
-from daemon.ops.logs import configure_logging, reset_logging
+from daemon.ops.logging import configure_logging, reset_logging
 
 
 def test_redact_url_keeps_user_host_and_port() -> None:

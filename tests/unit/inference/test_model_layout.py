@@ -16,7 +16,7 @@ from daemon.inference.layouts import LayoutError, ModelLayout, OutputInfo, ancho
 from daemon.inference.model_file import ModelError, load_model_info
 from daemon.inference.postprocess import join_outputs
 from daemon.inference.recognise import recognise
-from daemon.ops.logs import reset_logging
+from daemon.ops.logging import reset_logging
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ from daemon.config.tracking import GateConfig, LineConfig
 from daemon.core.frames import Detection, Frame, FrameResult, Letterbox
 from daemon.core.metrics import Metrics
 from daemon.core.objects import ObjectEvent
-from daemon.ops.health import HealthServer
+from daemon.ops.http import HealthServer
 from daemon.ops.liveview import BOX_WIDTH, LINE_COLOUR, LiveView, class_colour
 
 

@@ -1,8 +1,8 @@
-"""The log-event catalogue (daemon/ops/log_events.py), the README's table and the code agree.
+"""The log-event catalogue (daemon/ops/logging/catalogue.py), the documentation's table and the code agree.
 
 The code is read with `ast`, so a call split over lines or formatted any way is still found:
 every `<logger>.<level>("event", ...)` under daemon/ must be catalogued at that level with its
-keyword fields, every catalogued event must be emitted, and the README must list the same set."""
+keyword fields, every catalogued event must be emitted, and the documentation must list the same set."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import ast
 import re
 from pathlib import Path
 
-from daemon.ops.log_events import CATALOGUE, EVENTS, LIBRARY_EVENT, README_END, README_START
+from daemon.ops.logging.catalogue import CATALOGUE, EVENTS, LIBRARY_EVENT, TABLE_END, TABLE_START
 from tests.support.log_calls import IMPLICIT_FIELDS, Emit, scan
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -28,8 +28,8 @@ def code_emits() -> tuple[list[Emit], list[str]]:
 
 def readme_rows() -> dict[str, str]:
     text = (ROOT / "docs" / "operations" / "log-events.md").read_text(encoding="utf-8")
-    assert README_START in text and README_END in text, "README.md lost its log-events markers"
-    table = text.split(README_START, 1)[1].split(README_END, 1)[0]
+    assert TABLE_START in text and TABLE_END in text, "docs/operations/log-events.md lost its log-events markers"
+    table = text.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0]
     return {m[1]: m[2] for m in re.finditer(r"^\|\s*`([a-z0-9_]+)`\s*\|\s*([a-z]+)\s*\|", table, re.M)}
 
 
@@ -62,7 +62,7 @@ def test_every_emitted_event_is_catalogued_at_its_level_with_its_fields() -> Non
     emits, _ = code_emits()
     assert len(emits) > 40  # the scan really read the package
     missing = sorted({e.name for e in emits} - set(CATALOGUE))
-    assert missing == [], f"emitted but not in daemon/ops/log_events.py: {missing}"
+    assert missing == [], f"emitted but in no row of daemon/ops/logging/events/: {missing}"
     wrong_level = [(e.where, e.name, e.level) for e in emits if CATALOGUE[e.name].level != e.level]
     assert wrong_level == [], f"emitted at another level than catalogued: {wrong_level}"
     unlisted = [
@@ -77,7 +77,7 @@ def test_every_catalogued_event_is_emitted() -> None:
     emits, _ = code_emits()
     never = sorted(set(CATALOGUE) - {e.name for e in emits} - {LIBRARY_EVENT})
     assert never == [], f"catalogued but emitted nowhere under daemon/: {never}"
-    logs_tree = ast.parse((ROOT / "daemon" / "ops" / "logs.py").read_text(encoding="utf-8"))
+    logs_tree = ast.parse((ROOT / "daemon" / "ops" / "logging" / "configure.py").read_text(encoding="utf-8"))
     assert any(isinstance(n, ast.Name) and n.id == "LIBRARY_EVENT" for n in ast.walk(logs_tree))
 
 

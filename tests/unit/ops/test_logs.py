@@ -18,9 +18,8 @@ import pytest
 import structlog
 
 from daemon.core.redaction import SECRETS, SecretRegistry
-from daemon.ops import logs
-from daemon.ops.log_events import LIBRARY_EVENT
-from daemon.ops.logs import (
+from daemon.ops.logging import configure as logs
+from daemon.ops.logging.configure import (
     LIBRARY_BURST,
     LIBRARY_WINDOW_S,
     LibraryFilter,
@@ -28,6 +27,7 @@ from daemon.ops.logs import (
     configure_logging,
     reset_logging,
 )
+from daemon.ops.logging.event import LIBRARY_EVENT
 
 URL_PASSWORD = "cam-pw-7781"
 REGISTERED = "reg-secret-5e3c"

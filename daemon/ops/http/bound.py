@@ -1,7 +1,7 @@
 """The health endpoint's connection bound: aiohttp's low-level server (`BoundedServer`) with at
 most `max_connections` connections open and one deadline each (`HttpLimits`); see
-`daemon.ops.health` for the contract. With TLS, each connection's handshake runs inside the bound
-(`daemon.ops.http_tls`)."""
+`daemon.ops.http.server` for the contract. With TLS, each connection's handshake runs inside the bound
+(`daemon.ops.http.tls`)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
 
 from daemon.core.metrics import Metrics
-from daemon.ops.http_tls import TlsAccept
+from daemon.core.ratelimit import RateLimited
+from daemon.ops.http.tls import TlsAccept
 
 log = structlog.get_logger("beltsight.health")
 
@@ -127,7 +128,7 @@ class BoundedServer(web.Server):
         self._unmade: dict[RequestHandler, float] = {}
         self._open: dict[RequestHandler, _Conn] = {}  # insertion order: oldest first
         self._shed = {"evicted": 0, "refused": 0, "deadline": 0}
-        self._shed_logged_mono = 0.0
+        self._shed_log = RateLimited(SHED_LOG_INTERVAL_S)
 
     @property
     def open_connections(self) -> int:
@@ -193,9 +194,7 @@ class BoundedServer(web.Server):
         self._shed[reason] += 1
         if self._metrics is not None:
             self._metrics.http_connections_closed.labels(reason=reason).inc()
-        now = time.monotonic()
-        if now - self._shed_logged_mono >= SHED_LOG_INTERVAL_S:
-            self._shed_logged_mono = now
+        if self._shed_log.allow() is not None:  # the counts cover every connection shed since the last line
             shed = self._shed
             log.warning(
                 "http_connections_shed",

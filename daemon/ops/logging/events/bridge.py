@@ -5,7 +5,7 @@ Library records (asyncua, pymodbus, redis-py) go through the `library_log` event
 
 from __future__ import annotations
 
-from daemon.ops.log_rows import LogEvent
+from daemon.ops.logging.event import LogEvent
 
 BRIDGE_EVENTS: tuple[LogEvent, ...] = (
     LogEvent(

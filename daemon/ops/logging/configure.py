@@ -1,7 +1,7 @@
 """structlog set-up: JSON lines for journald, a console renderer on a terminal, one pipeline for all.
 
 Only the CLI (and tools) call `configure_logging`. Every line has an `event` name (catalogued in
-`daemon.ops.log_events`); stages bind `camera=<id>` where there is one.
+`daemon.ops.logging.catalogue`); stages bind `camera=<id>` where there is one.
 
 - structlog's events and the standard `logging` module's records (asyncio, redis-py, Python warnings
   through `logging.captureWarnings`, FFmpeg through PyAV when enabled) go through the same
@@ -31,7 +31,7 @@ from structlog.tracebacks import ExceptionDictTransformer
 
 from daemon.core.clock import SYSTEM_CLOCK, Clock
 from daemon.core.redaction import SECRETS
-from daemon.ops.log_events import LIBRARY_EVENT
+from daemon.ops.logging.event import LIBRARY_EVENT
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 LIBRARY_BURST = 20

@@ -26,6 +26,7 @@ import structlog
 from aiohttp import web
 
 from daemon.core.metrics import Metrics
+from daemon.core.ratelimit import RateLimited
 
 log = structlog.get_logger("beltsight.health")
 
@@ -68,7 +69,7 @@ class BasicAuth:
         self._pending = 0
         self._executor: ThreadPoolExecutor | None = None
         self._refused = dict.fromkeys(REASONS, 0)
-        self._logged_mono = -REFUSAL_LOG_INTERVAL_S
+        self._refusal_log = RateLimited(REFUSAL_LOG_INTERVAL_S)
 
     async def refusal(self, request: web.BaseRequest) -> web.Response | None:
         credentials = _credentials(request.headers.get("Authorization"))
@@ -106,9 +107,7 @@ class BasicAuth:
         self._refused[reason] += 1
         if self._metrics is not None:
             self._metrics.http_auth_failures.labels(reason=reason).inc()
-        now = time.monotonic()
-        if now - self._logged_mono >= REFUSAL_LOG_INTERVAL_S:
-            self._logged_mono = now
+        if self._refusal_log.allow() is not None:  # the counts cover every refusal since the last line
             log.warning("http_auth_refused", peer=request.remote, **self._refused)
             self._refused = dict.fromkeys(REASONS, 0)
         if reason == "busy":

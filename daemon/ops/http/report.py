@@ -1,7 +1,7 @@
 """The /healthz report: the daemon's state, cameras, Redis, model lanes and thermal, as JSON.
 
 `health_report` builds it from what `daemon.app` passes (the parts read live each request);
-`daemon.ops.health.HealthServer` serves it (200 when `ok`, else 503) and the live view shows it.
+`daemon.ops.http.server.HealthServer` serves it (200 when `ok`, else 503) and the live view shows it.
 `status` is "ok" when running and nothing is degraded: a camera not up, Redis not connected or
 inference paused for heat make it "degraded" (still `ok`: the daemon is doing its job).
 """

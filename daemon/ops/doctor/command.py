@@ -15,8 +15,8 @@ from daemon.config.models import model_overrides, model_paths
 from daemon.config.settings import Settings
 from daemon.core.memory import read_rss_mb
 from daemon.inference.providers import cpu_cores, intra_op_threads, lane_workers, worker_batch
-from daemon.ops.doctor_gpu import gpu_findings
-from daemon.ops.doctor_report import doctor_report
+from daemon.ops.doctor.gpu import gpu_findings
+from daemon.ops.doctor.report import doctor_report
 from daemon.thermal.monitor import thermal_report
 
 

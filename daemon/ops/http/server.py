@@ -1,7 +1,6 @@
-"""Health for systemd and operators: sd_notify (READY/WATCHDOG/STATUS/STOPPING), the watchdog, the HTTP endpoint.
+"""The HTTP endpoint for operators: `/healthz`, `/metrics`, and the live view's routes (see `daemon.ops.liveview`).
 
-The endpoint (`/healthz`, `/metrics`, and the live view's routes, see `daemon.ops.liveview`) is
-served by aiohttp's low-level server (it parses the requests; prometheus-client writes the
+It is served by aiohttp's low-level server (it parses the requests; prometheus-client writes the
 exposition). What a client can take from the daemon is bounded, so that no client can starve
 cameras, Redis or inference of descriptors or loop time:
 
@@ -16,16 +15,15 @@ cameras, Redis or inference of descriptors or loop time:
 - request line and header field at most `MAX_LINE_BYTES`, at most `MAX_HEADERS` headers:
   larger requests get `400` (aiohttp's parser) and are closed.
 
-With `[health] tls_cert_file` it serves HTTPS only (`daemon.ops.http_tls`: the handshake inside the
+With `[health] tls_cert_file` it serves HTTPS only (`daemon.ops.http.tls`: the handshake inside the
 bound and the deadline); with `basic_auth_users` every request but (optionally) `/healthz` needs a
-user's password (`daemon.ops.http_auth`).
+user's password (`daemon.ops.http.auth`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import socket
 import ssl
@@ -37,8 +35,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from daemon.core.metrics import Metrics
-from daemon.ops.http_auth import BasicAuth
-from daemon.ops.http_bound import ACCEPT_BURST, BoundedServer, HttpLimits, server_logger
+from daemon.ops.http.auth import BasicAuth
+from daemon.ops.http.bound import ACCEPT_BURST, BoundedServer, HttpLimits, server_logger
 
 log = structlog.get_logger("beltsight.health")
 
@@ -50,64 +48,8 @@ KERNEL_BACKLOG = 512
 full queue would drop a normal client's SYN (a 1 s retransmit) while a flood churns."""
 
 
-class SystemdNotifier:
-    """sd_notify(3) over $NOTIFY_SOCKET; a no-op when not run by systemd."""
-
-    def __init__(self, env: dict[str, str] | None = None) -> None:
-        environ = os.environ if env is None else env
-        self._address = environ.get("NOTIFY_SOCKET") or None
-        usec = environ.get("WATCHDOG_USEC", "")
-        pid = environ.get("WATCHDOG_PID", "")
-        mine = not pid or pid == str(os.getpid())
-        self.watchdog_interval_s: float | None = int(usec) / 2e6 if usec.isdigit() and mine else None
-
-    @property
-    def enabled(self) -> bool:
-        return self._address is not None
-
-    def notify(self, state: str) -> None:
-        if self._address is None:
-            return
-        address = self._address
-        if address.startswith("@"):  # abstract namespace socket
-            address = "\0" + address[1:]
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-                sock.connect(address)
-                sock.sendall(state.encode())
-        except OSError as exc:
-            log.warning("sd_notify_failed", error=str(exc))
-
-    def ready(self, status: str) -> None:
-        self.notify(f"READY=1\nSTATUS={status}")
-
-    def status(self, status: str) -> None:
-        self.notify(f"STATUS={status}")
-
-    def stopping(self) -> None:
-        self.notify("STOPPING=1")
-
-    def watchdog(self) -> None:
-        self.notify("WATCHDOG=1")
-
-
-async def watchdog(notifier: SystemdNotifier, busy_s: Callable[[], Mapping[int, float]], interval_s: float) -> None:
-    """Ping systemd (WATCHDOG=1) every `interval_s` while the loop runs and no lane's engine has
-    been stuck on one batch for long (`busy_s`: each lane's longest batch in progress); else log
-    `engine_stuck` and let systemd's watchdog restart the daemon."""
-    stuck_after_s = max(30.0, 4 * interval_s)
-    while True:
-        busy = dict(busy_s())
-        if all(b < stuck_after_s for b in busy.values()):
-            notifier.watchdog()
-        else:
-            log.error("engine_stuck", lanes=busy)
-        await asyncio.sleep(interval_s)
-
-
 HealthProvider = Callable[[], dict[str, Any]]
 Handler = Callable[[web.BaseRequest, dict[str, str]], Awaitable[web.StreamResponse]]
-
 
 
 def _listening_socket(host: str, port: int) -> socket.socket:

@@ -1,4 +1,4 @@
-"""TLS on the health endpoint, inside its connection bound (`daemon.ops.health.BoundedServer`).
+"""TLS on the health endpoint, inside its connection bound (`daemon.ops.http.bound.BoundedServer`).
 
 asyncio's own TLS servers (`create_server(ssl=...)`) hide a connection from the application
 protocol until its handshake is over: a flood of connections that never finish one would hold

@@ -1,0 +1,49 @@
+"""The ingest room's rows: each camera's connection, decode and reader thread."""
+
+from __future__ import annotations
+
+from daemon.ops.logging.event import LogEvent
+
+INGEST_EVENTS: tuple[LogEvent, ...] = (
+    LogEvent(
+        "camera_connecting",
+        "info",
+        "opening a camera; logged for the first attempt of an outage, not every retry",
+        ("camera", "url"),
+    ),
+    LogEvent("camera_decode_error", "debug", "one packet failed to decode (the stream goes on)", ("camera", "error")),
+    LogEvent(
+        "camera_down",
+        "warning",
+        "a camera attempt failed; summarised: logged when the reason or the backoff step changes "
+        "(or every few minutes at the cap), `suppressed` counts the attempts not logged since",
+        ("camera", "reason", "failures", "retry_in_s", "suppressed"),
+    ),
+    LogEvent("camera_finished", "info", "a file source reached its end and does not loop", ("camera", "reason")),
+    LogEvent("camera_no_model", "warning", "no configured model serves this camera's frame size", ("camera", "size")),
+    LogEvent(
+        "camera_resolution_changed",
+        "info",
+        "the camera's frame size changed mid-stream",
+        ("camera", "old", "new"),
+    ),
+    LogEvent("camera_source_stopped", "info", "the camera's reader thread ended", ("camera",)),
+    LogEvent(
+        "camera_thread_crashed",
+        "error",
+        "an unexpected error in the camera thread (a bug); it retries after the backoff cap",
+        ("camera", "error", "traceback"),
+    ),
+    LogEvent(
+        "camera_up",
+        "info",
+        "the first frame of a connection arrived",
+        ("camera", "size", "codec", "connect_s"),
+    ),
+    LogEvent(
+        "hwdecode_fallback",
+        "warning",
+        "NVDEC could not take a stream (or there is no CUDA device): it is decoded on the CPU instead",
+        ("camera", "device", "reason"),
+    ),
+)

@@ -1,0 +1,113 @@
+"""The publish room's rows: the Redis connection and writes, the sink's buffer, the spool on disk."""
+
+from __future__ import annotations
+
+from daemon.ops.logging.event import LogEvent
+
+PUBLISH_EVENTS: tuple[LogEvent, ...] = (
+    LogEvent(
+        "redis_auth_failed",
+        "error",
+        "Redis refused the credentials, or the ACL user lacks a command or key (`code` NOPERM); once per outage "
+        "and cause, `hint` says what to fix",
+        ("url", "reason", "buffered", "hint", "code"),
+    ),
+    LogEvent(
+        "redis_down",
+        "warning",
+        "Redis unreachable, or not taking writes for now (`code` READONLY: a demoted master; LOADING: wait), "
+        "with `hint`; once per outage and cause",
+        ("url", "reason", "buffered", "code", "hint"),
+    ),
+    LogEvent(
+        "redis_replicas_short",
+        "warning",
+        "min_replicas: Redis took entries but fewer replicas confirmed them within wait_timeout_ms; they stay "
+        "buffered until a later WAIT confirms them (once per outage)",
+        ("url", "reason", "buffered", "min_replicas"),
+    ),
+    LogEvent(
+        "redis_tls_failed",
+        "error",
+        "the TLS handshake with Redis failed: server certificate not signed by tls_ca_file, wrong host name, "
+        "client certificate missing or refused (once per outage; hint says which)",
+        ("url", "reason", "buffered", "hint"),
+    ),
+    LogEvent(
+        "redis_tls_unverified",
+        "warning",
+        "rediss:// with tls_verify or tls_check_hostname turned off: the server is not authenticated",
+        ("url", "verify", "check_hostname"),
+    ),
+    LogEvent("redis_up", "info", "Redis reachable again", ("url", "after_failures")),
+    LogEvent(
+        "redis_write_failed",
+        "error",
+        "Redis refused a write (`code` OOM, WRONGTYPE, MISCONF, BUSY with a `hint` on what to do); the entries "
+        "stay buffered and spooled; once per outage and cause",
+        ("url", "reason", "buffered", "code", "hint"),
+    ),
+    LogEvent(
+        "sink_buffer_full",
+        "warning",
+        "results dropped because the memory buffer or the spool is full (`reasons`: buffer_full, spool_full); "
+        "at most one line per interval",
+        ("dropped", "reasons", "capacity", "spool_max_mb", "spool_max_bytes"),
+    ),
+    LogEvent("sink_event_dropped", "warning", "a status event could not be queued for Redis", ("kind", "camera")),
+    LogEvent(
+        "sink_spooled_at_shutdown",
+        "info",
+        "results still buffered at shutdown went to the spool",
+        ("spilled", "dropped"),
+    ),
+    LogEvent(
+        "spool_corrupt_tail",
+        "warning",
+        "a spool segment ends in a torn or corrupt record (a crash or power cut mid-write): cut off at `offset` "
+        "(`ignored_bytes`), the records before it kept and replayed; once (the file is truncated)",
+        ("segment", "offset", "ignored_bytes", "kept_records", "truncated"),
+    ),
+    LogEvent("spool_count_mismatch", "error", "the spool's record count disagrees with its segments", ("expected",)),
+    LogEvent(
+        "spool_cursor_unreadable",
+        "warning",
+        "the spool's cursor file is unreadable; reading restarts at the first segment",
+        ("directory", "reason"),
+    ),
+    LogEvent(
+        "spool_disabled",
+        "error",
+        "the spool directory cannot be used (a segment of another format version, unreadable): the daemon runs "
+        "without a spool, the files are kept untouched; `hint` says what to do",
+        ("directory", "reason", "hint"),
+    ),
+    LogEvent(
+        "spool_disk_full",
+        "error",
+        "the spool's disk is full: entries stay in memory (buffer_max), then the oldest are dropped (spool_full); "
+        "once per state change",
+        ("directory", "reason", "records"),
+    ),
+    LogEvent(
+        "spool_disk_ok", "info", "the spool's disk takes writes again after spool_disk_full", ("directory", "records")
+    ),
+    LogEvent(
+        "spool_opened",
+        "info",
+        "a spool with records from a previous run was opened",
+        ("directory", "records", "segments"),
+    ),
+    LogEvent(
+        "spool_record_unreadable",
+        "error",
+        "a spool record passed its CRC but could not be decoded (skipped)",
+        ("position", "reason"),
+    ),
+    LogEvent(
+        "spool_write_failed",
+        "error",
+        "writing to the spool failed (disk full, I/O error); results stay in memory or are dropped",
+        ("directory", "reason"),
+    ),
+)
