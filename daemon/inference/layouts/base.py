@@ -153,8 +153,7 @@ class Candidates(NamedTuple):
     classes: Any
 
 
-@dataclass(frozen=True, slots=True)
-class Decode:
+class Decode(NamedTuple):
     """What a family's decode needs besides the output: (B, 1) thresholds, the class mask
     (None, bool (C,) or (B, C)) and how many leading images of the batch are real."""
 
