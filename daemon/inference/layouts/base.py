@@ -138,9 +138,10 @@ class Claim(IntEnum):
     SHAPE = 2
     """The output has this family's shape (for the labels and metadata known)."""
     SIGNATURE = 3
-    """A shape only this family has, or the config names this family."""
+    """A shape only this family has (YOLOv5's three anchors per cell), or the config names the family
+    and its `recognise` says why a shape does not fit."""
     DECLARED = 4
-    """The file says so (metadata, a rank only this family has) or the config names this family."""
+    """The file says so (metadata, a rank only this family has) or the config names this family, over any shape."""
 
 
 class Candidates(NamedTuple):
