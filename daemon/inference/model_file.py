@@ -29,6 +29,7 @@ from daemon.inference.layouts import (
     LayoutError,
     ModelLayout,
     OutputInfo,
+    family_of,
     yolov8_layout,
 )
 from daemon.inference.model_meta import (
@@ -106,7 +107,7 @@ class ModelInfo:
         shown = ", ".join(self.names[:12]) + (f", ... ({len(self.names)})" if len(self.names) > 12 else "")
         nms = (
             "in the graph"
-            if self.decoding.nms_in_graph
+            if family_of(self.decoding).nms_in_graph
             else ("class-agnostic" if self.class_agnostic_nms else "class-aware")
             + (", IoU with YOLOX demo's +1 pixel areas" if self.iou_plus_one else "")
         )
@@ -233,6 +234,7 @@ def _load(path: Path, expected_size: int | None, overrides: ModelOverrides) -> M
     if not layout.num_classes:
         layout = _with_classes(layout, len(names))
     convention = convention_of(meta, layout, overrides, dtype=dtype, batch=batch)
+    family = family_of(layout)
     version = meta.get("version", "")
     return ModelInfo(
         path=path,
@@ -252,8 +254,8 @@ def _load(path: Path, expected_size: int | None, overrides: ModelOverrides) -> M
         model_layout=layout,
         convention=convention,
         labels_origin=labels_origin,
-        class_agnostic_nms=overrides.nms == "class-agnostic" or (overrides.nms == "auto" and layout.name == "yolox"),
-        iou_plus_one=layout.name == "yolox",
+        class_agnostic_nms=overrides.nms == "class-agnostic" or (overrides.nms == "auto" and family.class_agnostic_nms),
+        iou_plus_one=family.iou_plus_one,
     )
 
 

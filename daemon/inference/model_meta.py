@@ -14,7 +14,7 @@ from typing import Any
 
 from daemon.core.frames import LETTERBOX_PAD_VALUE
 from daemon.core.model_spec import ModelOverrides
-from daemon.inference.layouts import LAYOUTS, InputConvention, ModelLayout, default_convention
+from daemon.inference.layouts import InputConvention, ModelLayout, family_of, names
 
 DEFAULT_STRIDES: tuple[int, ...] = (8, 16, 32)
 
@@ -93,8 +93,8 @@ def layout_override(meta: Mapping[str, str], overrides: ModelOverrides) -> tuple
     layout = meta.get("layout")
     if layout is None:
         return "auto", ""
-    if layout not in LAYOUTS:
-        raise MetadataError(f"metadata 'layout' is {layout!r}; supported: {list(LAYOUTS)}")
+    if layout not in names():
+        raise MetadataError(f"metadata 'layout' is {layout!r}; supported: {list(names())}")
     return layout, "metadata"
 
 
@@ -123,7 +123,8 @@ def convention_of(
     batch: int | None,
 ) -> InputConvention:
     """Config over metadata over the layout's own defaults, key by key; `origin` says which."""
-    color, scale, padding, default_origin = default_convention(layout.name)
+    family = family_of(layout)
+    color, scale, padding, default_origin = family.color, family.scale, family.padding, family.convention_origin
     values: dict[str, Any] = {"color": color, "scale": scale, "padding": padding, "pad_value": LETTERBOX_PAD_VALUE}
     from_meta = _meta_convention(meta)
     from_config = {k: getattr(overrides, k) for k in values if getattr(overrides, k) is not None}
@@ -133,11 +134,6 @@ def convention_of(
         parts.append(f"metadata {'/'.join(sorted(set(from_meta) - set(from_config)))}")
     if len(set(from_meta) | set(from_config)) < len(values):
         parts.append(default_origin)
-    boxes = "content"  # each ecosystem's own way back to camera pixels (they differ at fractional sizes)
-    if layout.name == "yolox" and values["padding"] == "top-left":
-        boxes = "ratio"
-    elif layout.name == "yolov5" and values["padding"] == "symmetric":
-        boxes = "ratio-centred"
     return InputConvention(
         values["color"],
         float(values["scale"]),
@@ -146,7 +142,9 @@ def convention_of(
         dtype,  # type: ignore[arg-type]
         batch,
         ", ".join(parts),
-        boxes,  # type: ignore[arg-type]
+        family.boxes(
+            values["padding"]
+        ),  # each ecosystem's own way back to camera pixels (they differ at fractional sizes)
     )
 
 

@@ -24,7 +24,9 @@ import numpy.typing as npt
 
 from daemon.core.frames import Detection, Letterbox
 from daemon.core.xp import ArrayModule, to_host
-from daemon.inference.layouts import MAX_LOG_WH, ModelLayout, anchor_grid
+from daemon.inference.layouts.base import Decode, ModelLayout
+from daemon.inference.layouts.registry import family_of
+from daemon.inference.layouts.yolov8 import bare_layout
 
 Rows = npt.NDArray[np.float32]
 """(N, 6) float32: x1, y1, x2, y2, score, class (model-input pixels)."""
@@ -45,100 +47,6 @@ def _thresholds(xp: ArrayModule, conf_threshold: float | Any, batch: int) -> Any
     if thr.shape[0] not in (1, batch):
         raise ValueError(f"conf_threshold has {thr.shape[0]} values for a batch of {batch}")
     return thr
-
-
-def _best_class(xp: ArrayModule, scores: Any, class_axis: int, class_mask: Any | None) -> tuple[Any, Any]:
-    """(B, A) best score and its class per anchor; classes masked out never win.
-
-    `scores` is (B, C, A) (`class_axis` 1) or (B, A, C) (`class_axis` 2)."""
-    if class_mask is not None:
-        mask = xp.asarray(class_mask, dtype=bool)
-        if class_axis == 1:
-            mask = mask.reshape(1, -1, 1) if mask.ndim == 1 else mask[:, :, None]
-        else:
-            mask = mask.reshape(1, 1, -1) if mask.ndim == 1 else mask[:, None, :]
-        scores = xp.where(mask, scores, xp.zeros((), dtype=scores.dtype))
-    cls = scores.argmax(axis=class_axis)
-    best = xp.take_along_axis(scores, xp.expand_dims(cls, class_axis), axis=class_axis)
-    return xp.squeeze(best, axis=class_axis), cls
-
-
-def _dense_scores(xp: ArrayModule, output: Any, layout: ModelLayout) -> tuple[Any, int]:
-    """Class scores of a dense layout and their class axis (objectness already multiplied in)."""
-    c = layout.num_classes
-    if layout.name == "yolov8":
-        return (output[:, 4 : 4 + c, :], 1) if layout.form == "channels-first" else (output[:, :, 4 : 4 + c], 2)
-    return output[:, :, 5 : 5 + c] * output[:, :, 4:5], 2
-
-
-def _cxcywh(xp: ArrayModule, output: Any, img: Any, anchor: Any, layout: ModelLayout) -> Any:
-    """(N, 4) cx, cy, w, h in input pixels of the candidate anchors."""
-    if layout.form == "channels-first":
-        return output[img, :4, anchor].astype(xp.float32, copy=False)
-    raw = output[img, anchor, :4].astype(xp.float32, copy=False)
-    if layout.form != "raw-head":
-        return raw
-    cells, steps = anchor_grid(xp, layout.size, layout.strides)
-    stride = steps[anchor][:, None]
-    xy = (raw[:, :2] + cells[anchor]) * stride
-    wh = xp.exp(xp.minimum(raw[:, 2:4], MAX_LOG_WH)) * stride
-    return xp.concatenate((xy, wh), axis=1)
-
-
-def _candidates(xp: ArrayModule, output: Any, layout: ModelLayout, thr: Any, class_mask: Any | None) -> tuple[Any, ...]:
-    """Flat candidates over the batch: image index, xyxy boxes, scores, classes (finite only)."""
-    scores, class_axis = _dense_scores(xp, output, layout)
-    best, cls = _best_class(xp, scores, class_axis, class_mask)
-    img, anchor = xp.nonzero(best >= thr)
-    cxcywh = _cxcywh(xp, output, img, anchor, layout)
-    half_w = cxcywh[:, 2] * 0.5
-    half_h = cxcywh[:, 3] * 0.5
-    boxes = xp.stack(
-        (cxcywh[:, 0] - half_w, cxcywh[:, 1] - half_h, cxcywh[:, 0] + half_w, cxcywh[:, 1] + half_h), axis=1
-    )
-    ok = xp.isfinite(boxes).all(axis=1)  # empty boxes stay until after max_det, as in Ultralytics/YOLOv5
-    return img[ok], boxes[ok], best[img, anchor][ok].astype(xp.float32, copy=False), cls[img, anchor][ok]
-
-
-def _int_or(xp: ArrayModule, values: Any, missing: int) -> Any:
-    """Float ids as int64, `missing` where a value is not finite."""
-    return xp.where(xp.isfinite(values), values, xp.float32(missing)).astype(xp.int64)
-
-
-def _nms_rows(xp: ArrayModule, output: Any, layout: ModelLayout, images: int) -> tuple[Any, Any, Any, Any]:
-    """Rows after NMS in the graph: image index, xyxy boxes, scores, classes (all rows)."""
-    if layout.form in ("batch-rows", "batch-class-rows"):
-        flat = output.reshape(-1, 7).astype(xp.float32, copy=False)
-        if output.ndim == 3:
-            img = xp.repeat(xp.arange(int(output.shape[0])), int(output.shape[1]))
-        else:
-            img = _int_or(xp, flat[:, 0], -1)
-        if layout.form == "batch-class-rows":  # batch, class, x1, y1, x2, y2, score (PINTO's post-process)
-            return img, flat[:, 2:6], flat[:, 6], flat[:, 1]
-        return img, flat[:, 1:5], flat[:, 6], flat[:, 5]  # batch, x1, y1, x2, y2, class, score (YOLOv7)
-    flat = output[:images, :, :6].reshape(-1, 6).astype(xp.float32, copy=False)
-    img = xp.repeat(xp.arange(images), int(output.shape[1]))
-    return img, flat[:, :4], flat[:, 4], flat[:, 5]
-
-
-def _nms_candidates(
-    xp: ArrayModule, output: Any, layout: ModelLayout, thr: Any, class_mask: Any | None, *, images: int
-) -> tuple[Any, ...]:
-    """End-to-end rows kept: a real image, score >= its threshold, a known allowed class, a finite box."""
-    img, boxes, scores, cls_f = _nms_rows(xp, output, layout, images)
-    in_batch = (img >= 0) & (img < images)
-    img = xp.where(in_batch, img, 0)
-    cls = _int_or(xp, cls_f, -1)
-    ok = in_batch & xp.isfinite(boxes).all(axis=1) & (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
-    ok &= (scores >= xp.broadcast_to(thr, (images, 1))[img, 0]) & (cls >= 0) & (cls_f == cls)
-    if layout.num_classes:
-        ok &= cls < layout.num_classes
-    if class_mask is not None:
-        mask = xp.asarray(class_mask, dtype=bool)
-        mask = xp.broadcast_to(mask.reshape(1, -1) if mask.ndim == 1 else mask, (images, int(mask.shape[-1])))
-        known = ok & (cls < int(mask.shape[1]))
-        ok = known & mask[img, xp.where(known, cls, 0)]
-    return img[ok], boxes[ok], scores[ok], cls[ok]
 
 
 def _suppression(xp: ArrayModule, boxes: Any, iou_threshold: float, offset: Any | None = None) -> Any:
@@ -271,18 +179,17 @@ def decode_batch(
     if layout is None:
         if output.ndim != 3 or output.shape[1] < 5:
             raise ValueError(f"expected output [B, 4 + C, A], got shape {tuple(output.shape)}")
-        layout = _v8_layout(output)
+        layout = bare_layout(output)
     batch = images if images is not None else int(output.shape[0])
-    thr = _thresholds(xp, conf_threshold, batch)
-    if layout.nms_in_graph:
-        img, boxes, scores, cls = _nms_candidates(xp, output, layout, thr, class_mask, images=batch)
-        if int(img.shape[0]) == 0:
-            return [_empty_rows() for _ in range(batch)]
+    family = family_of(layout)
+    img, boxes, scores, cls = family.decode(
+        xp, output, layout, Decode(_thresholds(xp, conf_threshold, batch), class_mask, batch)
+    )
+    if int(img.shape[0]) == 0:
+        return [_empty_rows() for _ in range(batch)]
+    if family.nms_in_graph:
         kept = _group_best_first(xp, img, scores)
     else:
-        img, boxes, scores, cls = _candidates(xp, output[:batch], layout, thr, class_mask)
-        if int(img.shape[0]) == 0:
-            return [_empty_rows() for _ in range(batch)]
         groups = img if class_agnostic else img * max(layout.num_classes, 1) + cls
         offset = None
         if iou_offset is not None:
@@ -301,29 +208,10 @@ def decode_batch(
     return [host_rows[bounds[b] : bounds[b + 1]] for b in range(batch)]
 
 
-def _v8_layout(output: Any) -> ModelLayout:
-    """The YOLOv8 layout of a bare `[B, 4 + C, A]` output (callers that pass no layout)."""
-    rows, anchors = int(output.shape[1]), int(output.shape[2])
-    return ModelLayout("yolov8", "channels-first", ("output0",), rows - 4, anchors, 0, (), 0, "default")
-
-
 def join_outputs(xp: ArrayModule, outputs: Sequence[Any], layout: ModelLayout) -> Any:
-    """The model's outputs as the one array post-processing reads.
-
-    The four-output NMS form becomes `[N, K, 6]` rows (x1, y1, x2, y2, score, class), the
-    rows at or past a image's `num_dets` with score -1 (never above a threshold).
-    """
-    if layout.form != "four-outputs":
-        return outputs[0]
-    num_dets, boxes, scores, classes = outputs
-    n, k = int(boxes.shape[0]), int(boxes.shape[1])
-    count = xp.asarray(num_dets).reshape(n, -1)[:, :1].astype(xp.int64)
-    valid = xp.arange(k)[None, :] < count
-    rows = xp.empty((n, k, 6), dtype=xp.float32)
-    rows[..., :4] = boxes
-    rows[..., 4] = xp.where(valid, scores.astype(xp.float32), xp.float32(-1.0))
-    rows[..., 5] = classes
-    return rows
+    """The model's outputs as the one array post-processing reads (the layout's family joins them:
+    the four-output NMS form becomes `[N, K, 6]` rows, see `daemon.inference.layouts.end2end`)."""
+    return family_of(layout).join(xp, outputs, layout)
 
 
 @dataclass(frozen=True, slots=True)
