@@ -137,7 +137,9 @@ def named_code(text: str) -> tuple[set[str], set[str]]:
 
 
 def test_the_path_pattern_finds_what_a_page_names() -> None:
-    paths, modules = named_code("see `daemon/ops/http/` and `tools/kit/rtsp_server.py`; run `python -m tools.docs --check`")
+    paths, modules = named_code(
+        "see `daemon/ops/http/` and `tools/kit/rtsp_server.py`; run `python -m tools.docs --check`"
+    )
     assert paths == {"daemon/ops/http", "tools/kit/rtsp_server.py"} and modules == {"tools.docs"}
 
 
