@@ -19,7 +19,9 @@ Entry points (what `daemon.app` and `daemon.ops` use):
 - `lanes.Lanes`: every lane's workers, started on first use; results leave through the one
   `publish` callable app wires.
 
-Inside: `layouts` (what outputs mean, input conventions), `recognise` (a file's layout),
+Inside: `layouts/` (one module per layout family behind `layouts.base.LayoutFamily`, listed in
+`layouts.registry.FAMILIES`: recognition, input convention, expected shape, decode), `recognise`
+(asks every family how sure it is of a file's outputs),
 `model_meta` (metadata and config key by key), `iobinding`, `tensorrt_cache`,
 `device_preprocess` and `letterbox_kernel` (the YUV letterbox on the device).
 """

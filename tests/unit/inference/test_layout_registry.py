@@ -107,3 +107,14 @@ def test_without_the_registry_line_the_family_is_unknown(tmp_path: Path) -> None
         Exception, match=r"metadata 'layout' is 'corners'; supported: \['yolov8', 'yolov5', 'yolox', 'end2end'\]"
     ):
         load_model_info(path, SIZE)
+
+
+def test_the_configs_layout_choices_are_the_registrys_families() -> None:
+    """The config room cannot import the inference room, so `[models.<size>] layout` lists the
+    families itself: it must name exactly the registered ones (plus `auto`)."""
+    from typing import get_args
+
+    from daemon.config.models import ModelConfig
+
+    choices = set(get_args(ModelConfig.model_fields["layout"].annotation))
+    assert choices == {"auto", *names()}
