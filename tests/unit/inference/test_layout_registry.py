@@ -5,11 +5,12 @@ public functions as the built-in families, with no other module edited."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import pytest
 
+from daemon.config.models import ModelConfig
 from daemon.core.xp import ArrayModule
 from daemon.inference.layouts import FAMILIES, ModelLayout, family, names, warm_up_mismatch
 from daemon.inference.layouts.base import Candidates, Claim, Decode, Found, LayoutFamily, OutputInfo
@@ -112,9 +113,5 @@ def test_without_the_registry_line_the_family_is_unknown(tmp_path: Path) -> None
 def test_the_configs_layout_choices_are_the_registrys_families() -> None:
     """The config room cannot import the inference room, so `[models.<size>] layout` lists the
     families itself: it must name exactly the registered ones (plus `auto`)."""
-    from typing import get_args
-
-    from daemon.config.models import ModelConfig
-
     choices = set(get_args(ModelConfig.model_fields["layout"].annotation))
     assert choices == {"auto", *names()}
