@@ -19,7 +19,11 @@ _ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,47}$"
 
 class TrackingConfig(Section):
     """Tracker defaults (ByteTrack-style, time-based: every limit is in seconds of capture time,
-    so dropped frames cost accuracy, never correctness)."""
+    so dropped frames cost accuracy, never correctness).
+
+    The one source of these knobs' defaults and checks: the tracker's `TrackerParams`
+    (`daemon.tracking.specs`) takes its defaults from here and validates its values with this
+    model; every field but `enabled` is a field of `TrackerParams` of the same name."""
 
     enabled: bool = True
     """Track every camera (a camera's own `tracking = false` turns it off for that camera)."""
@@ -48,6 +52,10 @@ class TrackingConfig(Section):
     def _check_scores(self) -> TrackingConfig:
         if self.low_score > self.high_score:
             raise ValueError(f"low_score ({self.low_score}) must not exceed high_score ({self.high_score})")
+        if self.new_track_score < self.high_score:
+            raise ValueError(
+                f"new_track_score ({self.new_track_score}) must not be under high_score ({self.high_score})"
+            )
         return self
 
 

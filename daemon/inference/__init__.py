@@ -5,7 +5,9 @@ model size, kept serving through GPU faults. It may import `daemon.core` and `da
 only (not ingest, batching, publish or thermal: app wires those to it through the Protocols in
 `protocols`).
 
-Entry points (what `daemon.app` and `daemon.ops` use):
+Entry points (what `daemon.pipeline`, the builder, and `daemon.ops` use):
+- `build.prove_models`: every model file checked and the configured provider proved on a real
+  session, before READY; `build.LaneWorkers` builds each lane worker's engine and stage;
 - `model_check.validate_models` / `camera_rules`: the configured model files against the config;
   `model_file.load_model_info` (`ModelInfo`, `ModelError`) for one file, `describe_models` for
   `check-config`;

@@ -2,9 +2,9 @@
 
 A `Lane` is `engine.workers` workers fed by one batch source; each `Worker` is one
 `ServingEngine` and its `InferenceStage`, run in the worker's own thread. Results leave a lane
-in the order its batches were taken, through ONE seam: the `publish(results)` callable app
-wires (the sink today; a tracking stage goes in there). `observe(frames, results)` sees each
-batch as it finishes (the live view). `Lanes` holds every lane: `ensure(size)` starts one (from
+in the order its batches were taken, through ONE seam: the `publish(results)` callable the
+builder wires (`daemon.pipeline`: tracking, the live view, the sink). `observe(frames, results)`
+sees each batch as it finishes (the live view). `Lanes` holds every lane: `ensure(size)` starts one (from
 the loop), `set_share` passes the thermal share to every batch source, `stop` drains, `close`
 releases the sessions.
 """
@@ -12,7 +12,6 @@ releases the sessions.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from daemon.config.engine import EngineConfig
 from daemon.core.clock import SYSTEM_CLOCK, Clock
 from daemon.core.frames import Frame, FrameResult
 from daemon.core.metrics import Metrics
+from daemon.core.tasks import stop_task
 from daemon.inference.engine import InferenceError
 from daemon.inference.protocols import BatchSource, ResultOrder
 from daemon.inference.providers import lane_workers, worker_batch
@@ -33,7 +33,8 @@ from daemon.inference.stage import InferenceStage
 log = structlog.get_logger("beltsight.app")
 
 WorkerBuilder = Callable[[int, int], tuple[ServingEngine, InferenceStage]]
-"""(size, worker index) -> the worker's engine and stage; called in the worker's thread."""
+"""(size, worker index) -> the worker's engine and stage; called in the worker's thread
+(`daemon.inference.build.LaneWorkers`)."""
 Batching = Callable[[int, int], tuple[BatchSource, ResultOrder]]
 """(size, max_batch) -> the lane's batch source (already subscribed) and its result order."""
 Publish = Callable[[list[FrameResult]], None]
@@ -197,9 +198,8 @@ class Lanes:
                 lane.batches_from.stop()
         for lane in self.by_size.values():
             for task in lane.tasks:
-                with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(task), max(0.0, deadline - self._clock.monotonic()))
-                task.cancel()
+                await asyncio.wait([task], timeout=max(0.0, deadline - self._clock.monotonic()))
+                await stop_task(task)
 
     def close(self) -> None:
         """Close every session and let the worker threads go."""

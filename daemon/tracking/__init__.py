@@ -6,7 +6,8 @@ Redis field contract is ``ObjectEvent.to_fields`` / ``parse_fields``. Everything
 dropped frames and irregular gaps cost accuracy, never correctness.
 
 Imports allowed here: the standard library, numpy and scipy, and ``daemon.core`` (the ``ObjectEvent``
-type the sink writes); the stage (``daemon.tracking.stage``) also reads ``daemon.config``. The tracker does
+type the sink writes); the stage (``daemon.tracking.stage``) also reads ``daemon.config``, and ``specs`` takes
+the ``[tracking]`` knobs' defaults and checks from their one source, ``daemon.config.tracking``. The tracker does
 no I/O and reads no clock: the caller supplies every time. ``daemon.tracking.state`` and ``persist`` keep
 where ids and counts stand in a small file next to the spool. Nothing here imports another stage's room.
 

@@ -6,9 +6,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+from daemon.config.tracking import TrackingConfig
 from daemon.tracking.kalman import KalmanNoise
 
 Anchor = Literal["center", "bottom_center"]
+CONFIG_KEYS = tuple(name for name in TrackingConfig.model_fields if name != "enabled")
+"""The knobs the `[tracking]` section exposes: their defaults and checks are the config model's."""
+_CONFIG = TrackingConfig()
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,16 +92,18 @@ class TrackerParams:
     larger side per second; the belt speed is smoothed with time constant ``belt_tau_s`` seconds.
     """
 
-    high_score: float = 0.5  # score, 0..1: first-stage detections (ByteTrack's track_thresh)
-    low_score: float = 0.1  # score: below this a detection is ignored (ByteTrack's 0.1)
-    new_track_score: float = 0.6  # score: an unmatched detection starts a track (high_score + 0.1, as ByteTrack)
-    match_iou: float = 0.2  # IoU, first stage (ByteTrack's match_thresh 0.8 on cost 1 - IoU)
+    # the [tracking] section's knobs (CONFIG_KEYS): defaults and checks are `TrackingConfig`'s
+    high_score: float = _CONFIG.high_score  # score, 0..1: first-stage detections (ByteTrack's track_thresh)
+    low_score: float = _CONFIG.low_score  # score: below this a detection is ignored (ByteTrack's 0.1)
+    new_track_score: float = _CONFIG.new_track_score  # score: an unmatched detection starts a track
+    match_iou: float = _CONFIG.match_iou  # IoU, first stage (ByteTrack's match_thresh 0.8 on cost 1 - IoU)
+    confirm_s: float = _CONFIG.confirm_s  # seconds from first sighting to confirmation (3 frames at 30 fps)
+    min_hits: int = _CONFIG.min_hits  # observations (not weak ones) needed for confirmation, whatever the frame rate
+    lost_s: float = _CONFIG.lost_s  # seconds of capture time unseen before a confirmed track ends
+    anchor: Anchor = _CONFIG.anchor  # the box point that crosses lines
+    # the tracker's own knobs (not configurable)
     low_match_iou: float = 0.5  # IoU, second stage: a low box must overlap well (ByteTrack's 0.5)
     jump_diag: float = 1.5  # box diagonals: third stage gate for a track seen once (a part moving > 1 box/frame)
-    confirm_s: float = 0.1  # seconds from first sighting to confirmation (3 frames at 30 fps)
-    min_hits: int = 3  # observations (not weak ones) needed for confirmation, whatever the frame rate
-    lost_s: float = 1.0  # seconds of capture time unseen before a confirmed track ends (ByteTrack's 30 frames)
-    anchor: Anchor = "center"  # the box point that crosses lines
     line_hysteresis: float = 0.25  # fraction of the box's extent across the line the anchor must clear
     moving_frac_s: float = 0.03  # fraction of the frame's larger side per second: slower counts as standing
     belt_tau_s: float = 0.5  # seconds: time constant of the belt speed's smoothing
@@ -105,18 +111,15 @@ class TrackerParams:
     noise: KalmanNoise = field(default_factory=KalmanNoise)  # the filter's noise levels, in box sizes
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.low_score <= self.high_score <= 1.0:
-            raise ValueError("scores: need 0 <= low_score <= high_score <= 1")
-        if not self.high_score <= self.new_track_score <= 1.0:
-            raise ValueError("new_track_score: need high_score <= new_track_score <= 1")
-        if not (0.0 < self.match_iou <= 1.0 and 0.0 < self.low_match_iou <= 1.0):
-            raise ValueError("match_iou, low_match_iou: need 0 < iou <= 1")
-        for name in ("confirm_s", "low_confirm_s", "lost_s", "jump_diag", "line_hysteresis", "moving_frac_s",
-                     "belt_tau_s"):
+        TrackingConfig.model_validate({name: getattr(self, name) for name in CONFIG_KEYS})  # raises ValueError
+        if not 0.0 < self.low_match_iou <= 1.0:
+            raise ValueError(f"low_match_iou: need 0 < iou <= 1, got {self.low_match_iou}")
+        for name in ("low_confirm_s", "jump_diag", "line_hysteresis", "moving_frac_s", "belt_tau_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0.0):
                 raise ValueError(f"{name}: must be finite and >= 0, got {value}")
-        if self.min_hits < 1:
-            raise ValueError(f"min_hits: must be >= 1, got {self.min_hits}")
-        if self.anchor not in ("center", "bottom_center"):
-            raise ValueError(f"anchor: 'center' or 'bottom_center', got {self.anchor!r}")
+
+    @classmethod
+    def from_config(cls, cfg: TrackingConfig) -> TrackerParams:
+        """The tracker's parameters for the `[tracking]` section (its knobs; the rest at their defaults)."""
+        return cls(**{name: getattr(cfg, name) for name in CONFIG_KEYS})

@@ -32,16 +32,7 @@ from daemon.tracking.specs import GateSpec, LineSpec, TrackerParams
 
 
 def tracker_params(cfg: TrackingConfig) -> TrackerParams:
-    return TrackerParams(
-        high_score=cfg.high_score,
-        low_score=cfg.low_score,
-        new_track_score=cfg.new_track_score,
-        match_iou=cfg.match_iou,
-        confirm_s=cfg.confirm_s,
-        min_hits=cfg.min_hits,
-        lost_s=cfg.lost_s,
-        anchor=cfg.anchor,
-    )
+    return TrackerParams.from_config(cfg)
 
 
 def line_specs(lines: Iterable[LineConfig]) -> tuple[LineSpec, ...]:
@@ -116,7 +107,13 @@ class TrackingStage:
         scores = np.array([d.score for d in seen], dtype=np.float64)
         classes = np.array([d.cls for d in seen], dtype=np.int64)
         update = tracker.update(
-            result.captured_ms, result.width, result.height, boxes, scores, classes, [d.label for d in seen],
+            result.captured_ms,
+            result.width,
+            result.height,
+            boxes,
+            scores,
+            classes,
+            [d.label for d in seen],
             weak=len(result.weak),
         )
         tracked = tuple(

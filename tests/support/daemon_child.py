@@ -28,6 +28,7 @@ from daemon.inference.model_file import ModelInfo
 from daemon.inference.protocols import HostArray, InferenceEngine
 from daemon.inference.providers import Placement
 from daemon.ops.logging import configure_logging
+from daemon.publish.sink import RedisSink
 from tests.support.faults import DelegatingEngine
 
 HANG_LIMIT_S = 300.0
@@ -74,14 +75,14 @@ def main(argv: list[str]) -> int:
         settings, metrics=metrics, engine_factory=HangingFactory(EngineFactory(settings.engine, metrics), flag)
     )
     unflushed: list[int] = []
-    drain = daemon.sink.drain
+    drain = RedisSink.drain
 
-    async def recorded_drain(timeout_s: float) -> int:
-        left = await drain(timeout_s)
+    async def recorded_drain(sink: RedisSink, timeout_s: float) -> int:
+        left = await drain(sink, timeout_s)
         unflushed.append(left)
         return left
 
-    daemon.sink.drain = recorded_drain  # type: ignore[method-assign]  # records what the shutdown left
+    RedisSink.drain = recorded_drain  # type: ignore[method-assign,assignment]  # records what the shutdown left (one sink here)
     asyncio.run(_serve(daemon))
     result = {"samples": samples(metrics), "unflushed": unflushed}
     report.write_text(json.dumps(result))

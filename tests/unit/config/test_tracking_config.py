@@ -97,3 +97,44 @@ def test_check_config_shows_the_lines_and_gates(tmp_path: Path, capsys: pytest.C
 def test_scores_out_of_order_are_rejected(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="tracking"):
         load_settings(config(tmp_path, head="[tracking]\nlow_score = 0.7\nhigh_score = 0.5\n"))
+
+
+def test_the_tracker_parameters_take_the_sections_defaults_and_values() -> None:
+    """One source: every `[tracking]` knob is a `TrackerParams` field with the section's default,
+    and the section's values reach the tracker unchanged."""
+    from daemon.config.tracking import TrackingConfig  # noqa: PLC0415
+    from daemon.tracking.specs import CONFIG_KEYS, TrackerParams  # noqa: PLC0415
+
+    defaults, params = TrackingConfig(), TrackerParams()
+    assert set(CONFIG_KEYS) == set(TrackingConfig.model_fields) - {"enabled"}
+    assert {k: getattr(params, k) for k in CONFIG_KEYS} == {k: getattr(defaults, k) for k in CONFIG_KEYS}
+    cfg = TrackingConfig(
+        high_score=0.6, low_score=0.2, new_track_score=0.7, lost_s=2.5, min_hits=5, anchor="bottom_center"
+    )
+    derived = TrackerParams.from_config(cfg)
+    assert {k: getattr(derived, k) for k in CONFIG_KEYS} == {k: getattr(cfg, k) for k in CONFIG_KEYS}
+
+
+@pytest.mark.parametrize(
+    ("knob", "value"),
+    [("high_score", 0.0), ("low_score", 0.7), ("new_track_score", 0.4), ("match_iou", 1.0), ("lost_s", 0.0),
+     ("min_hits", 0), ("confirm_s", 11.0), ("anchor", "top")],
+)  # fmt: skip
+def test_the_tracker_parameters_refuse_what_the_section_refuses(knob: str, value: object) -> None:
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    from daemon.config.tracking import TrackingConfig  # noqa: PLC0415
+    from daemon.tracking.specs import TrackerParams  # noqa: PLC0415
+
+    with pytest.raises(ValidationError) as from_config:
+        TrackingConfig.model_validate({knob: value})
+    with pytest.raises(ValidationError, match=knob) as from_params:
+        TrackerParams(**{knob: value})  # type: ignore[arg-type]
+    assert [e["msg"] for e in from_params.value.errors()] == [e["msg"] for e in from_config.value.errors()]
+
+
+def test_new_track_score_under_high_score_is_a_config_error_naming_both(tmp_path: Path) -> None:
+    """Once refused only when the tracker was built (the daemon stopped with a traceback)."""
+    path = config(tmp_path, head="[tracking]\nhigh_score = 0.7\nnew_track_score = 0.6\n")
+    with pytest.raises(ConfigError, match=r"new_track_score \(0.6\) must not be under high_score \(0.7\)"):
+        load_settings(path)

@@ -30,11 +30,14 @@ def test_the_room_has_its_modules() -> None:
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
 def test_imports_stdlib_numpy_scipy_and_itself_only(path: Path) -> None:
-    """The tracker itself is pure (its event type from core); only the stage reads config and metrics."""
+    """The tracker itself is pure (its event type from core; its knobs' defaults and checks from the
+    `[tracking]` config model); only the stage reads the rest of config, and metrics."""
     allowed = ("daemon.tracking", "daemon.core.objects")
     third_party = ALLOWED_THIRD_PARTY
     if path.stem == "stage":
         allowed += ("daemon.config", "daemon.core")
+    if path.stem == "specs":  # the [tracking] section's model: its knobs' one source of defaults and checks
+        allowed += ("daemon.config.tracking",)
     if path.stem == "persist":  # the room's one I/O part: the state file, its log lines, the clock
         allowed += ("daemon.core",)
         third_party = ALLOWED_THIRD_PARTY | {"structlog"}
@@ -58,6 +61,4 @@ def test_size_limits(path: Path) -> None:
 def test_the_package_reexports_only_its_entry_points() -> None:
     import daemon.tracking as room  # noqa: PLC0415
 
-    assert sorted(room.__all__) == sorted(
-        ["CameraTracker", "GateSpec", "LineSpec", "TrackerParams"]
-    )
+    assert sorted(room.__all__) == sorted(["CameraTracker", "GateSpec", "LineSpec", "TrackerParams"])

@@ -1,0 +1,269 @@
+"""The builder: every stage of the daemon built from settings and wired, returned as one value.
+
+`build(settings)` proves the models (`daemon.inference.build.prove_models`, in a thread: model
+files checked, the configured provider proved on a real session) and wires the rest: camera
+sources -> `FrameHub` -> each lane's `Batcher` -> lane workers (`daemon.inference.lanes`,
+built by `daemon.inference.build.LaneWorkers`) -> `_publish`, the one seam where results leave
+the lanes -> the `TrackingStage` (track ids, object events) -> the sink (and the live view).
+Nothing is started here: no thread, task or socket; `daemon.app.Daemon` starts, drains and
+stops what this returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from daemon.batching.batcher import Batcher, BatchPolicy, InOrder
+from daemon.batching.hub import FrameHub
+from daemon.batching.router import ModelRouter
+from daemon.config.settings import Settings
+from daemon.core.frames import FrameResult, StatusEvent
+from daemon.core.metrics import Metrics
+from daemon.core.netaddr import parse_host_port
+from daemon.core.xp import DeviceChoice
+from daemon.inference.build import LaneWorkers, ProvedModels, prove_models
+from daemon.inference.engine import EngineFactory
+from daemon.inference.lanes import Batching, Lanes, Publish
+from daemon.inference.protocols import EngineBuilder
+from daemon.inference.providers import lane_workers, worker_batch
+from daemon.ingest.hwdecode import source_decode
+from daemon.ingest.sources import CameraSource
+from daemon.ops.http import HealthServer, HttpLimits, health_report
+from daemon.ops.liveview import LiveView
+from daemon.ops.systemd import SystemdNotifier
+from daemon.publish.sink import RedisSink
+from daemon.thermal.monitor import ThermalMonitor
+from daemon.tracking.stage import TrackingStage
+
+log = structlog.get_logger("beltsight.app")
+
+
+@dataclass(slots=True)
+class Phase:
+    """Where the daemon's lifecycle stands (`starting`, `running`, `stopping`): set by the daemon,
+    reported by /healthz."""
+
+    name: str = "starting"
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """The wired stages of one daemon, none of them started."""
+
+    settings: Settings
+    metrics: Metrics
+    notifier: SystemdNotifier
+    phase: Phase
+    models: ProvedModels
+    workers: LaneWorkers
+    hub: FrameHub
+    lanes: Lanes
+    tracking: TrackingStage
+    liveview: LiveView
+    sink: RedisSink
+    thermal: ThermalMonitor
+    sources: tuple[CameraSource, ...]
+    health: HealthServer | None
+    report: Callable[[], dict[str, Any]]
+    """The /healthz JSON."""
+
+
+async def build(
+    settings: Settings,
+    *,
+    metrics: Metrics | None = None,
+    notifier: SystemdNotifier | None = None,
+    engine_factory: EngineBuilder | None = None,
+    device: DeviceChoice | None = None,
+) -> Pipeline:
+    """Prove the models, then build and wire every stage (call on the loop that will run them).
+
+    `engine_factory` replaces the ONNX Runtime factory (fault-injection tests and tools); `device`
+    replaces `placement.choose`'s pick (tests run the device path with NumPy as `xp`)."""
+    loop = asyncio.get_running_loop()
+    metrics = metrics or Metrics()
+    factory = engine_factory or EngineFactory(settings.engine, metrics)
+    models = await loop.run_in_executor(None, prove_models, settings, factory, device)
+    try:
+        return _wire(
+            settings, loop, metrics=metrics, notifier=notifier or SystemdNotifier(), factory=factory, models=models
+        )
+    except BaseException:
+        for engine in models.prebuilt.values():
+            engine.close()
+        raise
+
+
+def _wire(
+    settings: Settings,
+    loop: asyncio.AbstractEventLoop,
+    *,
+    metrics: Metrics,
+    notifier: SystemdNotifier,
+    factory: EngineBuilder,
+    models: ProvedModels,
+) -> Pipeline:
+    hub = FrameHub(metrics)
+    sink = RedisSink(settings.redis, metrics)
+    tracking = TrackingStage(settings.instance_cameras(), settings.tracking, metrics)
+    liveview = _liveview(settings, metrics, tracking)
+
+    def on_status(event: StatusEvent) -> None:
+        """Called from camera and engine threads: hand the event to the loop (sink + log)."""
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(sink.accept_event, event)
+
+    workers = LaneWorkers(settings, factory, models, metrics, on_status)
+    lanes = Lanes(
+        settings.engine,
+        metrics,
+        build=workers,
+        batching=_batching(settings, hub, metrics),
+        publish=_publish(tracking, liveview, sink),
+        observe=liveview.offer,  # keeps references only; draws on request
+    )
+    thermal = ThermalMonitor(
+        settings.thermal,
+        settings.engine,
+        metrics,
+        apply=lanes.set_share,
+        on_event=sink.accept_event,
+        on_status=notifier.status,
+    )
+    _lanes_on_demand(hub, lanes, loop)
+    sources = _sources(settings, models, hub, metrics, on_status)
+    phase = Phase()
+    report = _report(phase, sources, sink, lanes, thermal)
+    health = _health(settings, metrics, report)
+    if health is not None:
+        liveview.register(health, report)
+    return Pipeline(
+        settings=settings,
+        metrics=metrics,
+        notifier=notifier,
+        phase=phase,
+        models=models,
+        workers=workers,
+        hub=hub,
+        lanes=lanes,
+        tracking=tracking,
+        liveview=liveview,
+        sink=sink,
+        thermal=thermal,
+        sources=sources,
+        health=health,
+        report=report,
+    )
+
+
+def _liveview(settings: Settings, metrics: Metrics, tracking: TrackingStage) -> LiveView:
+    """The live view, drawing each camera's lines with the tracker's running counts."""
+    liveview = LiveView(metrics, settings.health.snapshot_min_interval_s)
+    for camera in settings.instance_cameras():
+        liveview.set_lines(camera.id, camera.lines)
+    liveview.count_from(tracking.counts)
+    return liveview
+
+
+def _lanes_on_demand(hub: FrameHub, lanes: Lanes, loop: asyncio.AbstractEventLoop) -> None:
+    """A lane starts when the first frame of its size arrives (from a camera's thread)."""
+
+    def lane_needed(size: int) -> None:
+        loop.call_soon_threadsafe(lanes.ensure, size)
+
+    hub.on_new_size(lane_needed)
+
+
+def _publish(tracking: TrackingStage, liveview: LiveView, sink: RedisSink) -> Publish:
+    def publish(results: list[FrameResult]) -> None:
+        """Where results leave the lanes, in order: tracked, shown, published."""
+        for result in results:
+            tracked = tracking.process(result)
+            liveview.tracked(tracked)
+            sink.accept(tracked)
+
+    return publish
+
+
+def _report(
+    phase: Phase, sources: tuple[CameraSource, ...], sink: RedisSink, lanes: Lanes, thermal: ThermalMonitor
+) -> Callable[[], dict[str, Any]]:
+    def report() -> dict[str, Any]:
+        """The /healthz JSON."""
+        return health_report(
+            phase.name,
+            sources=sources,
+            sink=sink,
+            models=lanes.health(),
+            thermal=thermal.health(),
+            paused=thermal.throttle.level == "paused",
+        )
+
+    return report
+
+
+def _batching(settings: Settings, hub: FrameHub, metrics: Metrics) -> Batching:
+    def batching(size: int, max_batch: int) -> tuple[Batcher, InOrder[FrameResult]]:
+        """A lane's batcher, fed by the hub, and the order its results are published in (on the loop)."""
+        ecfg = settings.engine
+        policy = BatchPolicy(
+            max_batch,
+            ecfg.max_wait_ms / 1000,
+            ecfg.max_age_ms / 1000,
+            workers=lane_workers(ecfg),
+            per_worker=worker_batch(ecfg),
+        )
+        return Batcher(size, hub, policy, asyncio.get_running_loop(), metrics=metrics), InOrder()
+
+    return batching
+
+
+def _sources(
+    settings: Settings,
+    models: ProvedModels,
+    hub: FrameHub,
+    metrics: Metrics,
+    on_status: Callable[[StatusEvent], None],
+) -> tuple[CameraSource, ...]:
+    """This instance's cameras ([instance], daemon.config.sharding), routed to a model size each."""
+    cameras = settings.instance_cameras()
+    inst = settings.instance
+    metrics.instance_cameras.labels(shard=str(inst.shard), shards=str(inst.shards)).set(len(cameras))
+    if inst.shards > 1:
+        log.info(
+            "instance_cameras",
+            shard=inst.shard,
+            shards=inst.shards,
+            cameras=[c.id for c in cameras],
+            of=len(settings.enabled_cameras()),
+        )
+    router = ModelRouter(models.infos, {c.id: c.model for c in cameras if c.model is not None})
+    hw = source_decode(models.device, settings.engine.cuda.device_id)  # None: the CPU path
+    return tuple(
+        CameraSource(camera, consumer=hub, route=router, on_status=on_status, metrics=metrics, hwdecode=hw)
+        for camera in cameras
+    )
+
+
+def _health(settings: Settings, metrics: Metrics, report: Callable[[], dict[str, Any]]) -> HealthServer | None:
+    """The health endpoint (/healthz, /metrics, the live view), when `[health] listen` is set."""
+    cfg = settings.health
+    if not cfg.listen:
+        return None
+    host, port = parse_host_port(cfg.listen)
+    return HealthServer(
+        host,
+        port,
+        metrics.registry,
+        report,
+        limits=HttpLimits(cfg.max_connections, cfg.request_timeout_s),
+        metrics=metrics,
+        tls=cfg.tls_context(),
+        users=cfg.basic_auth_users,
+        healthz_open=cfg.healthz_open,
+    )
