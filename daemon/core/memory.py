@@ -74,9 +74,7 @@ DEFAULT_ARENA_MAX = 2
 DEFAULT_MMAP_THRESHOLD = 256 * 1024
 
 
-def tune_malloc(
-    arena_max: int = DEFAULT_ARENA_MAX, mmap_threshold: int = DEFAULT_MMAP_THRESHOLD
-) -> dict[str, int]:
+def tune_malloc(arena_max: int = DEFAULT_ARENA_MAX, mmap_threshold: int = DEFAULT_MMAP_THRESHOLD) -> dict[str, int]:
     """Tune glibc's malloc for a process that runs for months; returns what was set.
 
     - `arena_max` (as `MALLOC_ARENA_MAX`): glibc gives threads that contend for the heap their

@@ -61,7 +61,9 @@ class Metrics:
             "beltsight_active_tracks", "Confirmed tracks alive (seen within lost_s)", ["camera"], registry=r
         )
         self.object_events = Counter(
-            "beltsight_object_events_total", "Events for the objects stream, by camera and event", ["camera", "event"],
+            "beltsight_object_events_total",
+            "Events for the objects stream, by camera and event",
+            ["camera", "event"],
             registry=r,
         )
 

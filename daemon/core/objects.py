@@ -53,12 +53,22 @@ class ObjectEvent:
     def to_fields(self) -> dict[str, str]:
         """The Redis stream entry: exactly the fields of this event's kind, every value a string."""
         out = {
-            "v": CONTRACT_VERSION, "camera": self.camera, "track": str(self.track), "label": self.label,
-            "cls": str(self.cls), "score": repr(self.score), "event": self.event, "at_ms": str(self.at_ms),
+            "v": CONTRACT_VERSION,
+            "camera": self.camera,
+            "track": str(self.track),
+            "label": self.label,
+            "cls": str(self.cls),
+            "score": repr(self.score),
+            "event": self.event,
+            "at_ms": str(self.at_ms),
         }
         if self.event == "crossed":
-            out |= {"line": str(self.line), "direction": str(self.direction), "count": str(self.count),
-                    "speed_px_s": repr(self.speed_px_s)}
+            out |= {
+                "line": str(self.line),
+                "direction": str(self.direction),
+                "count": str(self.count),
+                "speed_px_s": repr(self.speed_px_s),
+            }
             if self.speed_mm_s is not None:
                 out["speed_mm_s"] = repr(self.speed_mm_s)
             if self.eta is not None:
@@ -179,16 +189,33 @@ def parse_fields(fields: dict[str, str]) -> ObjectEvent:
         return ObjectEvent(camera, track, label, cls, score, "new", at_ms)
     if kind == "end":
         return ObjectEvent(
-            camera, track, label, cls, score, "end", at_ms, first_ms=_int(fields, "first_ms"),
-            last_ms=_int(fields, "last_ms"), frames=_int(fields, "frames", 1),
+            camera,
+            track,
+            label,
+            cls,
+            score,
+            "end",
+            at_ms,
+            first_ms=_int(fields, "first_ms"),
+            last_ms=_int(fields, "last_ms"),
+            frames=_int(fields, "frames", 1),
         )
     text = _get(fields, "direction")
     if text not in {"in", "out"}:
         raise ValueError(f"direction: 'in' or 'out', got {text!r}")
     direction: Literal["in", "out"] = "in" if text == "in" else "out"
     return ObjectEvent(
-        camera, track, label, cls, score, "crossed", at_ms, line=_get(fields, "line"), direction=direction,
-        count=_int(fields, "count", 1), speed_px_s=_float(fields, "speed_px_s"),
+        camera,
+        track,
+        label,
+        cls,
+        score,
+        "crossed",
+        at_ms,
+        line=_get(fields, "line"),
+        direction=direction,
+        count=_int(fields, "count", 1),
+        speed_px_s=_float(fields, "speed_px_s"),
         speed_mm_s=_float(fields, "speed_mm_s") if "speed_mm_s" in fields else None,
         eta=_eta(fields["eta"]) if "eta" in fields else None,
     )

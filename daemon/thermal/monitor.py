@@ -174,9 +174,7 @@ class ThermalMonitor:
             "celsius": after.celsius,
             "reason": after.reason,
         }
-        self._on_event(
-            StatusEvent(kind="throttle_changed", detail=json.dumps(detail), at_ms=time_ms(self._clock))
-        )
+        self._on_event(StatusEvent(kind="throttle_changed", detail=json.dumps(detail), at_ms=time_ms(self._clock)))
         self._on_status(f"thermal {after.level}: share {after.share:.2f}, {after.reason}")
 
     def health(self) -> dict[str, Any]:

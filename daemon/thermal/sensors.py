@@ -34,10 +34,6 @@ REASON_NAMES = {
 }
 
 
-
-
-
-
 class NvmlSensor:
     """GPU temperature of the devices the engine uses, read through `daemon.core.nvml` (the one NVML
     session the engine's memory probe and `doctor` share).

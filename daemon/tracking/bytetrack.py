@@ -161,8 +161,16 @@ class ByteTracker:
         return gone
 
     def update(
-        self, *, captured_ms: int, mono_ms: int, boxes: FloatArray, scores: FloatArray, classes: IntArray,
-        labels: list[str], moving_px_s: float, births: int | None = None,
+        self,
+        *,
+        captured_ms: int,
+        mono_ms: int,
+        boxes: FloatArray,
+        scores: FloatArray,
+        classes: IntArray,
+        labels: list[str],
+        moving_px_s: float,
+        births: int | None = None,
     ) -> Step:
         """Associate one frame's detections (boxes x1,y1,x2,y2 px) taken at ``captured_ms``; only the first
         ``births`` of them (default: all) may start a track."""
@@ -173,9 +181,17 @@ class ByteTracker:
         self._mono_ms = mono_ms if self._mono_ms is None else max(self._mono_ms, mono_ms)
         matches = self._associate(boxes, scores, moving_px_s)
         det_tracks: list[Track | None] = [None] * boxes.shape[0]
-        observations = self._apply(matches, boxes=boxes, scores=scores, classes=classes, labels=labels,
-                                   captured_ms=captured_ms, mono_ms=mono_ms, det_tracks=det_tracks,
-                                   strong=boxes.shape[0] if births is None else births)
+        observations = self._apply(
+            matches,
+            boxes=boxes,
+            scores=scores,
+            classes=classes,
+            labels=labels,
+            captured_ms=captured_ms,
+            mono_ms=mono_ms,
+            det_tracks=det_tracks,
+            strong=boxes.shape[0] if births is None else births,
+        )
         matched_rows = {r for r, _ in matches}
         unmatched = [i for i in range(len(self._tracks)) if i not in matched_rows]
         keep = np.ones(len(self._tracks), dtype=bool)
@@ -192,8 +208,17 @@ class ByteTracker:
         fresh = self._births(boxes, scores, [d for _, d in matches], births)
         if fresh:  # the belt's velocity after this frame's corrections
             prior = self.prior_velocity(moving_px_s)
-            observations += self._spawn(fresh, boxes=boxes, scores=scores, classes=classes, labels=labels,
-                                        captured_ms=captured_ms, mono_ms=mono_ms, prior=prior, det_tracks=det_tracks)
+            observations += self._spawn(
+                fresh,
+                boxes=boxes,
+                scores=scores,
+                classes=classes,
+                labels=labels,
+                captured_ms=captured_ms,
+                mono_ms=mono_ms,
+                prior=prior,
+                det_tracks=det_tracks,
+            )
         confirmed = self._confirm([o.track for o in observations])
         for t, (vx, vy) in zip(self._tracks, self._x[:, 4:6].tolist(), strict=True):
             t.vx, t.vy = vx, vy
@@ -239,8 +264,10 @@ class ByteTracker:
             m2, _, _ = assign(cost[free_rows][:, low], 1.0 - p.low_match_iou)
             pairs += zip(free_rows[m2[:, 0]].tolist(), low[m2[:, 1]].tolist(), strict=True)
             taken = set(free_rows[m2[:, 0]].tolist())
-        once = np.array([r for r in free_rows.tolist() if r not in taken and tracks[r].track_id is None
-                         and tracks[r].hits == 1], dtype=np.intp)
+        once = np.array(
+            [r for r in free_rows.tolist() if r not in taken and tracks[r].track_id is None and tracks[r].hits == 1],
+            dtype=np.intp,
+        )
         if once.size and free_high.size:
             last = xyxy_to_xywh(np.array([self._tracks[r].box for r in once], dtype=np.float64))
             dets = xyxy_to_xywh(boxes[high[free_high]])
@@ -297,8 +324,17 @@ class ByteTracker:
         return list(zip(rows[m[:, 0]].tolist(), dets[m[:, 1]].tolist(), strict=True))
 
     def _apply(
-        self, pairs: list[tuple[int, int]], *, boxes: FloatArray, scores: FloatArray, classes: IntArray,
-        labels: list[str], captured_ms: int, mono_ms: int, det_tracks: list[Track | None], strong: int,
+        self,
+        pairs: list[tuple[int, int]],
+        *,
+        boxes: FloatArray,
+        scores: FloatArray,
+        classes: IntArray,
+        labels: list[str],
+        captured_ms: int,
+        mono_ms: int,
+        det_tracks: list[Track | None],
+        strong: int,
     ) -> list[Observation]:
         """Matched pairs update their tracks; detections before index ``strong`` also count towards confirmation."""
         if not pairs:
@@ -310,8 +346,14 @@ class ByteTracker:
         self._x[rows], self._p[rows] = x, p
         out: list[Observation] = []
         tracks = self._tracks
-        for r, d, (x1, y1, x2, y2), c, score in zip(rows.tolist(), dets.tolist(), boxes[dets].tolist(),
-                                                    classes[dets].tolist(), scores[dets].tolist(), strict=True):
+        for r, d, (x1, y1, x2, y2), c, score in zip(
+            rows.tolist(),
+            dets.tolist(),
+            boxes[dets].tolist(),
+            classes[dets].tolist(),
+            scores[dets].tolist(),
+            strict=True,
+        ):
             t = tracks[r]
             out.append(Observation(t, d, t.box, t.last_ms))
             t.box = (x1, y1, x2, y2)
@@ -325,8 +367,17 @@ class ByteTracker:
         return out
 
     def _spawn(
-        self, fresh: list[int], *, boxes: FloatArray, scores: FloatArray, classes: IntArray, labels: list[str],
-        captured_ms: int, mono_ms: int, prior: tuple[float, float], det_tracks: list[Track | None],
+        self,
+        fresh: list[int],
+        *,
+        boxes: FloatArray,
+        scores: FloatArray,
+        classes: IntArray,
+        labels: list[str],
+        captured_ms: int,
+        mono_ms: int,
+        prior: tuple[float, float],
+        det_tracks: list[Track | None],
     ) -> list[Observation]:
         if not fresh:
             return []
@@ -337,8 +388,14 @@ class ByteTracker:
         out: list[Observation] = []
         for d in fresh:
             b = boxes[d]
-            t = Track(self._next_uid, captured_ms, mono_ms, captured_ms, mono_ms,
-                      (float(b[0]), float(b[1]), float(b[2]), float(b[3])))
+            t = Track(
+                self._next_uid,
+                captured_ms,
+                mono_ms,
+                captured_ms,
+                mono_ms,
+                (float(b[0]), float(b[1]), float(b[2]), float(b[3])),
+            )
             self._next_uid += 1
             t.observe(int(classes[d]), labels[d], float(scores[d]))
             self._tracks.append(t)

@@ -46,8 +46,14 @@ class CameraTracker:
     """
 
     def __init__(
-        self, camera_id: str, lines: Sequence[LineSpec], params: TrackerParams = DEFAULT_PARAMS, *,
-        mm_per_px: float | None = None, first_track_id: int = 1, counts: Mapping[tuple[str, str], int] | None = None,
+        self,
+        camera_id: str,
+        lines: Sequence[LineSpec],
+        params: TrackerParams = DEFAULT_PARAMS,
+        *,
+        mm_per_px: float | None = None,
+        first_track_id: int = 1,
+        counts: Mapping[tuple[str, str], int] | None = None,
     ) -> None:
         self.camera_id = camera_id
         self.params = params
@@ -92,8 +98,16 @@ class CameraTracker:
         return sum(1 for t in self._tracker.tracks if t.track_id is not None)
 
     def update(  # noqa: PLR0917 - the frame's fields in the documented order
-        self, captured_ms: int, width: int, height: int, boxes: np.ndarray, scores: np.ndarray,
-        classes: np.ndarray, labels: Sequence[str], *, weak: int = 0,
+        self,
+        captured_ms: int,
+        width: int,
+        height: int,
+        boxes: np.ndarray,
+        scores: np.ndarray,
+        classes: np.ndarray,
+        labels: Sequence[str],
+        *,
+        weak: int = 0,
     ) -> TrackUpdate:
         """One frame's detections: boxes (N, 4) x1,y1,x2,y2 camera px, scores (N,), classes (N,), labels.
         The last ``weak`` of them are under the camera's ``conf_threshold`` (never published): they extend
@@ -106,8 +120,16 @@ class CameraTracker:
             self._mono_ms += max(0, captured_ms - self._last_captured)
         self._last_captured = captured_ms
         moving = self.params.moving_frac_s * max(width, height)
-        step = self._tracker.update(captured_ms=captured_ms, mono_ms=self._mono_ms, boxes=b, scores=s, classes=c,
-                                    labels=list(labels), moving_px_s=moving, births=len(s) - weak)
+        step = self._tracker.update(
+            captured_ms=captured_ms,
+            mono_ms=self._mono_ms,
+            boxes=b,
+            scores=s,
+            classes=c,
+            labels=list(labels),
+            moving_px_s=moving,
+            births=len(s) - weak,
+        )
         for t in step.dropped:
             self._forget(t)
         crossings = self._cross(step.observations, b)
@@ -118,8 +140,11 @@ class CameraTracker:
         events += [self._end(t) for t in step.ended]
         for t in step.ended:
             self._forget(t)
-        self._belt.update(self._mono_ms, [math.hypot(o.track.vx, o.track.vy) for o in step.observations
-                                          if o.track.track_id is not None], moving)
+        self._belt.update(
+            self._mono_ms,
+            [math.hypot(o.track.vx, o.track.vy) for o in step.observations if o.track.track_id is not None],
+            moving,
+        )
         events.sort(key=lambda e: (e.at_ms, _RANK[e.event]))
         ids = tuple(t.track_id if t is not None else None for t in step.det_tracks)
         return TrackUpdate(ids, tuple(events))
@@ -167,8 +192,7 @@ class CameraTracker:
                 t = o.track
                 q0 = (float(p0[k, 0]), float(p0[k, 1])) if o.prev_box is not None else None
                 q1 = (float(p1[k, 0]), float(p1[k, 1]))
-                hit = states[k][i].observe(geom, q0, q1, t0_ms=o.prev_ms, t1_ms=t.last_ms,
-                                           hysteresis_px=float(hyst[k]))
+                hit = states[k][i].observe(geom, q0, q1, t0_ms=o.prev_ms, t1_ms=t.last_ms, hysteresis_px=float(hyst[k]))
                 if hit is None:
                     continue
                 crossing = _Crossing(t, i, hit[0], max(hit[1], t.first_ms))  # a clock that went back: not before new
@@ -195,11 +219,23 @@ class CameraTracker:
                 reliable = t.hits >= self.params.min_hits
                 use = eta_speed_px_s(along, reliable, self._belt.value_px_s, moving_px_s)
                 eta = gate_etas(x.at_ms, spec.gates, use, self.mm_per_px) if use is not None else None
-            out.append(ObjectEvent(
-                self.camera_id, _id(t), t.label, t.cls, round(t.best_score, 4), "crossed", x.at_ms,
-                line=spec.id, direction=x.direction, count=self._counts[key], speed_px_s=round(along, 1),
-                speed_mm_s=round(along * self.mm_per_px, 1) if self.mm_per_px is not None else None, eta=eta,
-            ))
+            out.append(
+                ObjectEvent(
+                    self.camera_id,
+                    _id(t),
+                    t.label,
+                    t.cls,
+                    round(t.best_score, 4),
+                    "crossed",
+                    x.at_ms,
+                    line=spec.id,
+                    direction=x.direction,
+                    count=self._counts[key],
+                    speed_px_s=round(along, 1),
+                    speed_mm_s=round(along * self.mm_per_px, 1) if self.mm_per_px is not None else None,
+                    eta=eta,
+                )
+            )
         return out
 
     def _new(self, t: Track) -> ObjectEvent:
@@ -208,8 +244,18 @@ class CameraTracker:
     def _end(self, t: Track, at_most_ms: int | None = None) -> ObjectEvent:
         last = t.last_ms if at_most_ms is None else min(t.last_ms, at_most_ms)
         first = min(t.first_ms, last)
-        return ObjectEvent(self.camera_id, _id(t), t.label, t.cls, round(t.best_score, 4), "end", last,
-                           first_ms=first, last_ms=last, frames=t.hits)
+        return ObjectEvent(
+            self.camera_id,
+            _id(t),
+            t.label,
+            t.cls,
+            round(t.best_score, 4),
+            "end",
+            last,
+            first_ms=first,
+            last_ms=last,
+            frames=t.hits,
+        )
 
     def _forget(self, t: Track) -> None:
         self._pending.pop(t.uid, None)

@@ -125,13 +125,10 @@ def test_pipeline_accuracy_matches_the_model_run_offline(
     assert {e["model"].split(":")[0] for e in got} == {str(size)}
 
     truth = _ground_truth(clip)
-    daemon_dets = {
-        int(e["seq"]): [(d["cls"], d["score"], d["box"]) for d in json.loads(e["dets"])] for e in got
-    }
+    daemon_dets = {int(e["seq"]): [(d["cls"], d["score"], d["box"]) for d in json.loads(e["dets"])] for e in got}
     session = ort.InferenceSession(str(MODELS[size]), providers=["CPUExecutionProvider"])
     offline = {
-        i: offline_detections(MODELS[size], frame, size, conf, iou, session)
-        for i, frame in enumerate(_frames_of(clip))
+        i: offline_detections(MODELS[size], frame, size, conf, iou, session) for i, frame in enumerate(_frames_of(clip))
     }
     through_daemon = evaluate(truth, daemon_dets, NAMES, width, height)["mAP50"]
     reference = evaluate(truth, offline, NAMES, width, height)["mAP50"]

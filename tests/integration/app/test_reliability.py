@@ -61,8 +61,10 @@ def test_killed_camera_comes_back_and_the_other_camera_never_pauses(
         # the outage itself: as long as the victim is retried twice and the steady camera publishes
         # 20 frames meanwhile (progress, not a span of wall-clock time)
         wait_until(
-            lambda: total(d, "beltsight_camera_reconnects_total", camera="victim") >= retried + 2
-            and steady_since(killed_ms) >= 20,
+            lambda: (
+                total(d, "beltsight_camera_reconnects_total", camera="victim") >= retried + 2
+                and steady_since(killed_ms) >= 20
+            ),
             90,
             "the steady camera's frames while the victim is retried",
             d,

@@ -310,9 +310,7 @@ def test_stage_counts_the_inference_threads_cpu_time_next_to_its_wall_time(good_
     metrics = Metrics()
     info = load_model_info(good_model, SIZE)
     engine = Engine.create(info, EngineConfig(providers=["cpu"], max_batch=2, worker_batch=2))
-    stage = InferenceStage(
-        info, engine, max_batch=2, post=PostprocessConfig(0.25, 0.5, 10), rules={}, metrics=metrics
-    )
+    stage = InferenceStage(info, engine, max_batch=2, post=PostprocessConfig(0.25, 0.5, 10), rules={}, metrics=metrics)
     lb = Letterbox.fit(SIZE, SIZE, SIZE)
     planes = np.zeros((3, SIZE, SIZE), np.uint8)
     for seq in range(5):

@@ -242,8 +242,15 @@ def test_ultralytics_nms_export_known_by_its_args_metadata(
     """Ultralytics `nms=True` exports keep `end2end` "False" and say `nms: True` only in `args`; a pose
     one has 51 keypoint values after each row and no prototype output: only `args` tells rows after NMS."""
     names = "{" + ", ".join(f"{i}: {n!r}" for i, n in enumerate(NAMES)) + "}"
-    meta = {"names": names, "stride": "32", "task": "pose", "batch": "1", "imgsz": f"[{SIZE}, {SIZE}]",
-            "end2end": "False", "kpt_shape": "[17, 3]"}
+    meta = {
+        "names": names,
+        "stride": "32",
+        "task": "pose",
+        "batch": "1",
+        "imgsz": f"[{SIZE}, {SIZE}]",
+        "end2end": "False",
+        "kpt_shape": "[17, 3]",
+    }
     args = {**meta, "args": "{'batch': 1, 'nms': True, 'dynamic': False}"}
     path = wrap_demo(tmp_path / "pose-nms.onnx", "end2end-pose", SIZE, conf=CONF, iou=IOU, metadata=args)
     info = load_model_info(path, SIZE)

@@ -78,8 +78,11 @@ def test_onnx_matches_pytorch() -> None:
 def test_same_weights_in_every_size() -> None:
     def weights(s: int) -> dict[int, float]:
         m = onnx.load(str(MODELS / f"conveyor-{s}.onnx"))
-        return {int(np.prod(t.dims)): float(np.abs(numpy_helper.to_array(t)).sum())
-                for t in m.graph.initializer if len(t.dims) == 4}
+        return {
+            int(np.prod(t.dims)): float(np.abs(numpy_helper.to_array(t)).sum())
+            for t in m.graph.initializer
+            if len(t.dims) == 4
+        }
 
     w = [weights(s) for s in SIZES]
     assert w[0] and w[0] == w[1] == w[2]

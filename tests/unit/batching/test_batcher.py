@@ -75,9 +75,7 @@ def make_frame(camera: str, seq: int, captured: float, size: int = 640) -> Frame
 
 
 def dropped(metrics: Metrics, camera: str, reason: str) -> float:
-    value = metrics.registry.get_sample_value(
-        "beltsight_frames_dropped_total", {"camera": camera, "reason": reason}
-    )
+    value = metrics.registry.get_sample_value("beltsight_frames_dropped_total", {"camera": camera, "reason": reason})
     return value or 0.0
 
 

@@ -169,9 +169,7 @@ def test_boxes_map_back_through_the_placement_the_device_fill_used(frames: list[
     device_engine = CudaStandIn(Engine.create(tl_info, CPU_CFG))
     try:
         host = stage_of(host_engine, tl_info, None).infer(live_frames(frames, lb))
-        device = stage_of(device_engine, tl_info, device_path(SEAM, tl_info, 3)).infer(
-            live_frames(frames, lb)
-        )
+        device = stage_of(device_engine, tl_info, device_path(SEAM, tl_info, 3)).infer(live_frames(frames, lb))
         assert device_engine.device_runs == 1
         agree(host, device, tolerance_px=4.5)
     finally:

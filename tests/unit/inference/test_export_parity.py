@@ -94,14 +94,31 @@ def test_iou_offset_is_yolox_demo_nms_in_camera_pixels() -> None:
         np, out, conf_threshold=0.25, iou_threshold=thr, max_det=300, layout=layout, class_agnostic=True
     )[0]
     yolox = decode_batch(
-        np, out, conf_threshold=0.25, iou_threshold=thr, max_det=300, layout=layout, class_agnostic=True,
+        np,
+        out,
+        conf_threshold=0.25,
+        iou_threshold=thr,
+        max_det=300,
+        layout=layout,
+        class_agnostic=True,
         iou_offset=scale,
     )[0]
-    cam = np.stack([out[0, 0] - out[0, 2] / 2, out[0, 1] - out[0, 3] / 2, out[0, 0] + out[0, 2] / 2,
-                    out[0, 1] + out[0, 3] / 2], axis=1) / scale
+    cam = (
+        np.stack(
+            [
+                out[0, 0] - out[0, 2] / 2,
+                out[0, 1] - out[0, 3] / 2,
+                out[0, 0] + out[0, 2] / 2,
+                out[0, 1] + out[0, 3] / 2,
+            ],
+            axis=1,
+        )
+        / scale
+    )
     want = sorted(_yolox_demo_nms(cam, out[0, 4:].max(0), thr))
-    got = sorted(int(np.argmin(np.abs(out[0, 0] - (r[0] + r[2]) / 2) + np.abs(out[0, 1] - (r[1] + r[3]) / 2)))
-                 for r in yolox)
+    got = sorted(
+        int(np.argmin(np.abs(out[0, 0] - (r[0] + r[2]) / 2) + np.abs(out[0, 1] - (r[1] + r[3]) / 2))) for r in yolox
+    )
     assert got == want
     assert len(plain) > len(yolox)  # the + 1 pixel decides here
 

@@ -49,7 +49,7 @@ def test_providers_tensorrt_then_cuda_then_cpu(tmp_path: Path) -> None:
 
 
 def test_tensorrt_needs_cuda_after_it_and_the_breaker_primary_keeps_it() -> None:
-    with pytest.raises(pydantic.ValidationError, match="needs \"cuda\" after it"):
+    with pytest.raises(pydantic.ValidationError, match='needs "cuda" after it'):
         EngineConfig(providers=["tensorrt", "cpu"])
     cfg = EngineConfig(providers=["tensorrt", "cuda", "cpu"])
     assert placement_providers(cfg, "cuda") == (["tensorrt", "cuda", "cpu"], False)

@@ -94,6 +94,4 @@ def test_the_catalogue_is_well_formed() -> None:
 def test_the_readme_lists_the_same_events_at_the_same_levels() -> None:
     rows = readme_rows()
     catalogued = {e.name: e.level for e in EVENTS}
-    assert rows == catalogued, (
-        "docs/operations/log-events.md is stale: run `.venv/bin/python -m tools.docs`"
-    )
+    assert rows == catalogued, "docs/operations/log-events.md is stale: run `.venv/bin/python -m tools.docs`"

@@ -14,10 +14,18 @@ T0 = 1_700_000_000_000
 LINE = LineSpec("L", *vertical_line_at(640.0))
 
 
-def _one(tracker: CameraTracker, ms: int, x: float, score: float = 0.9, *, y: float = 300.0,
-         size: tuple[int, int] = (1280, 720)) -> tuple[int | None, tuple[ObjectEvent, ...]]:
-    upd = tracker.update(ms, size[0], size[1], np.array([[x - 25, y - 20, x + 25, y + 20]]), np.array([score]),
-                         np.array([2]), ["washer"])
+def _one(
+    tracker: CameraTracker,
+    ms: int,
+    x: float,
+    score: float = 0.9,
+    *,
+    y: float = 300.0,
+    size: tuple[int, int] = (1280, 720),
+) -> tuple[int | None, tuple[ObjectEvent, ...]]:
+    upd = tracker.update(
+        ms, size[0], size[1], np.array([[x - 25, y - 20, x + 25, y + 20]]), np.array([score]), np.array([2]), ["washer"]
+    )
     (tid,) = upd.track_ids
     return tid, upd.events
 
@@ -177,8 +185,15 @@ def test_a_second_box_on_a_tracked_part_never_starts_a_second_track() -> None:
         box = [x - 25, 280.0, x + 25, 320.0]
         second = [x - 24, 281.0, x + 25, 320.0]
         dets = [box, second] if k >= 5 else [box]
-        upd = tracker.update(T0 + k * 33, 1280, 720, np.array(dets), np.array([0.9, 0.8][: len(dets)]),
-                             np.array([2, 1][: len(dets)]), ["washer", "bolt"][: len(dets)])
+        upd = tracker.update(
+            T0 + k * 33,
+            1280,
+            720,
+            np.array(dets),
+            np.array([0.9, 0.8][: len(dets)]),
+            np.array([2, 1][: len(dets)]),
+            ["washer", "bolt"][: len(dets)],
+        )
         events += upd.events
         assert upd.track_ids[0] == (1 if k >= 4 else None)  # confirmed at 0.13 s
         assert all(t is None for t in upd.track_ids[1:])

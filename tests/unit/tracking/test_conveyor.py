@@ -67,7 +67,6 @@ def test_constant_speed_lanes(speed: float, spacing: float) -> None:
     assert tracker.belt_speed_px_s is not None and math.isclose(tracker.belt_speed_px_s, speed, rel_tol=0.03)
 
 
-
 def test_two_identical_parts_side_by_side_cross_together() -> None:
     scene = Scene([Part(-30.0, 300.0, 200.0), Part(-30.0, 345.0, 200.0)], duration_s=8.0)
     run = run_scene(_tracker(), scene)
@@ -105,8 +104,9 @@ def test_stop_and_go_keeps_tracks_and_counts_once() -> None:
         if 3.0 < t_s <= 11.0:
             assert not [e for e in upd.events if e.event == "end"], t_s
             # no part enters while the belt stands: a track first seen after the stop would be a re-birth
-            reborn += [e.track for e in upd.events
-                       if e.event == "new" and scene.t0_ms + 3_050 < e.at_ms <= scene.t0_ms + 9_000]
+            reborn += [
+                e.track for e in upd.events if e.event == "new" and scene.t0_ms + 3_050 < e.at_ms <= scene.t0_ms + 9_000
+            ]
         if 5.0 < t_s <= 9.0:
             assert tracker.belt_speed_px_s is not None and tracker.belt_speed_px_s < 5.0
     assert not reborn
@@ -137,8 +137,13 @@ def test_jitter_on_the_line_counts_once(amplitude: float) -> None:
     def travel(t: float) -> float:
         return t if t < arrive else (arrive if t < arrive + 2.0 else t - 2.0)
 
-    scene = Scene([part], duration_s=6.0, travel=travel, seed=2,
-                  jitter=lambda i, t: amplitude * math.sin(2 * math.pi * 3.0 * t) if arrive <= t < arrive + 2 else 0.0)
+    scene = Scene(
+        [part],
+        duration_s=6.0,
+        travel=travel,
+        seed=2,
+        jitter=lambda i, t: amplitude * math.sin(2 * math.pi * 3.0 * t) if arrive <= t < arrive + 2 else 0.0,
+    )
     run = run_scene(_tracker(), scene)
     assert len(crossings(run, "L")) == 1
     assert [e.direction for e in crossings(run, "L")] == ["in"]
@@ -151,8 +156,13 @@ def test_jitter_without_hysteresis_would_count_back_and_forth() -> None:
     def travel(t: float) -> float:
         return t if t < 1.0 else (1.0 if t < 3.0 else t - 2.0)
 
-    scene = Scene([part], duration_s=6.0, travel=travel, noise_px=0.0,
-                  jitter=lambda i, t: 20.0 * math.sin(2 * math.pi * 2.0 * t) if 1.0 <= t < 3.0 else 0.0)
+    scene = Scene(
+        [part],
+        duration_s=6.0,
+        travel=travel,
+        noise_px=0.0,
+        jitter=lambda i, t: 20.0 * math.sin(2 * math.pi * 2.0 * t) if 1.0 <= t < 3.0 else 0.0,
+    )
     run = run_scene(_tracker(TrackerParams(line_hysteresis=0.0)), scene)
     assert sorted(e.direction or "" for e in crossings(run, "L")) == ["in", "out"]
 
@@ -222,11 +232,14 @@ def test_every_part_counted_once_on_each_of_two_lines() -> None:
         assert tracker.counts[(line, "in")] == len(per_part) == 20
 
 
-@pytest.mark.parametrize(("speed", "keep", "stop"), [
-    (200.0, 6, (4.0, 3.0)),  # 40 px a processed frame: the belt halts for 3 s
-    (250.0, 8, (4.0, 3.0)),  # 67 px, more than a box width
-    (250.0, 6, (3.0, 0.5)),  # a short halt: stop and start two processed frames apart
-])
+@pytest.mark.parametrize(
+    ("speed", "keep", "stop"),
+    [
+        (200.0, 6, (4.0, 3.0)),  # 40 px a processed frame: the belt halts for 3 s
+        (250.0, 8, (4.0, 3.0)),  # 67 px, more than a box width
+        (250.0, 6, (3.0, 0.5)),  # a short halt: stop and start two processed frames apart
+    ],
+)
 def test_belt_that_stops_and_starts_between_processed_frames_keeps_every_id(
     speed: float, keep: int, stop: tuple[float, float]
 ) -> None:
@@ -235,8 +248,9 @@ def test_belt_that_stops_and_starts_between_processed_frames_keeps_every_id(
     part's), the stopped tracks' stand still while their parts move on. The common belt shift matches them all
     again: no new ids, no part taking its neighbour's id, every part counted once."""
     parts = lane_parts(10, speed=speed, spacing=120.0)
-    scene = Scene(parts, duration_s=14.0, travel=belt_stop_and_go(*stop), keep=lambda k: k % keep == 0,
-                  seed=keep + int(speed))
+    scene = Scene(
+        parts, duration_s=14.0, travel=belt_stop_and_go(*stop), keep=lambda k: k % keep == 0, seed=keep + int(speed)
+    )
     run = run_scene(_tracker(), scene)
     _assert_clean(run, scene, max_err_frames=keep)
     assert len(crossings(run, "L")) == 20

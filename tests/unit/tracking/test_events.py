@@ -8,22 +8,52 @@ from daemon.core.objects import ObjectEvent, parse_fields
 
 NEW = ObjectEvent("cam-3", 17, "hex_nut", 1, 0.8731, "new", 1_700_000_000_123)
 CROSSED = ObjectEvent(
-    "cam-3", 17, "hex_nut", 1, 0.8731, "crossed", 1_700_000_000_456, line="L1", direction="in", count=42,
-    speed_px_s=251.3, speed_mm_s=125.7, eta=(("flap-a", 1_700_000_004_456), ("flap-b", 1_700_000_008_000)),
+    "cam-3",
+    17,
+    "hex_nut",
+    1,
+    0.8731,
+    "crossed",
+    1_700_000_000_456,
+    line="L1",
+    direction="in",
+    count=42,
+    speed_px_s=251.3,
+    speed_mm_s=125.7,
+    eta=(("flap-a", 1_700_000_004_456), ("flap-b", 1_700_000_008_000)),
 )
-END = ObjectEvent("cam-3", 17, "hex_nut", 1, 0.8731, "end", 1_700_000_002_000, first_ms=1_700_000_000_123,
-                  last_ms=1_700_000_002_000, frames=57)
+END = ObjectEvent(
+    "cam-3",
+    17,
+    "hex_nut",
+    1,
+    0.8731,
+    "end",
+    1_700_000_002_000,
+    first_ms=1_700_000_000_123,
+    last_ms=1_700_000_002_000,
+    frames=57,
+)
 
 
 def test_exact_fields_per_kind() -> None:
     common = {"v": "1", "camera": "cam-3", "track": "17", "label": "hex_nut", "cls": "1", "score": "0.8731"}
     assert NEW.to_fields() == common | {"event": "new", "at_ms": "1700000000123"}
     assert CROSSED.to_fields() == common | {
-        "event": "crossed", "at_ms": "1700000000456", "line": "L1", "direction": "in", "count": "42",
-        "speed_px_s": "251.3", "speed_mm_s": "125.7", "eta": '{"flap-a":1700000004456,"flap-b":1700000008000}',
+        "event": "crossed",
+        "at_ms": "1700000000456",
+        "line": "L1",
+        "direction": "in",
+        "count": "42",
+        "speed_px_s": "251.3",
+        "speed_mm_s": "125.7",
+        "eta": '{"flap-a":1700000004456,"flap-b":1700000008000}',
     }
     assert END.to_fields() == common | {
-        "event": "end", "at_ms": "1700000002000", "first_ms": "1700000000123", "last_ms": "1700000002000",
+        "event": "end",
+        "at_ms": "1700000002000",
+        "first_ms": "1700000000123",
+        "last_ms": "1700000002000",
         "frames": "57",
     }
 

@@ -33,8 +33,10 @@ def _check_stream(events: list[ObjectEvent]) -> None:
 @pytest.mark.parametrize("seed", range(6))
 def test_random_streams_keep_the_invariants(seed: int) -> None:
     rng = np.random.default_rng(seed)
-    lines = [LineSpec("A", (0.5, 0.0), (0.5, 1.0), gates=(GateSpec("g", 200.0),)),
-             LineSpec("B", (0.0, 0.3), (1.0, 0.7), direction=(0.0, 1.0))]
+    lines = [
+        LineSpec("A", (0.5, 0.0), (0.5, 1.0), gates=(GateSpec("g", 200.0),)),
+        LineSpec("B", (0.0, 0.3), (1.0, 0.7), direction=(0.0, 1.0)),
+    ]
     tracker = CameraTracker("cam1", lines, mm_per_px=0.4, first_track_id=int(rng.integers(1, 10_000)))
     events: list[ObjectEvent] = []
     t = 1_700_000_000_000

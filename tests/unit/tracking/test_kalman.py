@@ -22,12 +22,18 @@ def _dense_predict(x: np.ndarray, p: np.ndarray, dt: float) -> tuple[np.ndarray,
     xs, ps = [], []
     for xi, pi in zip(x, p, strict=True):
         w, h = max(xi[2], 1.0), max(xi[3], 1.0)
-        q = (np.array([NOISE.accel_std, NOISE.accel_std, NOISE.size_accel_std, NOISE.size_accel_std])
-             * np.array([w, h, w, h])) ** 2
+        q = (
+            np.array([NOISE.accel_std, NOISE.accel_std, NOISE.size_accel_std, NOISE.size_accel_std])
+            * np.array([w, h, w, h])
+        ) ** 2
         qm = np.zeros((8, 8))
         for i in range(4):
-            qm[i, i], qm[i, i + 4], qm[i + 4, i], qm[i + 4, i + 4] = q[i] * dt**3 / 3, q[i] * dt**2 / 2, \
-                q[i] * dt**2 / 2, q[i] * dt
+            qm[i, i], qm[i, i + 4], qm[i + 4, i], qm[i + 4, i + 4] = (
+                q[i] * dt**3 / 3,
+                q[i] * dt**2 / 2,
+                q[i] * dt**2 / 2,
+                q[i] * dt,
+            )
         xs.append(f @ xi)
         ps.append(f @ pi @ f.T + qm)
     return np.array(xs), np.array(ps)

@@ -24,8 +24,9 @@ def _co_assignments(scene: Scene) -> tuple[dict[tuple[int, int], int], dict[int,
     theirs_per_part: dict[int, set[int]] = {}
     ours_per_part: dict[int, set[int]] = {}
     for ms, boxes, scores, classes, who in scene.frames():
-        det = sv.Detections(xyxy=boxes.astype(np.float32), confidence=scores.astype(np.float32),
-                            class_id=classes.astype(int))
+        det = sv.Detections(
+            xyxy=boxes.astype(np.float32), confidence=scores.astype(np.float32), class_id=classes.astype(int)
+        )
         out = ref.update(det, timestamp=ms / 1000.0)
         upd = ours.update(ms, 1280, 720, boxes, scores, classes, ["bolt"] * len(scores))
         for i, tid in enumerate(upd.track_ids):
