@@ -4,7 +4,7 @@
 #
 #   tools/bootstrap.sh          runtime + demo (redis-server, GStreamer RTSP server, Pillow)
 #   tools/bootstrap.sh --dev    also the test and lint tools (and, for the tests, headless Chromium,
-#                               systemd-analyze and openssl)
+#                               systemd-analyze, openssl, mosquitto and Node.js clients)
 #   tools/bootstrap.sh --train  also PyTorch (CPU) for python -m tools.model.train
 #
 # Safe to run again: it installs only what is missing.
@@ -36,6 +36,11 @@ apt_packages=(
 # the service user in a scratch root (useradd, passwd).
 if [ "$dev" -eq 1 ]; then
   apt_packages+=(redis-tools chromium chromium-driver fonts-liberation systemd openssl g++ util-linux passwd)
+  # a real MQTT broker (the bridge's Sparkplug B tests) and Node.js for the clients from other stacks
+  # (node-opcua, Eclipse Tahu's sparkplug-payload: tests/js/package.json); a Node.js that came with
+  # its own npm (NodeSource's) is kept
+  apt_packages+=(mosquitto)
+  command -v npm >/dev/null 2>&1 || apt_packages+=(nodejs npm)
 fi
 missing=()
 for pkg in "${apt_packages[@]}"; do
@@ -58,4 +63,8 @@ fi
 spec=".[$(IFS=,; echo "${extras[*]}")]"
 echo "==> pip install -e $spec"
 .venv/bin/python -m pip install -q -e "$spec"
+if [ "$dev" -eq 1 ]; then
+  echo "==> npm ci (tests/js: OPC UA and Sparkplug B clients from other stacks)"
+  npm ci --prefix tests/js --no-audit --no-fund --loglevel=error
+fi
 echo "==> ready: $(.venv/bin/beltsight --help | head -n 1)"
