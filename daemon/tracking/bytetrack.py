@@ -7,11 +7,7 @@ track still unmatched (ByteTrack: only the tracked ones; here also lost and tent
 detector scores low all along, as it does a part cut by the frame's edge, still becomes one track, and a
 lost track comes back on a weak sighting instead of a new id), then (an addition for conveyors) a tentative
 track seen only once with the nearest unmatched high detection, then (also for conveyors) the tracks still
-unmatched by a common belt shift: when the belt starts, stops or changes speed between two processed frames,
-every prediction is off by about the same shift along the belt (a stopped track's prediction stands still
-while its part moves on, by more than a box at a few processed frames a second); the shift that most of
-them agree on moves their predictions, which then take the unmatched high detections by IoU. Births
-(additions for conveyors): every
+unmatched by a common belt shift (`daemon.tracking.belt_shift`). Births (additions for conveyors): every
 unmatched detection from ``low_score`` (among those the caller lets start one: the daemon's tracking stage
 excludes a camera's weak detections, under its ``conf_threshold``) starts a tentative track unless it overlaps
 a track or a better birth (a duplicate box of one part, such as the same box under a second class, would
@@ -28,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from daemon.tracking import kalman
+from daemon.tracking import belt_shift, kalman
 from daemon.tracking.association import (
     FloatArray,
     IntArray,
@@ -41,7 +37,6 @@ from daemon.tracking.association import (
 from daemon.tracking.specs import TrackerParams
 
 Box = tuple[float, float, float, float]
-_SHIFT_TOL = 0.25  # stage 4: box diagonals a track's detection may lie off the common shift (and across the belt)
 
 
 @dataclass(slots=True, eq=False)
@@ -192,19 +187,7 @@ class ByteTracker:
             det_tracks=det_tracks,
             strong=boxes.shape[0] if births is None else births,
         )
-        matched_rows = {r for r, _ in matches}
-        unmatched = [i for i in range(len(self._tracks)) if i not in matched_rows]
-        keep = np.ones(len(self._tracks), dtype=bool)
-        dropped = [t for t in expired if t.track_id is None]
-        for i in unmatched:
-            t = self._tracks[i]
-            t.misses += 1
-            if t.track_id is None and t.misses >= t.hits:  # tentative: seen in fewer frames than missed
-                keep[i] = False
-                dropped.append(t)
-            else:
-                t.lost = True
-        self._compact(keep)
+        dropped = [t for t in expired if t.track_id is None] + self._miss({r for r, _ in matches})
         fresh = self._births(boxes, scores, [d for _, d in matches], births)
         if fresh:  # the belt's velocity after this frame's corrections
             prior = self.prior_velocity(moving_px_s)
@@ -224,6 +207,23 @@ class ByteTracker:
             t.vx, t.vy = vx, vy
         ended = tuple(t for t in expired if t.track_id is not None)
         return Step(tuple(det_tracks), tuple(observations), confirmed, ended, tuple(dropped))
+
+    def _miss(self, matched_rows: set[int]) -> list[Track]:
+        """Every track this frame did not match missed once: a tentative one seen in fewer frames than it
+        missed is dropped (returned), any other is lost until it is seen again or expires."""
+        keep = np.ones(len(self._tracks), dtype=bool)
+        dropped: list[Track] = []
+        for i, t in enumerate(self._tracks):
+            if i in matched_rows:
+                continue
+            t.misses += 1
+            if t.track_id is None and t.misses >= t.hits:
+                keep[i] = False
+                dropped.append(t)
+            else:
+                t.lost = True
+        self._compact(keep)
+        return dropped
 
     def _births(self, boxes: FloatArray, scores: FloatArray, matched: list[int], births: int | None) -> list[int]:
         """Unmatched detections from ``low_score`` (among the first ``births``) that start tentative tracks,
@@ -282,45 +282,22 @@ class ByteTracker:
     def _belt_shift(
         self, pairs: list[tuple[int, int]], high: IntArray, boxes: FloatArray, moving_px_s: float
     ) -> list[tuple[int, int]]:
-        """Stage 4: the belt started, stopped or changed speed between two processed frames, so every prediction
-        is off by about the same shift along the belt (a stopped track's stands still while its part moves
-        on; a moving one's runs on past its stopped part). The shift along the belt's direction that the
-        most unmatched tracks agree on (each within ``_SHIFT_TOL`` box diagonals of some unmatched high
-        detection, at most ``jump_diag`` diagonals from its prediction; ties: the smallest shift) moves their
-        predictions, which then take the unmatched high detections by IoU as in the first stage. Nothing
-        while no belt direction is known yet."""
+        """Stage 4 (`daemon.tracking.belt_shift`) over the tracks and high detections still unmatched.
+        Nothing while no belt direction is known yet."""
         used_rows = {r for r, _ in pairs}
         used_dets = {d for _, d in pairs}
         rows = np.array([r for r in range(len(self._tracks)) if r not in used_rows], dtype=np.intp)
         dets = np.array([d for d in high.tolist() if d not in used_dets], dtype=np.intp)
         if not rows.size or not dets.size:
             return []
-        pred, det = self._x[rows, :4], xyxy_to_xywh(boxes[dets])
-        dx, dy = det[None, :, 0] - pred[:, None, 0], det[None, :, 1] - pred[:, None, 1]
-        diag = np.maximum(np.hypot(pred[:, 2], pred[:, 3]), 1.0)[:, None]
-        near = np.hypot(dx, dy) <= self.params.jump_diag * diag
-        if not near.any():  # the usual case: parts leaving and entering the frame far apart
+        pred = self._x[rows, :4]
+        near = belt_shift.near(pred, boxes[dets], self.params.jump_diag)
+        if near is None:  # the usual case: parts leaving and entering the frame far apart
             return []
         self.prior_velocity(moving_px_s)  # refreshes the belt's direction while it moves
         if self._belt_dir is None:
             return []
-        ux, uy = self._belt_dir
-        along, across = dx * ux + dy * uy, np.abs(dy * ux - dx * uy)
-        tol = _SHIFT_TOL * diag
-        near &= across <= tol
-        if not near.any():
-            return []
-        cand = np.unique(along[near])
-        # support of each candidate shift: the tracks with a near detection within their tolerance of it
-        agree = near[None, :, :] & (np.abs(along[None, :, :] - cand[:, None, None]) <= tol[None, :, :])
-        support = agree.any(axis=2).sum(axis=1)
-        best = indices(support == support.max())
-        shift = float(cand[best[np.argmin(np.abs(cand[best]))]])
-        moved = pred.copy()
-        moved[:, 0] += shift * ux
-        moved[:, 1] += shift * uy
-        cost = 1.0 - iou_matrix(xywh_to_xyxy(moved), boxes[dets])
-        m, _, _ = assign(cost, 1.0 - self.params.match_iou)
+        m = belt_shift.match(pred, boxes[dets], near, self._belt_dir, self.params.match_iou)
         return list(zip(rows[m[:, 0]].tolist(), dets[m[:, 1]].tolist(), strict=True))
 
     def _apply(
