@@ -144,11 +144,7 @@ def _wire(
     sources = _sources(settings, models, hub, metrics, on_status)
     phase = Phase()
     report = _report(phase, sources, sink, lanes, thermal)
-    health = _health(settings, metrics, report)
-    if health is not None:
-        liveview.register(health, report)
-        if snapshots is not None:
-            snapshot_route.register(health, snapshots.root)
+    health = _health(settings, metrics, report, liveview, snapshots)
     return Pipeline(
         settings=settings,
         metrics=metrics,
@@ -272,13 +268,19 @@ def _sources(
     )
 
 
-def _health(settings: Settings, metrics: Metrics, report: Callable[[], dict[str, Any]]) -> HealthServer | None:
-    """The health endpoint (/healthz, /metrics, the live view), when `[health] listen` is set."""
+def _health(
+    settings: Settings,
+    metrics: Metrics,
+    report: Callable[[], dict[str, Any]],
+    liveview: LiveView,
+    snapshots: SnapshotWriter | None,
+) -> HealthServer | None:
+    """The health endpoint (/healthz, /metrics, the live view, the snapshots), when `[health] listen` is set."""
     cfg = settings.health
     if not cfg.listen:
         return None
     host, port = parse_host_port(cfg.listen)
-    return HealthServer(
+    server = HealthServer(
         host,
         port,
         metrics.registry,
@@ -289,3 +291,7 @@ def _health(settings: Settings, metrics: Metrics, report: Callable[[], dict[str,
         users=cfg.basic_auth_users,
         healthz_open=cfg.healthz_open,
     )
+    liveview.register(server, report)
+    if snapshots is not None:
+        snapshot_route.register(server, snapshots.root)
+    return server

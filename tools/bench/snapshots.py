@@ -74,7 +74,7 @@ def mjpeg_encoder() -> Encoder:
     def encode(vframe: av.VideoFrame) -> bytes:
         ctx = contexts.get((vframe.width, vframe.height))
         if ctx is None:
-            ctx = av.CodecContext.create("mjpeg", "w")  # type: ignore[assignment]
+            ctx = av.CodecContext.create("mjpeg", "w")
             ctx.width, ctx.height, ctx.pix_fmt, ctx.color_range = vframe.width, vframe.height, "yuv420p", 2
             ctx.time_base = Fraction(1, 25)
             ctx.options = {"qmin": "3", "qmax": "3"}
