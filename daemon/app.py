@@ -114,6 +114,8 @@ class Daemon:
             source.start()
         if p.health is not None:
             await p.health.start()
+        if p.snapshots is not None:
+            p.snapshots.start()
         self._tasks.append(spawn(p.thermal.run(), "thermal"))
         for size in p.workers.prebuilt_sizes:
             p.lanes.ensure(size)
@@ -162,6 +164,8 @@ class Daemon:
         if p.health is not None:
             await p.health.close()
         p.liveview.close()
+        if p.snapshots is not None:
+            await asyncio.get_running_loop().run_in_executor(None, p.snapshots.stop)
         for source in p.sources:
             source.stop()
         await p.sink.close()

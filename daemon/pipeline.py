@@ -22,21 +22,23 @@ from daemon.batching.batcher import Batcher, BatchPolicy, InOrder
 from daemon.batching.hub import FrameHub
 from daemon.batching.router import ModelRouter
 from daemon.config.settings import Settings
-from daemon.core.frames import FrameResult, StatusEvent
+from daemon.core.frames import Frame, FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.core.netaddr import parse_host_port
 from daemon.core.xp import DeviceChoice
 from daemon.inference.build import LaneWorkers, ProvedModels, prove_models
 from daemon.inference.engine import EngineFactory
-from daemon.inference.lanes import Batching, Lanes, Publish
+from daemon.inference.lanes import Batching, Lanes, Observe, Publish
 from daemon.inference.protocols import EngineBuilder
 from daemon.inference.providers import lane_workers, worker_batch
 from daemon.ingest.hwdecode import source_decode
 from daemon.ingest.sources import CameraSource
 from daemon.ops.http import HealthServer, HttpLimits, health_report
+from daemon.ops.http import snapshots as snapshot_route
 from daemon.ops.liveview import LiveView
 from daemon.ops.systemd import SystemdNotifier
 from daemon.publish.sink import RedisSink
+from daemon.publish.snapshots import SnapshotWriter
 from daemon.thermal.monitor import ThermalMonitor
 from daemon.tracking.stage import TrackingStage
 
@@ -69,6 +71,8 @@ class Pipeline:
     thermal: ThermalMonitor
     sources: tuple[CameraSource, ...]
     health: HealthServer | None
+    snapshots: SnapshotWriter | None
+    """The crossing snapshots' writer (`[snapshots] enabled`); None when off."""
     report: Callable[[], dict[str, Any]]
     """The /healthz JSON."""
 
@@ -112,6 +116,7 @@ def _wire(
     sink = RedisSink(settings.redis, metrics)
     tracking = TrackingStage(settings.instance_cameras(), settings.tracking, metrics)
     liveview = _liveview(settings, metrics, tracking)
+    snapshots = SnapshotWriter(settings.snapshots, metrics) if settings.snapshots.enabled else None
 
     def on_status(event: StatusEvent) -> None:
         """Called from camera and engine threads: hand the event to the loop (sink + log)."""
@@ -124,8 +129,8 @@ def _wire(
         metrics,
         build=workers,
         batching=_batching(settings, hub, metrics),
-        publish=_publish(tracking, liveview, sink),
-        observe=liveview.offer,  # keeps references only; draws on request
+        publish=_publish(tracking, liveview, sink, snapshots),
+        observe=_observe(liveview, snapshots),
     )
     thermal = ThermalMonitor(
         settings.thermal,
@@ -139,9 +144,7 @@ def _wire(
     sources = _sources(settings, models, hub, metrics, on_status)
     phase = Phase()
     report = _report(phase, sources, sink, lanes, thermal)
-    health = _health(settings, metrics, report)
-    if health is not None:
-        liveview.register(health, report)
+    health = _health(settings, metrics, report, liveview, snapshots)
     return Pipeline(
         settings=settings,
         metrics=metrics,
@@ -157,6 +160,7 @@ def _wire(
         thermal=thermal,
         sources=sources,
         health=health,
+        snapshots=snapshots,
         report=report,
     )
 
@@ -179,11 +183,25 @@ def _lanes_on_demand(hub: FrameHub, lanes: Lanes, loop: asyncio.AbstractEventLoo
     hub.on_new_size(lane_needed)
 
 
-def _publish(tracking: TrackingStage, liveview: LiveView, sink: RedisSink) -> Publish:
+def _observe(liveview: LiveView, snapshots: SnapshotWriter | None) -> Observe:
+    """Each finished batch: the live view and the snapshot writer keep references only."""
+    if snapshots is None:
+        return liveview.offer
+
+    def observe(frames: list[Frame], results: list[FrameResult]) -> None:
+        liveview.offer(frames, results)
+        snapshots.observe(frames, results)
+
+    return observe
+
+
+def _publish(tracking: TrackingStage, liveview: LiveView, sink: RedisSink, snapshots: SnapshotWriter | None) -> Publish:
     def publish(results: list[FrameResult]) -> None:
-        """Where results leave the lanes, in order: tracked, shown, published."""
+        """Where results leave the lanes, in order: tracked, snapshots queued, shown, published."""
         for result in results:
             tracked = tracking.process(result)
+            if snapshots is not None:
+                tracked = snapshots.attach(tracked)
             liveview.tracked(tracked)
             sink.accept(tracked)
 
@@ -250,13 +268,19 @@ def _sources(
     )
 
 
-def _health(settings: Settings, metrics: Metrics, report: Callable[[], dict[str, Any]]) -> HealthServer | None:
-    """The health endpoint (/healthz, /metrics, the live view), when `[health] listen` is set."""
+def _health(
+    settings: Settings,
+    metrics: Metrics,
+    report: Callable[[], dict[str, Any]],
+    liveview: LiveView,
+    snapshots: SnapshotWriter | None,
+) -> HealthServer | None:
+    """The health endpoint (/healthz, /metrics, the live view, the snapshots), when `[health] listen` is set."""
     cfg = settings.health
     if not cfg.listen:
         return None
     host, port = parse_host_port(cfg.listen)
-    return HealthServer(
+    server = HealthServer(
         host,
         port,
         metrics.registry,
@@ -267,3 +291,7 @@ def _health(settings: Settings, metrics: Metrics, report: Callable[[], dict[str,
         users=cfg.basic_auth_users,
         healthz_open=cfg.healthz_open,
     )
+    liveview.register(server, report)
+    if snapshots is not None:
+        snapshot_route.register(server, snapshots.root)
+    return server

@@ -34,6 +34,7 @@ from daemon.config.logging import LoggingConfig
 from daemon.config.models import ModelConfig
 from daemon.config.redis import RedisConfig
 from daemon.config.sharding import InstanceConfig, runs
+from daemon.config.snapshots import SnapshotsConfig
 from daemon.config.thermal import ThermalConfig
 from daemon.config.tracking import TrackingConfig
 from daemon.core.frames import MODEL_SIZES
@@ -68,6 +69,8 @@ class Settings(BaseSettings):
     """Thermal throttling: sensors, the limit held, the pause (see daemon/thermal/governor.py)."""
     tracking: TrackingConfig = TrackingConfig()
     """Tracker defaults for every camera (daemon/tracking); lines and gates are per camera."""
+    snapshots: SnapshotsConfig = SnapshotsConfig()
+    """The `[snapshots]` section: a JPEG per line crossing (daemon/publish/snapshots)."""
     cameras: list[CameraConfig] = Field(default_factory=list)
     """The `[[cameras]]` entries, one per camera (ids unique)."""
     bridge: BridgeConfig = BridgeConfig()

@@ -23,6 +23,7 @@ class Metrics:
         self._http_metrics(self.registry)
         self._thermal_metrics(self.registry)
         self._tracking_metrics(self.registry)
+        self._snapshot_metrics(self.registry)
 
     def _frame_metrics(self, r: CollectorRegistry) -> None:
         """Every frame's path: decoded, then dropped (by reason) or inferred and published."""
@@ -47,6 +48,27 @@ class Metrics:
             ["camera"],
             buckets=(0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12),
             registry=r,
+        )
+
+    def _snapshot_metrics(self, r: CollectorRegistry) -> None:
+        """Crossing snapshots ([snapshots]): written, dropped (never a frame or an event), removed."""
+        self.snapshots_written = Counter(
+            "beltsight_snapshots_written_total", "Crossing snapshots written to disk", ["camera"], registry=r
+        )
+        self.snapshots_dropped = Counter(
+            "beltsight_snapshots_dropped_total",
+            "Crossing snapshots not written, by reason (queue_full, disk_full, write_error, encode_error, no_frame)",
+            ["reason"],
+            registry=r,
+        )
+        self.snapshots_removed = Counter(
+            "beltsight_snapshots_removed_total",
+            "Snapshots removed by retention, by reason (age, size)",
+            ["reason"],
+            registry=r,
+        )
+        self.snapshots_bytes = Gauge(
+            "beltsight_snapshots_bytes", "Bytes the snapshot directory's JPEGs take", registry=r
         )
 
     def _tracking_metrics(self, r: CollectorRegistry) -> None:

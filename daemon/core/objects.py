@@ -5,7 +5,9 @@ Every value is a string. All events: ``v`` (``1``), ``camera``, ``track`` (decim
 seen, the interpolated crossing, last seen). ``crossed`` adds ``line``, ``direction`` (``in`` | ``out``),
 ``count`` (running total for the line and direction), ``speed_px_s`` (signed, along the line's direction),
 ``speed_mm_s`` (only when calibrated) and ``eta`` (compact JSON object gate id -> Unix ms; only when the
-line has gates and a speed was usable). ``end`` adds ``first_ms``, ``last_ms`` and ``frames``.
+line has gates and a speed was usable) and ``snapshot`` (only with ``[snapshots]`` on and the JPEG queued:
+its path relative to the snapshot directory, served at ``GET /snapshots/<path>``). ``end`` adds ``first_ms``,
+``last_ms`` and ``frames``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ EventKind = Literal["new", "crossed", "end"]
 CONTRACT_VERSION = "1"
 COMMON_FIELDS = ("v", "camera", "track", "label", "cls", "score", "event", "at_ms")
 CROSSED_REQUIRED = ("line", "direction", "count", "speed_px_s")
-CROSSED_OPTIONAL = ("speed_mm_s", "eta")
+CROSSED_OPTIONAL = ("speed_mm_s", "eta", "snapshot")
 END_FIELDS = ("first_ms", "last_ms", "frames")
 _INT = re.compile(r"-?[0-9]+")
 
@@ -46,6 +48,8 @@ class ObjectEvent:
     first_ms: int | None = None
     last_ms: int | None = None
     frames: int | None = None
+    snapshot: str | None = None
+    """`crossed` only: the snapshot's path relative to `[snapshots] dir` (daemon.publish.snapshots)."""
 
     def __post_init__(self) -> None:
         _check(self)
@@ -73,6 +77,8 @@ class ObjectEvent:
                 out["speed_mm_s"] = repr(self.speed_mm_s)
             if self.eta is not None:
                 out["eta"] = json.dumps(dict(self.eta), separators=(",", ":"))
+            if self.snapshot is not None:
+                out["snapshot"] = self.snapshot
         elif self.event == "end":
             out |= {"first_ms": str(self.first_ms), "last_ms": str(self.last_ms), "frames": str(self.frames)}
         return out
@@ -98,7 +104,7 @@ def _check(e: ObjectEvent) -> None:
     if not (math.isfinite(e.score) and 0.0 <= e.score <= 1.0):
         raise ValueError("score: must be in 0..1")
     crossed = {"line": e.line, "direction": e.direction, "count": e.count, "speed_px_s": e.speed_px_s}
-    extra = {"speed_mm_s": e.speed_mm_s, "eta": e.eta}
+    extra = {"speed_mm_s": e.speed_mm_s, "eta": e.eta, "snapshot": e.snapshot}
     end = {"first_ms": e.first_ms, "last_ms": e.last_ms, "frames": e.frames}
     for name, value in (crossed | extra | end).items():
         belongs = (name in crossed and e.event == "crossed") or (name in end and e.event == "end")
@@ -218,4 +224,5 @@ def parse_fields(fields: dict[str, str]) -> ObjectEvent:
         speed_px_s=_float(fields, "speed_px_s"),
         speed_mm_s=_float(fields, "speed_mm_s") if "speed_mm_s" in fields else None,
         eta=_eta(fields["eta"]) if "eta" in fields else None,
+        snapshot=_get(fields, "snapshot") if "snapshot" in fields else None,
     )

@@ -62,6 +62,26 @@ PUBLISH_EVENTS: tuple[LogEvent, ...] = (
         ("spilled", "dropped"),
     ),
     LogEvent(
+        "snapshot_dropped",
+        "warning",
+        "a crossing's snapshot was not written (`reason`: queue_full, no_frame, disk_full, write_error, "
+        "encode_error); the frame and the event are not affected; at most once a minute per reason, `held_back` "
+        "counts the ones not logged (all are in beltsight_snapshots_dropped_total)",
+        ("reason", "held_back", "error"),
+    ),
+    LogEvent(
+        "snapshots_dir_failed",
+        "error",
+        "the `[snapshots] dir` could not be created; each snapshot then fails as `write_error`",
+        ("dir", "error"),
+    ),
+    LogEvent(
+        "snapshots_started",
+        "info",
+        "the snapshot writer's thread started and indexed the directory (`files` found there)",
+        ("dir", "files", "queue"),
+    ),
+    LogEvent(
         "spool_corrupt_tail",
         "warning",
         "a spool segment ends in a torn or corrupt record (a crash or power cut mid-write): cut off at `offset` "
