@@ -97,8 +97,10 @@ def test_overhead_without_off_segments_has_no_ratio() -> None:
 
 def test_budget_lines_name_every_timed_stage() -> None:
     segments = [_segment(True, 100, 20.0, session_run=10.0, decode=1.0), _segment(False, 100, 20.0)]
+    segments[0]["decoded"] = 400
     text = "\n".join(budget_lines(budget(segments, 2), 95.0, overhead(segments)))
     assert "session_run" in text and "decode" in text and "bare run" in text
+    assert "decode per decoded frame: 2.50 ms" in text
     assert "snapshot" not in text  # a hook with nothing recorded
 
 

@@ -87,7 +87,7 @@ def parse_args() -> argparse.Namespace:
     args = p.parse_args()
     args.model = model_size(p, args.model)
     args.width, args.height = (int(v) for v in args.size.lower().split("x"))
-    args.out = args.out or REPO / "runs" / time.strftime("bench-%Y%m%d-%H%M%S")
+    args.out = (args.out or REPO / "runs" / time.strftime("bench-%Y%m%d-%H%M%S")).resolve()  # redis-server chdirs
     return args
 
 

@@ -75,6 +75,7 @@ def budget(segments: Sequence[Mapping[str, Any]], cores: int) -> dict[str, Any]:
     on = [s for s in segments if s["on"]]
     seconds = sum(s["seconds"] for s in on)
     frames = sum(s["published"] for s in on)
+    decoded = sum(s.get("decoded", 0) for s in on)
     stages = {k: sum(s["stage_cpu_s"].get(k, 0.0) for s in on) for k in STAGES}
     roles: dict[str, float] = {}
     for s in on:
@@ -107,6 +108,7 @@ def budget(segments: Sequence[Mapping[str, Any]], cores: int) -> dict[str, Any]:
     return {
         "seconds": round(seconds, 2),
         "frames": frames,
+        "decoded": decoded,
         "cores": cores,
         "stages": rows,
         "untimed_by_thread": unexplained,
@@ -154,7 +156,13 @@ def budget_lines(b: Mapping[str, Any], bare_cpu_ms: float | None, over: Mapping[
         )
     if bare_cpu_ms is not None:
         lines.append(f"{'bare run':<13}{'(same layout)':<19}{bare_cpu_ms:>10}")
+    decoded = b.get("decoded")
+    if decoded:
+        per = 1000 * b["stages"]["decode"]["cpu_s"] / decoded
+        lines.append(f"decode per decoded frame: {per:.2f} ms ({decoded} decoded; the readers decode every frame)")
     for role, row in b["untimed_by_thread"].items():
+        if not row["thread_cpu_s"]:
+            continue
         lines.append(
             f"untimed on {role}: {row['machine_pct']}% of the machine ({row['cpu_s']} of {row['thread_cpu_s']} CPU s)"
         )

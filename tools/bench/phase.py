@@ -127,6 +127,8 @@ class Segments:
                 "seconds": round(t1 - t0, 3),
                 "published": int(sample(s1, "beltsight_entries_published_total"))
                 - int(sample(s0, "beltsight_entries_published_total")),
+                "decoded": int(sample(s1, "beltsight_frames_decoded_total"))
+                - int(sample(s0, "beltsight_frames_decoded_total")),
                 "cpu_s": round(cpu1 - cpu0, 3),
                 "stage_cpu_s": {k: round(v, 4) for k, v in diff(stage_seconds(s0), stage_seconds(s1)).items()},
                 "role_cpu_s": {k: round(v, 3) for k, v in diff(r0, r1).items()},
