@@ -122,7 +122,7 @@ def scaling_report(
         print(
             f"  {p['cameras']:>3}: {p['fps_total']} / {p['fps_offered']}, {p['ratio_to_bare']} x bare, {p['rss_mb']} MB"
         )
-    print(f"knee: {k if k is not None else 'below the first count'} cameras (the last count served >= 0.95 x offered)")
+    print(f"knee: {f'{k} cameras' if k is not None else 'below the first count'} (last count served >= 0.95 x offered)")
     title = f"scaling: {args.size} at {args.fps} fps per camera, model {args.model}, {os.cpu_count()} cores"
     plot_scaling(args.out / "scaling.png", points, title)
     return {"points": points, "knee_cameras": k}
