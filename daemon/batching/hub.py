@@ -65,6 +65,7 @@ class FrameHub:
     # -- producer side (camera threads) -------------------------------------------------
     def put(self, frame: Frame, *, wait: bool = False, stop: threading.Event | None = None) -> bool:
         size = frame.model_size
+        started = self._metrics.stage_cpu.handoff.start()
         with self._cond:
             slot = self._slots.setdefault(frame.camera_id, _Slot())
             if wait:
@@ -85,6 +86,7 @@ class FrameHub:
             self._on_new_size(size)
         if notify is not None:
             notify()
+        self._metrics.stage_cpu.handoff.stop(started)
         return True
 
     def discard(self, camera_id: str) -> None:
@@ -116,6 +118,7 @@ class FrameHub:
 
         Live frames older than `max_age_s` are dropped (`stale`) instead of being returned.
         """
+        started = self._metrics.stage_cpu.batching.start()
         now = self._clock.monotonic()
         taken: list[Frame] = []
         with self._cond:
@@ -136,6 +139,7 @@ class FrameHub:
                     continue
                 taken.append(frame)
             self._cond.notify_all()
+        self._metrics.stage_cpu.batching.stop(started)
         return taken
 
     def drain(self) -> list[tuple[str, str]]:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from daemon.core.stagecpu import StageCpu
+
 
 @dataclass
 class Metrics:
@@ -24,6 +26,20 @@ class Metrics:
         self._thermal_metrics(self.registry)
         self._tracking_metrics(self.registry)
         self._snapshot_metrics(self.registry)
+        self._stage_metrics(self.registry)
+
+    def _stage_metrics(self, r: CollectorRegistry) -> None:
+        """Where the CPU goes, per stage of a frame's path (`daemon.core.stagecpu`)."""
+        self.stage_cpu_seconds = Counter(
+            "beltsight_stage_cpu_seconds",
+            "Thread CPU time spent in each pipeline stage, measured in the thread that runs it: decode,"
+            " handoff (to the batcher's slot), batching, letterbox (scale and fill the batch), session_run,"
+            " postprocess (decode and NMS), tracking, encode (the entries), redis (the pipeline's round"
+            " trip on the event loop), snapshot, capture",
+            ["stage"],
+            registry=r,
+        )
+        self.stage_cpu = StageCpu(self.stage_cpu_seconds)
 
     def _frame_metrics(self, r: CollectorRegistry) -> None:
         """Every frame's path: decoded, then dropped (by reason) or inferred and published."""

@@ -141,15 +141,23 @@ class InferenceStage:
             with device.stream(self.engine):  # fill, inference, decode + NMS queued on the engine's stream
                 batch = device.fill([(f.decoded, f.letterbox) for f in frames])
                 return self._infer(frames, batch, partial(device.infer, self.engine), None)
-        return self._infer(frames, self._tensor.fill(frames), self.engine.run, np)
+        cpu = self._metrics.stage_cpu
+        started = cpu.letterbox.start()  # the frames' scaling (swscale, on first `planes`) and the fill
+        batch = self._tensor.fill(frames)
+        cpu.letterbox.stop(started)
+        return self._infer(frames, batch, self.engine.run, np)
 
     def _infer(
         self, frames: list[Frame], batch: Any, run: Callable[[Any], Any], xp: ModuleType | None
     ) -> list[FrameResult]:
         """Run a filled batch and decode it (on `xp`, or where the output lies when None)."""
+        cpu = self._metrics.stage_cpu
         started, cpu_started = time.perf_counter(), time.thread_time()
+        run_started = cpu.session_run.start()
         output = run(batch)
+        cpu.session_run.stop(run_started)
         self._metrics.inference_cpu_seconds.labels(model=self._model_label).inc(time.thread_time() - cpu_started)
+        post_started = cpu.postprocess.start()
         self._metrics.inference_seconds.labels(model=self._model_label).observe(time.perf_counter() - started)
         self._metrics.batch_size.labels(model=self._model_label).observe(len(frames))
         rules = [self._rules_for(f.camera_id) for f in frames]
@@ -189,4 +197,5 @@ class InferenceStage:
                     weak=weak,
                 )
             )
+        cpu.postprocess.stop(post_started)
         return results

@@ -159,6 +159,7 @@ class FrameReader:
 
     def _decode(self, packet: av.Packet[VideoStream], conn: Connection) -> list[av.VideoFrame]:
         """Decode one packet; corrupt data is counted and skipped, persistent garbage reconnects."""
+        started = self._metrics.stage_cpu.decode.start()
         try:
             frames = packet.decode()
         except av.error.EOFError:
@@ -171,6 +172,7 @@ class FrameReader:
                 reason = f"corrupt stream ({conn.decode_errors} decode errors in a row)"
                 raise ConnectionLostError(reason) from None
             return []
+        self._metrics.stage_cpu.decode.stop(started)
         if frames:
             conn.decode_errors = 0
         return frames

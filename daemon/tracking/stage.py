@@ -101,6 +101,7 @@ class TrackingStage:
         if tracker is None or result.captured_ms < self._last_ms.get(result.camera_id, result.captured_ms):
             return dataclasses.replace(result, weak=()) if result.weak else result
         self._last_ms[result.camera_id] = result.captured_ms
+        started = self._metrics.stage_cpu.tracking.start()
         dets = result.detections
         seen = dets + result.weak  # the weak ones only extend tracks: they start none, get no id, are not published
         boxes = np.array([d.box for d in seen], dtype=np.float64).reshape(-1, 4)
@@ -121,6 +122,7 @@ class TrackingStage:
             for d, track in zip(dets, update.track_ids[: len(dets)], strict=True)
         )
         self._count(result.camera_id, update.events, tracker.active_tracks)
+        self._metrics.stage_cpu.tracking.stop(started)
         return dataclasses.replace(result, detections=tracked, weak=(), objects=update.events)
 
     def _tracker(self, camera_id: str) -> CameraTracker | None:

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tools.bench [--cameras 4] [--fps 15] [--size 640x480] [--bitrate 1M] [--seconds 60]
         [--model 640|FILE.onnx] [--max-batch N] [--max-wait-ms M] [--workers W] [--worker-batch B] [--sweep 1,2,4,6]
-        [--naive-seconds S] [--out DIR]
+        [--naive-seconds S] [--stage-ab-seconds 10] [--flame FILE.svg] [--scaling 1,2,4,8,16] [--out DIR]
 
 1. renders K synthetic clips (cached in runs/bench-cache), starts redis-server and tools/kit/rtsp_server.py;
 2. runs the real daemon in-process (CPU provider, `model` forced per camera) for T seconds, sampling
@@ -18,12 +18,22 @@
    on the same cores, and the share of that the daemon reached;
 4. baseline 2: the naive one-loop pipeline (tools/bench/naive.py) on one session with ORT's
    default threads, latency vs the expected capture time;
-5. prints a table and the acceptance checks; writes report.json and bench.png into --out.
+5. prints a table and the acceptance checks; writes report.json and bench.png into --out;
+6. the per-stage CPU budget of the main daemon phase (`tools/bench/budget.py`): the daemon's own
+   `beltsight_stage_cpu_seconds_total{stage}` counters (thread CPU, measured where each stage runs),
+   per published frame and as a share of the machine, beside the bare model's session.run CPU per
+   image in the daemon's layout, and per thread role what the stages leave untimed. The phase
+   alternates the counters on and off every --stage-ab-seconds: the budget comes from the "on"
+   segments, the counters' own cost from on/off pairs (median ratios of fps and CPU per frame).
+`--flame FILE.svg` records the main daemon phase (up to 60 s) with py-spy (`--threads --nonblocking`).
+`--scaling 1,2,4,8,16` is a sweep that also plots published / offered, the ratio to the bare model
+and RSS per camera count into scaling.png, and names the knee (the last count served in full).
 `--sweep` runs the daemon phase once per camera count (T each); the table and checks use --cameras
 (or the last count of the sweep when --cameras is not in it). Every process started is stopped on exit.
 
-Modules: `phase` (the daemon in-process, sampled), `baselines` (the bare model, beside decoders,
-the naive loop), `naive` (that loop), `procs` (the servers, clips, /proc readers, percentiles),
-`report` (checks, table, plot); `python -m tools.bench.decoders URL ...` and
-`python -m tools.bench.preprocess` are the decoding load and the pre-processing micro-bench.
+Modules: `phase` (the daemon in-process, sampled), `budget` (stage budget, counters' cost, scaling),
+`baselines` (the bare model, beside decoders, the naive loop), `naive` (that loop), `procs` (the
+servers, clips, /proc readers, percentiles), `report` (checks, table, plot); `python -m
+tools.bench.decoders URL ...` and `python -m tools.bench.preprocess` are the decoding load and the
+pre-processing micro-bench.
 """

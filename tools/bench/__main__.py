@@ -33,6 +33,7 @@ from tools.bench.baselines import (
     naive_phase,
     used_sizes,
 )
+from tools.bench.budget import budget_lines, knee, plot_scaling, scaling_points
 from tools.bench.phase import daemon_phase
 from tools.bench.procs import (
     CLIP_SECONDS,
@@ -67,13 +68,26 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=0, help="engine.workers (0: auto, one per core on the CPU)")
     p.add_argument("--worker-batch", type=int, default=0, help="engine.worker_batch (0: auto, 1 on the CPU)")
     p.add_argument("--sweep", help="camera counts, e.g. 1,2,4,6 (daemon phase once per count)")
+    p.add_argument(
+        "--scaling",
+        help="camera counts, e.g. 1,2,4,8,16: a sweep, plus the ratio to the bare model and RSS per count "
+        "plotted (scaling.png) with the knee named",
+    )
+    p.add_argument(
+        "--stage-ab-seconds",
+        type=float,
+        default=10,
+        help="alternate the stage CPU counters on and off every N seconds of a daemon phase (the budget "
+        "comes from the 'on' segments, their cost from on/off pairs); 0: on throughout",
+    )
+    p.add_argument("--flame", type=Path, help="record the main daemon phase with py-spy (up to 60 s) into this SVG")
     p.add_argument("--naive-seconds", type=float, help="default: seconds / 2")
     p.add_argument("--bare-seconds", type=float, default=10)
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     args.model = model_size(p, args.model)
     args.width, args.height = (int(v) for v in args.size.lower().split("x"))
-    args.out = args.out or REPO / "runs" / time.strftime("bench-%Y%m%d-%H%M%S")
+    args.out = (args.out or REPO / "runs" / time.strftime("bench-%Y%m%d-%H%M%S")).resolve()  # redis-server chdirs
     return args
 
 
@@ -95,6 +109,25 @@ def model_size(parser: argparse.ArgumentParser, model: str) -> int:
     return size
 
 
+def scaling_report(
+    args: argparse.Namespace, phases: dict[int, dict[str, Any]], bare: dict[int, float]
+) -> dict[str, Any] | None:
+    """`--scaling`: the points, the knee, and the plot (scaling.png in --out)."""
+    if not args.scaling:
+        return None
+    points = scaling_points(phases, {k: bare_at(bare, ph["batch_sizes"]) for k, ph in phases.items()})
+    k = knee(points)
+    print("\nscaling (cameras: published fps / offered, ratio to the bare model at its batch sizes, RSS MB):")
+    for p in points:
+        print(
+            f"  {p['cameras']:>3}: {p['fps_total']} / {p['fps_offered']}, {p['ratio_to_bare']} x bare, {p['rss_mb']} MB"
+        )
+    print(f"knee: {f'{k} cameras' if k is not None else 'below the first count'} (last count served >= 0.95 x offered)")
+    title = f"scaling: {args.size} at {args.fps} fps per camera, model {args.model}, {os.cpu_count()} cores"
+    plot_scaling(args.out / "scaling.png", points, title)
+    return {"points": points, "knee_cameras": k}
+
+
 def main() -> int:
     malloc = tune_malloc()  # as `beltsight run` does, before any thread starts
     args = parse_args()
@@ -102,7 +135,8 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     configure_logging("json", "info", stream=(args.out / "daemon.log").open("w"))
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM cleans up like Ctrl-C
-    ks = [int(v) for v in args.sweep.split(",")] if args.sweep else [args.cameras]
+    counts = args.scaling or args.sweep
+    ks = [int(v) for v in counts.split(",")] if counts else [args.cameras]
     main_k = args.cameras if args.cameras in ks else ks[-1]
     srv = Servers()
     try:
@@ -125,7 +159,7 @@ def main() -> int:
         for k in ks:
             redis.Redis(port=srv.redis_port).flushall()
             print(f"bench: daemon phase, {k} cameras, {args.seconds} s", flush=True)
-            phases[k] = daemon_phase(k, args, srv, args.out)
+            phases[k] = daemon_phase(k, args, srv, args.out, args.flame if k == main_k else None)
             print(
                 f"bench:   {phases[k]['fps_total']} fps, p99 {phases[k]['latency_ms']['p99']} ms, "
                 f"batches {phases[k]['batch_sizes']}",
@@ -165,6 +199,8 @@ def main() -> int:
         f"{args.clip_mbit_s} Mbit/s per camera on average"
     )
     print_table(main_phase, naive, bare, bare_main, checks, detail)
+    print("\n" + "\n".join(budget_lines(main_phase["stage_budget"], bare_cpu, main_phase["stage_counters_cost"])))
+    scaling = scaling_report(args, phases, bare)
     report = {
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "machine": {
@@ -193,6 +229,9 @@ def main() -> int:
         "main_cameras": main_k,
         "naive": naive,
         "checks": {key: {"pass": ok, "detail": text} for key, ok, text in checks},
+        "stage_budget": main_phase["stage_budget"],
+        "stage_counters_cost": main_phase["stage_counters_cost"],
+        "scaling": scaling,
     }
     (args.out / "report.json").write_text(json.dumps(report, indent=1))
     plot(args.out / "bench.png", phases, main_phase, naive, bare)

@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
+import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,10 +23,12 @@ from daemon.config.engine import EngineConfig
 from daemon.config.settings import load_settings
 from daemon.core.metrics import Metrics
 from daemon.publish.schema import decode_entry
+from tools.bench.budget import budget, diff, overhead, role_seconds, stage_seconds
 from tools.bench.procs import (
     Servers,
     cpu_clocks,
     pct,
+    proc_cpu_s,
     proc_rss_mb,
     split_window,
     thread_times_s,
@@ -94,7 +100,65 @@ def stop_daemon(daemon: Daemon, thread: threading.Thread, box: list[Any]) -> Non
     thread.join(30)
 
 
-def daemon_phase(k: int, args: argparse.Namespace, srv: Servers, out: Path) -> dict[str, Any]:
+class Segments:
+    """Alternates the stage counters on and off every `seconds` (0: on throughout) and keeps, per
+    segment, its published entries, the process's CPU, each stage's and each thread role's CPU."""
+
+    def __init__(self, metrics: Metrics, seconds: float) -> None:
+        self._metrics, self._seconds = metrics, seconds
+        self.done: list[dict[str, Any]] = []
+        self._start = self._state()
+        metrics.stage_cpu.switch.on = True
+
+    def _state(self) -> tuple[float, float, dict[Any, float], dict[str, float]]:
+        return time.time(), proc_cpu_s(), snapshot(self._metrics), role_seconds(thread_times_s())
+
+    def tick(self) -> None:
+        if self._seconds and time.time() - self._start[0] >= self._seconds:
+            self.close()
+            self._metrics.stage_cpu.switch.on = not self._metrics.stage_cpu.switch.on
+
+    def close(self) -> None:
+        end = self._state()
+        (t0, cpu0, s0, r0), (t1, cpu1, s1, r1) = self._start, end
+        self.done.append(
+            {
+                "on": self._metrics.stage_cpu.switch.on,
+                "seconds": round(t1 - t0, 3),
+                "published": int(sample(s1, "beltsight_entries_published_total"))
+                - int(sample(s0, "beltsight_entries_published_total")),
+                "decoded": int(sample(s1, "beltsight_frames_decoded_total"))
+                - int(sample(s0, "beltsight_frames_decoded_total")),
+                "cpu_s": round(cpu1 - cpu0, 3),
+                "stage_cpu_s": {k: round(v, 4) for k, v in diff(stage_seconds(s0), stage_seconds(s1)).items()},
+                "role_cpu_s": {k: round(v, 3) for k, v in diff(r0, r1).items()},
+            }
+        )
+        self._start = end
+
+
+def start_flame(path: Path | None, seconds: float) -> subprocess.Popen[bytes] | None:
+    """py-spy recording this process (the daemon runs in it) for up to 60 s of the phase."""
+    if path is None:
+        return None
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    cmd = [spy, "record", "-o", str(path), "--pid", str(os.getpid()), "--duration", str(int(min(60, seconds)))]
+    cmd += ["--threads", "--nonblocking"]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def finish_flame(spy: subprocess.Popen[bytes], path: Path | None) -> None:
+    try:
+        _out, err = spy.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        spy.kill()
+        _out, err = spy.communicate()
+    print(f"bench: flame graph {path} (py-spy exit {spy.returncode}: {err.decode()[-300:].strip()})", flush=True)
+
+
+def daemon_phase(
+    k: int, args: argparse.Namespace, srv: Servers, out: Path, flame: Path | None = None
+) -> dict[str, Any]:
     cams = [{"id": f"cam{i}", "url": srv.urls[i], "model": args.model} for i in range(k)]
     engine = {k2: v for k2, v in (("max_batch", args.max_batch), ("max_wait_ms", args.max_wait_ms)) if v is not None}
     engine.setdefault("max_batch", EngineConfig().max_batch)
@@ -103,13 +167,14 @@ def daemon_phase(k: int, args: argparse.Namespace, srv: Servers, out: Path) -> d
     engine["workers"] = args.workers
     engine["worker_batch"] = args.worker_batch
     config = write_config(
-        out / f"daemon-k{k}.toml", redis_url=f"redis://127.0.0.1:{srv.redis_port}/{k}", cameras=cams, **engine
+        out / f"daemon-k{k}.toml", redis_url=f"redis://127.0.0.1:{srv.redis_port}/{k % 16}", cameras=cams, **engine
     )
     metrics = BenchMetrics()
     daemon, thread, box = run_daemon(config, metrics)
-    client = redis.Redis(port=srv.redis_port, db=k, decode_responses=True)
+    client = redis.Redis(port=srv.redis_port, db=k % 16, decode_responses=True)  # 16 databases by default
     streams = {c["id"]: daemon.settings.redis.stream_for(c["id"]) for c in cams}
     samples: list[dict[str, Any]] = []
+    spy: subprocess.Popen[bytes] | None = None
     try:
         deadline = time.time() + 90
         while not all(client.xlen(s) for s in streams.values()):
@@ -118,8 +183,11 @@ def daemon_phase(k: int, args: argparse.Namespace, srv: Servers, out: Path) -> d
             time.sleep(0.2)
         t0, s0, threads0 = time.time(), snapshot(metrics), thread_times_s()
         prev = cpu_clocks(srv)
+        segments = Segments(metrics, args.stage_ab_seconds)
+        spy = start_flame(flame, args.seconds)
         while (now := time.time()) < t0 + args.seconds:
             time.sleep(min(1.0, t0 + args.seconds - now))
+            segments.tick()
             cur = cpu_clocks(srv)
             wall, own, servers, machine = (c - p for c, p in zip(cur, prev, strict=True))
             samples.append(
@@ -134,12 +202,19 @@ def daemon_phase(k: int, args: argparse.Namespace, srv: Servers, out: Path) -> d
             )
             prev = cur
         t1, s1, threads1 = time.time(), snapshot(metrics), thread_times_s()
+        segments.close()
     finally:
+        metrics.stage_cpu.switch.on = True
         stop_daemon(daemon, thread, box)
+        if spy is not None:
+            finish_flame(spy, flame)
     if box[1] is not None:
         raise RuntimeError("daemon failed") from box[1]
     s2 = snapshot(metrics)
     phase = summarize_phase(k, args, client, streams, samples, (t0, t1), (s0, s1, s2), engine)
+    phase["stage_segments"] = segments.done
+    phase["stage_budget"] = budget(segments.done, os.cpu_count() or 1)
+    phase["stage_counters_cost"] = overhead(segments.done)
     busy = {
         g: (cpu - threads0.get(g, (0.0, 0.0))[0], wait - threads0.get(g, (0.0, 0.0))[1])
         for g, (cpu, wait) in sorted(threads1.items())

@@ -11,7 +11,7 @@ PLOTS = "docs/reports/img"
 
 def generated() -> dict[str, bytes]:
     pages = {m.PAGE: m.render().encode() for m in (config_ref, metrics_ref, log_events_ref, layout_ref)}
-    for png in sorted(REPORTS.glob("*.png")):
+    for png in sorted([*REPORTS.glob("*.png"), *REPORTS.glob("*.svg")]):
         pages[f"{PLOTS}/{png.name}"] = png.read_bytes()
     return pages
 
@@ -21,7 +21,9 @@ def stale() -> list[str]:
     want = generated()
     out = [p for p, data in want.items() if not (ROOT / p).is_file() or (ROOT / p).read_bytes() != data]
     out += [
-        str(p.relative_to(ROOT)) for p in sorted((ROOT / PLOTS).glob("*.png")) if str(p.relative_to(ROOT)) not in want
+        str(p.relative_to(ROOT))
+        for p in sorted([*(ROOT / PLOTS).glob("*.png"), *(ROOT / PLOTS).glob("*.svg")])
+        if str(p.relative_to(ROOT)) not in want
     ]
     return out
 

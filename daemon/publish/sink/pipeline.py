@@ -16,6 +16,7 @@ from daemon.config.redis import RedisConfig
 from daemon.core.clock import Clock, time_ms
 from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
+from daemon.core.stagecpu import StageCpu
 from daemon.publish.redis_conn import RedisClient, Waits, execute, queue_waits
 from daemon.publish.schema import encode_entry, encode_event
 from daemon.publish.sink.backlog import Slot
@@ -68,15 +69,19 @@ async def send(
     ids: StreamIds,
     writes: ObjectWrites,
     clock: Clock,
+    cpu: StageCpu,
 ) -> tuple[Replies, Waits]:
     """XADD the frames' object events, the frames and the events in one pipeline (no MULTI), then
-    the WAITs that confirm every stream of the batch when min_replicas is set."""
+    the WAITs that confirm every stream of the batch when min_replicas is set. `cpu` records the
+    encoding (entries into pipeline commands) and the round trip (`execute`, less the other
+    stages the event loop ran while the replies were awaited)."""
     frames, events = batch.to_write, batch.events
     streams = {cfg.stream_for(s.item.camera_id) for s in batch.frames} | writes.streams(batch.frames)
     if not frames and not events and not objects.writes and not (streams and cfg.min_replicas):
         return Replies(), Waits(cfg.min_replicas)
     published_ms = time_ms(clock)
     async with client.pipeline(transaction=False) as pipe:
+        started = cpu.encode.start()
         writes.queue(pipe, objects, cfg.maxlen)
         for slot in frames:
             pipe.xadd(
@@ -93,13 +98,16 @@ async def send(
                 maxlen=cfg.events_maxlen,
                 approximate=True,
             )
+        cpu.encode.stop(started)
         written = {cfg.stream_for(s.item.camera_id) for s in frames} | objects.streams
         written |= {cfg.events_stream} if events else set()
         tops = {s: str(top) for s in streams if (top := ids.top(s)) is not None}
         waits = queue_waits(client, pipe, streams, cfg.min_replicas, cfg.wait_timeout_ms, written=written, tops=tops)
         # a write redis-py redirects (MOVED/ASK) would land outside its WAIT: with replicas to
         # wait for, a redirect fails the batch and the next attempt re-reads the slot map
+        started, mark = cpu.redis.start(), cpu.redis.mark()
         replies = await execute(client, pipe, follow_redirects=not cfg.min_replicas)
+        cpu.redis.stop(started, since_mark=mark)
     split = Replies.split(
         replies, objects=len(objects.writes), frames=len(frames), events=len(events), waits=len(waits)
     )

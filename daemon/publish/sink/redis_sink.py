@@ -225,7 +225,14 @@ class RedisSink:
             to_send = [s for s in frames if not s.duplicate]
             batch = Batch(frames=frames, to_write=to_send, events=events)
             replies, waits = await send(
-                client, self.cfg, batch, objects, ids=self._ids, writes=self._objects, clock=self._clock
+                client,
+                self.cfg,
+                batch,
+                objects,
+                ids=self._ids,
+                writes=self._objects,
+                clock=self._clock,
+                cpu=self.metrics.stage_cpu,
             )
             self._objects.settle(objects, replies.objects)
             confirmed, fewest = confirmed_streams(self.cfg, self.metrics, client, waits, replies.waits)

@@ -158,6 +158,7 @@ class SnapshotWriter:
     def write(self, job: Job) -> None:
         """Encode and write one job, then apply retention (the thread's work; callable directly in tests)."""
         cfg = self.cfg
+        started = self._metrics.stage_cpu.snapshot.start()
         try:
             jpeg = render(
                 picture_of(job.frame), job.box, job.cls, crop=cfg.crop, draw_box=cfg.draw_box, quality=cfg.quality
@@ -165,6 +166,8 @@ class SnapshotWriter:
         except Exception as exc:  # a frame that cannot be encoded costs its snapshot only
             self._dropped("encode_error", self._thread_log, f"{type(exc).__name__}: {exc}")
             return
+        finally:
+            self._metrics.stage_cpu.snapshot.stop(started)
         self._expire(len(jpeg))
         target = self.root / job.path
         try:
