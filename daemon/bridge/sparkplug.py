@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import ssl
 import threading
 import time
@@ -123,7 +124,7 @@ def _network(client: paho.Client, session: _Session) -> None:
     """paho's network loop on its own thread, until DISCONNECT or the connection's end; an exception
     (paho lets a TLS alert through) ends the session like a lost connection instead of the thread."""
     try:
-        client.loop_forever()
+        paho.Client._thread_main(client)
     except (OSError, ValueError) as exc:
         session.error = str(exc)[:200]
         session.loop.call_soon_threadsafe(session._put, "lost", -1)
@@ -270,9 +271,9 @@ class SparkplugEdge:
         network: threading.Thread | None = None
         try:
             await asyncio.to_thread(client.connect, host, port, self.cfg.keepalive_s)
-            network = threading.Thread(target=_network, args=(client, session), name="sparkplug-mqtt", daemon=True)
-            client._thread = network  # as loop_start() would: publishes from the loop go through this thread
-            network.start()
+            client._thread_main = functools.partial(_network, client, session)  # loop_start's thread runs it
+            client.loop_start()
+            network = client._thread
             kind, rc = await asyncio.wait_for(session.events.get(), CONNECT_TIMEOUT_S)
             if kind != "connack" or rc != 0:
                 why = paho.connack_string(rc) if kind == "connack" else session.error or kind
@@ -335,4 +336,5 @@ class SparkplugEdge:
             with contextlib.suppress(RuntimeError, ValueError):  # the connection went meanwhile: the will covers it
                 info.wait_for_publish(CLOSE_TIMEOUT_S)
         client.disconnect()  # also ends the network thread's loop when the connection is already gone
+        client.loop_stop()
         network.join(CLOSE_TIMEOUT_S)
