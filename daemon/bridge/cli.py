@@ -18,6 +18,7 @@ import structlog
 
 from daemon.bridge.layout import BridgeLayout, layout_from_data, layout_problems
 from daemon.bridge.service import read_users, run_bridge
+from daemon.bridge.sparkplug import read_password
 from daemon.config.settings import EX_CONFIG, ConfigError, Settings, load_settings
 from daemon.core.redaction import SECRETS
 from daemon.ops.logging import capture_uncaught, configure_logging
@@ -33,10 +34,11 @@ def load(path: Path) -> tuple[Settings, BridgeLayout]:
     modbus = settings.bridge.modbus
     layout = layout_from_data(settings.cameras)
     errors = [str(p) for p in layout_problems(layout, base_register=modbus.base_register, block_size=modbus.block_size)]
-    try:
-        read_users(settings.bridge)  # a missing password file is a config error, found before anything listens
-    except ValueError as exc:
-        errors.append(str(exc))
+    for check in (lambda: read_users(settings.bridge), lambda: read_password(settings.bridge.sparkplug)):
+        try:
+            check()  # a missing password file is a config error, found before anything listens
+        except ValueError as exc:
+            errors.append(str(exc))
     if errors:
         raise ConfigError(str(path), errors)
     return settings, layout

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 import structlog
@@ -19,6 +20,7 @@ from daemon.bridge.modbus import ModbusBridgeServer
 from daemon.bridge.opcua import OpcUaBridgeServer
 from daemon.bridge.reader import StreamReader
 from daemon.bridge.registers import RegisterMap
+from daemon.bridge.sparkplug import SparkplugEdge
 from daemon.bridge.state import BridgeState, Change, Crossing
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
@@ -35,14 +37,23 @@ HEARTBEAT_S = 1.0
 
 
 class _Servers:
-    """The reader's sink: pushes changes to the register map and the OPC UA server."""
+    """The reader's sink: pushes changes to the register map, the OPC UA server and the Sparkplug edge node."""
 
-    def __init__(self, state: BridgeState, registers: RegisterMap, opcua: OpcUaBridgeServer | None) -> None:
+    def __init__(
+        self,
+        state: BridgeState,
+        registers: RegisterMap,
+        opcua: OpcUaBridgeServer | None,
+        sparkplug: SparkplugEdge | None = None,
+    ) -> None:
         self.state = state
         self.registers = registers
         self.opcua = opcua
+        self.sparkplug = sparkplug
 
     async def serve(self, changes: list[Change]) -> None:
+        if self.sparkplug is not None:
+            self.sparkplug.serve(changes)
         for change in changes:
             if isinstance(change, Crossing):
                 line = self.state.line(change.camera, change.line)
@@ -59,6 +70,8 @@ class _Servers:
                 self.registers.update_line(cid, lid, line)
         if self.opcua is not None:
             await self.opcua.publish_all(state)
+        if self.sparkplug is not None:
+            self.sparkplug.serve_all(state)
 
 
 def read_users(config: BridgeConfig) -> dict[str, str]:
@@ -99,9 +112,10 @@ class Bridge:
         )
         self.opcua = OpcUaBridgeServer(config.opcua, layout, config.state_dir) if config.opcua.listen else None
         self.modbus = ModbusBridgeServer(config.modbus, self.registers) if config.modbus.listen else None
-        self.reader = StreamReader(
-            config, redis, self.state, _Servers(self.state, self.registers, self.opcua), redis_client_factory
-        )
+        spb = config.sparkplug
+        self.sparkplug = SparkplugEdge(spb, layout, self.state) if spb.enabled else None
+        servers = _Servers(self.state, self.registers, self.opcua, self.sparkplug)
+        self.reader = StreamReader(config, redis, self.state, servers, redis_client_factory)
         self.health: HealthServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.heartbeats = 0
@@ -112,6 +126,8 @@ class Bridge:
             await self.opcua.start(users)
         if self.modbus is not None:
             await self.modbus.start()
+        if self.sparkplug is not None:
+            self.sparkplug.start()
         if self.config.health_listen:
             host, port = parse_host_port(self.config.health_listen)
             self.health = HealthServer(host, port, CollectorRegistry(), self.report)
@@ -120,6 +136,8 @@ class Bridge:
             asyncio.create_task(self.reader.run(), name="bridge-reader"),
             asyncio.create_task(self._heartbeat(), name="bridge-heartbeat"),
         ]
+        if self.sparkplug is not None:
+            self._tasks.append(asyncio.create_task(self.sparkplug.run(), name="bridge-sparkplug"))
         self.notifier.ready("serving")
         log.info(
             "bridge_started",
@@ -163,6 +181,7 @@ class Bridge:
                 else {},
             },
             "heartbeat": self.heartbeats,
+            "sparkplug": asdict(self.sparkplug.stats) if self.sparkplug is not None else None,
         }
 
     async def stop(self) -> None:

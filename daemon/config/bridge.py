@@ -34,6 +34,7 @@ from typing import Annotated, Literal, Self
 from pydantic import AfterValidator, Field, SecretStr, model_validator
 
 from daemon.config.base import Section, read_secret_file
+from daemon.config.sparkplug import SparkplugConfig
 from daemon.core.netaddr import parse_host_port
 
 
@@ -137,9 +138,11 @@ class BridgeConfig(Section):
     """The `[bridge.opcua]` section: the OPC UA server."""
     modbus: ModbusConfig = ModbusConfig()
     """The `[bridge.modbus]` section: the Modbus TCP server."""
+    sparkplug: SparkplugConfig = SparkplugConfig()
+    """The `[bridge.sparkplug]` section: MQTT Sparkplug B edge node (daemon.bridge.sparkplug); off by default."""
 
     def snapshot_key_name(self) -> str:
         return self.snapshot_key.replace("{group}", self.group)
 
 
-__all__ = ["BridgeConfig", "Listen", "ModbusConfig", "OpcUaConfig", "OpcUaUser"]
+__all__ = ["BridgeConfig", "Listen", "ModbusConfig", "OpcUaConfig", "OpcUaUser", "SparkplugConfig"]

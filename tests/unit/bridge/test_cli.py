@@ -129,6 +129,14 @@ def test_every_layout_problem_is_listed_with_the_key_path_of_the_config_file(tmp
         (('id = "L2"', 'id = "CountIn"'), "cameras.0.lines.1.id: 'CountIn' is a fixed node name"),
         (("unit_id = 1", "unit_id = 1\nbogus = 3"), "bridge.modbus.bogus: unknown key"),
         (('health_listen = "127.0.0.1:9109"', 'health_listen = "nohost"'), "bridge.health_listen: must be host:port"),
+        (
+            (
+                "unit_id = 1",
+                'unit_id = 1\n\n[bridge.sparkplug]\nurl = "mqtt://127.0.0.1:1"\nusername = "edge"\n'
+                'password_file = "/nonexistent/mqtt-pw"',
+            ),
+            "bridge.sparkplug.password_file:",
+        ),
     ],
 )
 def test_beltsight_bridge_exits_78_naming_the_key(tmp_path: Path, change: tuple[str, str], expected: str) -> None:

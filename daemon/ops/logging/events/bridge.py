@@ -58,6 +58,33 @@ BRIDGE_EVENTS: tuple[LogEvent, ...] = (
         "bridge_snapshot_invalid", "warning", "the state snapshot in Redis did not parse: ignored", ("key", "reason")
     ),
     LogEvent("bridge_snapshot_loaded", "info", "served state restored from the snapshot in Redis", ("key",)),
+    LogEvent(
+        "bridge_sparkplug_dropped",
+        "warning",
+        "the offline buffer is full: the oldest crossing was dropped (its count still reaches the host in the"
+        " next DBIRTH); at most one line a minute, `dropped` is the running total",
+        ("dropped", "offline_buffer"),
+    ),
+    LogEvent(
+        "bridge_sparkplug_offline",
+        "warning",
+        "the MQTT broker is unreachable or the connection was lost: reconnecting with capped backoff; crossings"
+        " wait in the offline buffer (logged on the first failure after being connected)",
+        ("broker", "error", "kept"),
+    ),
+    LogEvent(
+        "bridge_sparkplug_online",
+        "info",
+        "connected to the MQTT broker: NBIRTH and every DBIRTH published, then the crossings kept while offline"
+        " as historical DDATA",
+        ("broker", "tls", "bd_seq", "historical"),
+    ),
+    LogEvent(
+        "bridge_sparkplug_rebirth",
+        "info",
+        "NCMD Node Control/Rebirth received: NBIRTH and every DBIRTH published again",
+        ("bd_seq",),
+    ),
     LogEvent("bridge_started", "info", "the bridge serves (READY=1 sent)", ("cameras", "lines", "opcua", "modbus")),
     LogEvent("bridge_stopping", "info", "stop asked: servers close (STOPPING=1 sent)", ("served",)),
     LogEvent(
