@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from asyncua import Node, ua
+from asyncua import ua
 from asyncua.common.instantiate_util import instantiate
+from asyncua.common.node import Node
 from asyncua.server.server import Server
+from asyncua.ua.status_codes import StatusCodes
 from redis.exceptions import RedisError
 
 from daemon.bridge.layout import BridgeLayout
@@ -36,6 +38,8 @@ from daemon.core.ratelimit import RateLimited
 from daemon.publish.redis_conn import RedisClient
 
 log = structlog.get_logger("beltsight.bridge.machine_vision")
+MV: Any = ua
+"""`asyncua.ua` with the nodeset's data types, which asyncua registers there at import time."""
 
 NODESET = Path(__file__).parent / "nodesets" / "Opc.Ua.MachineVision.NodeSet2.xml"
 MV_NAMESPACE = "http://opcfoundation.org/UA/MachineVision"
@@ -61,6 +65,11 @@ ERROR_REDIS = -2
 QUERY_LOG_INTERVAL_S = 10.0
 
 
+def node_id(identifier: str | int, ns: int) -> ua.NodeId:
+    value = ua.String(identifier) if isinstance(identifier, str) else ua.Int32(identifier)
+    return ua.NodeId(value, ua.Int16(ns))
+
+
 def _creation_time(at_ms: int) -> datetime:
     return datetime.fromtimestamp(at_ms / 1000, UTC)
 
@@ -84,17 +93,17 @@ def result_content(crossing: Crossing) -> str:
 def _ids(crossing: Crossing) -> dict[str, Any]:
     """The identifiers shared by the event and ResultDataType."""
     return {
-        "ResultId": ua.ResultIdDataType(Id=crossing.entry_id),
-        "PartId": ua.PartIdDataType(Id=str(crossing.track), Description=ua.LocalizedText(crossing.label)),
-        "JobId": ua.JobIdDataType(Id=crossing.camera),
-        "InternalRecipeId": ua.RecipeIdInternalDataType(Id=RECIPE_ID),
-        "InternalConfigurationId": ua.ConfigurationIdDataType(Id=CONFIGURATION_ID),
+        "ResultId": MV.ResultIdDataType(Id=crossing.entry_id),
+        "PartId": MV.PartIdDataType(Id=str(crossing.track), Description=ua.LocalizedText(crossing.label)),
+        "JobId": MV.JobIdDataType(Id=crossing.camera),
+        "InternalRecipeId": MV.RecipeIdInternalDataType(Id=RECIPE_ID),
+        "InternalConfigurationId": MV.ConfigurationIdDataType(Id=CONFIGURATION_ID),
     }
 
 
 def result_data(crossing: Crossing) -> Any:
     """The crossing as a `ResultDataType` (what the result methods return)."""
-    return ua.ResultDataType(
+    return MV.ResultDataType(
         IsPartial=False,
         ResultState=RESULT_COMPLETED,
         CreationTime=_creation_time(crossing.at_ms),
@@ -164,22 +173,22 @@ class MachineVision:
         await server.import_xml(str(NODESET))
         self.mv_ns = await server.get_namespace_index(MV_NAMESPACE)
         self._server, self.ns = server, ns
-        folder = await root.add_folder(ua.NodeId(f"BeltSight/{FOLDER}", ns), ua.QualifiedName(FOLDER, ns))
-        etype = server.get_node(ua.NodeId(RESULT_READY_EVENT_TYPE, self.mv_ns))
+        folder = await root.add_folder(node_id(f"BeltSight/{FOLDER}", ns), ua.QualifiedName(FOLDER, ns))
+        etype = server.get_node(node_id(RESULT_READY_EVENT_TYPE, self.mv_ns))
         for cam in self.layout.cameras:
             obj = await self._vision_system(server, folder, cam.id, ns)
-            self._gens[cam.id] = await server.get_event_generator(etype, obj)
+            self._gens[cam.id] = await server.get_event_generator(etype, obj.nodeid)
             await self.publish_status(cam.id, "unknown")
         log.info("bridge_machine_vision_ready", cameras=len(self._gens), namespace=MV_NAMESPACE)
 
     def _mv(self, identifier: int) -> ua.NodeId:
-        return ua.NodeId(identifier, self.mv_ns)
+        return node_id(identifier, self.mv_ns)
 
     async def _vision_system(self, server: Server, folder: Node, camera: str, ns: int) -> Node:
         base = f"BeltSight/{FOLDER}/{camera}"
         vtype = server.get_node(self._mv(VISION_SYSTEM_TYPE))
         nodes = await instantiate(
-            folder, vtype, nodeid=ua.NodeId(base, ns), bname=ua.QualifiedName(camera, ns), instantiate_optional=False
+            folder, vtype, nodeid=node_id(base, ns), bname=ua.QualifiedName(camera, ns), instantiate_optional=False
         )
         obj = nodes[0]
         rtype = server.get_node(self._mv(RESULT_MANAGEMENT_TYPE))
@@ -187,20 +196,20 @@ class MachineVision:
             await instantiate(
                 obj,
                 rtype,
-                nodeid=ua.NodeId(f"{base}.ResultManagement", ns),
+                nodeid=node_id(f"{base}.ResultManagement", ns),
                 bname=ua.QualifiedName("ResultManagement", self.mv_ns),
                 instantiate_optional=False,
             )
         )[0]
-        state = ua.SystemStateDescriptionDataType(State=ua.SystemStateDataType.SBY_2, StateDescription="unknown")
+        state = MV.SystemStateDescriptionDataType(State=MV.SystemStateDataType.SBY_2, StateDescription="unknown")
         await obj.add_variable(
-            ua.NodeId(f"{base}.SystemState", ns),
+            node_id(f"{base}.SystemState", ns),
             ua.QualifiedName("SystemState", self.mv_ns),
             ua.Variant(state, ua.VariantType.ExtensionObject),
             datatype=self._mv(SYSTEM_STATE_DESCRIPTION_DATA_TYPE),
         )
         self._cameras_by_node[rm.nodeid] = camera
-        methods = {
+        methods: dict[str, Callable[..., Any]] = {
             "GetResultById": self._get_result_by_id,
             "GetResultListFiltered": self._get_result_list_filtered,
             "GetResultComponentsById": self._not_supported,
@@ -208,11 +217,11 @@ class MachineVision:
         for name, handler in methods.items():
             method = await rm.get_child([ua.QualifiedName(name, self.mv_ns)])
             server.link_method(method, handler)
-        return obj
+        return obj  # type: ignore[no-any-return]  # instantiate's nodes are typed Any
 
     async def _write(self, nodeid: str, value: Any, vtype: ua.VariantType) -> None:
         assert self._server is not None
-        node = ua.NodeId(nodeid, self.ns)
+        node = node_id(nodeid, self.ns)
         await self._server.write_attribute_value(node, ua.DataValue(ua.Variant(value, vtype)))
 
     async def publish_status(self, camera: str, status: str) -> None:
@@ -221,8 +230,8 @@ class MachineVision:
             return
         base = f"BeltSight/{FOLDER}/{camera}"
         vision = VISION_STATE.get(status, "Preoperational")
-        system = ua.SystemStateDescriptionDataType(
-            State=getattr(ua.SystemStateDataType, SYSTEM_STATE.get(status, "SBY_2")), StateDescription=status
+        system = MV.SystemStateDescriptionDataType(
+            State=getattr(MV.SystemStateDataType, SYSTEM_STATE.get(status, "SBY_2")), StateDescription=status
         )
         await self._write(f"{base}.SystemState", system, ua.VariantType.ExtensionObject)
         current = f"{base}.VisionStateMachine.CurrentState"
@@ -266,7 +275,7 @@ class MachineVision:
         except (RedisError, OSError) as exc:
             error = ERROR_REDIS
             self._query_failed("GetResultById", exc)
-        result = result_data(crossing) if crossing is not None else ua.ResultDataType()
+        result = result_data(crossing) if crossing is not None else MV.ResultDataType()
         return [
             ua.Variant(0, ua.VariantType.UInt32),
             ua.Variant(result, ua.VariantType.ExtensionObject),
@@ -279,7 +288,7 @@ class MachineVision:
         found: list[Crossing] = []
         complete, error = True, 0
         try:
-            rows = await self._redis().xrevrange(self.streams[camera], count=SCAN_ENTRIES)
+            rows = await self._redis().xrevrange(self.streams[camera], count=SCAN_ENTRIES) or []
             complete = len(rows) < SCAN_ENTRIES
             skipped = 0
             for crossing in _crossings(camera, rows):
@@ -312,7 +321,7 @@ class MachineVision:
             )
 
     async def _not_supported(self, parent: ua.NodeId, *_: ua.Variant) -> ua.StatusCode:
-        return ua.StatusCode(ua.StatusCodes.BadNotSupported)
+        return ua.StatusCode(ua.UInt32(StatusCodes.BadNotSupported))
 
     async def close(self) -> None:
         if self._client is not None:

@@ -127,3 +127,49 @@ def test_state_machine_system_state_and_result_methods(redis_server: RedisServer
             await bridge.stop()
 
     asyncio.run(scenario())
+
+
+def test_restarts_redis_down_and_bad_entries_fire_each_result_once(
+    redis_server: RedisServerFactory, tmp_path: Path
+) -> None:
+    server = redis_server(appendonly=True)
+    config = make_config(tmp_path, machine_vision=True)
+    r = server.client()
+
+    def add(n: int, track: int | None = None) -> str:
+        return str(r.xadd("beltsight:objects:cam1", crossing("cam1", "L1", n, track=n if track is None else track)))
+
+    async def scenario() -> None:
+        seen: list[str] = []
+        bridge = await start_bridge(config, server)
+        handler = Events()
+        async with Client(f"opc.tcp://{config.opcua.listen}/beltsight") as client:
+            await subscribe_results(client, handler, "cam1")
+            sent = [add(n) for n in range(1, 11)]
+            r.xadd("beltsight:objects:cam1", crossing("cam1", "L1", 11) | {"count": "many"})  # bad: no result
+            r.xadd("beltsight:objects:cam1", {"v": "1", "camera": "cam1"})  # bad
+            sent.append(add(5, track=99))  # a replayed count: no result
+            await wait_for(lambda: bridge.reader.stats.malformed == 2 and len(handler.events) == 10)
+            seen += [e.ResultId.Id for e in handler.events]
+        await bridge.stop()
+        down = [add(n) for n in range(11, 21)]  # written while the bridge is down
+        bridge = await start_bridge(config, server)
+        handler = Events()
+        async with Client(f"opc.tcp://{config.opcua.listen}/beltsight") as client:
+            await wait_for(lambda: bridge.state.line("cam1", "L1").count_in == 20)
+            await subscribe_results(client, handler, "cam1")
+            await asyncio.to_thread(server.kill)
+            await wait_for(lambda: not bridge.reader.stats.connected)
+            await asyncio.to_thread(server.restart)
+            await wait_for(lambda: bridge.reader.stats.connected)
+            after = [add(n) for n in range(21, 31)]
+            # a fence on another line, sent last: a result fired twice would reach the client before it
+            fence = str(r.xadd("beltsight:objects:cam1", crossing("cam1", "L2", 1, track=5000)))
+            await wait_for(lambda: any(e.ResultId.Id == fence for e in handler.events))
+            seen += [e.ResultId.Id for e in handler.events]
+        await bridge.stop()
+        # the ones written while no client listened were served (variables) and are not fired again
+        assert seen == [*sent[:10], *after, fence]
+        assert len(down) == 10 and r.xpending("beltsight:objects:cam1", config.group)["pending"] == 0
+
+    asyncio.run(scenario())
