@@ -5,8 +5,9 @@ systemd/beltsight-bridge.service), on the daemon's own config file: `[bridge]`
 (`daemon.config.bridge`), `[redis]` for the connection and the stream names, `[logging]`, and the
 enabled cameras' lines and gates. It consumes every camera's objects stream and the events stream
 through one consumer group, keeps the served state (`state`), and pushes it to an asyncua server
-(`opcua`) and a pymodbus server (`modbus`, map in `registers`); entries are acknowledged only once
-served (`reader`).
+(`opcua`, with OPC 40100 Machine Vision objects and events from `machine_vision` when
+`[bridge.opcua] machine_vision`; its nodeset vendored in `nodesets/`) and a pymodbus server
+(`modbus`, map in `registers`); entries are acknowledged only once served (`reader`).
 
 May import: `daemon.ops` (logging, the HTTP endpoint, systemd), `daemon.publish` (the Redis connection),
 `daemon.config`, `daemon.core`; nothing of ingest, batching, inference or tracking. Only

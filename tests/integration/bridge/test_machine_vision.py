@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from asyncua import Client, ua
 
 from tests.support.bridge_harness import Events, crossing, eta_json, make_config, start_bridge, wait_for
@@ -100,6 +101,10 @@ def test_state_machine_system_state_and_result_methods(redis_server: RedisServer
                 await status("camera_stalled", "Error", ua.SystemStateDataType.UDT_5)
                 await status("camera_up", "Operational", ua.SystemStateDataType.PRD_1)
                 await status("camera_down", "Error", ua.SystemStateDataType.UDT_5)
+                machine = await cam1.get_child([f"{ns}:VisionStateMachine"])
+                with pytest.raises(ua.UaStatusCodeError) as refused:  # the bridge takes no commands
+                    await machine.call_method(f"{ns}:Halt")
+                assert refused.value.code == ua.StatusCodes.BadNothingToDo
                 state_id = await state.get_child(["0:Id"])
                 assert await state_id.read_value() == ua.NodeId(5030, ns)  # VisionStateMachineType's Error
 
