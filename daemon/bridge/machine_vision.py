@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -148,6 +149,21 @@ class ResultFilter:
         return all(not given or given == ours for given, ours in self.fixed.values())
 
 
+async def import_nodeset(server: Server) -> int:
+    """Import the vendored nodeset; the number of nodes added. RuntimeError when asyncua skipped any.
+
+    asyncua registers the nodeset's data types in `asyncua.ua`, for the whole process, under the
+    namespace index of the first import: every server of a process must import it at the same index
+    (the bridge: `urn:beltsight` is 2, so MachineVision is 3), or the later imports skip nodes."""
+    for name in IMPORT_LOGGERS:  # one INFO line per imported node otherwise
+        logging.getLogger(name).setLevel(logging.WARNING)
+    declared = sum(1 for node in ET.parse(NODESET).getroot() if node.get("NodeId"))
+    added = len(await server.import_xml(str(NODESET)))
+    if added != declared:
+        raise RuntimeError(f"asyncua imported {added} of the {declared} nodes of {NODESET.name}")
+    return added
+
+
 class MachineVision:
     """The Machine Vision objects of every camera; `attach` before the server starts."""
 
@@ -168,9 +184,7 @@ class MachineVision:
         """Import the nodeset and build one VisionSystemType object per camera under `root`."""
         if any(cam.id == FOLDER for cam in self.layout.cameras):
             raise ValueError(f"a camera named {FOLDER!r} clashes with the Machine Vision folder")
-        for name in IMPORT_LOGGERS:  # one INFO line per imported node otherwise
-            logging.getLogger(name).setLevel(logging.WARNING)
-        await server.import_xml(str(NODESET))
+        await import_nodeset(server)
         self.mv_ns = await server.get_namespace_index(MV_NAMESPACE)
         self._server, self.ns = server, ns
         folder = await root.add_folder(node_id(f"BeltSight/{FOLDER}", ns), ua.QualifiedName(FOLDER, ns))

@@ -12,10 +12,16 @@ import pytest
 from asyncua import ua
 from asyncua.server.server import Server
 
-from daemon.bridge.machine_vision import MV, MV_NAMESPACE, NODESET, ResultFilter, result_content, result_data
+from daemon.bridge.machine_vision import (
+    MV,
+    MV_NAMESPACE,
+    NODESET,
+    ResultFilter,
+    import_nodeset,
+    result_content,
+    result_data,
+)
 from daemon.bridge.state import Crossing
-
-NODESET_NS = {"u": "http://opcfoundation.org/UA/2011/03/UANodeSet.xsd"}
 
 
 def _crossing(**over: object) -> Crossing:
@@ -34,10 +40,18 @@ def _crossing(**over: object) -> Crossing:
     return Crossing(**(base | over))  # type: ignore[arg-type]
 
 
-async def _import_nodeset() -> None:
+async def _bridge_like_server() -> Server:
+    """A server whose namespaces are the bridge's: `urn:beltsight` registered before the nodeset
+    (asyncua keeps the nodeset's types per process, under the index of the first import)."""
     server = Server()
     await server.init()
-    await server.import_xml(str(NODESET))
+    await server.register_namespace("urn:beltsight")
+    return server
+
+
+async def _import_nodeset() -> None:
+    server = await _bridge_like_server()
+    await import_nodeset(server)
     await server.stop()
 
 
@@ -52,8 +66,7 @@ def test_pinned_asyncua_imports_the_vendored_nodeset(caplog: pytest.LogCaptureFi
     declared = [n for n in ET.parse(NODESET).getroot() if n.get("NodeId")]
 
     async def imported() -> list[ua.NodeId]:
-        server = Server()
-        await server.init()
+        server = await _bridge_like_server()
         with caplog.at_level(logging.WARNING, logger="asyncua"):
             nodes = await server.import_xml(str(NODESET))
         ns = await server.get_namespace_index(MV_NAMESPACE)
