@@ -5,9 +5,10 @@ systemd/beltsight-bridge.service), on the daemon's own config file: `[bridge]`
 (`daemon.config.bridge`), `[redis]` for the connection and the stream names, `[logging]`, and the
 enabled cameras' lines and gates. It consumes every camera's objects stream and the events stream
 through one consumer group, keeps the served state (`state`), and pushes it to an asyncua server
-(`opcua`), a pymodbus server (`modbus`, map in `registers`) and, with `[bridge.sparkplug]`, a
-Sparkplug B edge node on an MQTT broker (`sparkplug`, payloads in `sparkplug_payloads`); entries are
-acknowledged only once served (`reader`).
+(`opcua`, with OPC 40100 Machine Vision objects and events from `machine_vision` when
+`[bridge.opcua] machine_vision`; its nodeset vendored in `nodesets/`), a pymodbus server (`modbus`,
+map in `registers`) and, with `[bridge.sparkplug]`, a Sparkplug B edge node on an MQTT broker
+(`sparkplug`, payloads in `sparkplug_payloads`); entries are acknowledged only once served (`reader`).
 
 May import: `daemon.ops` (logging, the HTTP endpoint, systemd), `daemon.publish` (the Redis connection),
 `daemon.config`, `daemon.core`; nothing of ingest, batching, inference or tracking. Only

@@ -44,6 +44,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from daemon.bridge.layout import ETA_SUFFIX, BridgeLayout
+from daemon.bridge.machine_vision import MachineVision
 from daemon.bridge.state import BridgeState, Crossing, LineState
 from daemon.config.bridge import OpcUaConfig
 from daemon.core.netaddr import parse_host_port
@@ -116,7 +117,11 @@ class _Users:
 class OpcUaBridgeServer:
     """The address space above, kept current by `publish_line`, `publish_status`, `fire`."""
 
-    def __init__(self, cfg: OpcUaConfig, layout: BridgeLayout, state_dir: Path) -> None:
+    def __init__(
+        self, cfg: OpcUaConfig, layout: BridgeLayout, state_dir: Path, machine_vision: MachineVision | None = None
+    ) -> None:
+        """`machine_vision`: the OPC 40100 objects, fed from the same calls (`[bridge.opcua] machine_vision`)."""
+        self.machine_vision = machine_vision
         self.cfg = cfg
         self.layout = layout
         self.state_dir = state_dir
@@ -154,6 +159,8 @@ class OpcUaBridgeServer:
             self.ns, EVENT_TYPE, ObjectIds.BaseEventType, list(EVENT_PROPERTIES)
         )
         self._gen = await server.get_event_generator(etype, root.nodeid)
+        if self.machine_vision is not None:
+            await self.machine_vision.attach(server, root, self.ns)
         await server.start()
         self.server = server
         listener: Any = server.bserver._server if server.bserver is not None else None
@@ -248,6 +255,8 @@ class OpcUaBridgeServer:
 
     async def publish_status(self, camera: str, status: str) -> None:
         await self._write(self.node_id(camera, "State"), status, ua.VariantType.String)
+        if self.machine_vision is not None:
+            await self.machine_vision.publish_status(camera, status)
 
     async def publish_all(self, state: BridgeState) -> None:
         for cid, cam in state.cameras.items():
@@ -267,6 +276,8 @@ class OpcUaBridgeServer:
         ev.Eta = crossing.eta_json
         ev.Severity = 100
         await self._gen.trigger(message=f"{crossing.camera}/{crossing.line} {crossing.direction} #{crossing.count}")
+        if self.machine_vision is not None:
+            await self.machine_vision.fire(crossing)
 
     async def heartbeat(self, unix_ms: int) -> None:
         await self._write(self.node_id("Heartbeat"), unix_ms, ua.VariantType.Int64)
@@ -275,3 +286,5 @@ class OpcUaBridgeServer:
         if self.server is not None:
             server, self.server = self.server, None
             await server.stop()
+        if self.machine_vision is not None:
+            await self.machine_vision.close()

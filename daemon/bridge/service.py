@@ -16,6 +16,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from daemon.bridge.layout import BridgeLayout, validate_layout
+from daemon.bridge.machine_vision import MachineVision
 from daemon.bridge.modbus import ModbusBridgeServer
 from daemon.bridge.opcua import OpcUaBridgeServer
 from daemon.bridge.reader import StreamReader
@@ -110,7 +111,8 @@ class Bridge:
         self.registers = RegisterMap(
             layout, base_register=config.modbus.base_register, block_size=config.modbus.block_size
         )
-        self.opcua = OpcUaBridgeServer(config.opcua, layout, config.state_dir) if config.opcua.listen else None
+        mv = MachineVision(layout, redis, redis_client_factory) if config.opcua.machine_vision else None
+        self.opcua = OpcUaBridgeServer(config.opcua, layout, config.state_dir, mv) if config.opcua.listen else None
         self.modbus = ModbusBridgeServer(config.modbus, self.registers) if config.modbus.listen else None
         spb = config.sparkplug
         self.sparkplug = SparkplugEdge(spb, layout, self.state) if spb.enabled else None

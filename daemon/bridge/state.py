@@ -88,6 +88,8 @@ class Crossing:
     at_ms: int
     eta_json: str
     entry_id: str
+    snapshot: str = ""
+    """The crossing's snapshot path (relative to `[snapshots] dir`); "" when the entry has none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +243,14 @@ class BridgeState:
             self.cameras[cid] = cam
 
 
+def crossing_from_entry(camera: str, entry_id: str, fields: dict[str, str]) -> Crossing | None:
+    """The crossing one entry of `camera`'s objects stream records (None for `new` and `end`), read
+    without applying it (Machine Vision's result queries); MalformedEntryError as `apply_object`."""
+    parse_id(entry_id)
+    event = _check_common(fields, camera)
+    return _parse_crossing(fields, camera, entry_id) if event == "crossed" else None
+
+
 def _parse_crossing(fields: dict[str, str], camera: str, entry_id: str) -> Crossing:
     direction = _field(fields, "direction")
     if direction not in ("in", "out"):
@@ -261,6 +271,7 @@ def _parse_crossing(fields: dict[str, str], camera: str, entry_id: str) -> Cross
         at_ms=_int(fields, "at_ms"),
         eta_json=eta_raw,
         entry_id=entry_id,
+        snapshot=fields.get("snapshot", ""),
     )
 
 

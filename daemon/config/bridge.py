@@ -93,6 +93,9 @@ class OpcUaConfig(Section):
     `<state_dir>/opcua/trusted`. A client whose certificate is not there is refused."""
     max_connections: int = Field(64, ge=1, le=10_000)
     """OPC UA client connections open at once at most; the OPC UA server refuses one more."""
+    machine_vision: bool = False
+    """Also serve OPC UA for Machine Vision (OPC 40100-1): one `VisionSystemType` object per camera
+    under `Objects/BeltSight/MachineVision` and a `ResultReadyEventType` event per crossing."""
 
     @model_validator(mode="after")
     def _cert_pair(self) -> Self:

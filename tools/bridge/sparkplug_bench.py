@@ -53,10 +53,14 @@ class Receiver:
         self.arrived: dict[int, float] = {}
         self.ready = threading.Event()
         self.client = paho.Client(client_id="bench-host")
-        self.client.on_connect = lambda c, *_: (c.subscribe("spBv1.0/#", 0), self.ready.set())
+        self.client.on_connect = self._connected
         self.client.on_message = self._message
         self.client.connect("127.0.0.1", port)
         self.client.loop_start()
+
+    def _connected(self, client: paho.Client, *_: object) -> None:
+        client.subscribe("spBv1.0/#", 0)
+        self.ready.set()
 
     def _message(self, _c: object, _u: object, msg: paho.MQTTMessage) -> None:
         if "/DDATA/" in msg.topic:

@@ -21,6 +21,19 @@ BRIDGE_EVENTS: tuple[LogEvent, ...] = (
         " changes; at most one line per second (`malformed` is the running total)",
         ("stream", "id", "reason", "malformed"),
     ),
+    LogEvent(
+        "bridge_machine_vision_query_failed",
+        "warning",
+        "a Machine Vision result method (GetResultById, GetResultListFiltered) could not read the objects stream:"
+        " the client gets Error -2; at most one line per 10 s (`suppressed` counts the others)",
+        ("method", "error", "suppressed"),
+    ),
+    LogEvent(
+        "bridge_machine_vision_ready",
+        "info",
+        "the OPC 40100 MachineVision nodeset is imported and each camera has its VisionSystemType object",
+        ("cameras", "namespace"),
+    ),
     LogEvent("bridge_modbus_listening", "info", "the Modbus TCP server listens", ("address", "unit_id")),
     LogEvent(
         "bridge_modbus_shed",

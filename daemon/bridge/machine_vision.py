@@ -1,0 +1,369 @@
+"""OPC UA for Machine Vision (OPC 40100-1) on the bridge's OPC UA server (`[bridge.opcua] machine_vision`).
+
+At start the vendored MachineVision NodeSet2 (`daemon/bridge/nodesets/`, namespace
+`http://opcfoundation.org/UA/MachineVision`) is imported into the asyncua server, and each camera
+gets one `VisionSystemType` object, browse name = the camera id, under `Objects/BeltSight/MachineVision`
+(node id `BeltSight/MachineVision/<camera>` in `urn:beltsight`; its children `<that>.<Child>`), with
+the mandatory `VisionStateMachine`, and the optional `SystemState` and `ResultManagement`.
+
+It is fed from the same path as the rest of the OPC UA server (`OpcUaBridgeServer.fire` and
+`publish_status`, called by the reader's sink before the entries are acknowledged), so each crossing
+fires exactly one `ResultReadyEventType` event, emitted by its camera's object. `GetResultById` and
+`GetResultListFiltered` read the camera's objects stream (XRANGE / XREVRANGE, bounded: at most
+`SCAN_ENTRIES` entries scanned and `MAX_RESULTS` results per call); the bridge keeps no result store.
+The field mapping is documented in docs/integrations/machine-vision.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+from asyncua import ua
+from asyncua.common.instantiate_util import instantiate
+from asyncua.common.node import Node
+from asyncua.server.server import Server
+from asyncua.ua.status_codes import StatusCodes
+from redis.exceptions import RedisError
+
+from daemon.bridge.layout import BridgeLayout
+from daemon.bridge.state import Crossing, MalformedEntryError, crossing_from_entry, parse_eta, parse_id
+from daemon.config.redis import RedisConfig
+from daemon.core.ratelimit import RateLimited
+from daemon.publish.redis_conn import RedisClient
+
+log = structlog.get_logger("beltsight.bridge.machine_vision")
+MV: Any = ua
+"""`asyncua.ua` with the nodeset's data types, which asyncua registers there at import time."""
+
+NODESET = Path(__file__).parent / "nodesets" / "Opc.Ua.MachineVision.NodeSet2.xml"
+MV_NAMESPACE = "http://opcfoundation.org/UA/MachineVision"
+FOLDER = "MachineVision"
+IMPORT_LOGGERS = ("asyncua.common.xmlimporter", "asyncua.common.xmlparser", "asyncua.ua.uatypes")
+# numeric ids of the nodeset (MachineVision/NodeIds.csv), namespace index resolved at start
+VISION_SYSTEM_TYPE = 1003
+RESULT_MANAGEMENT_TYPE = 1007
+RESULT_READY_EVENT_TYPE = 1024
+SYSTEM_STATE_DESCRIPTION_DATA_TYPE = 3024
+STATE_NODES = {"Preoperational": 5028, "Halted": 5029, "Error": 5030, "Operational": 5031}
+"""The states of VisionStateMachineType (CurrentState/Id points at them)."""
+VISION_STATE = {"unknown": "Preoperational", "up": "Operational", "stalled": "Error", "down": "Error"}
+SYSTEM_STATE = {"unknown": "SBY_2", "up": "PRD_1", "stalled": "UDT_5", "down": "UDT_5"}
+RESULT_COMPLETED = 1
+"""ResultStateDataType 1: Completed (a crossing is a finished result)."""
+RECIPE_ID = "beltsight"
+CONFIGURATION_ID = "lines"
+MAX_RESULTS = 100
+SCAN_ENTRIES = 1000
+ERROR_NOT_FOUND = -1
+ERROR_REDIS = -2
+QUERY_LOG_INTERVAL_S = 10.0
+
+
+def node_id(identifier: str | int, ns: int) -> ua.NodeId:
+    value = ua.String(identifier) if isinstance(identifier, str) else ua.Int32(identifier)
+    return ua.NodeId(value, ua.Int16(ns))
+
+
+def _creation_time(at_ms: int) -> datetime:
+    return datetime.fromtimestamp(at_ms / 1000, UTC)
+
+
+def result_content(crossing: Crossing) -> str:
+    """The one element of ResultContent: the crossing as compact JSON (label, cls, line, direction,
+    count, eta per gate, and snapshot when the entry has one)."""
+    content: dict[str, Any] = {
+        "label": crossing.label,
+        "cls": crossing.cls,
+        "line": crossing.line,
+        "direction": crossing.direction,
+        "count": crossing.count,
+        "eta": parse_eta(crossing.eta_json),
+    }
+    if crossing.snapshot:
+        content["snapshot"] = crossing.snapshot
+    return json.dumps(content, separators=(",", ":"), sort_keys=True)
+
+
+def _ids(crossing: Crossing) -> dict[str, Any]:
+    """The identifiers shared by the event and ResultDataType."""
+    return {
+        "ResultId": MV.ResultIdDataType(Id=crossing.entry_id),
+        "PartId": MV.PartIdDataType(Id=str(crossing.track), Description=ua.LocalizedText(crossing.label)),
+        "JobId": MV.JobIdDataType(Id=crossing.camera),
+        "InternalRecipeId": MV.RecipeIdInternalDataType(Id=RECIPE_ID),
+        "InternalConfigurationId": MV.ConfigurationIdDataType(Id=CONFIGURATION_ID),
+    }
+
+
+def result_data(crossing: Crossing) -> Any:
+    """The crossing as a `ResultDataType` (what the result methods return)."""
+    return MV.ResultDataType(
+        IsPartial=False,
+        ResultState=RESULT_COMPLETED,
+        CreationTime=_creation_time(crossing.at_ms),
+        ResultContent=[ua.Variant(result_content(crossing), ua.VariantType.String)],
+        **_ids(crossing),
+    )
+
+
+def _filter_id(value: Any) -> str:
+    """A filter argument's Id ("" when the client left it empty or null: no filter)."""
+    return str(getattr(value, "Id", "") or "") if value is not None else ""
+
+
+class ResultFilter:
+    """GetResultListFiltered's criteria; empty ones match everything."""
+
+    def __init__(self, args: list[Any]) -> None:
+        values = [a.Value if isinstance(a, ua.Variant) else a for a in args]
+        values += [None] * (12 - len(values))
+        self.state = int(values[0] or 0)
+        self.part = _filter_id(values[2])
+        self.fixed = {  # criteria whose value is the same for every BeltSight result
+            "MeasId": (_filter_id(values[1]), ""),
+            "ExternalRecipeId": (_filter_id(values[3]), ""),
+            "InternalRecipeId": (_filter_id(values[4]), RECIPE_ID),
+            "ExternalConfigurationId": (_filter_id(values[5]), ""),
+            "InternalConfigurationId": (_filter_id(values[6]), CONFIGURATION_ID),
+            "ProductId": (_filter_id(values[7]), ""),
+        }
+        self.job = _filter_id(values[8])
+        asked = int(values[9] or 0)
+        self.max_results = min(asked, MAX_RESULTS) if asked > 0 else MAX_RESULTS
+        self.start_index = int(values[10] or 0)
+
+    def matches(self, crossing: Crossing) -> bool:
+        if self.state not in (0, RESULT_COMPLETED):
+            return False
+        if self.part and self.part != str(crossing.track):
+            return False
+        if self.job and self.job != crossing.camera:
+            return False
+        return all(not given or given == ours for given, ours in self.fixed.values())
+
+
+async def import_nodeset(server: Server) -> int:
+    """Import the vendored nodeset; the number of nodes added. RuntimeError when asyncua skipped any.
+
+    asyncua registers the nodeset's data types in `asyncua.ua`, for the whole process, under the
+    namespace index of the first import: every server of a process must import it at the same index
+    (the bridge: `urn:beltsight` is 2, so MachineVision is 3), or the later imports skip nodes."""
+    for name in IMPORT_LOGGERS:  # one INFO line per imported node otherwise
+        logging.getLogger(name).setLevel(logging.WARNING)
+    declared = sum(1 for node in ET.parse(NODESET).getroot() if node.get("NodeId"))
+    added = len(await server.import_xml(str(NODESET)))
+    if added != declared:
+        raise RuntimeError(f"asyncua imported {added} of the {declared} nodes of {NODESET.name}")
+    return added
+
+
+class MachineVision:
+    """The Machine Vision objects of every camera; `attach` before the server starts."""
+
+    def __init__(self, layout: BridgeLayout, redis: RedisConfig, client_factory: Callable[[], RedisClient]) -> None:
+        self.layout = layout
+        self.streams = {c.id: redis.objects_stream_for(c.id) for c in layout.cameras}
+        self._factory = client_factory
+        self._client: RedisClient | None = None
+        self._server: Server | None = None
+        self._gens: dict[str, Any] = {}
+        self._cameras_by_node: dict[ua.NodeId, str] = {}
+        self.ns = 0
+        self.mv_ns = 0
+        self.fired = 0
+        self._query_log = RateLimited(QUERY_LOG_INTERVAL_S)
+
+    async def attach(self, server: Server, root: Node, ns: int) -> None:
+        """Import the nodeset and build one VisionSystemType object per camera under `root`."""
+        if any(cam.id == FOLDER for cam in self.layout.cameras):
+            raise ValueError(f"a camera named {FOLDER!r} clashes with the Machine Vision folder")
+        await import_nodeset(server)
+        self.mv_ns = await server.get_namespace_index(MV_NAMESPACE)
+        self._server, self.ns = server, ns
+        folder = await root.add_folder(node_id(f"BeltSight/{FOLDER}", ns), ua.QualifiedName(FOLDER, ns))
+        etype = server.get_node(node_id(RESULT_READY_EVENT_TYPE, self.mv_ns))
+        for cam in self.layout.cameras:
+            obj = await self._vision_system(server, folder, cam.id, ns)
+            self._gens[cam.id] = await server.get_event_generator(etype, obj.nodeid)
+            await self.publish_status(cam.id, "unknown")
+        log.info("bridge_machine_vision_ready", cameras=len(self._gens), namespace=MV_NAMESPACE)
+
+    def _mv(self, identifier: int) -> ua.NodeId:
+        return node_id(identifier, self.mv_ns)
+
+    async def _vision_system(self, server: Server, folder: Node, camera: str, ns: int) -> Node:
+        base = f"BeltSight/{FOLDER}/{camera}"
+        vtype = server.get_node(self._mv(VISION_SYSTEM_TYPE))
+        nodes = await instantiate(
+            folder, vtype, nodeid=node_id(base, ns), bname=ua.QualifiedName(camera, ns), instantiate_optional=False
+        )
+        obj = nodes[0]
+        rtype = server.get_node(self._mv(RESULT_MANAGEMENT_TYPE))
+        rm = (
+            await instantiate(
+                obj,
+                rtype,
+                nodeid=node_id(f"{base}.ResultManagement", ns),
+                bname=ua.QualifiedName("ResultManagement", self.mv_ns),
+                instantiate_optional=False,
+            )
+        )[0]
+        state = MV.SystemStateDescriptionDataType(State=MV.SystemStateDataType.SBY_2, StateDescription="unknown")
+        await obj.add_variable(
+            node_id(f"{base}.SystemState", ns),
+            ua.QualifiedName("SystemState", self.mv_ns),
+            ua.Variant(state, ua.VariantType.ExtensionObject),
+            datatype=self._mv(SYSTEM_STATE_DESCRIPTION_DATA_TYPE),
+        )
+        self._cameras_by_node[rm.nodeid] = camera
+        methods: dict[str, Callable[..., Any]] = {
+            "GetResultById": self._get_result_by_id,
+            "GetResultListFiltered": self._get_result_list_filtered,
+            "GetResultComponentsById": self._not_supported,
+        }
+        for name, handler in methods.items():
+            method = await rm.get_child([ua.QualifiedName(name, self.mv_ns)])
+            server.link_method(method, handler)
+        return obj  # type: ignore[no-any-return]  # instantiate's nodes are typed Any
+
+    async def _write(self, nodeid: str, value: Any, vtype: ua.VariantType) -> None:
+        assert self._server is not None
+        node = node_id(nodeid, self.ns)
+        await self._server.write_attribute_value(node, ua.DataValue(ua.Variant(value, vtype)))
+
+    async def publish_status(self, camera: str, status: str) -> None:
+        """VisionStateMachine's CurrentState and SystemState for the camera's state."""
+        if camera not in self._gens:
+            return
+        base = f"BeltSight/{FOLDER}/{camera}"
+        vision = VISION_STATE.get(status, "Preoperational")
+        system = MV.SystemStateDescriptionDataType(
+            State=getattr(MV.SystemStateDataType, SYSTEM_STATE.get(status, "SBY_2")), StateDescription=status
+        )
+        await self._write(f"{base}.SystemState", system, ua.VariantType.ExtensionObject)
+        current = f"{base}.VisionStateMachine.CurrentState"
+        await self._write(current, ua.LocalizedText(vision), ua.VariantType.LocalizedText)
+        await self._write(f"{current}.Id", self._mv(STATE_NODES[vision]), ua.VariantType.NodeId)
+
+    async def fire(self, crossing: Crossing) -> None:
+        """One ResultReadyEventType event for this crossing, emitted by its camera's object."""
+        gen = self._gens.get(crossing.camera)
+        if gen is None:
+            return
+        ev = gen.event
+        # the type's properties carry no value in the nodeset, so asyncua knows no variant type for
+        # them: each field is set with its type
+        for name, value in _ids(crossing).items():
+            ev.add_property(name, value, ua.VariantType.ExtensionObject)
+        ev.add_property("ResultState", RESULT_COMPLETED, ua.VariantType.Int32)
+        ev.add_property("IsPartial", False, ua.VariantType.Boolean)
+        ev.add_property("CreationTime", _creation_time(crossing.at_ms), ua.VariantType.DateTime)
+        content = [ua.Variant(result_content(crossing), ua.VariantType.String)]
+        ev.add_property("ResultContent", content, ua.VariantType.Variant)
+        ev.Severity = 100
+        await gen.trigger(message=f"{crossing.line} {crossing.direction} track {crossing.track}")
+        self.fired += 1
+
+    def _redis(self) -> RedisClient:
+        if self._client is None:
+            self._client = self._factory()
+        return self._client
+
+    async def _get_result_by_id(self, parent: ua.NodeId, result_id: ua.Variant, *_: ua.Variant) -> list[ua.Variant]:
+        camera = self._cameras_by_node.get(parent, "")
+        entry_id = _filter_id(result_id.Value)
+        crossing, error = None, ERROR_NOT_FOUND
+        try:
+            parse_id(entry_id)
+            rows = await self._redis().xrange(self.streams[camera], min=entry_id, max=entry_id, count=1)
+            crossing = _first_crossing(camera, rows)
+        except MalformedEntryError:
+            pass
+        except (RedisError, OSError) as exc:
+            error = ERROR_REDIS
+            self._query_failed("GetResultById", exc)
+        result = result_data(crossing) if crossing is not None else MV.ResultDataType()
+        return [
+            ua.Variant(0, ua.VariantType.UInt32),
+            ua.Variant(result, ua.VariantType.ExtensionObject),
+            ua.Variant(0 if crossing is not None else error, ua.VariantType.Int32),
+        ]
+
+    async def _get_result_list_filtered(self, parent: ua.NodeId, *args: ua.Variant) -> list[ua.Variant]:
+        camera = self._cameras_by_node.get(parent, "")
+        wanted = ResultFilter(list(args))
+        found: list[Crossing] = []
+        complete, error = True, 0
+        try:
+            rows = await self._redis().xrevrange(self.streams[camera], count=SCAN_ENTRIES) or []
+            complete = len(rows) < SCAN_ENTRIES
+            skipped = 0
+            for crossing in _crossings(camera, rows):
+                if not wanted.matches(crossing):
+                    continue
+                if skipped < wanted.start_index:
+                    skipped += 1
+                elif len(found) == wanted.max_results:
+                    complete = False
+                    break
+                else:
+                    found.append(crossing)
+        except (RedisError, OSError) as exc:
+            complete, error = False, ERROR_REDIS
+            self._query_failed("GetResultListFiltered", exc)
+        results = [result_data(c) for c in found]
+        return [
+            ua.Variant(complete, ua.VariantType.Boolean),
+            ua.Variant(len(results), ua.VariantType.UInt32),
+            ua.Variant(0, ua.VariantType.UInt32),
+            ua.Variant(results, ua.VariantType.ExtensionObject),
+            ua.Variant(error, ua.VariantType.Int32),
+        ]
+
+    def _query_failed(self, method: str, exc: BaseException) -> None:
+        suppressed = self._query_log.allow()
+        if suppressed is not None:
+            log.warning(
+                "bridge_machine_vision_query_failed", method=method, error=str(exc)[:200], suppressed=suppressed
+            )
+
+    async def _not_supported(self, parent: ua.NodeId, *_: ua.Variant) -> ua.StatusCode:
+        return ua.StatusCode(ua.UInt32(StatusCodes.BadNotSupported))
+
+    async def close(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+
+def _fields(raw: Any) -> dict[str, str]:
+    def text(v: Any) -> str:
+        return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+    return {text(k): text(v) for k, v in raw.items()}
+
+
+def _crossings(camera: str, rows: Any) -> list[Crossing]:
+    """The well-formed crossings among XRANGE/XREVRANGE rows, in their order (others skipped)."""
+    out: list[Crossing] = []
+    for entry_id, fields in rows:
+        eid = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+        try:
+            crossing = crossing_from_entry(camera, eid, _fields(fields))
+        except MalformedEntryError:
+            continue
+        if crossing is not None:
+            out.append(crossing)
+    return out
+
+
+def _first_crossing(camera: str, rows: Any) -> Crossing | None:
+    found = _crossings(camera, rows)
+    return found[0] if found else None
