@@ -38,6 +38,7 @@ from daemon.ops.http import HealthServer, HttpLimits, health_report
 from daemon.ops.http.api_lines import LinesApi
 from daemon.ops.lines import LinesControl
 from daemon.ops.liveview import LiveView
+from daemon.ops.reload import Reloader
 from daemon.ops.systemd import SystemdNotifier
 from daemon.publish.sink import RedisSink
 from daemon.thermal.monitor import ThermalMonitor
@@ -76,6 +77,8 @@ class Pipeline:
     health: HealthServer | None
     report: Callable[[], dict[str, Any]]
     """The /healthz JSON."""
+    reloader: Reloader
+    """Applies a re-read config (SIGHUP) to the stages above."""
 
 
 async def build(
@@ -142,15 +145,9 @@ def _wire(
     )
     _lanes_on_demand(hub, lanes, loop)
     sources = _sources(settings, models, hub, metrics, on_status)
-    phase = Phase()
-    report = _report(phase, sources, sink, lanes, thermal)
+    report = _report(phase := Phase(), sources, sink, lanes, thermal)
     health = _health(settings, metrics, report)
-    lines = LinesControl(
-        settings.instance_cameras(), settings.tracking.lines_dir, tracking, liveview, on_event=sink.accept_event
-    )
-    if health is not None:
-        liveview.register(health, report)
-        LinesApi(health, lines).register()
+    lines = _lines(settings, tracking, liveview, sink, health, report)
     return Pipeline(
         settings=settings,
         metrics=metrics,
@@ -168,7 +165,27 @@ def _wire(
         sources=sources,
         health=health,
         report=report,
+        reloader=Reloader(settings, tracking=tracking, lines=lines, health=health, set_rules=workers.set_rules),
     )
+
+
+def _lines(  # noqa: PLR0917 - the stages it joins
+    settings: Settings,
+    tracking: TrackingStage,
+    liveview: LiveView,
+    sink: RedisSink,
+    health: HealthServer | None,
+    report: Callable[[], dict[str, Any]],
+) -> LinesControl:
+    """The running lines of each camera; on the endpoint, the live view's routes and the lines API
+    (`daemon.ops.http.api_lines`)."""
+    lines = LinesControl(
+        settings.instance_cameras(), settings.tracking.lines_dir, tracking, liveview, on_event=sink.accept_event
+    )
+    if health is not None:
+        liveview.register(health, report)
+        LinesApi(health, lines).register()
+    return lines
 
 
 def _liveview(settings: Settings, metrics: Metrics, tracking: TrackingStage) -> LiveView:
