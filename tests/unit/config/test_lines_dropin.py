@@ -91,3 +91,17 @@ def test_an_invalid_dropin_makes_the_config_invalid_naming_the_file(tmp_path: Pa
         load_settings(path)
     assert err.value.errors == [f"{lines_dir / 'b.toml'}: lines.0.start: " + err.value.errors[0].split(": ", 2)[2]]
     assert "outside the frame" in err.value.errors[0]
+
+
+def test_check_config_says_where_each_cameras_lines_come_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from daemon.__main__ import main  # noqa: PLC0415 - the CLI, as an operator runs it
+
+    lines_dir = tmp_path / "lines"
+    path = config(tmp_path, lines_dir)
+    write(lines_dir, "a", parse({"lines": [LINE]}))
+    assert main(["check-config", "-c", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert f"camera a: tracked, uncalibrated (speeds in px/s), 1 line(s) (from drop-in {lines_dir / 'a.toml'})" in err
+    assert "camera b: tracked, uncalibrated (speeds in px/s), 1 line(s) (from the config file)" in err
