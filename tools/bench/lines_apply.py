@@ -10,10 +10,11 @@ with `--cameras` replayed synthetic belt clips (320x240, 10 fps, real time) and 
    tracking stage took the new lines to the first frame of that camera tracked with them, against the
    camera's own frame interval (the baseline: a frame that waited for nothing comes within one
    interval); and the PUT's round trip (validation, drop-in fsync, apply) against a GET's.
-2. Reload under load: a phase without reloads, then one with `--reloads` reloads (each moves every
-   camera's line in the config file), the same length. Per phase: frames decoded, published and
-   dropped (by reason), and the drop rate of the reload phase against the quiet one. After the
-   daemon stopped: decoded = published + dropped, per camera (nothing disappeared).
+2. Reload under load: `--reloads` rounds of a quiet window and a window that starts with a reload
+   (each moves every camera's line in the config file), `--phase-s` in all for each kind, in random
+   order within each round so the host's drift and the clips' restarts fall on both kinds alike. Per
+   kind: frames decoded, published and dropped (by reason), and the drop rate of the reload windows
+   against the quiet ones. After the daemon stopped: decoded = published + dropped (nothing disappeared).
 
 Numbers are noisy on a shared machine (other processes take the same cores): read the ratios.
 """
@@ -24,6 +25,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import random
 import statistics
 import sys
 import tempfile
@@ -45,6 +47,7 @@ from tools.kit.synth.video import render_video
 
 FPS = 10
 WIDTH, HEIGHT = 320, 240  # the 416 model: the fastest lane on a CPU
+CLIP_S = 7.3  # not a multiple of the windows
 
 
 def line(x: float) -> dict[str, Any]:
@@ -138,21 +141,34 @@ def delta(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
 def reload_under_load(
     daemon: Daemon, loop: asyncio.AbstractEventLoop, config: Callable[[float], Path], phase_s: float, reloads: int
 ) -> dict[str, Any]:
+    """`reloads` rounds, each a quiet window and a window that starts with a reload, the same length, in
+    random order: the host's drift (other processes on the same cores) and anything periodic (the
+    replayed clips restart every `CLIP_S`) fall on both kinds alike."""
     assert daemon.pipeline is not None
     cameras = [s.camera_id for s in daemon.sources]
-    start = totals(daemon.metrics, cameras)
-    time.sleep(phase_s)
-    quiet_end = totals(daemon.metrics, cameras)
+    window_s = phase_s / reloads
+    quiet: dict[str, float] = {}
+    busy: dict[str, float] = {}
     reload_ms = []
+
+    def add(into: dict[str, float], d: dict[str, float]) -> None:
+        for k, v in d.items():
+            into[k] = into.get(k, 0.0) + v
+
+    order = random.Random(7)
     for i in range(reloads):
-        path = config(0.3 + 0.05 * (i % 8))
-        t0 = time.perf_counter()
-        ok = asyncio.run_coroutine_threadsafe(daemon.pipeline.reloader.reload(path), loop).result(30)
-        reload_ms.append((time.perf_counter() - t0) * 1000)
-        assert ok
-        time.sleep(max(0.0, phase_s / reloads - reload_ms[-1] / 1000))
-    busy_end = totals(daemon.metrics, cameras)
-    quiet, busy = delta(start, quiet_end), delta(quiet_end, busy_end)
+        reload_first = order.random() < 0.5  # random order: nothing periodic (a clip's loop) lines up with one kind
+        for reloading in (reload_first, not reload_first):
+            a = totals(daemon.metrics, cameras)
+            t0 = time.perf_counter()
+            if reloading:
+                done = asyncio.run_coroutine_threadsafe(
+                    daemon.pipeline.reloader.reload(config(0.3 + 0.05 * (i % 8))), loop
+                )
+                assert done.result(30)
+                reload_ms.append((time.perf_counter() - t0) * 1000)
+            time.sleep(max(0.0, window_s - (time.perf_counter() - t0)))
+            add(busy if reloading else quiet, delta(a, totals(daemon.metrics, cameras)))
 
     def rate(d: dict[str, float]) -> float:
         return d["dropped"] / d["decoded"] if d["decoded"] else 0.0
@@ -163,6 +179,7 @@ def reload_under_load(
         "reload_ms": {"median": statistics.median(reload_ms), "max": max(reload_ms)},
         "drop_rate_quiet": rate(quiet),
         "drop_rate_reloading": rate(busy),
+        "reloading_over_quiet": rate(busy) / rate(quiet) if rate(quiet) else None,
     }
 
 
@@ -170,8 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cameras", type=int, default=4)
     ap.add_argument("--puts", type=int, default=20)
-    ap.add_argument("--reloads", type=int, default=6)
-    ap.add_argument("--phase-s", type=float, default=12.0)
+    ap.add_argument("--reloads", type=int, default=15)
+    ap.add_argument("--phase-s", type=float, default=30.0)
     args = ap.parse_args(argv)
     binary = find_redis_server()
     if binary is None:
@@ -179,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-lines-") as tmp:
         out = Path(tmp)
         clip = out / "belt.mp4"
-        render_video(clip, out / "belt.json", WIDTH, HEIGHT, FPS, 8.0, seed=21)
+        render_video(clip, out / "belt.json", WIDTH, HEIGHT, FPS, CLIP_S, seed=21)
         (out / "redis").mkdir()
         redis = RedisServer(binary, out / "redis").start()
         try:
