@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from daemon.config.lines_dropin import source_of
 from daemon.config.settings import EX_CONFIG, ConfigError, Settings, load_settings, resolve_config_path
 from daemon.config.sharding import describe
 from daemon.config.tracking import describe_lines
@@ -80,7 +81,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     for camera in enabled:
         tracked = settings.tracking.enabled if camera.tracking is None else camera.tracking
-        for line in describe_lines(camera.id, tracked, camera.mm_per_px, camera.lines):
+        source = source_of(settings.tracking.lines_dir, camera.id)
+        for line in describe_lines(camera.id, tracked, camera.mm_per_px, camera.lines, source):
             print(line, file=sys.stderr)
     return 0
 
@@ -134,7 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     log.debug("malloc_tuned", **malloc)
     nofile = raise_nofile_limit()  # systemd's default soft 1,024 is too few for an HTTP flood
     log.info("open_files_limit", soft=nofile.soft, hard=nofile.hard, before=nofile.before, error=nofile.error)
-    daemon = Daemon(settings)
+    daemon = Daemon(settings, config_path=resolve_config_path(args.config))
     try:
         asyncio.run(_serve(daemon))
     except ModelError as exc:
@@ -164,6 +166,7 @@ async def _serve(daemon: Daemon) -> None:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
+    loop.add_signal_handler(signal.SIGHUP, daemon.request_reload)  # systemctl reload
     await daemon.run()
 
 

@@ -3,8 +3,9 @@
 `Daemon.run()` = build (`daemon.pipeline.build`: models proved, every stage wired, nothing
 started) -> startup (sink, tracking resume, sources, health endpoint, thermal monitor, the lanes
 of the sizes proved at startup; READY) -> main loop (wait for `request_stop`, which a signal
-handler may call: it only sets a flag) -> shutdown (stop intake, finish in-flight batches, flush
-the sink within `shutdown_grace_s`, then stop its own tasks) -> close (sockets, threads, sessions).
+handler may call: it only sets a flag; `request_reload`, SIGHUP's, runs `daemon.ops.reload`)
+-> shutdown (stop intake, finish in-flight batches, flush the sink within `shutdown_grace_s`,
+then stop its own tasks) -> close (sockets, threads, sessions).
 One TaskGroup owns every long-lived task; the daemon keeps the handles of those it starts, the
 lanes theirs. An unexpected exception in any task ends `run()` with it (systemd restarts the
 process); expected faults (camera gone, Redis down) are retried inside the stages.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -27,6 +29,7 @@ from daemon.inference.lanes import Lane
 from daemon.inference.protocols import EngineBuilder
 from daemon.ingest.sources import CameraSource
 from daemon.ops.http import HealthServer
+from daemon.ops.reload import serve_reloads
 from daemon.ops.systemd import SystemdNotifier, watchdog
 from daemon.pipeline import Pipeline, build
 from daemon.tracking import persist
@@ -48,9 +51,12 @@ class Daemon:
         notifier: SystemdNotifier | None = None,
         engine_factory: EngineBuilder | None = None,
         device: DeviceChoice | None = None,
+        config_path: Path | None = None,
     ) -> None:
-        """`engine_factory` and `device`: the seams of `daemon.pipeline.build`."""
+        """`engine_factory` and `device`: the seams of `daemon.pipeline.build`; `config_path`: re-read on reload."""
         self.settings = settings
+        self.config_path = config_path
+        self._reload = asyncio.Event()
         self.metrics = metrics or Metrics()
         self.notifier = notifier or SystemdNotifier()
         self._engine_factory = engine_factory
@@ -80,6 +86,10 @@ class Daemon:
     def request_stop(self) -> None:
         """Begin a graceful shutdown (safe to call from a signal handler on the loop)."""
         self._stop.set()
+
+    def request_reload(self) -> None:
+        """Re-read the config and apply what can change live (safe from a signal handler on the loop)."""
+        self._reload.set()
 
     def health_report(self) -> dict[str, Any]:
         """The /healthz JSON (before the pipeline is built: starting, nothing else known)."""
@@ -123,6 +133,7 @@ class Daemon:
         models = sorted(p.models.infos)
         self.notifier.ready(f"{len(p.sources)} cameras, models {models}")
         log.info("daemon_ready", cameras=len(p.sources), models=models)
+        self._tasks.append(spawn(serve_reloads(p.reloader, self._reload, self.config_path), "reload"))
         if interval_s := self.notifier.watchdog_interval_s:
             self._tasks.append(spawn(watchdog(self.notifier, p.lanes.busy_s, interval_s), "watchdog"))
 

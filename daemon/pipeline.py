@@ -4,7 +4,8 @@
 files checked, the configured provider proved on a real session) and wires the rest: camera
 sources -> `FrameHub` -> each lane's `Batcher` -> lane workers (`daemon.inference.lanes`,
 built by `daemon.inference.build.LaneWorkers`) -> `_publish`, the one seam where results leave
-the lanes -> the `TrackingStage` (track ids, object events) -> the sink (and the live view).
+the lanes -> the `TrackingStage` (track ids, object events) -> the sink (and the live view);
+`LinesControl` and its API (`daemon.ops.http.api_lines`) change a camera's lines between frames.
 Nothing is started here: no thread, task or socket; `daemon.app.Daemon` starts, drains and
 stops what this returns.
 """
@@ -35,7 +36,10 @@ from daemon.ingest.hwdecode import source_decode
 from daemon.ingest.sources import CameraSource
 from daemon.ops.http import HealthServer, HttpLimits, health_report
 from daemon.ops.http import snapshots as snapshot_route
+from daemon.ops.http.api_lines import LinesApi
+from daemon.ops.lines import LinesControl
 from daemon.ops.liveview import LiveView
+from daemon.ops.reload import Reloader
 from daemon.ops.systemd import SystemdNotifier
 from daemon.publish.sink import RedisSink
 from daemon.publish.snapshots import SnapshotWriter
@@ -66,6 +70,8 @@ class Pipeline:
     hub: FrameHub
     lanes: Lanes
     tracking: TrackingStage
+    lines: LinesControl
+    """The lines that run per camera (the lines API's and a reload's)."""
     liveview: LiveView
     sink: RedisSink
     thermal: ThermalMonitor
@@ -75,6 +81,8 @@ class Pipeline:
     """The crossing snapshots' writer (`[snapshots] enabled`); None when off."""
     report: Callable[[], dict[str, Any]]
     """The /healthz JSON."""
+    reloader: Reloader
+    """Applies a re-read config (SIGHUP) to the stages above."""
 
 
 async def build(
@@ -117,12 +125,7 @@ def _wire(
     tracking = TrackingStage(settings.instance_cameras(), settings.tracking, metrics)
     liveview = _liveview(settings, metrics, tracking)
     snapshots = SnapshotWriter(settings.snapshots, metrics) if settings.snapshots.enabled else None
-
-    def on_status(event: StatusEvent) -> None:
-        """Called from camera and engine threads: hand the event to the loop (sink + log)."""
-        if not loop.is_closed():
-            loop.call_soon_threadsafe(sink.accept_event, event)
-
+    on_status = _status_to(sink, loop)
     workers = LaneWorkers(settings, factory, models, metrics, on_status)
     lanes = Lanes(
         settings.engine,
@@ -142,9 +145,9 @@ def _wire(
     )
     _lanes_on_demand(hub, lanes, loop)
     sources = _sources(settings, models, hub, metrics, on_status)
-    phase = Phase()
-    report = _report(phase, sources, sink, lanes, thermal)
+    report = _report(phase := Phase(), sources, sink, lanes, thermal)
     health = _health(settings, metrics, report, liveview, snapshots)
+    lines = _lines(settings, tracking, liveview, sink, health)
     return Pipeline(
         settings=settings,
         metrics=metrics,
@@ -155,6 +158,7 @@ def _wire(
         hub=hub,
         lanes=lanes,
         tracking=tracking,
+        lines=lines,
         liveview=liveview,
         sink=sink,
         thermal=thermal,
@@ -162,7 +166,30 @@ def _wire(
         health=health,
         snapshots=snapshots,
         report=report,
+        reloader=Reloader(settings, tracking=tracking, lines=lines, health=health, set_rules=workers.set_rules),
     )
+
+
+def _status_to(sink: RedisSink, loop: asyncio.AbstractEventLoop) -> Callable[[StatusEvent], None]:
+    """The status callback of camera and engine threads: hand each event to the loop (sink + log)."""
+
+    def on_status(event: StatusEvent) -> None:
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(sink.accept_event, event)
+
+    return on_status
+
+
+def _lines(
+    settings: Settings, tracking: TrackingStage, liveview: LiveView, sink: RedisSink, health: HealthServer | None
+) -> LinesControl:
+    """The running lines of each camera and, on the endpoint, the lines API (`daemon.ops.http.api_lines`)."""
+    lines = LinesControl(
+        settings.instance_cameras(), settings.tracking.lines_dir, tracking, liveview, on_event=sink.accept_event
+    )
+    if health is not None:
+        LinesApi(health, lines).register()
+    return lines
 
 
 def _liveview(settings: Settings, metrics: Metrics, tracking: TrackingStage) -> LiveView:

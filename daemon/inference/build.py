@@ -15,6 +15,7 @@ every size chosen by resolution) builds a new one on first use.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -71,9 +72,20 @@ class LaneWorkers:
     metrics: Metrics
     on_status: Callable[[StatusEvent], None]
     _unused: dict[int, InferenceEngine] = field(init=False)
+    _stages: weakref.WeakSet[InferenceStage] = field(init=False)
+    _rules_from: Settings = field(init=False)
 
     def __post_init__(self) -> None:
         self._unused = dict(self.models.prebuilt)
+        self._stages = weakref.WeakSet()
+        self._rules_from = self.settings
+
+    def set_rules(self, settings: Settings) -> None:
+        """Each camera's confidence threshold, classes and tracking floor from `settings` (a reload),
+        for every stage built and every one built later."""
+        self._rules_from = settings
+        for stage in list(self._stages):
+            stage.set_rules(camera_rules(settings, stage.info))
 
     @property
     def prebuilt_sizes(self) -> list[int]:
@@ -93,10 +105,11 @@ class LaneWorkers:
             engine,
             max_batch=engine.max_batch,
             post=PostprocessConfig(ecfg.conf_threshold, ecfg.iou_threshold, ecfg.max_det),
-            rules=camera_rules(self.settings, info),
+            rules=camera_rules(self._rules_from, info),
             metrics=self.metrics,
             device=device_path(self.models.device, info, engine.max_batch),  # None on the CPU path
         )
+        self._stages.add(stage)
         return engine, stage
 
     def close(self) -> None:

@@ -131,6 +131,10 @@ class InferenceStage:
         self._device = device
         self._model_label = str(info.size)
 
+    def set_rules(self, rules: Mapping[str, CameraRules]) -> None:
+        """Each camera's rules from the next batch on (a reload; one reference swap, safe across threads)."""
+        self._rules = dict(rules)
+
     def _rules_for(self, camera_id: str) -> CameraRules:
         rules = self._rules.get(camera_id)
         return rules if rules is not None else CameraRules(self._post.conf_threshold)

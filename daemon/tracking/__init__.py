@@ -11,6 +11,9 @@ the ``[tracking]`` knobs' defaults and checks from their one source, ``daemon.co
 no I/O and reads no clock: the caller supplies every time. ``daemon.tracking.state`` and ``persist`` keep
 where ids and counts stand in a small file next to the spool. Nothing here imports another stage's room.
 
+Lines and knobs change on a running stage between two frames (``TrackingStage.apply_lines``,
+``set_params``; ``CameraTracker.set_lines``): tracks, ids and kept lines' counts stay.
+
 Entry points: ``daemon.tracking.stage.TrackingStage`` (what ``app.py`` wires between the lanes and the sink),
 and, re-exported here, ``CameraTracker`` (one per camera; ``update`` per frame, ``finish`` at shutdown) with
 its specs ``LineSpec``, ``GateSpec``, ``TrackerParams``. Events are ``daemon.core.objects.ObjectEvent`` (a

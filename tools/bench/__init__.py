@@ -35,5 +35,7 @@ Modules: `phase` (the daemon in-process, sampled), `budget` (stage budget, count
 `baselines` (the bare model, beside decoders, the naive loop), `naive` (that loop), `procs` (the
 servers, clips, /proc readers, percentiles), `report` (checks, table, plot); `python -m
 tools.bench.decoders URL ...` and `python -m tools.bench.preprocess` are the decoding load and the
-pre-processing micro-bench.
+pre-processing micro-bench;
+`python -m tools.bench.lines_apply` measures lines applied live (a PUT to the next frame) and a
+reload under the load of 4 cameras.
 """

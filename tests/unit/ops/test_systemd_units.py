@@ -102,6 +102,9 @@ def verify_root(tmp_path: Path) -> Path:
     exe.parent.mkdir(parents=True)
     exe.write_text("#!/bin/sh\n")
     exe.chmod(0o755)
+    kill = root / "bin/kill"  # ExecReload's
+    kill.parent.mkdir(parents=True)
+    shutil.copy(exe, kill)
     # the host's units (targets the defaults depend on), as plain files: links would point outside
     shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system", ignore_dangling_symlinks=True)
     return root
@@ -134,6 +137,12 @@ def test_the_template_keeps_the_single_units_hardening_and_limits() -> None:
         assert template.get(key) == single[key], f"{key}: {template.get(key)!r} != {single[key]!r}"
     assert int(single["LimitNOFILE"]) > 1024
     assert "PrivateDevices" not in single and "PrivateDevices" not in template  # the GPU nodes stay visible
+
+
+def test_reload_sends_sighup_to_the_daemon_and_its_lines_dir_default_is_writable() -> None:
+    for unit in (SINGLE, TEMPLATE):
+        assert service(unit)["ExecReload"] == "/bin/kill -HUP $MAINPID"
+    assert "/var/lib/beltsight" in writable_dirs(SINGLE)  # [tracking] lines_dir = /var/lib/beltsight/lines
 
 
 def test_the_bridge_unit_is_a_watched_notify_service_with_the_daemons_hardening() -> None:

@@ -1,0 +1,175 @@
+"""A reload (SIGHUP, `systemctl reload beltsight`): re-read the config and the lines drop-ins, apply what
+can change live, name the rest.
+
+Live, from the next frame or batch on: each camera's `mm_per_px`, lines and gates (`LinesControl.apply`,
+kept lines keep their counts), each camera's `conf_threshold` and `[engine] conf_threshold` (the lanes'
+rules), the `[tracking]` knobs (tracks, ids and counts stay), `[logging] level`, `[health]
+basic_auth_users`. Everything else that differs from what the daemon started with (cameras added or
+removed or otherwise changed, models, Redis, the engine, the endpoint's address ...) is named in one
+`config_restart_needed` line and left as it runs until a restart. A file that does not load (the config
+or a drop-in invalid) changes nothing: `config_reload_failed` with every problem.
+
+The file is read off the event loop; the changes are applied on it (between two frames of each camera).
+Reloads run one at a time: requests that arrive during one are folded into the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from daemon.config.cameras import CameraConfig
+from daemon.config.lines_dropin import CameraLines
+from daemon.config.settings import ConfigError, Settings, load_settings
+from daemon.config.tracking import TrackingConfig
+from daemon.ops.http import HealthServer
+from daemon.ops.lines import LinesControl
+from daemon.tracking.stage import TrackingStage
+
+log = structlog.get_logger("beltsight.reload")
+
+LIVE_CAMERA_FIELDS = frozenset({"lines", "mm_per_px", "conf_threshold"})
+"""A camera's keys a reload applies; any other key of a camera changed needs a restart."""
+_SECTIONS = ("redis", "models", "engine", "health", "thermal", "bridge", "instance", "logging", "tracking")
+_LIVE_KEYS = {
+    "engine": {"conf_threshold"},
+    "health": {"basic_auth_users"},
+    "logging": {"level"},
+    "tracking": set(TrackingConfig.model_fields) - {"enabled"},
+}
+
+
+def _dump(value: Any) -> Any:
+    return value.model_dump(mode="python") if hasattr(value, "model_dump") else value
+
+
+def restart_needed(started: Settings, new: Settings) -> list[str]:
+    """The keys that differ between the settings the daemon started with and `new`, and that a reload
+    does not apply (`section.key`, `cameras.<id>` added or removed, `cameras.<id>.key`)."""
+    out = []
+    for section in _SECTIONS:
+        was, now = _dump(getattr(started, section)), _dump(getattr(new, section))
+        if not isinstance(was, dict) or section == "models":
+            out += [section] if was != now else []
+            continue
+        live = _LIVE_KEYS.get(section, set())
+        out += [f"{section}.{k}" for k in sorted(set(was) | set(now)) if k not in live and was.get(k) != now.get(k)]
+    if started.shutdown_grace_s != new.shutdown_grace_s:
+        out.append("shutdown_grace_s")
+    before = {c.id: c for c in started.cameras}
+    after = {c.id: c for c in new.cameras}
+    out += [f"cameras.{cid} added" for cid in after if cid not in before]
+    out += [f"cameras.{cid} removed" for cid in before if cid not in after]
+    for cid in before.keys() & after.keys():
+        was, now = before[cid].model_dump(), after[cid].model_dump()
+        out += [f"cameras.{cid}.{k}" for k in sorted(was) if k not in LIVE_CAMERA_FIELDS and was[k] != now[k]]
+    return sorted(out)
+
+
+def rules_settings(started: Settings, new: Settings) -> Settings:
+    """What the lanes' rules are computed from after a reload: the cameras the daemon runs, with the
+    thresholds and tracking floor of `new`."""
+    thresholds = {c.id: c.conf_threshold for c in new.cameras}
+
+    def camera(c: CameraConfig) -> CameraConfig:
+        return c.model_copy(update={"conf_threshold": thresholds.get(c.id, c.conf_threshold)})
+
+    engine = started.engine.model_copy(update={"conf_threshold": new.engine.conf_threshold})
+    return started.model_copy(
+        update={"engine": engine, "tracking": new.tracking, "cameras": [camera(c) for c in started.cameras]}
+    )
+
+
+def set_log_level(level: str) -> None:
+    """Log at `level` from now on (the handler, its format and its library filter stay)."""
+    number = logging.getLevelNamesMapping()[level.upper()]
+    logging.getLogger().setLevel(number)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(number))
+
+
+class Reloader:
+    """Applies a re-read configuration to the running stages (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        tracking: TrackingStage,
+        lines: LinesControl,
+        health: HealthServer | None,
+        set_rules: Callable[[Settings], None],
+    ) -> None:
+        self._started = settings
+        self._live = settings
+        self._tracking = tracking
+        self._lines = lines
+        self._health = health
+        self._set_rules = set_rules
+
+    async def reload(self, path: Path) -> bool:
+        """Re-read `path` (and the drop-ins) and apply it; False when it is invalid (nothing changed)."""
+        try:
+            new = await asyncio.get_running_loop().run_in_executor(None, load_settings, path)
+        except ConfigError as exc:
+            log.error("config_reload_failed", path=str(path), problems=exc.errors)
+            return False
+        changed = self.apply(new)
+        restart = restart_needed(self._started, new)
+        if restart:
+            log.warning("config_restart_needed", changed=restart)
+        log.info("config_reloaded", path=str(path), changed=changed, restart_needed=restart)
+        return True
+
+    def apply(self, new: Settings) -> list[str]:
+        """Apply what changed live between what runs and `new`; the names of what changed."""
+        was, changed = self._live, []
+        after = {c.id: c for c in new.cameras}
+        for camera_id in self._lines.camera_ids:
+            camera = after.get(camera_id)
+            if camera is not None and self._lines.apply(camera_id, CameraLines.of(camera), "reload"):
+                changed.append(f"cameras.{camera_id}.lines")
+        self._lines.lines_dir = new.tracking.lines_dir
+        before = {c.id: c.conf_threshold for c in was.cameras}
+        thresholds = [
+            f"cameras.{c.id}.conf_threshold"
+            for c in new.cameras
+            if before.get(c.id, c.conf_threshold) != c.conf_threshold
+        ]
+        if new.engine.conf_threshold != was.engine.conf_threshold:
+            thresholds.append("engine.conf_threshold")
+        tracking_changed = new.tracking.model_dump(exclude={"lines_dir", "enabled"}) != was.tracking.model_dump(
+            exclude={"lines_dir", "enabled"}
+        )
+        if thresholds or tracking_changed:
+            self._set_rules(rules_settings(self._started, new))
+        if tracking_changed:
+            self._tracking.set_params(new.tracking)
+            changed.append("tracking")
+        if new.logging.level != was.logging.level:
+            set_log_level(new.logging.level)
+            changed.append("logging.level")
+        if new.health.basic_auth_users != was.health.basic_auth_users and self._health is not None:
+            self._health.set_users(new.health.basic_auth_users)
+            changed.append("health.basic_auth_users")
+        self._live = new
+        return changed + thresholds
+
+
+async def serve_reloads(reloader: Reloader, requested: asyncio.Event, path: Path | None) -> None:
+    """Run a reload each time `requested` is set (a SIGHUP), one at a time; without a config path
+    (the daemon was given settings, not a file) a request is logged as failed."""
+    while True:
+        await requested.wait()
+        requested.clear()
+        if path is None:
+            log.error("config_reload_failed", path=None, problems=["the daemon was not started from a config file"])
+            continue
+        await reloader.reload(path)
+
+
+__all__ = ["LIVE_CAMERA_FIELDS", "Reloader", "restart_needed", "rules_settings", "serve_reloads", "set_log_level"]
