@@ -157,6 +157,7 @@ class LineEditor {
         this.problems = [];
         this.message = "Applied at " + new Date().toLocaleTimeString() + ": these lines run now.";
         this.setState("applied");
+        schedule(0);  // the counts of the lines that run now
       } else if (r.status === 400) {
         this.problems = (await r.json()).problems || ["the daemon refused the lines"];
         this.message = "Not applied: " + this.problems.length + " problem(s), shown beside the fields.";
@@ -351,9 +352,11 @@ class LineEditor {
                                 "stroke-dasharray": 4 * k + " " + 4 * k}));
       nodes.push(svgEl("circle", {cx: a[0] * c.w, cy: a[1] * c.h, r: 5 * k, fill: "#ff0"}));
     }
+    const keep = this.focus;  // the focused handle is replaced: its successor gets the focus
     c.overlay.replaceChildren(...nodes);
-    if (this.focus) {
-      const [handle, index] = this.focus.split(":");
+    this.focus = keep;
+    if (keep) {
+      const [handle, index] = keep.split(":");
       const el = c.overlay.querySelector('[data-handle="' + handle + '"][data-index="' + index + '"]');
       if (el) el.focus();
     }
