@@ -4,7 +4,8 @@
 files checked, the configured provider proved on a real session) and wires the rest: camera
 sources -> `FrameHub` -> each lane's `Batcher` -> lane workers (`daemon.inference.lanes`,
 built by `daemon.inference.build.LaneWorkers`) -> `_publish`, the one seam where results leave
-the lanes -> the `TrackingStage` (track ids, object events) -> the sink (and the live view).
+the lanes -> the `TrackingStage` (track ids, object events) -> the sink (and the live view);
+`LinesControl` and its API (`daemon.ops.http.api_lines`) change a camera's lines between frames.
 Nothing is started here: no thread, task or socket; `daemon.app.Daemon` starts, drains and
 stops what this returns.
 """
@@ -34,6 +35,8 @@ from daemon.inference.providers import lane_workers, worker_batch
 from daemon.ingest.hwdecode import source_decode
 from daemon.ingest.sources import CameraSource
 from daemon.ops.http import HealthServer, HttpLimits, health_report
+from daemon.ops.http.api_lines import LinesApi
+from daemon.ops.lines import LinesControl
 from daemon.ops.liveview import LiveView
 from daemon.ops.systemd import SystemdNotifier
 from daemon.publish.sink import RedisSink
@@ -64,6 +67,8 @@ class Pipeline:
     hub: FrameHub
     lanes: Lanes
     tracking: TrackingStage
+    lines: LinesControl
+    """The lines that run per camera (the lines API's and a reload's)."""
     liveview: LiveView
     sink: RedisSink
     thermal: ThermalMonitor
@@ -140,8 +145,12 @@ def _wire(
     phase = Phase()
     report = _report(phase, sources, sink, lanes, thermal)
     health = _health(settings, metrics, report)
+    lines = LinesControl(
+        settings.instance_cameras(), settings.tracking.lines_dir, tracking, liveview, on_event=sink.accept_event
+    )
     if health is not None:
         liveview.register(health, report)
+        LinesApi(health, lines).register()
     return Pipeline(
         settings=settings,
         metrics=metrics,
@@ -152,6 +161,7 @@ def _wire(
         hub=hub,
         lanes=lanes,
         tracking=tracking,
+        lines=lines,
         liveview=liveview,
         sink=sink,
         thermal=thermal,

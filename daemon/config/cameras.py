@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from daemon.config.base import Seconds, Section, read_secret_file, with_password
-from daemon.config.tracking import LineConfig, TrackingConfig, duplicate_line
+from daemon.config.tracking import LineConfig, TrackingConfig, lines_problem
 from daemon.core.frames import MODEL_SIZES
 from daemon.core.redaction import SECRETS, redact_url
 
@@ -68,12 +68,9 @@ class CameraConfig(Section):
 
     @model_validator(mode="after")
     def _check_lines(self) -> Self:
-        duplicate = duplicate_line(self.lines)
-        if duplicate is not None:
-            raise ValueError(f"lines: line id {duplicate!r} is used twice")
-        gated = [line.id for line in self.lines if line.gates]
-        if gated and self.mm_per_px is None:
-            raise ValueError(f"lines: line {gated[0]!r} has gates, which need the camera's mm_per_px calibration")
+        problem = lines_problem(self.lines, self.mm_per_px)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     @field_validator("id")

@@ -30,6 +30,7 @@ from daemon.config.bridge import BridgeConfig
 from daemon.config.cameras import CameraConfig
 from daemon.config.engine import EngineConfig
 from daemon.config.health import HealthConfig
+from daemon.config.lines_dropin import LinesInvalidError, with_dropins
 from daemon.config.logging import LoggingConfig
 from daemon.config.models import ModelConfig
 from daemon.config.redis import RedisConfig
@@ -165,7 +166,11 @@ def load_settings(path: Path) -> Settings:
         raise ConfigError(str(path), [_format_error(e) for e in exc.errors()]) from None
     except (ValueError, OSError) as exc:  # TOML syntax errors surface as ValueError (TOMLDecodeError)
         raise ConfigError(str(path), [f"cannot parse: {redact_url(str(exc))}"]) from None
-    return _resolve_relative_paths(settings, path.parent)
+    try:  # the lines applied live ([tracking] lines_dir) override the file's
+        cameras = with_dropins(settings.cameras, settings.tracking.lines_dir)
+    except LinesInvalidError as exc:
+        raise ConfigError(str(path), exc.problems) from None
+    return _resolve_relative_paths(settings.model_copy(update={"cameras": cameras}), path.parent)
 
 
 def _read(path: Path) -> Settings:

@@ -8,6 +8,7 @@ belt; they need the camera's `mm_per_px` calibration (checked where the camera i
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -47,6 +48,10 @@ class TrackingConfig(Section):
     still observed, so it keeps its track however long the belt stands."""
     anchor: Literal["center", "bottom_center"] = "center"
     """The point of a box that crosses lines: its centre, or the middle of its bottom edge."""
+    lines_dir: Path = Path("/var/lib/beltsight/lines")
+    """Where lines applied live (`PUT /api/cameras/{id}/lines`) are kept: one `<camera>.toml` per camera
+    with its `mm_per_px` and `[[lines]]`; such a file overrides that camera's `mm_per_px` and lines in
+    this config at start and on reload (`daemon.config.lines_dropin`), so this file is never rewritten."""
 
     @model_validator(mode="after")
     def _check_scores(self) -> TrackingConfig:
@@ -119,12 +124,27 @@ def duplicate_line(lines: list[LineConfig]) -> str | None:
     return None
 
 
-def describe_lines(camera_id: str, tracked: bool, mm_per_px: float | None, lines: list[LineConfig]) -> list[str]:
-    """`check-config`'s summary of a camera's tracking: its lines and their gates."""
+def lines_problem(lines: list[LineConfig], mm_per_px: float | None) -> str | None:
+    """What is wrong with a camera's lines as a whole (ids used twice, gates without calibration), if anything:
+    the one rule for a `[[cameras]]` entry and a lines drop-in."""
+    duplicate = duplicate_line(lines)
+    if duplicate is not None:
+        return f"lines: line id {duplicate!r} is used twice"
+    gated = [line.id for line in lines if line.gates]
+    if gated and mm_per_px is None:
+        return f"lines: line {gated[0]!r} has gates, which need the camera's mm_per_px calibration"
+    return None
+
+
+def describe_lines(
+    camera_id: str, tracked: bool, mm_per_px: float | None, lines: list[LineConfig], source: str = ""
+) -> list[str]:
+    """`check-config`'s summary of a camera's tracking: its lines and their gates (and where they come from)."""
     if not tracked:
         return [f"camera {camera_id}: not tracked"]
     calibration = f", {mm_per_px} mm/px" if mm_per_px is not None else ", uncalibrated (speeds in px/s)"
-    out = [f"camera {camera_id}: tracked{calibration}, {len(lines)} line(s)"]
+    origin = f" (from {source})" if source else ""
+    out = [f"camera {camera_id}: tracked{calibration}, {len(lines)} line(s){origin}"]
     for line in lines:
         gates = ", ".join(f"{g.id} at {g.distance_mm:g} mm" for g in line.gates) or "no gates"
         out.append(

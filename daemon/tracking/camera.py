@@ -149,6 +149,58 @@ class CameraTracker:
         ids = tuple(t.track_id if t is not None else None for t in step.det_tracks)
         return TrackUpdate(ids, tuple(events))
 
+    def set_lines(self, lines: Sequence[LineSpec], mm_per_px: float | None) -> None:
+        """Count on `lines` from the next frame on (call between two frames); tracks and ids stay.
+
+        A line kept by id keeps its running counts, a new one counts from 0, a removed one's counts
+        go. Where a kept line is unchanged, each track's progress across it (sides, a pending cut, the
+        directions already counted) stays; a new or moved line starts every track afresh on the side
+        where it stands, so a part standing on a line moved under it is not counted: a crossing needs
+        the part's motion across the line. Crossings pending on tentative tracks follow their line."""
+        lines = tuple(lines)
+        ids = [ln.id for ln in lines]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"lines: duplicate line ids {ids}")
+        if mm_per_px is not None and not (math.isfinite(mm_per_px) and mm_per_px > 0.0):
+            raise ValueError(f"mm_per_px: must be > 0, got {mm_per_px}")
+        old = {ln.id: i for i, ln in enumerate(self.lines)}
+        kept = [old[ln.id] if ln.id in old and self.lines[old[ln.id]] == ln else None for ln in lines]
+        moved = {old[ln.id]: i for i, ln in enumerate(lines) if ln.id in old}
+        self._pending = {
+            uid: [_Crossing(x.track, moved[x.line], x.direction, x.at_ms) for x in xs if x.line in moved]
+            for uid, xs in self._pending.items()
+        }
+        self._counts = {(ln.id, d): self._counts.get((ln.id, d), 0) for ln in lines for d in ("in", "out")}
+        self.lines, self.mm_per_px = lines, mm_per_px
+        if self._size is not None:
+            self._geoms = tuple(LineGeometry.of(ln, *self._size) for ln in self.lines)
+        states: dict[int, list[LineState]] = {}
+        for t in self._tracker.tracks:  # every live track, also those never observed against a line yet
+            was, fresh = self._states.get(t.uid), self._fresh_states(t.box)
+            states[t.uid] = [fresh[i] if k is None or was is None else was[k] for i, k in enumerate(kept)]
+        self._states = states
+
+    def _fresh_states(self, box: tuple[float, float, float, float]) -> list[LineState]:
+        """A track's states against lines just placed: established on the side its box stands on, or,
+        where it stands on the line (inside the hysteresis band), with both directions already counted."""
+        if not self._geoms:
+            return [LineState() for _ in self.lines]
+        b = np.array([box], dtype=np.float64)
+        p = anchor_points(b, self.params.anchor)
+        out = []
+        for geom in self._geoms:
+            d = float(geom.signed_distances(p)[0])
+            if abs(d) < float(geom.hysteresis_px(b, self.params.line_hysteresis)[0]):
+                out.append(LineState(counted={"in", "out"}))
+            else:
+                out.append(LineState(side=1 if d > 0.0 else -1))
+        return out
+
+    def set_params(self, params: TrackerParams) -> None:
+        """Track with `params` from the next frame on (tracks, ids and counts stay)."""
+        self.params = self._tracker.params = params
+        self._belt.tau_s = params.belt_tau_s
+
     def finish(self, at_ms: int) -> tuple[ObjectEvent, ...]:
         """End every live confirmed track (daemon shutdown). Each ``end`` keeps its last-seen time as
         ``at_ms``, capped at ``at_ms``; tentative tracks vanish silently. The tracker is empty afterwards."""

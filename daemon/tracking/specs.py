@@ -10,7 +10,7 @@ from daemon.config.tracking import TrackingConfig
 from daemon.tracking.kalman import KalmanNoise
 
 Anchor = Literal["center", "bottom_center"]
-CONFIG_KEYS = tuple(name for name in TrackingConfig.model_fields if name != "enabled")
+CONFIG_KEYS = tuple(name for name in TrackingConfig.model_fields if name not in ("enabled", "lines_dir"))
 """The knobs the `[tracking]` section exposes: their defaults and checks are the config model's."""
 _CONFIG = TrackingConfig()
 

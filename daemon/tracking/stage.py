@@ -59,6 +59,7 @@ class TrackingStage:
     def __init__(self, cameras: Sequence[CameraConfig], cfg: TrackingConfig, metrics: Metrics) -> None:
         self._params = tracker_params(cfg)
         self._cameras = {c.id: c for c in tracked_cameras(cameras, cfg)}
+        self._lines = {cid: (line_specs(c.lines), c.mm_per_px) for cid, c in self._cameras.items()}
         self._trackers: dict[str, CameraTracker] = {}
         self._last_ms: dict[str, int] = {}
         self._metrics = metrics
@@ -68,19 +69,36 @@ class TrackingStage:
         return list(self._cameras)
 
     def lines_of(self, camera_id: str) -> tuple[LineSpec, ...]:
-        camera = self._cameras.get(camera_id)
-        return line_specs(camera.lines) if camera is not None else ()
+        """The lines `camera_id` counts on now (none for an untracked camera)."""
+        return self._lines.get(camera_id, ((), None))[0]
+
+    def apply_lines(self, camera_id: str, lines: Iterable[LineConfig], mm_per_px: float | None) -> None:
+        """Count `camera_id` on `lines` from its next frame on (on the event loop, so between two of its
+        frames): its tracks, ids and kept lines' counts stay (`CameraTracker.set_lines`). KeyError for
+        a camera not tracked here."""
+        if camera_id not in self._cameras:
+            raise KeyError(camera_id)
+        specs = line_specs(lines)
+        self._lines[camera_id] = (specs, mm_per_px)
+        tracker = self._trackers.get(camera_id)
+        if tracker is not None:
+            tracker.set_lines(specs, mm_per_px)
+
+    def set_params(self, cfg: TrackingConfig) -> None:
+        """Track every camera with `cfg`'s knobs from its next frame on (tracks, ids and counts stay)."""
+        self._params = tracker_params(cfg)
+        for tracker in self._trackers.values():
+            tracker.set_params(self._params)
 
     def resume(self, camera_id: str, state: ObjectsResume) -> None:
         """Start `camera_id`'s tracker where the objects stream left off (before its first frame)."""
-        camera = self._cameras[camera_id]
-        lines = line_specs(camera.lines)
+        lines, mm_per_px = self._lines[camera_id]
         known = {(line.id, d) for line in lines for d in ("in", "out")}
         self._trackers[camera_id] = CameraTracker(
             camera_id,
             lines,
             self._params,
-            mm_per_px=camera.mm_per_px,
+            mm_per_px=mm_per_px,
             first_track_id=max(1, state.next_track_id),
             counts={k: v for k, v in state.counts.items() if k in known},
         )

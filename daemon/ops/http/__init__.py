@@ -3,7 +3,8 @@
 `server` (`HealthServer`: the routes and the listener), `report` (`health_report`: what `/healthz`
 says), `bound` (`BoundedServer`, `HttpLimits`: connection, header and time limits), `tls` (optional
 HTTPS, each handshake inside that bound), `auth` (basic authentication against bcrypt hashes,
-`/healthz` optionally left open).
+`/healthz` optionally left open), `api_lines` (`GET`/`PUT /api/cameras/{id}/lines`, over
+`daemon.ops.lines.LinesControl`).
 
 May import: `daemon.core`, `daemon.config` and the stage rooms. Entry points: `HealthServer`,
 `HttpLimits`, `health_report` (re-exported here).

@@ -58,6 +58,12 @@ def _credentials(header: str | None) -> tuple[str, bytes] | None:
     return user.decode("utf-8", "replace"), password
 
 
+def request_user(request: web.BaseRequest) -> str | None:
+    """The basic-auth user a request names (verified already where authentication is configured)."""
+    credentials = _credentials(request.headers.get("Authorization"))
+    return None if credentials is None else credentials[0]
+
+
 class BasicAuth:
     """`await refusal(request)`: None when the request carries a valid user's password, else the
     response to send instead (`401` with the challenge, or `503` when verifications are queued up)."""
@@ -119,4 +125,4 @@ class BasicAuth:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-__all__ = ["REALM", "BasicAuth"]
+__all__ = ["REALM", "BasicAuth", "request_user"]

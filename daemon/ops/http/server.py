@@ -97,13 +97,28 @@ class HealthServer:
         self._runner: web.ServerRunner | None = None
         self._server: BoundedServer | None = None
         self._listener: asyncio.Server | None = None
-        self._routes: list[tuple[re.Pattern[str], Handler]] = []
+        self._routes: list[tuple[re.Pattern[str], Handler, tuple[str, ...]]] = []
         self.route(r"/healthz|/health", self._healthz)
         self.route(r"/metrics", self._prometheus)
 
-    def route(self, pattern: str, handler: Handler) -> None:
-        """GET `pattern` (a regex matched against the whole path; named groups are passed on)."""
-        self._routes.append((re.compile(pattern), handler))
+    def route(self, pattern: str, handler: Handler, methods: tuple[str, ...] = ("GET", "HEAD")) -> None:
+        """`methods` on `pattern` (a regex matched against the whole path; named groups are passed on)."""
+        self._routes.append((re.compile(pattern), handler, methods))
+
+    @property
+    def authenticated(self) -> bool:
+        """Whether every request (but an open /healthz) needs a user's password."""
+        return self._auth is not None
+
+    @property
+    def host(self) -> str:
+        return self._host
+
+    def set_users(self, users: Mapping[str, str]) -> None:
+        """Check requests against `users` from now on (a reload); none: no authentication."""
+        if self._auth is not None:
+            self._auth.close()
+        self._auth = BasicAuth(users, self._metrics) if users else None
 
     @property
     def port(self) -> int:
@@ -158,12 +173,13 @@ class HealthServer:
             refusal = await self._auth.refusal(request)
             if refusal is not None:
                 return refusal
-        for pattern, handler in self._routes:
+        for pattern, handler, methods in self._routes:
             match = pattern.fullmatch(request.path)
             if match is None:
                 continue
-            if request.method not in ("GET", "HEAD"):
-                return web.Response(status=405, text="GET only\n", headers={"Allow": "GET, HEAD"})
+            if request.method not in methods:
+                allow = ", ".join(methods)
+                return web.Response(status=405, text=f"{allow} only\n", headers={"Allow": allow})
             return await handler(request, match.groupdict())
         return web.Response(status=404, text="not found: try /, /healthz or /metrics\n")
 

@@ -106,7 +106,7 @@ def test_the_tracker_parameters_take_the_sections_defaults_and_values() -> None:
     from daemon.tracking.specs import CONFIG_KEYS, TrackerParams  # noqa: PLC0415
 
     defaults, params = TrackingConfig(), TrackerParams()
-    assert set(CONFIG_KEYS) == set(TrackingConfig.model_fields) - {"enabled"}
+    assert set(CONFIG_KEYS) == set(TrackingConfig.model_fields) - {"enabled", "lines_dir"}
     assert {k: getattr(params, k) for k in CONFIG_KEYS} == {k: getattr(defaults, k) for k in CONFIG_KEYS}
     cfg = TrackingConfig(
         high_score=0.6, low_score=0.2, new_track_score=0.7, lost_s=2.5, min_hits=5, anchor="bottom_center"

@@ -23,6 +23,33 @@ OPS_EVENTS: tuple[LogEvent, ...] = (
         "summarised: at most one line a minute, counts since the last line",
         ("open", "max_connections", "evicted", "refused", "deadline"),
     ),
+    LogEvent(
+        "config_reload_failed",
+        "error",
+        "a reload (SIGHUP, `systemctl reload`) found the config or a lines drop-in invalid: nothing changed",
+        ("path", "problems"),
+    ),
+    LogEvent(
+        "config_reloaded",
+        "info",
+        "a reload (SIGHUP) applied what changed and can change live (lines, mm_per_px, conf_threshold, the"
+        " tracking knobs, the log level, the endpoint's users); `changed` names each, `restart_needed` the rest",
+        ("path", "changed", "restart_needed"),
+    ),
+    LogEvent(
+        "config_restart_needed",
+        "warning",
+        "a reload found changes that need a restart (cameras added or removed, models, Redis, ...): they are"
+        " named here and left as they run until the daemon restarts",
+        ("changed",),
+    ),
+    LogEvent(
+        "lines_changed",
+        "info",
+        "a camera's mm_per_px and counting lines changed (the lines API or a reload), applied between two of its"
+        " frames; also written to beltsight:events as kind lines_changed",
+        ("camera", "user", "before", "after"),
+    ),
     LogEvent("sd_notify_failed", "warning", "a message to systemd's NOTIFY_SOCKET failed", ("error",)),
     LogEvent(
         "snapshot_failed",

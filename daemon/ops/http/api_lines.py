@@ -1,0 +1,88 @@
+"""`GET` and `PUT /api/cameras/{id}/lines`: a camera's `mm_per_px` and counting lines, as JSON.
+
+The body is the TOML shape of a camera's lines (`daemon.config.lines_dropin.CameraLines`):
+`{"mm_per_px": float | null, "lines": [{"id", "start": [x, y], "end": [x, y], "direction": [dx, dy],
+"gates": [{"id", "distance_mm"}]}]}`. Answers:
+
+- `200` with what runs now (after a `PUT`: what was just applied, persisted first);
+- `400` `{"problems": ["lines.0.start: ...", ...]}`: every problem, by key path, found by the config's
+  own models; nothing changed;
+- `401` without a valid user's password where `basic_auth_users` is set (the server's check);
+- `403` for a `PUT` where writes are not allowed: only with authentication configured, or on an
+  endpoint listening on loopback only;
+- `404` for a camera this instance does not run; `500` when the drop-in cannot be written (nothing
+  changed).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from typing import Any
+
+from aiohttp import web
+
+from daemon.config.lines_dropin import LinesInvalidError, parse
+from daemon.ops.http.auth import request_user
+from daemon.ops.http.server import HealthServer
+from daemon.ops.lines import LinesControl
+
+PATH = r"/api/cameras/(?P<camera>[A-Za-z0-9][A-Za-z0-9_.-]{0,63})/lines"
+MAX_BODY_BYTES = 256 * 1024
+
+
+def loopback_only(host: str) -> bool:
+    """Whether an endpoint bound to `host` is reachable from this machine only."""
+    name = host.strip("[]")
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False  # "" (every address) or a name
+
+
+def _json(status: int, body: dict[str, Any]) -> web.Response:
+    return web.json_response(body, status=status, dumps=lambda v: json.dumps(v, sort_keys=True))
+
+
+class LinesApi:
+    """The routes, over a `LinesControl` (see the module docstring)."""
+
+    def __init__(self, server: HealthServer, control: LinesControl) -> None:
+        self._server = server
+        self._control = control
+
+    def register(self) -> None:
+        self._server.route(PATH, self.handle, methods=("GET", "HEAD", "PUT"))
+
+    def write_allowed(self) -> bool:
+        return self._server.authenticated or loopback_only(self._server.host)
+
+    async def handle(self, request: web.BaseRequest, params: dict[str, str]) -> web.StreamResponse:
+        camera_id = params["camera"]
+        if request.method == "PUT" and not self.write_allowed():
+            return _json(403, {"problems": ["writes need [health] basic_auth_users, or a loopback-only listen"]})
+        if camera_id not in self._control.camera_ids:
+            return _json(404, {"problems": [f"no camera {camera_id!r}"]})
+        if request.method != "PUT":
+            return _json(200, self._control.current(camera_id).to_json())
+        if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+            return _json(413, {"problems": [f"(body): larger than {MAX_BODY_BYTES} bytes"]})
+        try:
+            data = json.loads(await request.read())
+        except (ValueError, UnicodeDecodeError) as exc:
+            return _json(400, {"problems": [f"(body): not JSON: {exc}"]})
+        try:
+            lines = parse(data)
+        except LinesInvalidError as exc:
+            return _json(400, {"problems": exc.problems})
+        user = request_user(request) if self._server.authenticated else None
+        try:
+            applied = await self._control.put(camera_id, lines, user or f"local {request.remote}")
+        except OSError as exc:
+            return _json(500, {"problems": [f"cannot write {self._control.lines_dir}: {exc.strerror}"]})
+        return _json(200, applied.to_json())
+
+
+__all__ = ["PATH", "LinesApi", "loopback_only"]
