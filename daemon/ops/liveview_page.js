@@ -105,6 +105,7 @@ function drawOverlay(c) {
   c.overlay.setAttribute("viewBox", "0 0 " + c.w + " " + c.h);
   if (c.editor) {
     c.editor.draw();
+    c.editor.renderStatus();  // each line's counts beside its name
     return;
   }
   const lines = c.cam ? c.cam.lines || [] : [];

@@ -150,11 +150,15 @@ class Chromium:
         self.touch("touchEnd", [])
 
     def touch_drag(self, start: tuple[float, float], end: tuple[float, float], steps: int = 8) -> None:
-        """A finger down at `start`, moved in `steps` to `end`, lifted there."""
+        """A finger down at `start`, moved in `steps` to `end` at a person's pace, held still there and
+        lifted: a quick swipe would be a fling to the browser, and a tap during a fling clicks nothing."""
         self.touch("touchStart", [start])
         for i in range(1, steps + 1):
+            time.sleep(0.03)
             t = i / steps
             self.touch("touchMove", [(start[0] + t * (end[0] - start[0]), start[1] + t * (end[1] - start[1]))])
+        time.sleep(0.15)
+        self.touch("touchMove", [end])
         self.touch("touchEnd", [])
 
     def type_text(self, text: str) -> None:

@@ -10,10 +10,12 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from io import BytesIO
 from pathlib import Path
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from tests.support.chromium import CHROMIUM, Chromium
 from tests.support.daemon_harness import InProcessDaemon, http_get, write_config
@@ -67,8 +69,10 @@ def keep_screenshot(browser: Chromium, name: str, tmp_path: Path) -> None:
     png = browser.screenshot(CARD)
     assert png.startswith(b"\x89PNG")
     (tmp_path / name).write_bytes(png)
-    if docs := os.environ.get("BELTSIGHT_DOCS_IMG"):
-        (Path(docs) / name).write_bytes(png)
+    if docs := os.environ.get("BELTSIGHT_DOCS_IMG"):  # small for the repository: 720 px wide, 128 colours
+        image = Image.open(BytesIO(png)).convert("RGB")
+        image = image.resize((720, round(image.height * 720 / image.width)), Image.Resampling.LANCZOS)
+        image.quantize(128).save(Path(docs) / name, optimize=True)
 
 
 @contextmanager
