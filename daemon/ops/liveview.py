@@ -11,11 +11,15 @@ running counts beside it (`<line> in <N> out <M>`, read from the tracking stage 
 Routes (GET):
 
 - `/`                              the page: every camera, its snapshot refreshing, state, fps, latency, model,
-                                   each counting line's counts and the last crossing
-- `/api/cameras`                   what the page polls (JSON; `lines`: each line's `in` and `out` counts,
+                                   each counting line's counts and the last crossing, and the line editor
+                                   (`liveview_editor.js`; it reads and writes `/api/cameras/<id>/lines`)
+- `/static/<name>.js`              the page's scripts (`liveview_page.js`, `liveview_editor.js`)
+- `/api/cameras`                   what the page polls (JSON; `lines`: each line's `in` and `out` counts and
+                                   its `start`, `end`, `direction`; `w`, `h`: the source frame's size;
                                    `last_crossing`: label, line, direction, the first gate and its ETA)
 - `/cameras/<id>/snapshot.jpg`     the JPEG; headers `X-Beltsight-Camera`, `-Seq`, `-Captured-Ms`, `-Model`
-                                   name the frame, so it can be matched with its Redis entry
+                                   name the frame, so it can be matched with its Redis entry; `?lines=0`
+                                   leaves the lines out (the page draws them itself, over the image)
 - `/cameras/<id>/snapshot.json`    the same snapshot's frame and detections, as in its Redis entry
 """
 
@@ -84,6 +88,8 @@ class _Latest:
 
 
 LINE_COLOUR = (255, 255, 0)
+SCRIPTS = ("liveview_page.js", "liveview_editor.js")
+"""The page's scripts, beside it in the package, served under `/static/`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,8 +208,8 @@ class LiveView:
         self._latest: dict[str, _Latest] = {}
         self._latency_s: dict[str, float] = {}
         self._lines: dict[str, tuple[LineConfig, ...]] = {}
-        self._cache: dict[str, Snapshot] = {}
-        self._pending: dict[str, asyncio.Task[Snapshot]] = {}
+        self._cache: dict[tuple[str, bool], Snapshot] = {}
+        self._pending: dict[tuple[str, bool], asyncio.Task[Snapshot]] = {}
         self._executor: ThreadPoolExecutor | None = None
         self._failing: set[str] = set()
         self._counts: Callable[[str], Counts] = lambda _camera_id: {}
@@ -245,9 +251,11 @@ class LiveView:
         parts = self.parts_info(camera_id)
         latest = self._latest.get(camera_id)
         if latest is None:
-            return {"model": None, "latency_ms": None, "seq": None, "detections": None, **parts}
+            return {"model": None, "latency_ms": None, "seq": None, "detections": None, "w": None, "h": None, **parts}
         result = latest.result
         return {
+            "w": result.width,
+            "h": result.height,
             "model": model_tag(result.model_size, result.model_name),
             "latency_ms": round(self._latency_s.get(camera_id, 0.0) * 1000, 1),
             "seq": result.seq,
@@ -264,6 +272,9 @@ class LiveView:
                 "in": counts.get((line.id, "in"), 0),
                 "out": counts.get((line.id, "out"), 0),
                 "text": count_text(line.id, counts),
+                "start": list(line.start),
+                "end": list(line.end),
+                "direction": list(line.direction),
             }
             for line in self._lines.get(camera_id, ())
         ]
@@ -283,10 +294,12 @@ class LiveView:
             }
         return {"lines": lines, "last_crossing": crossing}
 
-    async def snapshot(self, camera_id: str) -> Snapshot | None:
+    async def snapshot(self, camera_id: str, lines: bool = True) -> Snapshot | None:
         """The camera's snapshot: the cached one while it is younger than the interval (or shows
-        the newest frame already), else a fresh one; None before the camera's first result."""
-        cached = self._cache.get(camera_id)
+        the newest frame already), else a fresh one; None before the camera's first result.
+        `lines=False`: without the counting lines (a snapshot of its own, cached alike)."""
+        key = (camera_id, lines)
+        cached = self._cache.get(key)
         latest = self._latest.get(camera_id)
         if cached is not None and (
             self._clock.monotonic() - cached.encoded_mono < self._min_interval_s
@@ -296,21 +309,21 @@ class LiveView:
             return cached
         if latest is None:
             return None
-        task = self._pending.get(camera_id)
+        task = self._pending.get(key)
         if task is None:
             counts = dict(self._counts(camera_id))  # read here, on the loop; drawn in the thread
-            with_lines = _Latest(latest.frame, latest.result, self._lines.get(camera_id, ()), counts)
-            task = asyncio.create_task(self._render(with_lines), name=f"snapshot-{camera_id}")
-            self._pending[camera_id] = task
-            task.add_done_callback(lambda _t: self._pending.pop(camera_id, None))
+            drawn = _Latest(latest.frame, latest.result, self._lines.get(camera_id, ()) if lines else (), counts)
+            task = asyncio.create_task(self._render(key, drawn), name=f"snapshot-{camera_id}")
+            self._pending[key] = task
+            task.add_done_callback(lambda _t: self._pending.pop(key, None))
         return await asyncio.shield(task)  # a viewer that goes away does not cancel the others' snapshot
 
-    async def _render(self, latest: _Latest) -> Snapshot:
+    async def _render(self, key: tuple[str, bool], latest: _Latest) -> Snapshot:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(1, "beltsight-liveview")
         loop = asyncio.get_running_loop()
         snapshot = await loop.run_in_executor(self._executor, render, latest, self._clock)
-        self._cache[snapshot.camera_id] = snapshot
+        self._cache[key] = snapshot
         self._metrics.snapshot_encodes.labels(camera=snapshot.camera_id).inc()
         return snapshot
 
@@ -329,7 +342,9 @@ class LiveView:
     # -- HTTP ------------------------------------------------------------------------------
     def register(self, server: HealthServer, health: HealthProvider) -> None:
         """Add the live view's routes to the health endpoint."""
-        page = resources.files("daemon.ops").joinpath("liveview_page.html").read_bytes()
+        package = resources.files("daemon.ops")
+        page = package.joinpath("liveview_page.html").read_bytes()
+        scripts = {name: package.joinpath(name).read_bytes() for name in SCRIPTS}
 
         def cameras() -> dict[str, Any]:
             return dict(health().get("cameras", {}))
@@ -337,16 +352,20 @@ class LiveView:
         async def index(_request: web.BaseRequest, _params: dict[str, str]) -> web.StreamResponse:
             return web.Response(body=page, content_type="text/html", charset="utf-8")
 
+        async def script(_request: web.BaseRequest, params: dict[str, str]) -> web.StreamResponse:
+            body = scripts[params["name"]]
+            return web.Response(body=body, content_type="text/javascript", charset="utf-8")
+
         async def api(_request: web.BaseRequest, _params: dict[str, str]) -> web.StreamResponse:
             listing = [{"id": cid, **state, **self.camera_info(cid)} for cid, state in sorted(cameras().items())]
             return web.json_response({"cameras": listing}, dumps=lambda v: json.dumps(v, sort_keys=True))
 
-        async def snapshot(_request: web.BaseRequest, params: dict[str, str]) -> web.StreamResponse:
+        async def snapshot(request: web.BaseRequest, params: dict[str, str]) -> web.StreamResponse:
             camera_id = params["camera"]
             if camera_id not in cameras():
                 return web.Response(status=404, text=f"no camera {camera_id!r}\n")
             try:
-                snap = await self.snapshot(camera_id)
+                snap = await self.snapshot(camera_id, lines=request.query.get("lines") != "0")
             except Exception as exc:  # a frame that cannot be drawn: this request fails, nothing else
                 self._report_failure(camera_id, exc)
                 return web.Response(status=500, text=f"snapshot failed: {type(exc).__name__}\n")
@@ -358,5 +377,6 @@ class LiveView:
             return web.Response(body=snap.jpeg, content_type="image/jpeg", headers=snap.headers())
 
         server.route(r"/", index)
+        server.route(r"/static/(?P<name>" + "|".join(n.replace(".", r"\.") for n in SCRIPTS) + ")", script)
         server.route(r"/api/cameras", api)
         server.route(r"/cameras/(?P<camera>[A-Za-z0-9][A-Za-z0-9_.-]{0,63})/snapshot\.(?P<kind>jpg|json)", snapshot)

@@ -18,7 +18,7 @@ from daemon.core.frames import Detection, Frame, FrameResult, Letterbox
 from daemon.core.metrics import Metrics
 from daemon.core.objects import ObjectEvent
 from daemon.ops.http import HealthServer
-from daemon.ops.liveview import BOX_WIDTH, LINE_COLOUR, LiveView, class_colour
+from daemon.ops.liveview import BOX_WIDTH, LINE_COLOUR, SCRIPTS, LiveView, Snapshot, class_colour
 
 
 class Clock:
@@ -62,6 +62,8 @@ def test_keeps_the_newest_frame_even_when_batches_finish_out_of_order() -> None:
         "latency_ms": None,
         "seq": None,
         "detections": None,
+        "w": None,
+        "h": None,
         "lines": [],
         "last_crossing": None,
     }
@@ -177,7 +179,15 @@ def test_each_line_shows_the_tracking_stages_counts_beside_it_and_in_the_api() -
     view.set_lines("cam", [line])
     view.count_from(lambda camera: counts if camera == "cam" else {})
     assert view.parts_info("cam")["lines"] == [
-        {"id": "count", "in": 12345, "out": 678, "text": "count in 12345 out 678"}
+        {
+            "id": "count",
+            "in": 12345,
+            "out": 678,
+            "text": "count in 12345 out 678",
+            "start": [0.5, 0.0],
+            "end": [0.5, 1.0],
+            "direction": [1.0, 0.0],
+        }
     ]
     assert view.parts_info("cam")["last_crossing"] is None
     frame, result = frame_and_result(1, 1.0)
@@ -203,3 +213,67 @@ def test_each_line_shows_the_tracking_stages_counts_beside_it_and_in_the_api() -
     assert extent[0] >= extent[1] + 25  # "count in 12345 out 678" is 6 characters longer than "count in 0 out 0"
     label_rows = np.flatnonzero(yellow[0][:, right].any(axis=1))
     assert 236 <= label_rows.min() <= label_rows.max() <= 300  # the arrow at the middle (y = 240), the label under it
+
+
+def test_a_snapshot_without_lines_leaves_them_to_the_page_and_is_cached_on_its_own() -> None:
+    """`lines=False` (the page's `?lines=0`): the same frame and boxes, no line drawn; each kind
+    is encoded once per interval however many ask for it."""
+    line = LineConfig(id="count", start=(0.5, 0.0), end=(0.5, 1.0))
+    metrics = Metrics()
+    view = LiveView(metrics, 60.0, Clock())
+    view.set_lines("cam", [line])
+    view.offer(*batch(1, 1.0))
+
+    async def both() -> list[Snapshot | None]:
+        return list(await asyncio.gather(*(view.snapshot("cam", lines=kind) for kind in (True, False, True, False))))
+
+    snaps = [s for s in asyncio.run(both()) if s is not None]
+    view.close()
+    assert encodes(metrics) == 2 and len(snaps) == 4
+    assert snaps[2] is snaps[0] and snaps[3] is snaps[1] and snaps[0] is not snaps[1]
+    images = [np.asarray(Image.open(BytesIO(s.jpeg)).convert("RGB")).astype(np.int16) for s in snaps[:2]]
+    yellow = [int((np.abs(im - np.array(LINE_COLOUR, np.int16)).max(axis=2) <= 60).sum()) for im in images]
+    assert yellow[0] >= 480 and yellow[1] == 0
+    assert view.camera_info("cam")["w"] == 640 and view.camera_info("cam")["h"] == 480
+
+
+def test_the_page_loads_its_scripts_from_the_endpoint() -> None:
+    """`/` names its scripts under `/static/`; the endpoint serves them (package data) as JavaScript,
+    and the unlines snapshot the page asks for."""
+    metrics = Metrics()
+    view = LiveView(metrics, 0.0, Clock())
+    view.set_lines("cam", [LineConfig(id="count", start=(0.5, 0.0), end=(0.5, 1.0))])
+    view.offer(*batch(1, 1.0))
+    server = HealthServer("127.0.0.1", 0, metrics.registry, lambda: {"ok": True})
+    view.register(server, lambda: {"ok": True, "cameras": {"cam": {"state": "up", "fps": 1.0}}})
+
+    async def get(path: str) -> tuple[int, dict[str, str], bytes]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        head, _, body = (await reader.read()).partition(b"\r\n\r\n")
+        writer.close()
+        lines = head.decode().split("\r\n")
+        headers = dict(h.lower().split(": ", 1) for h in lines[1:])
+        return int(lines[0].split(" ")[1]), headers, body
+
+    async def scenario() -> dict[str, tuple[int, dict[str, str], bytes]]:
+        await server.start()
+        try:
+            paths = ["/", *(f"/static/{n}" for n in SCRIPTS), "/static/nope.js", "/cameras/cam/snapshot.jpg?lines=0"]
+            return {path: await get(path) for path in paths}
+        finally:
+            await server.close()
+            view.close()
+
+    replies = asyncio.run(scenario())
+    page = replies["/"][2].decode()
+    for name in SCRIPTS:
+        status, headers, body = replies[f"/static/{name}"]
+        assert f'<script src="/static/{name}"></script>' in page
+        assert status == 200 and headers["content-type"].startswith("text/javascript")
+        assert body.startswith(b"// ") and b'"use strict";' in body
+    assert replies["/static/nope.js"][0] == 404
+    status, headers, jpeg = replies["/cameras/cam/snapshot.jpg?lines=0"]
+    assert status == 200 and headers["content-type"] == "image/jpeg"
+    image = np.asarray(Image.open(BytesIO(jpeg)).convert("RGB")).astype(np.int16)
+    assert int((np.abs(image - np.array(LINE_COLOUR, np.int16)).max(axis=2) <= 60).sum()) == 0
