@@ -3,6 +3,7 @@
 import os
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 pytest_plugins = [
     "tests.support.fault_fixtures",
@@ -12,6 +13,12 @@ pytest_plugins = [
     "tests.support.fixtures_rtsp",
     "tests.support.mosquitto",
 ]
+
+
+# -- Hypothesis (tests/fuzz): random here, derandomized under CI so a CI failure reproduces ---------
+hypothesis_settings.register_profile("dev", deadline=None, print_blob=True)
+hypothesis_settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True, database=None)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
 # -- under CI, a skip outside the `gpu` marker is a failure ----------------------------------------

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tools.kit.leash import spawn
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 TOUCH_PAUSE_S = 0.5
 
@@ -39,12 +41,12 @@ class Chromium:
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--ignore-certificate-errors", f"--user-data-dir={profile}", "--window-size=1100,1400",
                  "--remote-debugging-pipe", "about:blank"]  # fmt: skip
-        self._proc = subprocess.Popen(
+        self._proc = spawn(
             [CHROMIUM, *flags],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec_fn=as_fds_3_and_4,  # noqa: PLW1509  (dup2 only; the child execs at once)
+            preexec=as_fds_3_and_4,  # dup2 only; the child execs at once
             pass_fds=(3, 4),
         )
         os.close(to_child)

@@ -26,6 +26,7 @@ from daemon.app import Daemon
 from daemon.config.settings import Settings, load_settings
 from daemon.core.metrics import Metrics
 from daemon.inference.protocols import EngineBuilder
+from tools.kit import leash
 from tools.kit.daemon_config import MODELS, write_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,15 +111,8 @@ def http_get(port: int, path: str, *, method: str = "GET", timeout_s: float = 5.
 
 
 def run_cli(*args: str, timeout_s: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "daemon", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
+    env = {**os.environ, **(env or {})}
+    return leash.run([sys.executable, "-m", "daemon", *args], cwd=REPO, text=True, timeout=timeout_s, env=env)
 
 
 # -- an independent offline reference: PIL letterbox, ORT, numpy decode + per-class NMS ----------

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from tools.kit.leash import spawn
 from tools.kit.mosquitto import Mosquitto, TlsFiles, find_mosquitto
 
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
@@ -95,7 +96,7 @@ class SparkplugHost:
         self._reader: threading.Thread | None = None
 
     def __enter__(self) -> SparkplugHost:
-        self.proc = subprocess.Popen(
+        self.proc = spawn(
             self.argv,
             cwd=JS_DIR,
             stdin=subprocess.PIPE,

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.kit.leash import spawn
 from tools.kit.ports import free_port
 
 START_TIMEOUT_S = 10.0
@@ -105,7 +106,7 @@ class Mosquitto:
         return self
 
     def _spawn(self) -> bool:
-        self.proc = subprocess.Popen(
+        self.proc = spawn(
             [self.binary, "-c", str(self._config())], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import redis
 
+from tools.kit.leash import spawn
 from tools.kit.ports import free_port
 
 START_TIMEOUT_S = 5.0
@@ -128,7 +129,7 @@ class RedisServer:
                 time.sleep(0.05)
 
     def _spawn(self) -> None:
-        self.proc = subprocess.Popen(
+        self.proc = spawn(
             self._argv(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=self.new_session
         )
         deadline = time.monotonic() + self.start_timeout_s

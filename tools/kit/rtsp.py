@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import IO
 
+from tools.kit.leash import spawn
+
 SYSTEM_PYTHON = "/usr/bin/python3"
 SERVER_SCRIPT = Path(__file__).resolve().with_name("rtsp_server.py")
 READY_TIMEOUT_S = 20.0
@@ -83,7 +85,7 @@ class RtspServer:
             self._stderr = self.log_path.open("ab+")
         else:
             self._stderr = tempfile.NamedTemporaryFile(prefix="rtsp_server_", suffix=".err")  # noqa: SIM115
-        self.proc = subprocess.Popen(
+        self.proc = spawn(
             cmd,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
