@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
+from prometheus_client import Gauge
 
 from daemon.core.backoff import Backoff
 from daemon.core.clock import SYSTEM_CLOCK, Clock
-from daemon.core.frames import FrameResult
+from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.ratelimit import RateLimited
 from daemon.publish.redis_conn import REFUSALS, SinkError, refusal_code
 from daemon.publish.sink.backlog import Drops, Slot
@@ -103,6 +104,7 @@ class HeldStreams:
         self._holds: dict[str, Hold] = {}
         self._tickets = itertools.count(-(1 << 40), -1)  # never a backlog ticket
         self._lines = RateLimited(HELD_LOG_INTERVAL_S, clock)
+        self._reported: set[str] = set()
         self._found_at_start = self._reopen()
 
     # -- sizes ---------------------------------------------------------------------------------
@@ -114,8 +116,14 @@ class HeldStreams:
     def spooled(self) -> int:
         return sum(len(h.spool) for h in self._holds.values() if h.spool is not None)
 
-    def per_camera(self) -> dict[str, int]:
-        return {camera: len(h) for camera, h in self._holds.items()}
+    def report(self, gauge: Gauge) -> None:
+        """Set `gauge{camera}` to each held camera's count, 0 for those released since."""
+        counts = {camera: len(h) for camera, h in self._holds.items()}
+        for camera in self._reported - counts.keys():
+            gauge.labels(camera=camera).set(0)
+        for camera, n in counts.items():
+            gauge.labels(camera=camera).set(n)
+        self._reported = set(counts)
 
     def held(self, camera: str) -> bool:
         return camera in self._holds
@@ -138,20 +146,23 @@ class HeldStreams:
         now = self._clock.monotonic()
         drops: Drops = {}
         retried: set[str] = set()
+        changed: list[Hold] = []
         for slot in slots:
             camera = slot.item.camera_id
             hold = self._holds.get(camera)
             if hold is None:
                 hold = self._holds[camera] = self._new_hold(camera, refused.stream, code, now)
-                self._log_held(hold, refused.cause)
+                changed.append(hold)
             elif hold.stream != refused.stream or hold.code != code:
                 hold.stream, hold.code = refused.stream, code
-                self._log_held(hold, refused.cause)
+                changed.append(hold)
             if slot.ticket not in {s.ticket for s in hold.probing}:
                 self._add(hold, slot, drops)
             elif camera not in retried:  # a failed probe: try again later
                 retried.add(camera)
                 hold.retry_at = now + hold.backoff.failed()
+        for hold in changed:
+            self._log_held(hold, refused.cause)
         return drops
 
     def refused_events(self, stream: str, exc: BaseException) -> None:
@@ -276,7 +287,7 @@ class HeldStreams:
         del self._holds[camera]
         self._lines.reset((hold.stream, hold.code))
         held_s = round(self._clock.monotonic() - hold.since, 3)
-        log.info("sink_stream_released", camera=camera, stream=hold.stream, code=hold.code, held_s=held_s)
+        log.info("sink_stream_released", camera=camera, stream=hold.stream, held_s=held_s)
 
     def _open_spool(self, camera: str) -> Spool | None:
         if self._root is None:
@@ -309,6 +320,38 @@ class HeldStreams:
         return found
 
 
+def refused_cameras(
+    stream_for: Callable[[str], str],
+    frames: list[Slot[FrameResult]],
+    sent: list[Slot[FrameResult]],
+    replies: list[str | Exception],
+    objects_refused: dict[int, StreamRefusedError],
+) -> dict[str, StreamRefusedError]:
+    """The cameras one of whose stream keys refused a batch's writes (entries, or object events:
+    `objects_refused`, frame ticket -> refusal)."""
+    refused = dict(objects_refused)
+    for slot, reply in zip(sent, replies, strict=True):
+        if isinstance(reply, Exception) and key_refusal(reply):
+            refused[slot.ticket] = StreamRefusedError(stream_for(slot.item.camera_id), reply)
+    return {s.item.camera_id: refused[s.ticket] for s in frames if s.ticket in refused}
+
+
+def settle_events(
+    held: HeldStreams, stream: str, events: list[Slot[StatusEvent]], replies: list[str | Exception], done: set[int]
+) -> Exception | None:
+    """Mark the status events written; a refusal of the events stream's key alone keeps them in
+    their own buffer (drop-oldest) without holding any camera. Returns a server-wide refusal."""
+    refusal: Exception | None = None
+    for ev, reply in zip(events, replies, strict=True):
+        if not isinstance(reply, Exception):
+            done.add(ev.ticket)
+        elif key_refusal(reply):
+            held.refused_events(stream, reply)
+        else:
+            refusal = refusal or reply
+    return refusal
+
+
 def _prefix(flags: list[bool]) -> int:
     return next((i for i, ok in enumerate(flags) if not ok), len(flags))
 
@@ -324,4 +367,4 @@ def _record(slot: Slot[FrameResult]) -> SpoolRecord:
     return SpoolRecord(slot.item, slot.entry_id)
 
 
-__all__ = ["STREAM_REFUSED", "HeldStreams", "StreamRefusedError", "key_refusal"]
+__all__ = ["STREAM_REFUSED", "HeldStreams", "StreamRefusedError", "key_refusal", "refused_cameras", "settle_events"]

@@ -20,7 +20,7 @@ from daemon.publish.redis_conn import RETRYABLE, Connector, RedisClient, Replica
 from daemon.publish.resume import resume_points
 from daemon.publish.schema import EntryId
 from daemon.publish.sink.backlog import Backlog, Buffer, Drops, Slot, open_spool
-from daemon.publish.sink.held import HeldStreams, StreamRefusedError, key_refusal
+from daemon.publish.sink.held import HeldStreams, StreamRefusedError, key_refusal, refused_cameras, settle_events
 from daemon.publish.sink.objects import ObjectBatch, ObjectWrites
 from daemon.publish.sink.pipeline import Batch, XaddReply, confirmed_streams, send
 from daemon.publish.sink.report import OutageReport
@@ -55,7 +55,10 @@ class RedisSink:
       (`backoff_min_s` .. `backoff_max_s`), then log `redis_up` and publish the backlog in
       order. Authentication/ACL failures are logged as `redis_auth_failed` (ERROR) and
       retried the same way; the connection is rebuilt each time, so a fixed password file is
-      picked up. Any other refusal (e.g. WRONGTYPE) is logged `redis_write_failed` and retried.
+      picked up. Other refusals of the whole server (OOM, MISCONF, BUSY) are logged
+      `redis_write_failed` and retried the same way.
+    - One refused stream key (WRONGTYPE, NOPERM on a key) holds only its camera, apart, bounded,
+      in order (`daemon.publish.sink.held`); the other cameras keep publishing.
     - Replicas (`min_replicas` > 0): each pipeline ends with `WAIT min_replicas wait_timeout_ms`
       (one per master written, `daemon.publish.redis_conn.queue_waits`); an entry leaves the buffer only
       once its master's WAIT counted enough replicas. Unconfirmed entries stay, in order; the next
@@ -99,7 +102,6 @@ class RedisSink:
             clock=clock,
             backoff_s=(backoff_min_s, backoff_max_s),
         )
-        self._held_cameras: set[str] = set()
         metrics.sink_spooled.set_function(lambda: self.spooled)
         self._events: Buffer[StatusEvent] = Buffer(EVENTS_BUFFER_MAX)
         # tickets this client wrote whose replicas have not confirmed them yet (min_replicas)
@@ -261,8 +263,11 @@ class RedisSink:
             confirmed, fewest = confirmed_streams(self.cfg, self.metrics, client, waits, replies.waits)
             # a frame one of whose events failed stays: its entry is stored, its events go again
             refusal = self._settle_frames(frames, to_send, replies.frames, confirmed, done_frames, objects=objects)
-            refusal = self._settle_events(events, replies.events, done_events) or refusal
-            self._hold_refused(frames, to_send, replies.frames, objects, moved)
+            refusal = settle_events(self._held, self.cfg.events_stream, events, replies.events, done_events) or refusal
+            for camera, cause in refused_cameras(
+                self.cfg.stream_for, frames, to_send, replies.frames, objects.refused
+            ).items():
+                self._hold([s for s in frames if s.item.camera_id == camera], cause, moved)
             written = {s.ticket for s, r in zip(to_send, replies.frames, strict=True) if not isinstance(r, Exception)}
             self._unconfirmed = {s.ticket for s in frames if s.duplicate or s.ticket in written} - done_frames
             waiting = sum(s.ticket not in done_frames for s in frames)
@@ -294,64 +299,24 @@ class RedisSink:
                 await self._ids.resolve(client, frames, self._unconfirmed)
                 return frames, await self._objects.plan(client, frames)
             except StreamRefusedError as refused:
-                hit = [s for s in frames if refused.stream in self._streams_of(s.item.camera_id)]
-                if not hit:
+                cameras = {c for c in {s.item.camera_id for s in frames} if refused.stream in self._streams(c)}
+                if not cameras:
                     raise
-                self._hold(hit, refused, moved)
-                tickets = {s.ticket for s in hit}
-                frames = [s for s in frames if s.ticket not in tickets]
-
-    def _hold_refused(
-        self,
-        frames: list[Slot[FrameResult]],
-        sent: list[Slot[FrameResult]],
-        replies: list[XaddReply],
-        objects: ObjectBatch,
-        moved: set[int],
-    ) -> None:
-        """Hold apart the cameras one of whose stream keys refused this batch's writes."""
-        refused = dict(objects.refused)
-        for slot, reply in zip(sent, replies, strict=True):
-            if isinstance(reply, Exception) and key_refusal(reply):
-                refused[slot.ticket] = StreamRefusedError(self.cfg.stream_for(slot.item.camera_id), reply)
-        if refused:
-            cameras = {s.item.camera_id: refused[s.ticket] for s in frames if s.ticket in refused}
-            for camera, cause in cameras.items():
-                self._hold([s for s in frames if s.item.camera_id == camera], cause, moved)
+                self._hold([s for s in frames if s.item.camera_id in cameras], refused, moved)
+                frames = [s for s in frames if s.item.camera_id not in cameras]
 
     def _hold(self, slots: list[Slot[FrameResult]], refused: StreamRefusedError, moved: set[int]) -> None:
         self._count_drops(self._held.hold(slots, refused))
-        code = key_refusal(refused.cause) or "WRONGTYPE"
         for camera in {s.item.camera_id for s in slots}:
-            self.metrics.stream_refusals.labels(camera=camera, code=code).inc()
+            self.metrics.stream_refusals.labels(camera=camera, code=key_refusal(refused.cause) or "WRONGTYPE").inc()
         moved |= {s.ticket for s in slots}
 
-    def _streams_of(self, camera: str) -> set[str]:
-        return {self.cfg.stream_for(camera), self.cfg.objects_stream_for(camera)}
-
-    def _settle_events(
-        self, events: list[Slot[StatusEvent]], replies: list[XaddReply], done: set[int]
-    ) -> Exception | None:
-        """The events written; a refusal of the events stream's key alone keeps them buffered
-        (their own buffer, drop-oldest) without holding the frames."""
-        refusal: Exception | None = None
-        for ev, reply in zip(events, replies, strict=True):
-            if not isinstance(reply, Exception):
-                done.add(ev.ticket)
-            elif key_refusal(reply):
-                self._held.refused_events(self.cfg.events_stream, reply)
-            else:
-                refusal = refusal or reply
-        return refusal
+    def _streams(self, camera: str) -> tuple[str, str]:
+        return self.cfg.stream_for(camera), self.cfg.objects_stream_for(camera)
 
     def _update_gauges(self) -> None:
         self.metrics.sink_buffered.set(len(self._frames) + len(self._held))
-        held = self._held.per_camera()
-        for camera in self._held_cameras - held.keys():
-            self.metrics.sink_held.labels(camera=camera).set(0)
-        for camera, n in held.items():
-            self.metrics.sink_held.labels(camera=camera).set(n)
-        self._held_cameras = set(held)
+        self._held.report(self.metrics.sink_held)
 
     def _settle_frames(
         self,
