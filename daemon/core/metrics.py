@@ -157,6 +157,18 @@ class Metrics:
             registry=r,
         )
         self.redis_up = Gauge("beltsight_redis_up", "1 while Redis accepts writes", registry=r)
+        self.sink_held = Gauge(
+            "beltsight_sink_held_entries",
+            "Entries of a camera held apart because Redis refuses its stream key (part of buffered)",
+            ["camera"],
+            registry=r,
+        )
+        self.stream_refusals = Counter(
+            "beltsight_sink_stream_refusals",
+            "Batches in which Redis refused one camera's stream key (WRONGTYPE, NOPERM on a key), by code",
+            ["camera", "code"],
+            registry=r,
+        )
         self.replica_waits = Counter(
             "beltsight_redis_replica_waits",
             "WAITs after a batch (min_replicas > 0), by outcome: confirmed, short (fewer replicas in time)",
@@ -216,6 +228,7 @@ class Metrics:
         it before it was batched), `stale` (older than engine.max_age_ms when its batch would
         start), `no_model` (its resolution routes to no configured model), `engine_error`
         (inference failed for its batch), `buffer_full` (the sink's memory buffer was full),
-        `spool_full` (the spool's cap or a full disk: not kept on disk),
+        `spool_full` (the spool's cap or a full disk: not kept on disk), `stream_refused` (held
+        apart beyond its hold's bound while Redis refused the camera's stream key),
         `shutdown` (unpublished when the grace period ended), `thermal` (inference was paused)."""
         self.frames_dropped.labels(camera=camera_id, reason=reason).inc(n)

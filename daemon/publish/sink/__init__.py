@@ -2,7 +2,8 @@
 
 `redis_sink.RedisSink` is the entry point (its docstring holds the policies: buffer, IDs,
 exactly once, outages, replicas). Beside it: `backlog` (memory buffer ahead of the spool),
-`stream_ids` (explicit IDs, the same-ID check against each stream's top), `objects` (the objects
+`held` (a camera whose stream key Redis refuses, held apart), `stream_ids` (explicit IDs, the
+same-ID check against each stream's top), `objects` (the objects
 stream's writes), `pipeline` (one XADD/WAIT pipeline, its replies as `Replies`), `report` (the
 outage and drop log lines).
 """

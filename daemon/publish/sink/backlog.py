@@ -159,9 +159,10 @@ class Backlog:
       dropped (`spool_full`). `push`, `settle` and `tick` return drops for the caller to count.
     - Order: batches come from the spool while it holds anything, then from memory;
       everything in the spool is older than everything in memory, so each camera keeps order.
-    - A stream whose writes Redis refuses (ACL, WRONGTYPE) holds the spool back behind its
-      oldest entry, like the memory buffer does: at most 4 batches are read ahead of it, the
-      ones written meanwhile are remembered and committed once it goes through.
+    - An entry whose write fails for a reason other than its own key (a key's refusal takes its
+      camera out of the backlog: `daemon.publish.sink.held`) holds the spool back behind it, like
+      the memory buffer does: at most 4 batches are read ahead of it, the ones written meanwhile
+      are remembered and committed once it goes through.
     """
 
     def __init__(

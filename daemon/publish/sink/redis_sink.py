@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 import structlog
@@ -19,6 +20,7 @@ from daemon.publish.redis_conn import RETRYABLE, Connector, RedisClient, Replica
 from daemon.publish.resume import resume_points
 from daemon.publish.schema import EntryId
 from daemon.publish.sink.backlog import Backlog, Buffer, Drops, Slot, open_spool
+from daemon.publish.sink.held import HeldStreams, StreamRefusedError, key_refusal, refused_cameras, settle_events
 from daemon.publish.sink.objects import ObjectBatch, ObjectWrites
 from daemon.publish.sink.pipeline import Batch, XaddReply, confirmed_streams, send
 from daemon.publish.sink.report import OutageReport
@@ -53,7 +55,10 @@ class RedisSink:
       (`backoff_min_s` .. `backoff_max_s`), then log `redis_up` and publish the backlog in
       order. Authentication/ACL failures are logged as `redis_auth_failed` (ERROR) and
       retried the same way; the connection is rebuilt each time, so a fixed password file is
-      picked up. Any other refusal (e.g. WRONGTYPE) is logged `redis_write_failed` and retried.
+      picked up. Other refusals of the whole server (OOM, MISCONF, BUSY) are logged
+      `redis_write_failed` and retried the same way.
+    - One refused stream key (WRONGTYPE, NOPERM on a key) holds only its camera, apart, bounded,
+      in order (`daemon.publish.sink.held`); the other cameras keep publishing.
     - Replicas (`min_replicas` > 0): each pipeline ends with `WAIT min_replicas wait_timeout_ms`
       (one per master written, `daemon.publish.redis_conn.queue_waits`); an entry leaves the buffer only
       once its master's WAIT counted enough replicas. Unconfirmed entries stay, in order; the next
@@ -88,7 +93,16 @@ class RedisSink:
         spool = open_spool(cfg)
         after_s = cfg.spool_after_s
         self._frames = Backlog(cfg.buffer_max, spool, self._ids.assign_spill_id, spool_after_s=after_s, clock=clock)
-        metrics.sink_spooled.set_function(lambda: self._frames.spooled)
+        held_root = cfg.spool_dir / "held" if cfg.spool_dir is not None and spool is not None else None
+        self._held = HeldStreams(
+            cfg.buffer_max,
+            held_root,
+            cfg.spool_cap_bytes,
+            self._ids.assign_spill_id,
+            clock=clock,
+            backoff_s=(backoff_min_s, backoff_max_s),
+        )
+        metrics.sink_spooled.set_function(lambda: self.spooled)
         self._events: Buffer[StatusEvent] = Buffer(EVENTS_BUFFER_MAX)
         # tickets this client wrote whose replicas have not confirmed them yet (min_replicas)
         self._unconfirmed: set[int] = set()
@@ -104,7 +118,7 @@ class RedisSink:
 
     def accept(self, result: FrameResult) -> None:
         self._count_drops(self._frames.push(result))
-        self.metrics.sink_buffered.set(len(self._frames))
+        self.metrics.sink_buffered.set(len(self._frames) + len(self._held))
         self._wake.set()
 
     def accept_event(self, event: StatusEvent) -> None:
@@ -115,19 +129,19 @@ class RedisSink:
 
     @property
     def buffered(self) -> int:
-        """Frame entries not yet in Redis, in memory and in the spool."""
-        return len(self._frames)
+        """Frame entries not yet in Redis, in memory and in the spool, held apart or not."""
+        return len(self._frames) + len(self._held)
 
     @property
     def spooled(self) -> int:
-        """Frame entries waiting in the disk spool (0 without one)."""
-        return self._frames.spooled
+        """Frame entries waiting in the disk spool, held apart or not (0 without one)."""
+        return self._frames.spooled + self._held.spooled
 
     async def resume_points(
         self, cameras: dict[str, set[tuple[str, str]]], timeout_s: float
     ) -> tuple[dict[str, ObjectsResume], bool]:
         """`daemon.publish.resume.resume_points` through this sink's connection factory and spool."""
-        spooled = self._frames.spooled_results()
+        spooled = self._frames.spooled_results() + self._held.spooled_results()
         return await resume_points(
             self._client_factory, self.cfg.objects_stream_for, cameras, timeout_s, spooled=spooled
         )
@@ -146,13 +160,20 @@ class RedisSink:
                 if task is not None and task.cancelling():
                     raise asyncio.CancelledError
                 if not self._frames and not self._events:
-                    self._wake.clear()
-                    await self._wake.wait()
+                    await self._idle()
                 delay_s = await self._attempt()
                 if delay_s is not None:
                     await self._pause(delay_s)
         finally:
             await self._drop_client()
+
+    async def _idle(self) -> None:
+        """Wait for work: a new entry, or the next try of a held stream."""
+        self._wake.clear()
+        due_s = self._held.next_due_s()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(due_s):
+                await self._wake.wait()
 
     async def drain(self, timeout_s: float) -> int:
         """Flush the buffers within `timeout_s`; return how many frame entries are left."""
@@ -166,7 +187,7 @@ class RedisSink:
                         await self._pause(min(delay_s, max(0.0, deadline - loop.time())))
         except TimeoutError:
             pass
-        return len(self._frames)
+        return len(self._frames) + len(self._held)
 
     async def _pause(self, delay_s: float) -> None:
         """Back off for `delay_s`, moving what has waited `spool_after_s` to the spool meanwhile."""
@@ -180,6 +201,8 @@ class RedisSink:
         """Close the connection; entries still in memory go to the spool for the next run,
         or without one (or when it cannot be written) are counted as dropped (`shutdown`)."""
         spilled, drops, lost = self._frames.shut()
+        held_spilled, held_lost = self._held.shut()
+        spilled, lost = spilled + held_spilled, lost + held_lost
         self._count_drops(drops)
         for result in lost:
             self.metrics.dropped(result.camera_id, "shutdown")
@@ -212,16 +235,18 @@ class RedisSink:
 
     async def _publish_batch(self, client: RedisClient) -> None:
         # entries waiting for replicas ride along (not written again), so new ones still go out
-        frames = self._frames.peek(self.cfg.publish_batch + len(self._unconfirmed))
-        self._unconfirmed &= {s.ticket for s in frames}
+        peeked = self._frames.peek(self.cfg.publish_batch + len(self._unconfirmed))
+        self._unconfirmed &= {s.ticket for s in peeked}
         events = self._events.peek(self.cfg.publish_batch)
+        fresh, moved, drops = self._held.divert(peeked)  # cameras held apart: not in this batch
+        self._count_drops(drops)
+        frames = self._held.due(self.cfg.publish_batch) + fresh
         done_frames: set[int] = set()
         done_events: set[int] = set()
         refusal: Exception | None = None
         short: ReplicasShortError | None = None
         try:
-            await self._ids.resolve(client, frames, self._unconfirmed)
-            objects = await self._objects.plan(client, frames)
+            frames, objects = await self._prepare(client, frames, moved)
             to_send = [s for s in frames if not s.duplicate]
             batch = Batch(frames=frames, to_write=to_send, events=events)
             replies, waits = await send(
@@ -238,11 +263,11 @@ class RedisSink:
             confirmed, fewest = confirmed_streams(self.cfg, self.metrics, client, waits, replies.waits)
             # a frame one of whose events failed stays: its entry is stored, its events go again
             refusal = self._settle_frames(frames, to_send, replies.frames, confirmed, done_frames, objects=objects)
-            for ev, reply in zip(events, replies.events, strict=True):
-                if isinstance(reply, Exception):
-                    refusal = refusal or reply
-                else:
-                    done_events.add(ev.ticket)
+            refusal = settle_events(self._held, self.cfg.events_stream, events, replies.events, done_events) or refusal
+            for camera, cause in refused_cameras(
+                self.cfg.stream_for, frames, to_send, replies.frames, objects.refused
+            ).items():
+                self._hold([s for s in frames if s.item.camera_id == camera], cause, moved)
             written = {s.ticket for s, r in zip(to_send, replies.frames, strict=True) if not isinstance(r, Exception)}
             self._unconfirmed = {s.ticket for s in frames if s.duplicate or s.ticket in written} - done_frames
             waiting = sum(s.ticket not in done_frames for s in frames)
@@ -252,15 +277,46 @@ class RedisSink:
                     f" within {self.cfg.wait_timeout_ms} ms"
                 )
         finally:
-            self._count_drops(self._frames.settle(done_frames))
+            in_backlog = {s.ticket for s in peeked}
+            self._count_drops(self._frames.settle((done_frames | moved) & in_backlog))
+            self._count_drops(self._held.settle(done_frames))
             self._events.settle(done_events)
-            self.metrics.sink_buffered.set(len(self._frames))
+            self._update_gauges()
         if refusal is not None:
             if is_transient(refusal):  # a node went away mid-pipeline (cluster): an outage
                 raise refusal
             raise SinkError(str(refusal)) from refusal
         if short is not None:
             raise short
+
+    async def _prepare(
+        self, client: RedisClient, frames: list[Slot[FrameResult]], moved: set[int]
+    ) -> tuple[list[Slot[FrameResult]], ObjectBatch]:
+        """Resolve the frames' IDs and plan their object events; a camera whose stream key Redis
+        refuses while they are read is held apart (`moved`) and the rest go on without it."""
+        while True:
+            try:
+                await self._ids.resolve(client, frames, self._unconfirmed)
+                return frames, await self._objects.plan(client, frames)
+            except StreamRefusedError as refused:
+                cameras = {c for c in {s.item.camera_id for s in frames} if refused.stream in self._streams(c)}
+                if not cameras:
+                    raise
+                self._hold([s for s in frames if s.item.camera_id in cameras], refused, moved)
+                frames = [s for s in frames if s.item.camera_id not in cameras]
+
+    def _hold(self, slots: list[Slot[FrameResult]], refused: StreamRefusedError, moved: set[int]) -> None:
+        self._count_drops(self._held.hold(slots, refused))
+        for camera in {s.item.camera_id for s in slots}:
+            self.metrics.stream_refusals.labels(camera=camera, code=key_refusal(refused.cause) or "WRONGTYPE").inc()
+        moved |= {s.ticket for s in slots}
+
+    def _streams(self, camera: str) -> tuple[str, str]:
+        return self.cfg.stream_for(camera), self.cfg.objects_stream_for(camera)
+
+    def _update_gauges(self) -> None:
+        self.metrics.sink_buffered.set(len(self._frames) + len(self._held))
+        self._held.report(self.metrics.sink_held)
 
     def _settle_frames(
         self,
@@ -278,7 +334,7 @@ class RedisSink:
             if isinstance(reply, Exception):
                 if ID_TOO_SMALL in str(reply):
                     self._ids.forget_top(stream)  # someone else wrote: re-read the top, re-check
-                else:
+                elif not key_refusal(reply):
                     refusal = refusal or reply
                 continue
             self._ids.written(stream, EntryId.parse(reply))

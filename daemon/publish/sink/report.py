@@ -5,9 +5,10 @@ Kinds, each logged once until Redis takes writes again (`redis_up`) or the kind 
 `redis_replicas_short` (`min_replicas` not reached in time), `redis_write_failed` (a refusal),
 `redis_down`. A refusal Redis names (`daemon.publish.redis_conn.REFUSALS`: OOM, READONLY, NOPERM,
 WRONGTYPE, MISCONF, LOADING, BUSY) is logged with its `code` and a `hint` saying what to do: NOPERM
-as `redis_auth_failed`, OOM, WRONGTYPE, MISCONF and BUSY as `redis_write_failed`, each code its own
+on a command as `redis_auth_failed`, OOM, MISCONF and BUSY as `redis_write_failed`, each code its own
 kind (a new cause is logged again); READONLY and LOADING (Redis away for now) as the outage's one
-`redis_down`. The entries stay buffered (memory, then the spool) meanwhile.
+`redis_down`. The entries stay buffered (memory, then the spool) meanwhile. A refusal of one
+key (WRONGTYPE, NOPERM on a key) is not an outage: `daemon.publish.sink.held` logs it.
 Entries dropped because the buffer or the spool were full: `sink_buffer_full` at most every 5 s.
 """
 

@@ -20,6 +20,7 @@ from daemon.core.frames import FrameResult
 from daemon.publish.redis_conn import RedisClient, SinkError, as_text
 from daemon.publish.schema import EntryId, next_entry_id, same_frame
 from daemon.publish.sink.backlog import Slot
+from daemon.publish.sink.held import StreamRefusedError, key_refusal
 
 ID_TOO_SMALL = "equal or smaller than the target stream top item"
 """Redis' refusal of an explicit ID at or below the stream's top."""
@@ -106,6 +107,8 @@ class StreamIds:
         for stream, reply in zip(streams, replies, strict=True):
             if isinstance(reply, ResponseError) and "no such key" in str(reply):
                 self._top[stream] = EntryId(0, 0)
+            elif isinstance(reply, Exception) and key_refusal(reply):
+                raise StreamRefusedError(stream, reply) from reply
             elif isinstance(reply, Exception):
                 raise SinkError(str(reply)) from reply
             else:
@@ -122,6 +125,8 @@ class StreamIds:
             replies = await pipe.execute(raise_on_error=False)
         found: dict[int, dict[str, str]] = {}
         for (slot, _), reply in zip(suspects, replies, strict=True):
+            if isinstance(reply, Exception) and key_refusal(reply):
+                raise StreamRefusedError(self._stream_for(slot.item.camera_id), reply) from reply
             if isinstance(reply, Exception):
                 raise SinkError(str(reply)) from reply
             if reply:

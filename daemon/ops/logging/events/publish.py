@@ -50,9 +50,24 @@ PUBLISH_EVENTS: tuple[LogEvent, ...] = (
     LogEvent(
         "sink_buffer_full",
         "warning",
-        "results dropped because the memory buffer or the spool is full (`reasons`: buffer_full, spool_full); "
+        "results dropped because the memory buffer or the spool is full (`reasons`: buffer_full, spool_full, "
+        "stream_refused: a held camera beyond its bound); "
         "at most one line per interval",
         ("dropped", "reasons", "capacity", "spool_max_mb", "spool_max_bytes"),
+    ),
+    LogEvent(
+        "sink_stream_held",
+        "error",
+        "Redis refused one stream key (`code` WRONGTYPE, or NOPERM on that key): its camera's entries are held "
+        "apart, in order and bounded, while the other cameras keep publishing (`camera` null: the events "
+        "stream); once per key and cause (again at most every 5 min while it lasts), `hint` says what to fix",
+        ("camera", "stream", "code", "reason", "hint", "held", "repeats"),
+    ),
+    LogEvent(
+        "sink_stream_released",
+        "info",
+        "a held camera's entries all went through after its stream key was fixed; it publishes with the others again",
+        ("camera", "stream", "held_s"),
     ),
     LogEvent("sink_event_dropped", "warning", "a status event could not be queued for Redis", ("kind", "camera")),
     LogEvent(

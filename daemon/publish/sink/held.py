@@ -1,0 +1,370 @@
+"""Per-stream isolation: a camera whose stream key Redis refuses is held apart, the others go on.
+
+A refusal that concerns one key (`key_refusal`: WRONGTYPE, NOPERM on a key) holds only the cameras
+whose detection or objects stream it is: their entries leave the shared backlog (memory and spool)
+for a hold of their own, in order, and every later entry of the camera joins it. The camera is the
+unit: a frame leaves a hold only once its entry and all its object events are stored, so each
+stream keeps its order; a camera's objects may run ahead of its detections by at most the batch in
+flight when the refusal came (the object events are queued before their frame), never the other way.
+Each hold is probed (its oldest entries tried again) with capped exponential backoff; once it is
+empty the camera is released and publishes from the backlog again.
+
+Bounds: without a spool a hold keeps up to `capacity` entries in memory; with one its entries go
+to a spool of their own, `<spool_dir>/held/<camera as hex>`, capped at a quarter of the spool's cap
+(found again by the next run). Beyond the bound the camera's oldest held entries are dropped,
+counted `dropped{camera, stream_refused}`. Refusals of the whole server (OOM, READONLY, MISCONF,
+LOADING, BUSY, auth) are not held here: the sink backs off as a whole.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+from prometheus_client import Gauge
+
+from daemon.core.backoff import Backoff
+from daemon.core.clock import SYSTEM_CLOCK, Clock
+from daemon.core.frames import FrameResult, StatusEvent
+from daemon.core.ratelimit import RateLimited
+from daemon.publish.redis_conn import REFUSALS, SinkError, refusal_code
+from daemon.publish.sink.backlog import Drops, Slot
+from daemon.publish.spool.record import SpoolFormatError, SpoolRecord
+from daemon.publish.spool.store import Spool
+
+log = structlog.get_logger("beltsight.sink")
+
+STREAM_REFUSED = "stream_refused"
+"""The drop reason of a held entry beyond its hold's bound."""
+HELD_LOG_INTERVAL_S = 300.0
+"""A hold that lasts is logged again (with what it holds) at most this often, per key and cause."""
+
+
+def key_refusal(exc: BaseException) -> str | None:
+    """The code of a refusal that concerns one key only (WRONGTYPE; NOPERM on a key, not on a
+    command), else None: a refusal of the whole server."""
+    code = refusal_code(exc)
+    text = str(exc).lower()
+    if code == "WRONGTYPE" or (code == "NOPERM" and "key" in text and "command" not in text):
+        return code
+    return None
+
+
+class StreamRefusedError(SinkError):
+    """Redis refused one stream key (`key_refusal`) while the sink read or wrote it."""
+
+    def __init__(self, stream: str, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.stream = stream
+        self.cause = cause
+
+
+@dataclass(eq=False)
+class Hold:
+    """One held camera: the refused key and cause, its entries (spool first, then memory)."""
+
+    camera: str
+    stream: str
+    code: str
+    since: float
+    backoff: Backoff
+    spool: Spool | None = None
+    memory: deque[Slot[FrameResult]] = field(default_factory=deque)
+    probing: list[Slot[FrameResult]] = field(default_factory=list)
+    from_spool: int = 0  # how many of `probing` were read from the spool
+    retry_at: float = 0.0
+
+    def __len__(self) -> int:
+        return len(self.memory) + (len(self.spool) if self.spool is not None else 0)
+
+
+class HeldStreams:
+    """The holds of one sink; event-loop only."""
+
+    def __init__(
+        self,
+        capacity: int,
+        spool_root: Path | None,
+        spool_cap_bytes: int,
+        assign_id: Callable[[Slot[FrameResult]], None],
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        backoff_s: tuple[float, float] = (0.2, 5.0),
+    ) -> None:
+        self.capacity = capacity
+        self._root = spool_root
+        self._cap_bytes = max(1, spool_cap_bytes // 4)
+        self._assign_id = assign_id
+        self._clock = clock
+        self._backoff_s = backoff_s
+        self._holds: dict[str, Hold] = {}
+        self._tickets = itertools.count(-(1 << 40), -1)  # never a backlog ticket
+        self._lines = RateLimited(HELD_LOG_INTERVAL_S, clock)
+        self._reported: set[str] = set()
+        self._found_at_start = self._reopen()
+
+    # -- sizes ---------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return sum(len(h) for h in self._holds.values())
+
+    @property
+    def spooled(self) -> int:
+        return sum(len(h.spool) for h in self._holds.values() if h.spool is not None)
+
+    def report(self, gauge: Gauge) -> None:
+        """Set `gauge{camera}` to each held camera's count, 0 for those released since."""
+        counts = {camera: len(h) for camera, h in self._holds.items()}
+        for camera in self._reported - counts.keys():
+            gauge.labels(camera=camera).set(0)
+        for camera, n in counts.items():
+            gauge.labels(camera=camera).set(n)
+        self._reported = set(counts)
+
+    def held(self, camera: str) -> bool:
+        return camera in self._holds
+
+    def spooled_results(self) -> list[FrameResult]:
+        """Every result in the holds' spools, oldest first per camera (startup only)."""
+        out: list[FrameResult] = []
+        for hold in self._holds.values():
+            if hold.spool is not None and not hold.probing:
+                out += [r.result for r in hold.spool.read(len(hold.spool))]
+                hold.spool.rewind()
+        return out
+
+    # -- holding -------------------------------------------------------------------------------
+
+    def hold(self, slots: Iterable[Slot[FrameResult]], refused: StreamRefusedError) -> Drops:
+        """Hold `slots` (in order) because Redis refused `refused.stream`; their cameras are held
+        from now on. Slots already held (a failed probe) stay where they are."""
+        code = key_refusal(refused.cause) or "WRONGTYPE"
+        now = self._clock.monotonic()
+        drops: Drops = {}
+        retried: set[str] = set()
+        changed: list[Hold] = []
+        for slot in slots:
+            camera = slot.item.camera_id
+            hold = self._holds.get(camera)
+            if hold is None:
+                hold = self._holds[camera] = self._new_hold(camera, refused.stream, code, now)
+                changed.append(hold)
+            elif hold.stream != refused.stream or hold.code != code:
+                hold.stream, hold.code = refused.stream, code
+                changed.append(hold)
+            if slot.ticket not in {s.ticket for s in hold.probing}:
+                self._add(hold, slot, drops)
+            elif camera not in retried:  # a failed probe: try again later
+                retried.add(camera)
+                hold.retry_at = now + hold.backoff.failed()
+        for hold in changed:
+            self._log_held(hold, refused.cause)
+        return drops
+
+    def refused_events(self, stream: str, exc: BaseException) -> None:
+        """The events stream refused (its events stay in their own buffer): logged as a hold."""
+        code = key_refusal(exc) or "WRONGTYPE"
+        if self._lines.allow((stream, code)) is not None:
+            log.error("sink_stream_held", camera=None, stream=stream, code=code, reason=str(exc), hint=REFUSALS[code])
+
+    def next_due_s(self) -> float | None:
+        """Seconds until the next hold is due a try (None: nothing held)."""
+        if not self._holds:
+            return None
+        return max(0.0, min(h.retry_at for h in self._holds.values()) - self._clock.monotonic())
+
+    def divert(self, slots: list[Slot[FrameResult]]) -> tuple[list[Slot[FrameResult]], set[int], Drops]:
+        """(slots of cameras not held, tickets of those now held: done for the backlog, drops)."""
+        kept: list[Slot[FrameResult]] = []
+        moved: set[int] = set()
+        drops: Drops = {}
+        for slot in slots:
+            hold = self._holds.get(slot.item.camera_id)
+            if hold is None:
+                kept.append(slot)
+            else:
+                self._add(hold, slot, drops)
+                moved.add(slot.ticket)
+        return kept, moved, drops
+
+    def due(self, n: int) -> list[Slot[FrameResult]]:
+        """The oldest entries (up to n each) of the holds whose next try is due, marked in flight."""
+        now = self._clock.monotonic()
+        out: list[Slot[FrameResult]] = []
+        for hold in self._holds.values():
+            if hold.retry_at > now:
+                continue
+            records = hold.spool.read(n) if hold.spool is not None else []
+            hold.from_spool = len(records)
+            hold.probing = [Slot(next(self._tickets), r.result, entry_id=r.entry_id) for r in records]
+            hold.probing += list(itertools.islice(hold.memory, n - len(records)))
+            out += hold.probing
+        return out
+
+    def settle(self, done: set[int]) -> Drops:
+        """End the probes: drop what was published, release the holds left empty."""
+        drops: Drops = {}
+        for camera, hold in list(self._holds.items()):
+            if hold.probing:
+                published = [s.ticket in done for s in hold.probing]
+                if hold.spool is not None:
+                    hold.spool.commit(_prefix(published[: hold.from_spool]))
+                    hold.spool.rewind()
+                tickets = {s.ticket for s in hold.probing[hold.from_spool :] if s.ticket in done}
+                hold.memory = deque(s for s in hold.memory if s.ticket not in tickets)
+                if all(published) and hold.retry_at <= self._clock.monotonic():
+                    hold.backoff.succeeded()
+                hold.probing, hold.from_spool = [], 0
+            if len(hold) == 0:
+                self._release(camera, hold)
+            elif hold.spool is not None:
+                _count(drops, hold.spool.trim(), STREAM_REFUSED)
+        return drops
+
+    def shut(self) -> tuple[int, list[FrameResult]]:
+        """Spool what the holds keep in memory and close their spools: (spilled, not spooled)."""
+        spilled, lost = 0, []
+        for hold in self._holds.values():
+            slots, hold.memory = list(hold.memory), deque()
+            if hold.spool is None:
+                lost += [s.item for s in slots]
+                continue
+            try:
+                hold.spool.append([_record(s) for s in slots])
+                hold.spool.flush()
+                spilled += len(slots)
+            except OSError as exc:
+                log.error("spool_write_failed", directory=str(hold.spool.directory), reason=str(exc))
+                lost += [s.item for s in slots]
+            hold.spool.close()
+        return spilled, lost
+
+    # -- inside --------------------------------------------------------------------------------
+
+    def _new_hold(self, camera: str, stream: str, code: str, now: float) -> Hold:
+        backoff = Backoff(*self._backoff_s, healthy_reset_s=1e9, clock=self._clock)
+        hold = Hold(camera, stream, code, now, backoff, spool=self._open_spool(camera))
+        hold.retry_at = now + backoff.failed()
+        return hold
+
+    def _add(self, hold: Hold, slot: Slot[FrameResult], drops: Drops) -> None:
+        if hold.spool is not None and not hold.memory:
+            self._assign_id(slot)
+            try:
+                hold.spool.append([_record(slot)])
+                return
+            except OSError as exc:  # kept in memory instead, after what the spool holds
+                if self._lines.allow(("spool", hold.camera)) is not None:
+                    log.error("spool_write_failed", directory=str(hold.spool.directory), reason=str(exc))
+        hold.memory.append(slot)
+        probing = {s.ticket for s in hold.probing}
+        while len(hold.memory) > self.capacity:
+            oldest = next((s for s in hold.memory if s.ticket not in probing), None)
+            if oldest is None:
+                break
+            hold.memory.remove(oldest)
+            _count(drops, {hold.camera: 1}, STREAM_REFUSED)
+
+    def _log_held(self, hold: Hold, cause: BaseException) -> None:
+        repeats = self._lines.allow((hold.stream, hold.code))
+        if repeats is not None:
+            log.error(
+                "sink_stream_held",
+                camera=hold.camera,
+                stream=hold.stream,
+                code=hold.code,
+                reason=str(cause),
+                hint=REFUSALS[hold.code],
+                held=len(hold),
+                repeats=repeats,
+            )
+
+    def _release(self, camera: str, hold: Hold) -> None:
+        del self._holds[camera]
+        self._lines.reset((hold.stream, hold.code))
+        held_s = round(self._clock.monotonic() - hold.since, 3)
+        log.info("sink_stream_released", camera=camera, stream=hold.stream, held_s=held_s)
+
+    def _open_spool(self, camera: str) -> Spool | None:
+        if self._root is None:
+            return None
+        try:
+            return Spool.open(self._root / camera.encode().hex(), self._cap_bytes)
+        except (SpoolFormatError, OSError) as exc:
+            log.error("spool_disabled", directory=str(self._root), reason=str(exc), hint="held entries kept in memory")
+            return None
+
+    def _reopen(self) -> int:
+        """Holds a previous run left on disk: held again, tried at once."""
+        if self._root is None or not self._root.is_dir():
+            return 0
+        found = 0
+        for path in sorted(self._root.iterdir()):
+            try:
+                camera = bytes.fromhex(path.name).decode()
+            except ValueError:
+                continue
+            spool = self._open_spool(camera)
+            if spool is None or len(spool) == 0:
+                if spool is not None:
+                    spool.close()
+                continue
+            backoff = Backoff(*self._backoff_s, healthy_reset_s=1e9, clock=self._clock)
+            now = self._clock.monotonic()
+            self._holds[camera] = Hold(camera, "", "", now, backoff, spool=spool, retry_at=now)
+            found += len(spool)
+        return found
+
+
+def refused_cameras(
+    stream_for: Callable[[str], str],
+    frames: list[Slot[FrameResult]],
+    sent: list[Slot[FrameResult]],
+    replies: list[str | Exception],
+    objects_refused: dict[int, StreamRefusedError],
+) -> dict[str, StreamRefusedError]:
+    """The cameras one of whose stream keys refused a batch's writes (entries, or object events:
+    `objects_refused`, frame ticket -> refusal)."""
+    refused = dict(objects_refused)
+    for slot, reply in zip(sent, replies, strict=True):
+        if isinstance(reply, Exception) and key_refusal(reply):
+            refused[slot.ticket] = StreamRefusedError(stream_for(slot.item.camera_id), reply)
+    return {s.item.camera_id: refused[s.ticket] for s in frames if s.ticket in refused}
+
+
+def settle_events(
+    held: HeldStreams, stream: str, events: list[Slot[StatusEvent]], replies: list[str | Exception], done: set[int]
+) -> Exception | None:
+    """Mark the status events written; a refusal of the events stream's key alone keeps them in
+    their own buffer (drop-oldest) without holding any camera. Returns a server-wide refusal."""
+    refusal: Exception | None = None
+    for ev, reply in zip(events, replies, strict=True):
+        if not isinstance(reply, Exception):
+            done.add(ev.ticket)
+        elif key_refusal(reply):
+            held.refused_events(stream, reply)
+        else:
+            refusal = refusal or reply
+    return refusal
+
+
+def _prefix(flags: list[bool]) -> int:
+    return next((i for i, ok in enumerate(flags) if not ok), len(flags))
+
+
+def _count(drops: Drops, per_camera: dict[str, int], reason: str) -> None:
+    for camera, n in per_camera.items():
+        drops[(camera, reason)] = drops.get((camera, reason), 0) + n
+
+
+def _record(slot: Slot[FrameResult]) -> SpoolRecord:
+    if slot.entry_id is None:
+        raise ValueError("an entry must have its stream ID before it is spooled")
+    return SpoolRecord(slot.item, slot.entry_id)
+
+
+__all__ = ["STREAM_REFUSED", "HeldStreams", "StreamRefusedError", "key_refusal", "refused_cameras", "settle_events"]
