@@ -26,6 +26,7 @@ from daemon.core.frames import Detection, FrameResult
 from daemon.core.metrics import Metrics
 from daemon.publish.sink import RedisSink
 from tools.kit.redis_server import RedisServer, find_redis_server
+from tools.kit.streams import read_stream
 
 BOLT = Detection(cls=1, label="bolt", score=0.9, box=(1.0, 2.0, 3.0, 4.0))
 REFUSED = "cam0"
@@ -84,10 +85,10 @@ async def one_run(server: RedisServer, args: argparse.Namespace, *, refuse: bool
         await sink.close()
     latencies: list[float] = []
     for camera in cameras[1:]:
-        entries = admin.xrange(f"beltsight:detections:{camera}")
+        entries = read_stream(admin, f"beltsight:detections:{camera}")
         assert len(entries) == frames, f"{camera}: {len(entries)} of {frames} entries"
         latencies += [int(f["published_ms"]) - int(f["captured_ms"]) for _, f in entries]
-    held = [int(f["seq"]) for _, f in admin.xrange(key)]
+    held = [int(f["seq"]) for _, f in read_stream(admin, key)]
     assert held == list(range(frames)), f"{REFUSED}: {len(held)} of {frames}, in order: {held == sorted(held)}"
     return latencies, held
 
