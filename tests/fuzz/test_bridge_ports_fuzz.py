@@ -25,6 +25,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 import pytest
+import redis
 from asyncua import Client, ua
 from asyncua.common.utils import Buffer
 from asyncua.ua.ua_binary import struct_from_binary, struct_to_binary
@@ -56,6 +57,7 @@ class Plant:
     config: BridgeConfig
     bridge: Bridge
     loop: asyncio.AbstractEventLoop
+    writer: redis.Redis
     count: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -74,7 +76,7 @@ class Plant:
     def cross(self) -> None:
         with self.lock:
             self.count += 1
-            self.redis.client().xadd("beltsight:objects:cam1", crossing("cam1", "L1", self.count, track=self.count))
+            self.writer.xadd("beltsight:objects:cam1", crossing("cam1", "L1", self.count, track=self.count))
 
     @contextmanager
     def writing(self, every_s: float = 0.02) -> Iterator[None]:
@@ -135,7 +137,8 @@ def plant(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plant]:
     try:
         bridge = asyncio.run_coroutine_threadsafe(start_bridge(config, server), loop).result(60)
         try:
-            yield Plant(server, config, bridge, loop)
+            with server.client() as writer:
+                yield Plant(server, config, bridge, loop, writer)
         finally:
             asyncio.run_coroutine_threadsafe(bridge.stop(), loop).result(60)
     finally:
