@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.waits import wait_until
+from tools.kit import leash
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "tools" / "demo.py"
@@ -96,14 +97,14 @@ def test_missing_gstreamer_names_the_packages(tmp_path: Path) -> None:
 @pytest.mark.timeout(900)  # rendering starts after the demo's imports and checks: minutes on a loaded box
 def test_ctrl_c_while_rendering_leaves_no_half_written_clip(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    proc = subprocess.Popen(
+    proc = leash.spawn(
         [sys.executable, str(DEMO), *ports(), "--data-dir", str(data), "--seconds", "5"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         # as started from a terminal: a test run in the background (`pytest &` in a script) has SIGINT
         # ignored, the child would inherit that, and Python then never turns Ctrl-C into KeyboardInterrupt
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
+        preexec=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stdout is not None

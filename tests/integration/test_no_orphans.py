@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fixtures_rtsp import _system_python_has_rtsp_server
+from tools.kit import leash
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -100,7 +100,7 @@ def test_a_killed_test_run_leaves_no_server_and_no_daemon(tmp_path: Path) -> Non
     (tmp_path / "test_inner.py").write_text(textwrap.dedent(INNER).format(work=str(tmp_path)))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path)]
-    proc = subprocess.Popen([*argv, str(tmp_path / "test_inner.py")], cwd=tmp_path, env=env)
+    proc = leash.spawn([*argv, str(tmp_path / "test_inner.py")], cwd=tmp_path, env=env)
     children: dict[int, str] = {}
     try:
         deadline = time.monotonic() + 180

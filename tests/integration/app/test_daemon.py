@@ -28,6 +28,7 @@ from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip, RtspServer
 from tests.support.streams import entries
 from tests.support.waits import wait_until
+from tools.kit import leash
 from tools.model.coco_eval import evaluate
 
 NAMES = ["bolt", "hex_nut", "washer", "l_bracket"]
@@ -186,7 +187,7 @@ def test_sigterm_drains_and_exits_0(
         redis_url=redis.url,
         cameras=[{"id": "file", "url": str(clip.path), "realtime": True, "loop": True}],
     )
-    proc = subprocess.Popen(
+    proc = leash.spawn(
         [sys.executable, "-m", "daemon", "run", "-c", str(config)],
         cwd=REPO,
         stdout=subprocess.PIPE,

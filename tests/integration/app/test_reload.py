@@ -24,6 +24,7 @@ from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip
 from tests.support.streams import stream
 from tests.support.waits import wait_until
+from tools.kit import leash
 
 pytestmark = pytest.mark.slow
 
@@ -36,9 +37,7 @@ class Child:
     def __init__(self, config: Path) -> None:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         cmd = [sys.executable, "-m", "daemon", "run", "-c", str(config)]
-        self.proc = subprocess.Popen(
-            cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
+        self.proc = leash.spawn(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.logs: list[dict[str, Any]] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -21,6 +21,7 @@ from tests.support.bridge_harness import LAYOUT, crossing, eta_json, factory, wa
 from tests.support.fixtures_redis import RedisServerFactory
 from tests.support.fixtures_redis_tls import TlsMaterial
 from tests.support.mosquitto import Message, MosquittoFactory, SparkplugHost
+from tools.kit import leash
 from tools.kit.mosquitto import TlsFiles
 
 GROUP, EDGE = "plant", "bridge-1"
@@ -204,7 +205,7 @@ asyncio.run(run_bridge(cfg, LAYOUT, lambda: aioredis.Redis(port=port, decode_res
 
 def spawn_bridge(cfg: BridgeConfig, redis_port: int) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
-    return subprocess.Popen([sys.executable, "-c", KILLED_BRIDGE, cfg.model_dump_json(), str(redis_port)], env=env)
+    return leash.spawn([sys.executable, "-c", KILLED_BRIDGE, cfg.model_dump_json(), str(redis_port)], env=env)
 
 
 def test_killed_bridge_leaves_its_ndeath_as_the_will(

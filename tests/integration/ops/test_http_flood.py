@@ -38,6 +38,7 @@ from tests.support.fixtures_rtsp import Clip, RtspServer
 from tests.support.metrics import metric
 from tests.support.streams import entries, stream
 from tests.support.waits import wait_until
+from tools.kit import leash
 from tools.soak.flood import FloodProc
 
 pytestmark = pytest.mark.slow
@@ -143,13 +144,13 @@ def test_a_flood_on_the_endpoint_costs_the_cameras_redis_and_healthz_nothing(
     )
     log, report = tmp_path / "daemon.log", tmp_path / "report.json"
     with log.open("wb") as out:
-        proc = subprocess.Popen(
+        proc = leash.spawn(
             [sys.executable, "-m", "tests.support.daemon_child", str(config), str(report), str(tmp_path / "hang")],
             cwd=REPO,
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=limit_descriptors,  # noqa: PLW1509  (setrlimit only; the child execs at once)
+            preexec=limit_descriptors,  # setrlimit only; the child execs at once
         )
     flood, prober = FloodProc(port, FLOOD_CONNECTIONS, tmp_path / "flood.log"), Prober(port)
     counts: dict[str, int] = {}

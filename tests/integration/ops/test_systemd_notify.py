@@ -34,6 +34,7 @@ from tests.support.fixtures_rtsp import Clip
 from tests.support.metrics import metric
 from tests.support.streams import stream
 from tests.support.waits import wait_until
+from tools.kit import leash
 
 pytestmark = pytest.mark.slow
 
@@ -111,7 +112,7 @@ def spawn(tmp_path: Path, config: Path, port: int, notify: NotifySocket | None, 
         env["WATCHDOG_USEC"] = str(watchdog_usec)
     report, hang, log = tmp_path / "report.json", tmp_path / "hang", tmp_path / "daemon.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen(
+        proc = leash.spawn(
             [sys.executable, "-m", "tests.support.daemon_child", str(config), str(report), str(hang)],
             cwd=REPO,
             env=env,

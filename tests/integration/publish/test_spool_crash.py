@@ -24,6 +24,7 @@ from daemon.publish.spool import Spool
 from tests.support.sink_helpers import config, make_sink, running
 from tests.support.streams import assert_exactly_once_in_order, stream
 from tests.support.waits import async_wait_until, wait_until
+from tools.kit import leash
 
 FPS = 50
 OUTAGE_S = 8.0
@@ -58,7 +59,7 @@ class Child:
     """The child's stdout read on a thread: (seq, captured_ms) of every frame it accepted."""
 
     def __init__(self, url: str, spool_dir: Path) -> None:
-        self.proc = subprocess.Popen(
+        self.proc = leash.spawn(
             [sys.executable, "-c", CHILD, url, str(spool_dir), str(FPS)], cwd=ROOT, stdout=subprocess.PIPE, text=True
         )
         self.accepted: list[tuple[int, int]] = []

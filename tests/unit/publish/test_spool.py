@@ -23,6 +23,7 @@ from daemon.publish.spool import store as spool_module
 from daemon.publish.spool.record import HEADER, SpoolRecord, encode_record
 from tests.support.spool_records import BASE_MS, BOLT, record
 from tests.support.waits import wait_until
+from tools.kit import leash
 
 
 def seqs(records: list[SpoolRecord]) -> list[tuple[str, int]]:
@@ -244,7 +245,7 @@ for batch in range(10_000):
 def test_a_process_killed_mid_write_leaves_an_ordered_gapless_spool(tmp_path: Path) -> None:
     """SIGKILL while the writer thread appends, seals, deletes and saves the cursor: what the next
     run finds is a contiguous run of records in order, and everything flushed before is there."""
-    child = subprocess.Popen(
+    child = leash.spawn(
         [sys.executable, "-c", CRASH_CHILD, str(tmp_path)],
         cwd=Path(__file__).resolve().parents[3],
         stdout=subprocess.PIPE,

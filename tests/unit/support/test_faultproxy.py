@@ -25,6 +25,7 @@ from redis.retry import Retry
 
 from tests.support.faultproxy import FaultProxy
 from tests.support.waits import wait_until
+from tools.kit import leash
 
 if TYPE_CHECKING:  # the module itself is loaded as a plugin, below (importing it first defeats that)
     from tests.support.fault_fixtures import FaultProxyFactory
@@ -70,7 +71,7 @@ def redis_port() -> Iterator[int]:
     """A redis-server of this module's own, on a free loopback port."""
     assert REDIS_SERVER is not None
     port = free_port()
-    proc = subprocess.Popen(
+    proc = leash.spawn(
         [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
