@@ -41,6 +41,7 @@ from PIL import Image, ImageDraw
 
 from daemon.config.tracking import LineConfig
 from daemon.core.clock import SYSTEM_CLOCK, Clock
+from daemon.core.drawing import BOX_WIDTH, class_colour
 from daemon.core.frames import Detection, Frame, FrameResult
 from daemon.core.metrics import Metrics
 from daemon.core.objects import ObjectEvent
@@ -52,22 +53,6 @@ log = structlog.get_logger("beltsight.liveview")
 
 JPEG_QUALITY = 85
 LATENCY_SMOOTHING = 0.1
-BOX_WIDTH = 3
-PALETTE: tuple[tuple[int, int, int], ...] = (
-    (255, 0, 255),
-    (0, 255, 255),
-    (255, 255, 0),
-    (255, 128, 0),
-    (0, 255, 0),
-    (255, 0, 0),
-    (0, 128, 255),
-    (255, 255, 255),
-)
-"""Box colour of class `cls` is `PALETTE[cls % len(PALETTE)]`."""
-
-
-def class_colour(cls: int) -> tuple[int, int, int]:
-    return PALETTE[cls % len(PALETTE)]
 
 
 Counts = Mapping[tuple[str, str], int]

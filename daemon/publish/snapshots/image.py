@@ -21,6 +21,7 @@ import numpy.typing as npt
 import simplejpeg
 from PIL import Image
 
+from daemon.core.drawing import BOX_WIDTH, class_colour
 from daemon.core.frames import Frame
 from daemon.core.xp import get_xp, to_host
 from daemon.core.yuv import YuvFrame, yuv_frame
@@ -30,18 +31,6 @@ Box = tuple[float, float, float, float]
 CROP_MARGIN = 0.25
 """The crop's margin on each side, as a fraction of the box's width (left, right) and height (top, bottom)."""
 MIN_MARGIN_PX = 8
-BOX_WIDTH = 3
-PALETTE: tuple[tuple[int, int, int], ...] = (
-    (255, 0, 255),
-    (0, 255, 255),
-    (255, 255, 0),
-    (255, 128, 0),
-    (0, 255, 0),
-    (255, 0, 0),
-    (0, 128, 255),
-    (255, 255, 255),
-)
-"""Box colour of class `cls` (RGB): `PALETTE[cls % len(PALETTE)]`, the live view's colours."""
 
 _LUMA = np.clip(np.round((np.arange(256) - 16) * 255 / 219), 0, 255).astype(np.uint8).tolist()
 _CHROMA = np.clip(np.round((np.arange(256) - 128) * 255 / 224 + 128), 0, 255).astype(np.uint8).tolist()
@@ -154,7 +143,7 @@ def render(picture: Picture, box: Box | None, cls: int, *, crop: bool, draw_box:
     outline = None
     if draw_box and local is not None:
         outline = (round(local[0]) - x0, round(local[1]) - y0, round(local[2]) - x0, round(local[3]) - y0)
-    colour = PALETTE[cls % len(PALETTE)]
+    colour = class_colour(cls)
     if picture.rgb is not None:
         rgb = picture.rgb[y0:y1, x0:x1]
         if outline is not None:

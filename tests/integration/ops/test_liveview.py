@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from daemon.ops.liveview import BOX_WIDTH, class_colour
+from daemon.core.drawing import BOX_WIDTH, class_colour
 from tests.support.daemon_harness import InProcessDaemon, http_get, write_config
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip, RtspServer

@@ -3,17 +3,7 @@ from __future__ import annotations
 import pytest
 
 from daemon.core.backoff import Backoff
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def time(self) -> float:
-        return self.now
+from tests.support.clock import FakeClock
 
 
 def test_ceiling_doubles_up_to_the_cap() -> None:

@@ -4,17 +4,7 @@ from __future__ import annotations
 
 from daemon.core.backoff import Backoff
 from daemon.core.log_repeat import RepeatSummary
-
-
-class FakeClock:
-    def __init__(self, now: float = 0.0) -> None:
-        self.now = now
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def time(self) -> float:
-        return self.now
+from tests.support.clock import FakeClock
 
 
 def test_each_backoff_step_is_logged_then_one_line_per_interval_at_the_cap() -> None:

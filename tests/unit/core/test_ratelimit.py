@@ -3,17 +3,7 @@
 from __future__ import annotations
 
 from daemon.core.ratelimit import RateLimited
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def time(self) -> float:
-        return self.now
+from tests.support.clock import FakeClock
 
 
 def test_first_logs_then_held_then_reports_how_many_were_held() -> None:

@@ -14,11 +14,12 @@ import structlog
 from PIL import Image
 
 from daemon.config.tracking import GateConfig, LineConfig
+from daemon.core.drawing import BOX_WIDTH, class_colour
 from daemon.core.frames import Detection, Frame, FrameResult, Letterbox
 from daemon.core.metrics import Metrics
 from daemon.core.objects import ObjectEvent
 from daemon.ops.http import HealthServer
-from daemon.ops.liveview import BOX_WIDTH, LINE_COLOUR, SCRIPTS, LiveView, Snapshot, class_colour
+from daemon.ops.liveview import LINE_COLOUR, SCRIPTS, LiveView, Snapshot
 
 
 class Clock:
