@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from daemon.bridge.service import Bridge
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
 from tools.kit.ports import free_port
-from tools.kit.redis_server import RedisServer, find_redis_server
+from tools.kit.redis_server import temporary_redis
 
 
 class Changes:
@@ -126,16 +125,8 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=100.0, help="crossings per second")
     parser.add_argument("--poll-ms", type=float, default=5.0)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        redis_server = RedisServer(find_redis_server() or "redis-server", Path(tmp))
-        try:
-            redis_server.start()
-        except RuntimeError as exc:
-            raise SystemExit(f"redis-server did not start: {exc}") from None
-        try:
-            asyncio.run(bench(args, redis_server.port, Path(tmp)))
-        finally:
-            redis_server.kill()
+    with temporary_redis() as (port, tmp):
+        asyncio.run(bench(args, port, tmp))
 
 
 if __name__ == "__main__":

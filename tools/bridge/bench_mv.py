@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
 from tools.bridge.bench import pct
 from tools.kit.ports import free_port
-from tools.kit.redis_server import RedisServer, find_redis_server
+from tools.kit.redis_server import temporary_redis
 
 MV_URI = "http://opcfoundation.org/UA/MachineVision"
 
@@ -140,16 +139,8 @@ def main() -> None:
     parser.add_argument("--crossings", type=int, default=10_000)
     parser.add_argument("--rate", type=float, default=200.0, help="crossings per second")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        redis_server = RedisServer(find_redis_server() or "redis-server", Path(tmp))
-        try:
-            redis_server.start()
-        except RuntimeError as exc:
-            raise SystemExit(f"redis-server did not start: {exc}") from None
-        try:
-            asyncio.run(bench(args, redis_server.port, Path(tmp)))
-        finally:
-            redis_server.kill()
+    with temporary_redis() as (port, tmp):
+        asyncio.run(bench(args, port, tmp))
 
 
 if __name__ == "__main__":

@@ -15,8 +15,9 @@ import contextlib
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import redis
@@ -203,3 +204,19 @@ class RedisServer:
             c.close()
         self._clients.clear()
         self.stop()
+
+
+@contextlib.contextmanager
+def temporary_redis() -> Iterator[tuple[int, Path]]:
+    """A redis-server on a free loopback port with a scratch directory, for a benchmark's run:
+    (port, directory); SystemExit naming the cause when it does not start; killed on exit."""
+    with tempfile.TemporaryDirectory() as tmp:
+        server = RedisServer(find_redis_server() or "redis-server", Path(tmp))
+        try:
+            server.start()
+        except RuntimeError as exc:
+            raise SystemExit(f"redis-server did not start: {exc}") from None
+        try:
+            yield server.port, Path(tmp)
+        finally:
+            server.kill()
