@@ -22,7 +22,7 @@ from cryptography.x509 import DNSName, UniformResourceIdentifier
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from daemon.bridge import cli
-from tests.support.bridge_harness import Events, crossing, read, subscribe, wait_for
+from tests.support.bridge_harness import Events, crossing, make_config, read, start_bridge, subscribe, wait_for
 from tests.support.fixtures_redis import RedisServerFactory, free_port
 
 CLIENT_URI = "urn:beltsight:test-plc"
@@ -188,3 +188,64 @@ def test_sighup_trusts_a_new_client_keeps_the_old_session_and_closes_a_revoked_o
 
 async def _refused_is(url: str, cert: Path, key: Path, expected: bool) -> bool:
     return await _refused(url, cert, key) is expected
+
+
+def _server_pair(directory: Path, org: str) -> tuple[Path, Path]:
+    key = cert_gen.generate_private_key()
+    cert = cert_gen.generate_self_signed_app_certificate(
+        key,
+        "urn:beltsight:bridge",
+        {"organizationName": org},
+        [UniformResourceIdentifier("urn:beltsight:bridge"), DNSName("127.0.0.1")],
+        extended=[ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH],
+    )
+    directory.mkdir(exist_ok=True)
+    (directory / "server-cert.der").write_bytes(cert.public_bytes(Encoding.DER))
+    (directory / "server-key.pem").write_bytes(cert_gen.dump_private_key_as_pem(key))
+    return directory / "server-cert.der", directory / "server-key.pem"
+
+
+def test_reload_serves_a_renewed_server_certificate_to_new_clients_and_keeps_open_sessions(
+    redis_server: RedisServerFactory, tmp_path: Path
+) -> None:
+    server = redis_server()
+    trusted, keys = tmp_path / "trusted", tmp_path / "keys"
+    trusted.mkdir()
+    keys.mkdir()
+    cert_file, key_file = _server_pair(tmp_path / "pki", "first")
+    config = make_config(
+        tmp_path / "state",
+        security="basic256sha256",
+        trusted_dir=str(trusted),
+        cert_file=str(cert_file),
+        key_file=str(key_file),
+        users={"plc": {"password": PASSWORD}},
+    )
+    cert_a, key_a = _client_cert(keys, "plc-a")
+    shutil.copy(cert_a, trusted / cert_a.name)
+    url = f"opc.tcp://{config.opcua.listen}/beltsight"
+
+    async def served_certificate() -> bytes:
+        endpoints = await Client(url, timeout=5).connect_and_get_server_endpoints()  # no session needed
+        return bytes(endpoints[0].ServerCertificate)
+
+    async def scenario() -> None:
+        bridge = await start_bridge(config, server)
+        client_a: Client | None = None
+        try:
+            client_a = await _connect(url, cert_a, key_a)
+            _server_pair(tmp_path / "pki", "renewed")  # the files replaced in place, as a renewal does
+            with structlog.testing.capture_logs() as logs:
+                await bridge.reload(config)
+            assert logs[-1]["event"] == "bridge_reloaded" and logs[-1]["server_certificate"] is True
+            assert await served_certificate() == cert_file.read_bytes()
+            assert await read(client_a, "BeltSight/cam1/L1/CountIn") == 0  # the open session stays
+            client_b = await _connect(url, cert_a, key_a)  # a new channel with the renewed certificate
+            await client_b.disconnect()
+        finally:
+            if client_a is not None:
+                with contextlib.suppress(Exception):
+                    await client_a.disconnect()
+            await bridge.stop()
+
+    asyncio.run(scenario())
