@@ -270,14 +270,15 @@ class OpcUaBridgeServer:
         connections that are no longer valid. What changed, for the `bridge_reloaded` line."""
         changes: dict[str, Any] = {}
         revoked: set[str] = set()
+        if self.cfg.security != "none" and self.server is not None and self.trusted is not None:
+            # certificates first: one that cannot be read fails the reload before anything changed
+            cert_file, key_file = await server_certificate(cfg, self.state_dir, self._host)
+            changes["server_certificate"] = await swap_server_certificate(self.server, cert_file, key_file)
+            self.cfg = self.cfg.model_copy(update={"cert_file": cfg.cert_file, "key_file": cfg.key_file})
+            changes["trusted_added"], changes["trusted_removed"] = await self.trusted.load()
         if self._users is not None:
             added, revoked = self._users.replace(users)
             changes |= {"users_added": sorted(added), "users_revoked": sorted(revoked)}
-        if self.cfg.security != "none" and self.server is not None and self.trusted is not None:
-            self.cfg = self.cfg.model_copy(update={"cert_file": cfg.cert_file, "key_file": cfg.key_file})
-            cert_file, key_file = await server_certificate(self.cfg, self.state_dir, self._host)
-            changes["server_certificate"] = await swap_server_certificate(self.server, cert_file, key_file)
-            changes["trusted_added"], changes["trusted_removed"] = await self.trusted.load()
         closed = 0
         for conn in connections(self.server):
             cert = conn.certificate

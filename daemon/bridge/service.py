@@ -199,6 +199,7 @@ class Bridge:
             "ignored": self.state.ignored,
             "served": stats.served,
             "reconnects": stats.reconnects,
+            "replicas_short": stats.replicas_short,
             "clients": {
                 "opcua": self.opcua.clients if self.opcua is not None else 0,
                 "modbus": modbus.connections if modbus is not None else 0,
