@@ -37,6 +37,7 @@ from daemon.bridge.topology import AckLayout
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
 from daemon.core.ratelimit import RateLimited
+from daemon.core.tasks import stop_task
 from daemon.publish.redis_conn import RedisClient
 
 log = structlog.get_logger("beltsight.bridge.reader")
@@ -161,8 +162,7 @@ class StreamReader:
                 task.result()  # raises the first loop's error: the session ends and reconnects
         finally:
             for task in loops:
-                task.cancel()
-            await asyncio.gather(*loops, return_exceptions=True)
+                await stop_task(task)
 
     async def _read_loop(self, client: RedisClient, streams: list[str]) -> None:
         """XREADGROUP on `streams` (all of them, or one cluster slot's) and process, until an error."""

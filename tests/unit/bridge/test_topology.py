@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from daemon.bridge.cli import load
 from daemon.bridge.layout import layout_from_data
 from daemon.bridge.reader import read_streams
 from daemon.bridge.state import BridgeState
 from daemon.bridge.topology import AckLayout, hash_tag, slot_of
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
+from daemon.config.settings import ConfigError
 
 LAYOUT = layout_from_data([{"id": c, "lines": [{"id": "L1"}]} for c in ("cam1", "cam2", "cam3")])
 UNIT = Path(__file__).resolve().parents[3] / "systemd" / "beltsight-bridge.service"
@@ -71,3 +75,17 @@ def test_snapshot_parts_restore_what_the_whole_snapshot_does() -> None:
 
 def test_the_unit_reloads_with_sighup() -> None:
     assert "ExecReload=/bin/kill -HUP $MAINPID" in UNIT.read_text().splitlines()
+
+
+def test_the_cli_refuses_a_cluster_snapshot_key_with_its_own_hash_tag(tmp_path: Path) -> None:
+    config = tmp_path / "beltsight.toml"
+    config.write_text(
+        '[redis]\nurl = "redis://127.0.0.1:7000"\ncluster = true\n[models]\n640 = "m.onnx"\n'
+        '[[cameras]]\nid = "cam1"\nurl = "rtsp://127.0.0.1:1/s"\n'
+        '[[cameras.lines]]\nid = "L1"\nstart = [0.5, 0.0]\nend = [0.5, 1.0]\n'
+        '[bridge]\nsnapshot_key = "bs:{fixed}:state"\n'
+    )
+    with pytest.raises(ConfigError, match="hashes to another slot"):
+        load(config)
+    config.write_text(config.read_text().replace('"bs:{fixed}:state"', '"bs:state:{group}"'))
+    load(config)
