@@ -5,6 +5,10 @@ overrides and secret files as for `run`): `[bridge]`, `[redis]` (connection, str
 `[logging]`, and the enabled cameras' `lines`/`gates` for the served layout. An invalid config or
 layout exits 78 (EX_CONFIG) listing every problem with its key path: printed on a terminal, one
 `bridge_config_invalid` JSON line otherwise (the journal). SIGTERM/SIGINT stop it cleanly (exit 0).
+SIGHUP loads the file again and applies the OPC UA users and certificates (`Bridge.reload`); a
+file that no longer loads is logged (`bridge_reload_failed`) and changes nothing.
+Redis is reached as the daemon does (`daemon.publish.redis_conn.Connector`: one Redis, Sentinel or
+Cluster, TLS).
 """
 
 from __future__ import annotations
@@ -17,13 +21,16 @@ from pathlib import Path
 import structlog
 
 from daemon.bridge.layout import BridgeLayout, layout_from_data, layout_problems
+from daemon.bridge.reader import read_streams
 from daemon.bridge.service import read_users, run_bridge
 from daemon.bridge.sparkplug import read_password
+from daemon.bridge.topology import AckLayout
+from daemon.config.bridge import BridgeConfig
 from daemon.config.settings import EX_CONFIG, ConfigError, Settings, load_settings
 from daemon.core.redaction import SECRETS
 from daemon.ops.logging import capture_uncaught, configure_logging
 from daemon.ops.systemd import SystemdNotifier
-from daemon.publish.redis_conn import RedisClient, make_client
+from daemon.publish.redis_conn import Connector
 
 log = structlog.get_logger("beltsight.bridge")
 
@@ -34,6 +41,7 @@ def load(path: Path) -> tuple[Settings, BridgeLayout]:
     modbus = settings.bridge.modbus
     layout = layout_from_data(settings.cameras)
     errors = [str(p) for p in layout_problems(layout, base_register=modbus.base_register, block_size=modbus.block_size)]
+    errors += AckLayout.of(settings.bridge, settings.redis, read_streams(layout, settings.redis)).problems()
     for check in (lambda: read_users(settings.bridge), lambda: read_password(settings.bridge.sparkplug)):
         try:
             check()  # a missing password file is a config error, found before anything listens
@@ -44,17 +52,30 @@ def load(path: Path) -> tuple[Settings, BridgeLayout]:
     return settings, layout
 
 
-async def _serve(settings: Settings, layout: BridgeLayout) -> None:
-    stop = asyncio.Event()
+async def _serve(path: Path, settings: Settings, layout: BridgeLayout) -> None:
+    stop, hangup = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, hangup.set)
 
-    def factory() -> RedisClient:
-        return make_client(settings.redis)
+    async def reloads() -> BridgeConfig | None:
+        await hangup.wait()
+        hangup.clear()
+        try:
+            return load(path)[0].bridge
+        except ConfigError as exc:
+            log.error("bridge_reload_failed", error=SECRETS.scrub(str(exc))[:2000])
+            return None
 
     await run_bridge(
-        settings.bridge, layout, factory, redis=settings.redis, notifier=SystemdNotifier(), stop_event=stop
+        settings.bridge,
+        layout,
+        Connector(settings.redis),
+        redis=settings.redis,
+        notifier=SystemdNotifier(),
+        stop_event=stop,
+        reloads=reloads,
     )
 
 
@@ -72,5 +93,5 @@ def main(path: Path) -> int:
         return EX_CONFIG
     configure_logging(settings.logging.format, settings.logging.level)
     capture_uncaught()
-    asyncio.run(_serve(settings, layout))
+    asyncio.run(_serve(path, settings, layout))
     return 0

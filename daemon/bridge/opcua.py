@@ -21,30 +21,30 @@ certificate (`cert_file`/`key_file`, or generated under `<state_dir>/opcua/`); a
 must be in the trusted directory. `none` offers one unencrypted endpoint (a warning at start).
 With users configured only username/password tokens are accepted, compared in constant time;
 without users anonymous clients are accepted (a warning at start).
+
+`reload` (SIGHUP) reads the trusted directory, the server certificate and the users again: new
+clients are checked against them from then on; an open connection whose certificate is no longer
+trusted, or whose user was removed or given a new password, is closed; the others stay open
+(`daemon.bridge.opcua_pki`).
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
-import socket
 import time
 from pathlib import Path
 from typing import Any
 
 import structlog
 from asyncua import ua
-from asyncua.crypto import cert_gen
 from asyncua.crypto.permission_rules import User, UserRole
-from asyncua.crypto.truststore import TrustStore
-from asyncua.crypto.validator import CertificateValidator, CertificateValidatorOptions
 from asyncua.server.server import Server
 from asyncua.ua.object_ids import ObjectIds
-from cryptography import x509
-from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from daemon.bridge.layout import ETA_SUFFIX, BridgeLayout
 from daemon.bridge.machine_vision import MachineVision
+from daemon.bridge.opcua_pki import APP_URI, TrustedClients, connections, server_certificate, swap_server_certificate
 from daemon.bridge.state import BridgeState, Crossing, LineState
 from daemon.config.bridge import OpcUaConfig
 from daemon.core.netaddr import parse_host_port
@@ -53,7 +53,6 @@ from daemon.core.ratelimit import RateLimited
 log = structlog.get_logger("beltsight.bridge.opcua")
 
 NAMESPACE = "urn:beltsight"
-APP_URI = "urn:beltsight:bridge"
 ROOT = "BeltSight"
 EVENT_TYPE = "CrossingEventType"
 EVENT_PROPERTIES = (
@@ -102,6 +101,14 @@ class _Users:
         self._users = {name.encode(): pw.encode() for name, pw in users.items()}
         self._refusals = refusals
 
+    def replace(self, users: dict[str, str]) -> tuple[set[str], set[str]]:
+        """Serve `users` from now on; (names added, names removed or with a new password)."""
+        new = {name.encode(): pw.encode() for name, pw in users.items()}
+        added = {n.decode() for n in new.keys() - self._users.keys()}
+        revoked = {n.decode() for n, pw in self._users.items() if not hmac.compare_digest(new.get(n, b""), pw)}
+        self._users = new
+        return added, revoked
+
     def get_user(
         self, iserver: Any, username: str | None = None, password: str | None = None, certificate: Any = None
     ) -> User | None:
@@ -127,6 +134,9 @@ class OpcUaBridgeServer:
         self.state_dir = state_dir
         self.refusals = _Refusals()
         self.server: Server | None = None
+        self._users: _Users | None = None
+        self.trusted: TrustedClients | None = None
+        self._host = ""
         self.ns = 0
         self._gen: Any = None
         self.port = 0
@@ -143,9 +153,11 @@ class OpcUaBridgeServer:
         """Start listening; `users` maps user names to their passwords (already read)."""
         assert self.cfg.listen is not None
         host, port = parse_host_port(self.cfg.listen)
+        self._host = host
         for noisy in NOISY_LOGGERS:
             logging.getLogger(noisy).setLevel(logging.CRITICAL)  # refusals are counted and summarised here
-        server = Server(user_manager=_Users(users, self.refusals) if users else None)  # type: ignore[arg-type]
+        self._users = _Users(users, self.refusals) if users else None
+        server = Server(user_manager=self._users)  # type: ignore[arg-type]
         await server.init()
         server.set_endpoint(f"opc.tcp://{host}:{port}/beltsight")
         server.set_server_name("BeltSight bridge")
@@ -177,43 +189,14 @@ class OpcUaBridgeServer:
             server.set_security_policy([ua.SecurityPolicyType.NoSecurity])
             log.warning("bridge_opcua_insecure", listen=self.cfg.listen)
             return
-        cert_file, key_file = self.cfg.cert_file, self.cfg.key_file
-        pki = self.state_dir / "opcua"
-        if cert_file is None or key_file is None:
-            pki.mkdir(parents=True, exist_ok=True)
-            cert_file, key_file = pki / "server-cert.der", pki / "server-key.pem"
-            await cert_gen.setup_self_signed_certificate(
-                key_file,
-                cert_file,
-                APP_URI,
-                host or socket.gethostname(),
-                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH],
-                {"organizationName": "BeltSight"},
-            )
-            key_file.chmod(0o600)
+        cert_file, key_file = await server_certificate(self.cfg, self.state_dir, host)
         await server.load_certificate(str(cert_file))
         await server.load_private_key(str(key_file))
         server.set_security_policy([ua.SecurityPolicyType.Basic256Sha256_SignAndEncrypt])
-        trusted = self.cfg.trusted_dir or pki / "trusted"
-        trusted.mkdir(parents=True, exist_ok=True)
-        store = TrustStore([trusted], [])
-        await store.load()
-        options = (
-            CertificateValidatorOptions.TIME_RANGE
-            | CertificateValidatorOptions.TRUSTED
-            | CertificateValidatorOptions.PEER_CLIENT
-        )
-        validator = CertificateValidator(options, store)
-        refusals = self.refusals
-
-        async def validate(cert: x509.Certificate, app: ua.ApplicationDescription) -> None:
-            try:
-                await validator.validate(cert, app)
-            except Exception:
-                refusals.add("certificate")
-                raise
-
-        server.set_certificate_validator(validate)
+        trusted = self.cfg.trusted_dir or self.state_dir / "opcua" / "trusted"
+        self.trusted = TrustedClients(trusted, lambda: self.refusals.add("certificate"))
+        await self.trusted.load()
+        server.set_certificate_validator(self.trusted)
         log.info("bridge_opcua_certificate", cert_file=str(cert_file), trusted_dir=str(trusted))
 
     async def _variable(self, parent: Any, path: tuple[str, ...], value: Any, vtype: ua.VariantType) -> None:
@@ -281,6 +264,30 @@ class OpcUaBridgeServer:
 
     async def heartbeat(self, unix_ms: int) -> None:
         await self._write(self.node_id("Heartbeat"), unix_ms, ua.VariantType.Int64)
+
+    async def reload(self, cfg: OpcUaConfig, users: dict[str, str]) -> dict[str, Any]:
+        """Read the trusted certificates, the server certificate and `users` again (SIGHUP); close the
+        connections that are no longer valid. What changed, for the `bridge_reloaded` line."""
+        changes: dict[str, Any] = {}
+        revoked: set[str] = set()
+        if self.cfg.security != "none" and self.server is not None and self.trusted is not None:
+            # certificates first: one that cannot be read fails the reload before anything changed
+            cert_file, key_file = await server_certificate(cfg, self.state_dir, self._host)
+            changes["server_certificate"] = await swap_server_certificate(self.server, cert_file, key_file)
+            self.cfg = self.cfg.model_copy(update={"cert_file": cfg.cert_file, "key_file": cfg.key_file})
+            changes["trusted_added"], changes["trusted_removed"] = await self.trusted.load()
+        if self._users is not None:
+            added, revoked = self._users.replace(users)
+            changes |= {"users_added": sorted(added), "users_revoked": sorted(revoked)}
+        closed = 0
+        for conn in connections(self.server):
+            cert = conn.certificate
+            untrusted = cert is not None and self.trusted is not None and not self.trusted.trusts(cert)
+            if untrusted or (conn.user is not None and conn.user in revoked):
+                conn.close()
+                closed += 1
+        changes["sessions_closed"] = closed
+        return changes
 
     async def close(self) -> None:
         if self.server is not None:

@@ -11,6 +11,9 @@ The streams are the daemon's (`[redis] objects_stream` per camera, `[redis] even
 - An entry is acknowledged only after its value is served: applied to the state and pushed to
   the servers (`Sink.serve`). The XACKs and the new snapshot go in one MULTI/EXEC, so the snapshot
   always reflects exactly the acknowledged entries. Replayed entries are no-ops (`daemon.bridge.state`).
+- On each topology (one Redis, Sentinel, Cluster) the acknowledgements and the snapshot keep these
+  guarantees; where they go and how `[redis] min_replicas` makes them survive a failover is
+  `daemon.bridge.topology` (on a Cluster: one read loop, one MULTI and one snapshot part per slot).
 - A malformed entry is counted, logged (at most one line per second) and acknowledged.
 - Redis down: reconnect with capped exponential backoff and full jitter; what is served stays.
 """
@@ -25,12 +28,16 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
+from daemon.bridge.layout import BridgeLayout
 from daemon.bridge.state import BridgeState, Change, MalformedEntryError
+from daemon.bridge.topology import AckLayout
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
 from daemon.core.ratelimit import RateLimited
+from daemon.core.tasks import stop_task
 from daemon.publish.redis_conn import RedisClient
 
 log = structlog.get_logger("beltsight.bridge.reader")
@@ -38,6 +45,7 @@ log = structlog.get_logger("beltsight.bridge.reader")
 BLOCK_MS = 1000
 PENDING_REFRESH_S = 2.0
 MALFORMED_LOG_INTERVAL_S = 1.0
+REPLICAS_LOG_INTERVAL_S = 10.0
 BACKOFF_BASE_S = 0.1
 
 Entries = Sequence[tuple[str, dict[str, str] | None]]
@@ -58,6 +66,8 @@ class ReaderStats:
     entries: int = 0
     served: int = 0
     reconnects: int = 0
+    replicas_short: int = 0
+    """EXECs whose WAIT saw fewer than `[redis] min_replicas` replicas (daemon.bridge.topology)."""
 
 
 def _text(value: Any) -> str:
@@ -82,6 +92,13 @@ def _stream_entries(reply: Any) -> list[tuple[str, Entries]]:
     return out
 
 
+def read_streams(layout: BridgeLayout, redis: RedisConfig) -> dict[str, str | None]:
+    """The streams the bridge reads: each camera's objects stream (-> its id), the events stream (-> None)."""
+    streams: dict[str, str | None] = {redis.objects_stream_for(c.id): c.id for c in layout.cameras}
+    streams[redis.events_stream] = None
+    return streams
+
+
 class StreamReader:
     def __init__(
         self,
@@ -98,12 +115,14 @@ class StreamReader:
         self.sink = sink
         self._factory = client_factory
         self._rng = rng
-        self.streams: dict[str, str | None] = {redis.objects_stream_for(c.id): c.id for c in state.layout.cameras}
-        self.streams[redis.events_stream] = None
+        self.streams = read_streams(state.layout, redis)
+        self.acks = AckLayout.of(cfg, redis, self.streams)
         self.stats = ReaderStats()
         self._snapshot_loaded = False
         self._malformed_log = RateLimited(MALFORMED_LOG_INTERVAL_S)
-        self._pending_at = 0.0
+        self._replicas_log = RateLimited(REPLICAS_LOG_INTERVAL_S)
+        self._pending_at: dict[int, float] = {}
+        self._serving = asyncio.Lock()
 
     async def run(self) -> None:
         """Read until cancelled; Redis errors only cause a reconnect."""
@@ -132,12 +151,27 @@ class StreamReader:
         self.stats.connected = True
         log.info("bridge_redis_connected", streams=len(self.streams), group=self.cfg.group)
         await self._claim(client)
+        groups = self.acks.read_groups()
+        if len(groups) == 1:
+            await self._read_loop(client, groups[0])
+            return
+        loops = [asyncio.create_task(self._read_loop(client, g), name=f"bridge-read-{i}") for i, g in enumerate(groups)]
+        try:
+            done, _ = await asyncio.wait(loops, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()  # raises the first loop's error: the session ends and reconnects
+        finally:
+            for task in loops:
+                await stop_task(task)
+
+    async def _read_loop(self, client: RedisClient, streams: list[str]) -> None:
+        """XREADGROUP on `streams` (all of them, or one cluster slot's) and process, until an error."""
         while True:
             try:
                 reply = await client.xreadgroup(
                     self.cfg.group,
                     self.cfg.consumer,
-                    dict.fromkeys(self.streams, ">"),
+                    dict.fromkeys(streams, ">"),
                     count=self.cfg.read_count,
                     block=BLOCK_MS,
                 )
@@ -149,7 +183,7 @@ class StreamReader:
             batches = _stream_entries(reply)
             if batches:
                 await self.process(client, batches)
-            await self._refresh_pending(client)
+            await self._refresh_pending(client, streams)
 
     async def _ensure_groups(self, client: RedisClient) -> None:
         for stream in self.streams:
@@ -160,14 +194,19 @@ class StreamReader:
                     raise
 
     async def _load_snapshot(self, client: RedisClient) -> None:
-        raw = await client.get(self.cfg.snapshot_key_name())
-        self._snapshot_loaded = True
-        if raw is not None:
+        for key, _camera, stream in self.acks.snapshot_keys():
+            raw = await client.get(key)
+            if raw is None:
+                continue
             try:
-                self.state.load_snapshot(_text(raw))
-                log.info("bridge_snapshot_loaded", key=self.cfg.snapshot_key_name())
+                if stream:
+                    self.state.load_snapshot_part(_text(raw))
+                else:
+                    self.state.load_snapshot(_text(raw))
+                log.info("bridge_snapshot_loaded", key=key)
             except MalformedEntryError as exc:
-                log.warning("bridge_snapshot_invalid", key=self.cfg.snapshot_key_name(), reason=exc.reason)
+                log.warning("bridge_snapshot_invalid", key=key, reason=exc.reason)
+        self._snapshot_loaded = True
         await self.sink.serve_all(self.state)
 
     async def _claim(self, client: RedisClient) -> None:
@@ -192,7 +231,12 @@ class StreamReader:
                     break
 
     async def process(self, client: RedisClient, batches: list[tuple[str, Entries]]) -> None:
-        """Apply, serve, then acknowledge (with the snapshot, atomically)."""
+        """Apply, serve, then acknowledge (with the snapshot, atomically); one batch at a time (the
+        read loops of a cluster's slots take turns)."""
+        async with self._serving:
+            await self._process(client, batches)
+
+    async def _process(self, client: RedisClient, batches: list[tuple[str, Entries]]) -> None:
         changes: list[Change] = []
         for stream, entries in batches:
             camera = self.streams.get(stream)
@@ -207,12 +251,46 @@ class StreamReader:
         if changes:
             await self.sink.serve(changes)
             self.stats.served += len(changes)
+        acks = {stream: [eid for eid, _ in entries] for stream, entries in batches if entries}
+        for streams in self.acks.by_slot(list(acks)):
+            await self._acknowledge(client, {s: acks[s] for s in streams})
+
+    async def _acknowledge(self, client: RedisClient, acks: dict[str, list[str]]) -> None:
+        """One MULTI (one slot on a cluster): the snapshot (parts) and the XACKs; then WAIT, with min_replicas."""
+        if self.acks.cluster:
+            snapshot = [(self.acks.part_key(s), self.state.to_snapshot_part(self.streams.get(s))) for s in acks]
+        else:
+            snapshot = [(self.acks.snapshot_key, self.state.to_snapshot())]
         async with client.pipeline(transaction=True) as pipe:
-            pipe.set(self.cfg.snapshot_key_name(), self.state.to_snapshot())
-            for stream, entries in batches:
-                if entries:
-                    pipe.xack(stream, self.cfg.group, *[eid for eid, _ in entries])
+            for key, value in snapshot:
+                pipe.set(key, value)
+            for stream, ids in acks.items():
+                pipe.xack(stream, self.cfg.group, *ids)
             await pipe.execute()
+        if self.acks.min_replicas > 0:
+            await self._confirm(client, *snapshot[0])
+
+    async def _confirm(self, client: RedisClient, key: str, value: str) -> None:
+        """WAIT for `min_replicas` after the EXEC: a rewrite of `key` on the WAIT's own connection first
+        (WAIT counts from its connection's last write; replication is ordered, so it covers the EXEC)."""
+        target: dict[str, Any] = {}
+        if isinstance(client, RedisCluster):
+            target = {"target_nodes": client.get_node_from_key(key)}
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.set(key, value)
+            pipe.execute_command("WAIT", self.acks.min_replicas, self.acks.wait_timeout_ms, **target)
+            replies = await pipe.execute()
+        got = replies[-1]
+        replicas = int(next(iter(got.values())) if isinstance(got, dict) else got)
+        if replicas < self.acks.min_replicas:
+            self.stats.replicas_short += 1
+            if self._replicas_log.allow() is not None:
+                log.warning(
+                    "bridge_replicas_short",
+                    replicas=replicas,
+                    min_replicas=self.acks.min_replicas,
+                    short=self.stats.replicas_short,
+                )
 
     def _apply(self, stream: str, camera: str | None, entry_id: str, fields: dict[str, str]) -> Change | None:
         try:
@@ -231,11 +309,11 @@ class StreamReader:
                 )
             return None
 
-    async def _refresh_pending(self, client: RedisClient) -> None:
+    async def _refresh_pending(self, client: RedisClient, streams: list[str]) -> None:
         now = time.monotonic()
-        if now - self._pending_at < PENDING_REFRESH_S:
+        if now - self._pending_at.get(id(streams), 0.0) < PENDING_REFRESH_S:
             return
-        self._pending_at = now
-        for stream in self.streams:
+        self._pending_at[id(streams)] = now
+        for stream in streams:
             summary = await client.xpending(stream, self.cfg.group)
             self.stats.pending[stream] = int(summary.get("pending", 0) if isinstance(summary, dict) else summary[0])

@@ -1,14 +1,17 @@
 """The bridge process: servers, reader, heartbeat, health endpoint, sd_notify, clean shutdown.
 
 `run_bridge` is the entry point (the CLI calls it); `Bridge` is the same thing in pieces
-(`start`, `stop`) for tests and tools that want to look at its counters while it runs.
+(`start`, `reload`, `stop`) for tests and tools that want to look at its counters while it runs.
+`reload` (SIGHUP through `run_bridge`'s `reloads`) reads the OPC UA users, the trusted client
+certificates and the server certificate again; any other change in the config is logged as
+needing a restart, and not applied.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -35,6 +38,8 @@ from daemon.publish.redis_conn import RedisClient
 log = structlog.get_logger("beltsight.bridge")
 
 HEARTBEAT_S = 1.0
+RELOADABLE = ("users", "cert_file", "key_file")
+"""The `[bridge.opcua]` keys a reload applies (with the files they name, and the trusted directory's contents)."""
 
 
 class _Servers:
@@ -149,6 +154,30 @@ class Bridge:
             modbus=self.config.modbus.listen or "off",
         )
 
+    async def reload(self, config: BridgeConfig) -> None:
+        """Apply `config`'s users and certificates (the trusted directory read again); log what changed
+        (`bridge_reloaded`) or why nothing did (`bridge_reload_failed`: the old ones stay)."""
+        try:
+            users = read_users(config)
+            changes = await self.opcua.reload(config.opcua, users) if self.opcua is not None else {}
+        except (ValueError, OSError) as exc:
+            log.error("bridge_reload_failed", error=str(exc)[:300])
+            return
+        old = self.config.opcua.model_dump(exclude=set(RELOADABLE))
+        new = config.opcua.model_dump(exclude=set(RELOADABLE))
+        restart = sorted(f"bridge.opcua.{k}" for k in old if old[k] != new[k])
+        restart += sorted(
+            f"bridge.{k}"
+            for k in ("modbus", "sparkplug", "group", "consumer", "snapshot_key")
+            if getattr(self.config, k) != getattr(config, k)
+        )
+        if bool(users) != bool(self.config.opcua.users):
+            restart.append("bridge.opcua.users (anonymous <-> users)")
+        self.config = self.config.model_copy(
+            update={"opcua": config.opcua.model_copy(update={k: getattr(self.config.opcua, k) for k in old})}
+        )
+        log.info("bridge_reloaded", restart_needed=restart, **changes)
+
     async def _heartbeat(self) -> None:
         while True:
             self.heartbeats += 1
@@ -170,6 +199,7 @@ class Bridge:
             "ignored": self.state.ignored,
             "served": stats.served,
             "reconnects": stats.reconnects,
+            "replicas_short": stats.replicas_short,
             "clients": {
                 "opcua": self.opcua.clients if self.opcua is not None else 0,
                 "modbus": modbus.connections if modbus is not None else 0,
@@ -211,19 +241,32 @@ async def run_bridge(
     redis: RedisConfig,
     notifier: SystemdNotifier | None = None,
     stop_event: asyncio.Event,
+    reloads: Callable[[], Awaitable[BridgeConfig | None]] | None = None,
 ) -> None:
-    """Serve until `stop_event` is set (or this task is cancelled, which propagates)."""
+    """Serve until `stop_event` is set (or this task is cancelled, which propagates). `reloads`: awaited
+    in a loop, each config it returns is applied with `Bridge.reload` (None: nothing to apply)."""
     bridge = Bridge(config, layout, redis_client_factory, redis=redis, notifier=notifier)
     stop: asyncio.Task[bool] | None = None
+    reloader: asyncio.Task[None] | None = None
     ended: list[str] = []
     try:
         await bridge.start()
+        if reloads is not None:
+            reloader = asyncio.create_task(_reload_loop(bridge, reloads), name="bridge-reload")
         stop = asyncio.create_task(stop_event.wait(), name="bridge-stop")
         done, _ = await asyncio.wait([stop, *bridge._tasks], return_when=asyncio.FIRST_COMPLETED)
         ended = [t.get_name() for t in done if t is not stop]
     finally:
-        if stop is not None:
-            await stop_task(stop)
+        for task in (stop, reloader):
+            if task is not None:
+                await stop_task(task)
         await bridge.stop()
     if ended:
         raise RuntimeError(f"bridge task ended unexpectedly: {', '.join(ended)}")
+
+
+async def _reload_loop(bridge: Bridge, reloads: Callable[[], Awaitable[BridgeConfig | None]]) -> None:
+    while True:
+        config = await reloads()
+        if config is not None:
+            await bridge.reload(config)

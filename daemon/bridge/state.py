@@ -14,7 +14,8 @@ Redis restored from an older snapshot) without the PLC seeing anything twice:
   counts pass the served ones again; deleting the bridge's snapshot key and its group starts over.
 
 A malformed entry raises `MalformedEntryError` (the reader counts, logs and acknowledges it); it
-changes nothing. `to_snapshot`/`from_snapshot` carry the state across bridge restarts.
+changes nothing. `to_snapshot`/`load_snapshot` carry the state across bridge restarts (on a Redis
+Cluster in parts, one per stream: `to_snapshot_part`/`load_snapshot_part`).
 """
 
 from __future__ import annotations
@@ -227,6 +228,40 @@ class BridgeState:
             }
         return json.dumps({"v": SNAPSHOT_VERSION, "cameras": cameras}, separators=(",", ":"), sort_keys=True)
 
+    def to_snapshot_part(self, camera: str | None) -> str:
+        """The part of the snapshot one stream's entries determine (a Redis Cluster keeps one per stream,
+        in the stream's slot): a camera's objects stream -> its `last_id` and lines; the events stream
+        (`camera` None) -> every camera's `status` and `status_id`."""
+        if camera is None:
+            cameras = {cid: {"status": c.status, "status_id": _id_text(c.status_id)} for cid, c in self.cameras.items()}
+            part: dict[str, Any] = {"v": SNAPSHOT_VERSION, "events": cameras}
+        else:
+            cam = self.cameras[camera]
+            lines = {lid: _line_dict(line) for lid, line in cam.lines.items()}
+            part = {"v": SNAPSHOT_VERSION, "camera": camera, "last_id": _id_text(cam.last_id), "lines": lines}
+        return json.dumps(part, separators=(",", ":"), sort_keys=True)
+
+    def load_snapshot_part(self, text: str) -> None:
+        """Restore one `to_snapshot_part`; MalformedEntryError (state unchanged) when it does not parse."""
+        try:
+            data = json.loads(text)
+            if data.get("v") != SNAPSHOT_VERSION:
+                raise MalformedEntryError(f"snapshot version {data.get('v')!r}")
+            if "events" in data:
+                statuses = {cid: _status_from(raw) for cid, raw in data["events"].items() if cid in self.cameras}
+                for cid, (status, status_id) in statuses.items():
+                    self.cameras[cid].status, self.cameras[cid].status_id = status, status_id
+                return
+            cam = self.cameras.get(data["camera"])
+            if cam is None:
+                return
+            last_id = parse_id(data["last_id"])
+            lines = {lid: LineState(**line) for lid, line in data["lines"].items() if lid in cam.lines}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise MalformedEntryError(f"snapshot: {exc}") from exc
+        cam.last_id = last_id
+        cam.lines.update(lines)
+
     def load_snapshot(self, text: str) -> None:
         """Restore from `to_snapshot` output; cameras and lines no longer in the layout are dropped.
         A snapshot that does not parse raises `MalformedEntryError` and leaves the state as it was."""
@@ -301,9 +336,14 @@ def _line_dict(line: LineState) -> dict[str, Any]:
     }
 
 
-def _camera_from(raw: dict[str, Any]) -> CameraState:
+def _status_from(raw: dict[str, Any]) -> tuple[Status, StreamId]:
     status = raw["status"]
     if status not in ("unknown", *STATUS_KINDS.values()):
         raise ValueError(f"status {status!r}")
+    return status, parse_id(raw["status_id"])
+
+
+def _camera_from(raw: dict[str, Any]) -> CameraState:
+    status, status_id = _status_from(raw)
     lines = {lid: LineState(**line) for lid, line in raw["lines"].items()}
-    return CameraState(status, parse_id(raw["status_id"]), parse_id(raw["last_id"]), lines)
+    return CameraState(status, status_id, parse_id(raw["last_id"]), lines)

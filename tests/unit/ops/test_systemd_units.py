@@ -98,13 +98,10 @@ def verify_root(tmp_path: Path) -> Path:
     (root / "etc/systemd/system").mkdir(parents=True)
     for unit in (SINGLE, TEMPLATE, BRIDGE):
         shutil.copy(unit, root / "etc/systemd/system" / unit.name)
-    exe = root / "opt/beltsight/.venv/bin/beltsight"
-    exe.parent.mkdir(parents=True)
-    exe.write_text("#!/bin/sh\n")
-    exe.chmod(0o755)
-    kill = root / "bin/kill"  # ExecReload's
-    kill.parent.mkdir(parents=True)
-    shutil.copy(exe, kill)
+    for exe in (root / "opt/beltsight/.venv/bin/beltsight", root / "bin/kill"):  # ExecStart, ExecReload
+        exe.parent.mkdir(parents=True)
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
     # the host's units (targets the defaults depend on), as plain files: links would point outside
     shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system", ignore_dangling_symlinks=True)
     return root

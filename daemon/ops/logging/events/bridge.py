@@ -68,6 +68,35 @@ BRIDGE_EVENTS: tuple[LogEvent, ...] = (
         ("error", "served"),
     ),
     LogEvent(
+        "bridge_reload_failed",
+        "error",
+        "SIGHUP: the config no longer loads, or a password file or certificate cannot be read; nothing changed",
+        ("error",),
+    ),
+    LogEvent(
+        "bridge_reloaded",
+        "info",
+        "SIGHUP: the OPC UA users, trusted client certificates and server certificate read again; what changed"
+        " (users added/revoked, trusted certificates added/removed, server certificate changed, connections"
+        " closed) and the changed keys that need a restart (`restart_needed`, not applied)",
+        (
+            "users_added",
+            "users_revoked",
+            "server_certificate",
+            "trusted_added",
+            "trusted_removed",
+            "sessions_closed",
+            "restart_needed",
+        ),
+    ),
+    LogEvent(
+        "bridge_replicas_short",
+        "warning",
+        "a WAIT after acknowledging saw fewer than `[redis] min_replicas` replicas: a failover now could bring"
+        " back entries already served (a restarted bridge would fire them again); at most one line per 10 s",
+        ("replicas", "min_replicas", "short"),
+    ),
+    LogEvent(
         "bridge_snapshot_invalid", "warning", "the state snapshot in Redis did not parse: ignored", ("key", "reason")
     ),
     LogEvent("bridge_snapshot_loaded", "info", "served state restored from the snapshot in Redis", ("key",)),
