@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import yaml
+import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs; types-PyYAML is not a dependency
 from PIL import Image
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
