@@ -126,6 +126,8 @@ class Daemon:
             await p.health.start()
         if p.snapshots is not None:
             p.snapshots.start()
+        if p.capture is not None:
+            p.capture.start()
         self._tasks.append(spawn(p.thermal.run(), "thermal"))
         for size in p.workers.prebuilt_sizes:
             p.lanes.ensure(size)
@@ -177,6 +179,8 @@ class Daemon:
         p.liveview.close()
         if p.snapshots is not None:
             await asyncio.get_running_loop().run_in_executor(None, p.snapshots.stop)
+        if p.capture is not None:
+            await asyncio.get_running_loop().run_in_executor(None, p.capture.stop)
         for source in p.sources:
             source.stop()
         await p.sink.close()

@@ -4,8 +4,9 @@
 files checked, the configured provider proved on a real session) and wires the rest: camera
 sources -> `FrameHub` -> each lane's `Batcher` -> lane workers (`daemon.inference.lanes`,
 built by `daemon.inference.build.LaneWorkers`) -> `_publish`, the one seam where results leave
-the lanes -> the `TrackingStage` (track ids, object events) -> the sink (and the live view);
-`LinesControl` and its API (`daemon.ops.http.api_lines`) change a camera's lines between frames.
+the lanes -> the `TrackingStage` (track ids, object events) -> the sink (and the live view, the snapshot
+writer and the frame capture); `LinesControl` and its API (`daemon.ops.http.api_lines`) change a camera's
+lines between frames.
 Nothing is started here: no thread, task or socket; `daemon.app.Daemon` starts, drains and
 stops what this returns.
 """
@@ -41,6 +42,7 @@ from daemon.ops.lines import LinesControl
 from daemon.ops.liveview import LiveView
 from daemon.ops.reload import Reloader
 from daemon.ops.systemd import SystemdNotifier
+from daemon.publish.capture import FrameCapture
 from daemon.publish.sink import RedisSink
 from daemon.publish.snapshots import SnapshotWriter
 from daemon.thermal.monitor import ThermalMonitor
@@ -79,6 +81,8 @@ class Pipeline:
     health: HealthServer | None
     snapshots: SnapshotWriter | None
     """The crossing snapshots' writer (`[snapshots] enabled`); None when off."""
+    capture: FrameCapture | None
+    """The frame capture (`[[capture.strategies]]` listed); None when off."""
     report: Callable[[], dict[str, Any]]
     """The /healthz JSON."""
     reloader: Reloader
@@ -125,6 +129,7 @@ def _wire(
     tracking = TrackingStage(settings.instance_cameras(), settings.tracking, metrics)
     liveview = _liveview(settings, metrics, tracking)
     snapshots = SnapshotWriter(settings.snapshots, metrics) if settings.snapshots.enabled else None
+    capture = _capture(settings, metrics, models)
     on_status = _status_to(sink, loop)
     workers = LaneWorkers(settings, factory, models, metrics, on_status)
     lanes = Lanes(
@@ -132,8 +137,8 @@ def _wire(
         metrics,
         build=workers,
         batching=_batching(settings, hub, metrics),
-        publish=_publish(tracking, liveview, sink, snapshots),
-        observe=_observe(liveview, snapshots),
+        publish=_publish(tracking, liveview, sink, snapshots, capture),
+        observe=_observe(liveview, snapshots, capture),
     )
     thermal = ThermalMonitor(
         settings.thermal,
@@ -165,6 +170,7 @@ def _wire(
         sources=sources,
         health=health,
         snapshots=snapshots,
+        capture=capture,
         report=report,
         reloader=Reloader(settings, tracking=tracking, lines=lines, health=health, set_rules=workers.set_rules),
     )
@@ -210,23 +216,46 @@ def _lanes_on_demand(hub: FrameHub, lanes: Lanes, loop: asyncio.AbstractEventLoo
     hub.on_new_size(lane_needed)
 
 
-def _observe(liveview: LiveView, snapshots: SnapshotWriter | None) -> Observe:
-    """Each finished batch: the live view and the snapshot writer keep references only."""
-    if snapshots is None:
+def _capture(settings: Settings, metrics: Metrics, models: ProvedModels) -> FrameCapture | None:
+    """The frame capture, when strategies are listed: with the models' class names (the longest list:
+    every size serves the same classes) and each camera's `conf_threshold`."""
+    if not settings.capture.enabled:
+        return None
+    default = settings.engine.conf_threshold
+    thresholds = {
+        c.id: c.conf_threshold if c.conf_threshold is not None else default for c in settings.instance_cameras()
+    }
+    names = max((info.names for info in models.infos.values()), key=len, default=())
+    return FrameCapture(settings.capture, metrics, names=names, thresholds=thresholds)
+
+
+def _observe(liveview: LiveView, *writers: SnapshotWriter | FrameCapture | None) -> Observe:
+    """Each finished batch: the live view, the snapshot writer and the capture keep references only."""
+    active = [w for w in writers if w is not None]
+    if not active:
         return liveview.offer
 
     def observe(frames: list[Frame], results: list[FrameResult]) -> None:
         liveview.offer(frames, results)
-        snapshots.observe(frames, results)
+        for writer in active:
+            writer.observe(frames, results)
 
     return observe
 
 
-def _publish(tracking: TrackingStage, liveview: LiveView, sink: RedisSink, snapshots: SnapshotWriter | None) -> Publish:
+def _publish(
+    tracking: TrackingStage,
+    liveview: LiveView,
+    sink: RedisSink,
+    snapshots: SnapshotWriter | None,
+    capture: FrameCapture | None,
+) -> Publish:
     def publish(results: list[FrameResult]) -> None:
-        """Where results leave the lanes, in order: tracked, snapshots queued, shown, published."""
+        """Where results leave the lanes, in order: tracked, captured, snapshots queued, shown, published."""
         for result in results:
             tracked = tracking.process(result)
+            if capture is not None:
+                capture.offer(result, tracked)  # before tracking (its weak detections) and after
             if snapshots is not None:
                 tracked = snapshots.attach(tracked)
             liveview.tracked(tracked)

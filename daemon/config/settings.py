@@ -28,6 +28,7 @@ from pydantic_settings import (
 from daemon.config.base import Seconds
 from daemon.config.bridge import BridgeConfig
 from daemon.config.cameras import CameraConfig
+from daemon.config.capture import CaptureConfig
 from daemon.config.engine import EngineConfig
 from daemon.config.health import HealthConfig
 from daemon.config.lines_dropin import LinesInvalidError, with_dropins
@@ -72,6 +73,8 @@ class Settings(BaseSettings):
     """Tracker defaults for every camera (daemon/tracking); lines and gates are per camera."""
     snapshots: SnapshotsConfig = SnapshotsConfig()
     """The `[snapshots]` section: a JPEG per line crossing (daemon/publish/snapshots)."""
+    capture: CaptureConfig = CaptureConfig()
+    """The `[capture]` section: frames the model is unsure of, as a YOLO dataset (daemon/publish/capture)."""
     cameras: list[CameraConfig] = Field(default_factory=list)
     """The `[[cameras]]` entries, one per camera (ids unique)."""
     bridge: BridgeConfig = BridgeConfig()

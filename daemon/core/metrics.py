@@ -26,6 +26,7 @@ class Metrics:
         self._thermal_metrics(self.registry)
         self._tracking_metrics(self.registry)
         self._snapshot_metrics(self.registry)
+        self._capture_metrics(self.registry)
         self._stage_metrics(self.registry)
 
     def _stage_metrics(self, r: CollectorRegistry) -> None:
@@ -85,6 +86,34 @@ class Metrics:
         )
         self.snapshots_bytes = Gauge(
             "beltsight_snapshots_bytes", "Bytes the snapshot directory's JPEGs take", registry=r
+        )
+
+    def _capture_metrics(self, r: CollectorRegistry) -> None:
+        """Frame capture ([capture]): written per strategy, dropped (never a frame), limited, removed."""
+        self.capture_written = Counter(
+            "beltsight_capture_written_total",
+            "Captured frames written to the dataset (image and labels), by camera and strategy",
+            ["camera", "strategy"],
+            registry=r,
+        )
+        self.capture_dropped = Counter(
+            "beltsight_capture_dropped_total",
+            "Captures not written, by reason (queue_full, disk_full, write_error, encode_error, no_frame)",
+            ["reason"],
+            registry=r,
+        )
+        self.capture_limited = Counter(
+            "beltsight_capture_limited_total",
+            "Frames a strategy picked but did not capture because its per-camera limit was reached"
+            " (limit: per_minute, per_hour)",
+            ["camera", "strategy", "limit"],
+            registry=r,
+        )
+        self.capture_removed = Counter(
+            "beltsight_capture_removed_total", "Captured frames removed to stay under [capture] max_mb", registry=r
+        )
+        self.capture_bytes = Gauge(
+            "beltsight_capture_bytes", "Bytes the capture directory's images and labels take", registry=r
         )
 
     def _tracking_metrics(self, r: CollectorRegistry) -> None:

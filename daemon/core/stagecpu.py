@@ -40,7 +40,8 @@ STAGES: Final = (
     "capture",
 )
 """Every stage, in the order a frame meets them; `snapshot` is recorded on the snapshot writer's
-thread (daemon.publish.snapshots), `capture` is a hook for a frame-capture encoder (none yet)."""
+thread (daemon.publish.snapshots), `capture` on the
+frame capture's (daemon.publish.capture)."""
 
 
 class _Attributed(threading.local):

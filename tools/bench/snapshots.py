@@ -4,7 +4,7 @@
 
 It renders H.264 clips with the test kit (`tools.kit.synth`), decodes them with PyAV (yuv420p, as the
 daemon's sources hand them over) and, on the same frames, times the process's CPU per JPEG of:
-  - daemon: `daemon.publish.snapshots.image` (libjpeg-turbo's YUV entry point through simplejpeg, the
+  - daemon: `daemon.publish.files.jpeg` (libjpeg-turbo's YUV entry point through simplejpeg, the
     frame's planes as decoded, levels stretched to full range by a lookup table; whole frame, box drawn);
   - simplejpeg-yuv-raw: the same without the level stretch (what a full-range camera costs);
   - pyav-mjpeg-yuv: FFmpeg's `mjpeg` encoder fed the YUV frame (no RGB), as it is;
@@ -36,7 +36,7 @@ from PIL import Image
 
 from daemon.core.frames import Frame, Letterbox
 from daemon.ingest.decoding import scale
-from daemon.publish.snapshots.image import picture_of, render
+from daemon.publish.files.jpeg import picture_of, render
 from tools.kit.daemon_config import MODELS
 from tools.kit.synth.video import render_video
 

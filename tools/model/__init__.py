@@ -5,5 +5,6 @@
     python -m tools.model.convert_fp16 SRC DST       (float16 weights and compute)
     python -m tools.model.quantize_int8 SRC DST      (static INT8, QDQ, per-channel)
 
-`yolo_net` is the network, `coco_eval` the mAP helpers the tests use too. See models/README.md.
+`yolo_net` is the network, `coco_eval` the mAP helpers the tests use too, `yolo_dataset` reads YOLO-format
+datasets (the daemon's `[capture]`, relabelled) for `train --extra DIR`. See models/README.md.
 """

@@ -8,6 +8,11 @@ generated on the fly by one worker process (seeds < 1_000_000; evaluation uses s
     python -m tools.model.train --seed 0 --minutes 35 --out runs/demo
     python -m tools.model.train --seed 1 --minutes 20 --lr 1e-3 --init runs/demo/last.pt --out runs/demo2
     python -m tools.model.train --export-only --ckpt runs/demo/last.pt      # re-export
+    python -m tools.model.train --init models/last.pt --extra /var/lib/beltsight/capture --out runs/own
+
+`--extra DIR` (repeatable) mixes YOLO-format datasets (the daemon's `[capture]` directory once
+relabelled, or any tool's YOLO export; `tools.model.yolo_dataset`) into the synthetic stream: a share
+`--extra-share` of the crops comes from them (docs/models/improving.md).
 
 Exports models/conveyor-{416,640,800}.onnx (same weights) and models/conveyor-parity.npz.
 """
@@ -27,6 +32,7 @@ import torch
 
 from tools.kit.synth.parts import NAMES
 from tools.kit.synth.scene import render_scene
+from tools.model import yolo_dataset
 from tools.model.yolo_net import Detector, DetLoss
 
 MODEL_SIZES = (416, 640, 800)
@@ -79,9 +85,19 @@ class SynthStream(torch.utils.data.IterableDataset):
     so each render is used twice: once as rendered and once mirrored (a random flip), the mirrored
     copy drawn later from a pool of `pool` renders so that the two copies land in different batches."""
 
-    def __init__(self, seed: int, imgsz: int, start: int = 0, reuse: bool = True, pool: int = 48) -> None:
+    def __init__(
+        self,
+        seed: int,
+        imgsz: int,
+        start: int = 0,
+        reuse: bool = True,
+        pool: int = 48,
+        extra: list[yolo_dataset.Sample] | None = None,
+        extra_share: float = 0.0,
+    ) -> None:
         super().__init__()
         self.seed, self.imgsz, self.start, self.reuse, self.pool = seed, imgsz, start, reuse, pool
+        self.extra, self.extra_share = extra or [], extra_share
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         i = self.start
@@ -89,7 +105,10 @@ class SynthStream(torch.utils.data.IterableDataset):
         pool: list[tuple[np.ndarray, np.ndarray]] = []
         while True:
             s = (self.seed * 7_919_993 + i) % 1_000_000  # training seeds stay below 1_000_000
-            img, lab = make_sample(s, self.imgsz)
+            if self.extra and rng.random() < self.extra_share:  # a captured (relabelled) frame
+                img, lab = yolo_dataset.crop(self.extra[int(rng.integers(0, len(self.extra)))], self.imgsz, rng)
+            else:
+                img, lab = make_sample(s, self.imgsz)
             yield torch.from_numpy(np.array(img)).permute(2, 0, 1), torch.from_numpy(lab)
             i += 1
             if not self.reuse:
@@ -196,6 +215,8 @@ def main() -> None:
     ap.add_argument("--export-only", action="store_true")
     ap.add_argument("--ckpt", type=Path)
     ap.add_argument("--init", type=Path, help="start from the EMA weights of a checkpoint (fine-tuning phase)")
+    ap.add_argument("--extra", type=Path, action="append", default=[], help="a YOLO-format dataset dir (repeatable)")
+    ap.add_argument("--extra-share", type=float, default=0.3, help="share of training crops from --extra datasets")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -224,7 +245,10 @@ def main() -> None:
     )
     ema = EMA(model)
     crit = DetLoss(model)
-    stream = SynthStream(args.seed, args.imgsz, reuse=not args.no_reuse)
+    extra = [sample for root in args.extra for sample in yolo_dataset.load(root, NAMES)]
+    if args.extra:
+        print(f"extra: {len(extra)} labelled images from {len(args.extra)} dataset(s)", flush=True)
+    stream = SynthStream(args.seed, args.imgsz, reuse=not args.no_reuse, extra=extra, extra_share=args.extra_share)
     dl = torch.utils.data.DataLoader(
         stream, batch_size=args.batch, num_workers=1, collate_fn=collate, prefetch_factor=4, persistent_workers=True
     )

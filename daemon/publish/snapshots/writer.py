@@ -11,21 +11,16 @@ Policy, in order of what matters:
 - A queued job can still fail in the thread (disk full, another write error, an undecodable frame):
   the event then names a file that never appears (HTTP 404), counted with reason `disk_full`,
   `write_error` or `encode_error`, and logged at most once a minute per reason (`snapshot_dropped`).
-- Files appear whole (written beside, then renamed). Retention (`retention.Retention`) runs after
+- Files appear whole (written beside, then renamed). The queue, the thread and retention are
+  `daemon.publish.files`' (shared with the frame capture). Retention (`daemon.publish.files.retention`) runs after
   each write and at least once a minute.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import errno
-import os
-import queue
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import structlog
 
@@ -35,17 +30,16 @@ from daemon.core.frames import Frame, FrameResult
 from daemon.core.metrics import Metrics
 from daemon.core.objects import ObjectEvent
 from daemon.core.ratelimit import RateLimited
-from daemon.publish.snapshots.image import Box, picture_of, render
-from daemon.publish.snapshots.paths import snapshot_path
-from daemon.publish.snapshots.retention import Retention
+from daemon.publish.files.jpeg import Box, picture_of, render
+from daemon.publish.files.pending import PendingFrames
+from daemon.publish.files.retention import Retention
+from daemon.publish.files.worker import FileWorker, failure_reason, write_atomic
+from daemon.publish.snapshots.paths import SUFFIX, snapshot_path
 
 log = structlog.get_logger("beltsight.snapshots")
 
 RETENTION_TICK_S = 60.0
-CLOSING_POLL_S = 0.05
 LOG_INTERVAL_S = 60.0
-MAX_PENDING_PER_CAMERA = 64
-"""Frames kept per camera between `observe` and `attach` at most (more than any batch in flight)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,30 +63,29 @@ class SnapshotWriter:
         self.root = cfg.dir
         self._metrics = metrics
         self._clock = clock
-        self._jobs: queue.Queue[Job | None] = queue.Queue(maxsize=cfg.queue)
-        self._pending: dict[str, dict[float, Frame]] = {}
+        self._pending = PendingFrames()
         self._loop_log = RateLimited(LOG_INTERVAL_S, clock)
         self._thread_log = RateLimited(LOG_INTERVAL_S, clock)
-        self._retention = Retention(self.root, retain_s=cfg.retain_days * 86400, max_bytes=int(cfg.max_mb * 2**20))
-        self._thread: threading.Thread | None = None
-        self._closing = threading.Event()
+        max_bytes = int(cfg.max_mb * 2**20)
+        self._retention = Retention(self.root, retain_s=cfg.retain_days * 86400, max_bytes=max_bytes, suffix=SUFFIX)
+        self._worker = FileWorker[Job](
+            "beltsight-snapshots",
+            cfg.queue,
+            self.write,
+            prepare=self._prepare,
+            tick=lambda: self._expire(0),
+            tick_s=RETENTION_TICK_S,
+        )
 
     # -- the event loop's side ------------------------------------------------------------
     def observe(self, frames: Sequence[Frame], results: Sequence[FrameResult]) -> None:
         """Keep a reference to each inferred frame until its result comes to `attach`."""
-        for frame in frames:
-            pending = self._pending.setdefault(frame.camera_id, {})
-            pending[frame.captured_mono] = frame
-            if len(pending) > MAX_PENDING_PER_CAMERA:
-                del pending[next(iter(pending))]
+        self._pending.keep(frames)
 
     def attach(self, result: FrameResult) -> FrameResult:
         """`result` with each `crossed` event's `snapshot` set where its job was queued; frees the frame
         (and any older one of the camera that never came, e.g. after an engine error)."""
-        pending = self._pending.get(result.camera_id, {})
-        frame = pending.pop(result.captured_mono, None)
-        for stale in [t for t in pending if t < result.captured_mono]:
-            del pending[stale]
+        frame = self._pending.take(result.camera_id, result.captured_mono)
         if not any(e.event == "crossed" for e in result.objects):
             return result
         events = tuple(self._queue(e, result, frame) if e.event == "crossed" else e for e in result.objects)
@@ -104,9 +97,7 @@ class SnapshotWriter:
             return event
         box = next((d.box for d in result.detections if d.track == event.track), None)
         path = snapshot_path(event)
-        try:
-            self._jobs.put_nowait(Job(path, event.camera, frame, box, event.cls))
-        except queue.Full:
+        if not self._worker.offer(Job(path, event.camera, frame, box, event.cls)):
             self._dropped("queue_full", self._loop_log)
             return event
         return dataclasses.replace(event, snapshot=path)
@@ -120,22 +111,15 @@ class SnapshotWriter:
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
         """Start the thread (which first indexes the directory: one walk)."""
-        self._thread = threading.Thread(target=self._run, name="beltsight-snapshots", daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Write what is queued (within `timeout_s`), then end the thread (blocks: call it off the loop)."""
-        if self._thread is None:
-            return
-        self._closing.set()
-        with contextlib.suppress(queue.Full):  # full: the thread ends when it finds the queue empty
-            self._jobs.put_nowait(None)
-        self._thread.join(timeout_s)
-        self._thread = None
+        self._worker.stop(timeout_s)
         self._pending.clear()
 
     # -- the thread -----------------------------------------------------------------------
-    def _run(self) -> None:
+    def _prepare(self) -> None:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -143,17 +127,6 @@ class SnapshotWriter:
         self._retention.scan()
         self._metrics.snapshots_bytes.set(self._retention.total_bytes)
         log.info("snapshots_started", dir=str(self.root), files=len(self._retention), queue=self.cfg.queue)
-        while True:
-            try:
-                job = self._jobs.get(timeout=CLOSING_POLL_S if self._closing.is_set() else RETENTION_TICK_S)
-            except queue.Empty:
-                if self._closing.is_set():
-                    return
-                self._expire(0)
-                continue
-            if job is None:
-                return
-            self.write(job)
 
     def write(self, job: Job) -> None:
         """Encode and write one job, then apply retention (the thread's work; callable directly in tests)."""
@@ -171,15 +144,9 @@ class SnapshotWriter:
         self._expire(len(jpeg))
         target = self.root / job.path
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            temporary = target.with_name(f".{target.name}.tmp")
-            with open(temporary, "wb") as out:
-                out.write(jpeg)
-            os.replace(temporary, target)
+            write_atomic(target, jpeg)
         except OSError as exc:
-            reason = "disk_full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "write_error"
-            self._dropped(reason, self._thread_log, f"{type(exc).__name__}: {exc.strerror}")
-            _unlink(target.with_name(f".{target.name}.tmp"))
+            self._dropped(failure_reason(exc), self._thread_log, f"{type(exc).__name__}: {exc.strerror}")
             return
         self._retention.added(target, len(jpeg), self._clock.time())
         self._metrics.snapshots_written.labels(camera=job.camera).inc()
@@ -193,11 +160,6 @@ class SnapshotWriter:
             self._metrics.snapshots_removed.labels(reason="size").inc(by_size)
         if by_age or by_size:
             self._metrics.snapshots_bytes.set(self._retention.total_bytes)
-
-
-def _unlink(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.unlink()
 
 
 __all__ = ["Job", "SnapshotWriter"]

@@ -18,9 +18,9 @@ from daemon.core.frames import Detection, Frame, FrameResult, Letterbox
 from daemon.core.metrics import Metrics
 from daemon.core.objects import ObjectEvent, parse_fields
 from daemon.ingest.decoding import scale
+from daemon.publish.files.jpeg import crop_rect, decoded_of, picture_of, render
+from daemon.publish.files.retention import Retention
 from daemon.publish.snapshots import SnapshotWriter, resolve, snapshot_path
-from daemon.publish.snapshots.image import crop_rect, decoded_of, picture_of, render
-from daemon.publish.snapshots.retention import Retention
 
 
 def crossed(track: int = 7, at_ms: int = 1_700_000_000_123, camera: str = "cam1") -> ObjectEvent:

@@ -6,6 +6,35 @@ from daemon.ops.logging.event import LogEvent
 
 PUBLISH_EVENTS: tuple[LogEvent, ...] = (
     LogEvent(
+        "capture_dir_failed",
+        "error",
+        "`[capture] dir`'s data.yaml could not be written (the directory cannot be created, or the disk is "
+        "full); each capture then fails as `write_error` or `disk_full`",
+        ("dir", "error"),
+    ),
+    LogEvent(
+        "capture_dropped",
+        "warning",
+        "a captured frame was not written (`reason`: queue_full, no_frame, disk_full, write_error, encode_error); "
+        "the frame itself is not affected; at most once a minute per reason, `held_back` counts the ones not "
+        "logged (all are in beltsight_capture_dropped_total)",
+        ("reason", "held_back", "error"),
+    ),
+    LogEvent(
+        "capture_limited",
+        "info",
+        "a capture strategy reached its per-camera `limit` (per_minute or per_hour): frames it picks are not "
+        "captured until the window moves on; at most once a minute per camera, strategy and limit "
+        "(all are in beltsight_capture_limited_total)",
+        ("camera", "strategy", "limit", "held_back"),
+    ),
+    LogEvent(
+        "capture_started",
+        "info",
+        "the frame capture's thread started, wrote data.yaml and indexed the directory (`files`: images found)",
+        ("dir", "files", "queue"),
+    ),
+    LogEvent(
         "redis_auth_failed",
         "error",
         "Redis refused the credentials, or the ACL user lacks a command or key (`code` NOPERM); once per outage "

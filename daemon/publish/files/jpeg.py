@@ -1,4 +1,5 @@
-"""The picture of a crossing: from what the pipeline holds, cropped, the box drawn, encoded as JPEG.
+"""A frame as JPEG: the picture from what the pipeline holds, optionally cropped to a box and the box
+drawn (crossing snapshots), or whole (captured frames), encoded through libjpeg-turbo.
 
 The decoded frame is YUV 4:2:0 (what FFmpeg hands over; NV12 from NVDEC): it is encoded from its
 planes through libjpeg-turbo's YUV entry point (`simplejpeg.encode_jpeg_yuv_planes`), with no

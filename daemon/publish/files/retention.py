@@ -1,18 +1,25 @@
-"""Retention of the snapshot directory: by age and by total size, the oldest removed first.
+"""Retention of a directory of written files: by age and by total size, the oldest removed first.
 
-The index (each JPEG's time, path and size, oldest first) is built by one walk of the directory when
+The index (each file's time, path and size, oldest first) is built by one walk of the directory when
 the writer starts; after that each written file is appended and each removal pops the oldest, so a
-write costs no directory walk. Owned by the writer's thread only (not thread-safe)."""
+write costs no directory walk. A file may have companions (a captured image's label file): they are
+counted in its size and removed with it. Owned by the writer's thread only (not thread-safe)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.publish.snapshots.paths import SUFFIX
+Companions = Callable[[Path], Sequence[Path]]
+"""The files that belong to an indexed file and go with it (none by default)."""
+
+
+def _alone(_path: Path) -> Sequence[Path]:
+    return ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,15 +28,26 @@ class Entry:
     """Wall-clock Unix seconds (the file's mtime)."""
     path: Path
     size: int
+    """Bytes, its companions' included."""
 
 
 class Retention:
-    """The directory's snapshots, oldest first, and their total size."""
+    """The directory's files ending in `suffix` (and their companions), oldest first, and their total size."""
 
-    def __init__(self, root: Path, *, retain_s: float, max_bytes: int) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        retain_s: float,
+        max_bytes: int,
+        suffix: str = ".jpg",
+        companions: Companions = _alone,
+    ) -> None:
         self.root = root
         self.retain_s = retain_s
         self.max_bytes = max_bytes
+        self.suffix = suffix
+        self.companions = companions
         self._entries: deque[Entry] = deque()
         self.total_bytes = 0
 
@@ -37,18 +55,18 @@ class Retention:
         return len(self._entries)
 
     def scan(self) -> None:
-        """Index what is on disk (once, at start): every `*.jpg` under the root, by mtime."""
+        """Index what is on disk (once, at start): every file ending in `suffix` under the root, by mtime."""
         found: list[Entry] = []
         for folder, _dirs, files in os.walk(self.root):
             for name in files:
-                if not name.endswith(SUFFIX):
+                if not name.endswith(self.suffix):
                     continue
                 path = Path(folder, name)
                 try:
                     st = path.stat()
                 except OSError:
                     continue
-                found.append(Entry(st.st_mtime, path, st.st_size))
+                found.append(Entry(st.st_mtime, path, st.st_size + sum(map(_size, self.companions(path)))))
         found.sort(key=lambda e: e.written_s)
         self._entries = deque(found)
         self.total_bytes = sum(e.size for e in found)
@@ -75,6 +93,9 @@ class Retention:
         return by_age, by_size
 
     def _remove(self, path: Path) -> None:
+        for companion in self.companions(path):
+            with contextlib.suppress(FileNotFoundError):
+                companion.unlink()
         with contextlib.suppress(FileNotFoundError):  # removed by hand: already gone
             path.unlink()
         folder = path.parent
@@ -83,4 +104,11 @@ class Retention:
                 folder.rmdir()  # a day's folder, once its last file is gone
 
 
-__all__ = ["Entry", "Retention"]
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+__all__ = ["Companions", "Entry", "Retention"]
