@@ -170,11 +170,11 @@ class ModelSwapper:
         async with self._lock:
             try:
                 done = await self._swap(size, path, allow_new_classes, overrides)
-            except SwapError as exc:
-                log.error("model_swap_failed", size=size, path=str(path), reason=exc.reason, user=by)
-                detail = {"size": size, "path": str(path), "reason": exc.reason}
-                self._event("model_swap_failed", detail)
-                raise
+            except Exception as exc:  # any failure is a refusal: the old model still serves
+                refused = exc if isinstance(exc, SwapError) else SwapError(422, f"{path}: {str(exc)[:300]}")
+                log.error("model_swap_failed", size=size, path=str(path), reason=refused.reason, user=by)
+                self._event("model_swap_failed", {"size": size, "path": str(path), "reason": refused.reason})
+                raise refused from None
             log.info(
                 "model_swapped",
                 size=size,
