@@ -6,7 +6,7 @@ sources -> `FrameHub` -> each lane's `Batcher` -> lane workers (`daemon.inferenc
 built by `daemon.inference.build.LaneWorkers`) -> `_publish`, the one seam where results leave
 the lanes -> the `TrackingStage` (track ids, object events) -> the sink (and the live view, the snapshot
 writer and the frame capture); `LinesControl` and its API (`daemon.ops.http.api_lines`) change a camera's
-lines between frames.
+lines between frames; `ModelSwapper` and its API (`daemon.ops.http.api_models`) swap a model between batches.
 Nothing is started here: no thread, task or socket; `daemon.app.Daemon` starts, drains and
 stops what this returns.
 """
@@ -33,11 +33,13 @@ from daemon.inference.engine import EngineFactory
 from daemon.inference.lanes import Batching, Lanes, Observe, Publish
 from daemon.inference.protocols import EngineBuilder
 from daemon.inference.providers import lane_workers, worker_batch
+from daemon.inference.swap import ModelSwapper
 from daemon.ingest.hwdecode import source_decode
 from daemon.ingest.sources import CameraSource
 from daemon.ops.http import HealthServer, HttpLimits, health_report
 from daemon.ops.http import snapshots as snapshot_route
 from daemon.ops.http.api_lines import LinesApi
+from daemon.ops.http.api_models import ModelsApi
 from daemon.ops.lines import LinesControl
 from daemon.ops.liveview import LiveView
 from daemon.ops.reload import Reloader
@@ -172,7 +174,7 @@ def _wire(
         snapshots=snapshots,
         capture=capture,
         report=report,
-        reloader=Reloader(settings, tracking=tracking, lines=lines, health=health, set_rules=workers.set_rules),
+        reloader=_reloader(settings, workers, lanes, sink, health=health, tracking=tracking, lines=lines),
     )
 
 
@@ -196,6 +198,26 @@ def _lines(
     if health is not None:
         LinesApi(health, lines).register()
     return lines
+
+
+def _reloader(
+    settings: Settings,
+    workers: LaneWorkers,
+    lanes: Lanes,
+    sink: RedisSink,
+    *,
+    health: HealthServer | None,
+    tracking: TrackingStage,
+    lines: LinesControl,
+) -> Reloader:
+    """The reloader, with model swaps (`daemon.inference.swap`) and, on the endpoint, their API
+    (`daemon.ops.http.api_models`)."""
+    swapper = ModelSwapper(workers, lanes, on_event=sink.accept_event)
+    if health is not None:
+        ModelsApi(health, swapper).register()
+    return Reloader(
+        settings, tracking=tracking, lines=lines, health=health, set_rules=workers.set_rules, models=swapper
+    )
 
 
 def _liveview(settings: Settings, metrics: Metrics, tracking: TrackingStage) -> LiveView:

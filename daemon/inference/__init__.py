@@ -19,7 +19,9 @@ Entry points (what `daemon.pipeline`, the builder, and `daemon.ops` use):
 - `stage.InferenceStage`: fill the batch, run, decode + NMS (`postprocess`), per-camera rules;
   `device_stage.DeviceInference` its device path;
 - `lanes.Lanes`: every lane's workers, started on first use; results leave through the one
-  `publish` callable app wires.
+  `publish` callable app wires;
+- `swap.ModelSwapper` (`ModelSwap`, `SwapError`): a model of one size swapped between two batches
+  after its checks, warm-up and canary (the models API and a reload).
 
 Inside: `layouts/` (one module per layout family behind `layouts.base.LayoutFamily`, listed in
 `layouts.registry.FAMILIES`: recognition, input convention, expected shape, decode), `recognise`

@@ -10,7 +10,8 @@ naming an unknown label), `GpuUnavailableError` (`[engine] device = "cuda"` cann
 
 `LaneWorkers` is what `lanes.Lanes` calls to build one worker's engine and stage, in the worker's
 own thread: worker 0 of a size proved at startup takes that session, every other worker (and
-every size chosen by resolution) builds a new one on first use.
+every size chosen by resolution) builds a new one on first use. A model swap
+(`daemon.inference.swap`) builds its workers through `LaneWorkers.worker`.
 """
 
 from __future__ import annotations
@@ -95,10 +96,15 @@ class LaneWorkers:
     def __call__(self, size: int, index: int) -> tuple[ServingEngine, InferenceStage]:
         """One worker's engine and stage (in the worker's thread): the session prebuilt at startup
         for worker 0 where there is one, else a new one."""
-        info, ecfg = self.models.infos[size], self.settings.engine
+        info = self.models.infos[size]
         primary = self._unused.pop(size, None) if index == 0 else None
         if primary is None:
             primary = self.factory.build(info, reason="first_use")
+        return self.worker(info, primary)
+
+    def worker(self, info: ModelInfo, primary: InferenceEngine) -> tuple[ServingEngine, InferenceStage]:
+        """A worker's engine and stage serving `info` on the session `primary` (a swap's, or `__call__`'s)."""
+        ecfg = self.settings.engine
         engine = ServingEngine(self.factory, info, ecfg, primary, metrics=self.metrics, on_status=self.on_status)
         stage = InferenceStage(
             info,
@@ -111,6 +117,15 @@ class LaneWorkers:
         )
         self._stages.add(stage)
         return engine, stage
+
+    def serve(self, info: ModelInfo, primary: InferenceEngine) -> None:
+        """A swapped model for a size whose lane has not started: worker 0 takes `primary` when it
+        does (a startup session of the old model no lane took is closed)."""
+        old = self._unused.pop(info.size, None)
+        self._unused[info.size] = primary
+        self.models.infos[info.size] = info
+        if old is not None:
+            old.close()
 
     def close(self) -> None:
         """Close the startup sessions no lane took."""

@@ -5,7 +5,8 @@ A `Lane` is `engine.workers` workers fed by one batch source; each `Worker` is o
 in the order its batches were taken, through ONE seam: the `publish(results)` callable the
 builder wires (`daemon.pipeline`: tracking, the live view, the sink). `observe(frames, results)`
 sees each batch as it finishes (the live view). `Lanes` holds every lane: `ensure(size)` starts one (from
-the loop), `set_share` passes the thermal share to every batch source, `stop` drains, `close`
+the loop), `set_share` passes the thermal share to every batch source, `replace` puts a swapped model's
+engines and stages in between two batches (`daemon.inference.swap`), `stop` drains, `close`
 releases the sessions.
 """
 
@@ -167,10 +168,12 @@ class Lanes:
         """Take batches from the lane's source and run them on this worker's session until the
         source stops; results are published in the order the batches were taken."""
         loop = asyncio.get_running_loop()
-        assert lane.batches_from is not None and lane.order is not None and worker.stage is not None
-        stage, order = worker.stage, lane.order
+        assert lane.batches_from is not None and lane.order is not None
+        order = lane.order
         busy_s = 0.0  # the last batch's time in the engine: the thermal duty cycle rests in proportion
         while frames := await lane.batches_from.next_batch(busy_s):
+            stage = worker.stage  # read per batch: a model swap (`replace`) takes effect between two
+            assert stage is not None
             ticket = order.ticket()
             started = worker.busy_since = self._clock.monotonic()
             results: list[FrameResult] = []
@@ -186,6 +189,30 @@ class Lanes:
                 busy_s = self._clock.monotonic() - started
                 worker.busy_since = None
                 self._publish(order.complete(ticket, results))
+
+    async def running(self, size: int) -> int | None:
+        """The number of workers of the lane of `size` once its sessions are built (waits for a lane
+        being set up), None when it does not run."""
+        lane = self.by_size.get(size)
+        if lane is not None and lane.setup is not None and not lane.setup.done():
+            await asyncio.wait([lane.setup])
+        return len(lane.workers) if lane is not None and lane.batches_from is not None else None
+
+    def started(self, size: int) -> bool:
+        return size in self.by_size
+
+    def replace(self, size: int, built: list[tuple[ServingEngine, InferenceStage]]) -> bool:
+        """Each worker of `size` on its new engine and stage from its next batch on (call on the loop;
+        a model swap, `daemon.inference.swap`); each old engine is closed in its worker's thread after
+        the batch in flight. False when the lane does not run or its workers differ (nothing done)."""
+        lane = self.by_size.get(size)
+        if lane is None or lane.batches_from is None or self._stopping or len(built) != len(lane.workers):
+            return False
+        for worker, (engine, stage) in zip(lane.workers, built, strict=True):
+            old, worker.engine, worker.stage = worker.engine, engine, stage
+            if old is not None:
+                worker.executor.submit(old.close)
+        return True
 
     async def stop(self, deadline: float) -> None:
         """Run what the lanes accepted (intake has stopped), then end their tasks; a batch still

@@ -4,8 +4,11 @@ can change live, name the rest.
 Live, from the next frame or batch on: each camera's `mm_per_px`, lines and gates (`LinesControl.apply`,
 kept lines keep their counts), each camera's `conf_threshold` and `[engine] conf_threshold` (the lanes'
 rules), the `[tracking]` knobs (tracks, ids and counts stay), `[logging] level`, `[health]
-basic_auth_users`. Everything else that differs from what the daemon started with (cameras added or
-removed or otherwise changed, models, Redis, the engine, the endpoint's address ...) is named in one
+basic_auth_users`. A changed `[models.<size>]` (a new path, or its layout and labels) is swapped in
+without stopping the line (`daemon.inference.swap`: checked, built beside the serving model, canaried,
+swapped between two batches; the same class names only) and named below when the swap is refused.
+Everything else that differs from what the daemon started with (cameras added or removed or otherwise
+changed, models added or removed, Redis, the engine, the endpoint's address ...) is named in one
 `config_restart_needed` line and left as it runs until a restart. A file that does not load (the config
 or a drop-in invalid) changes nothing: `config_reload_failed` with every problem.
 
@@ -27,6 +30,7 @@ from daemon.config.cameras import CameraConfig
 from daemon.config.lines_dropin import CameraLines
 from daemon.config.settings import ConfigError, Settings, load_settings
 from daemon.config.tracking import TrackingConfig
+from daemon.inference.swap import ModelSwap, SwapError
 from daemon.ops.http import HealthServer
 from daemon.ops.lines import LinesControl
 from daemon.tracking.stage import TrackingStage
@@ -50,11 +54,16 @@ def _dump(value: Any) -> Any:
 
 def restart_needed(started: Settings, new: Settings) -> list[str]:
     """The keys that differ between the settings the daemon started with and `new`, and that a reload
-    does not apply (`section.key`, `cameras.<id>` added or removed, `cameras.<id>.key`)."""
+    does not apply (`section.key`, `cameras.<id>` added or removed, `cameras.<id>.key`, `models` for
+    sizes added or removed); `models.<size>` for a changed model, which a reload tries to swap."""
     out = []
     for section in _SECTIONS:
         was, now = _dump(getattr(started, section)), _dump(getattr(new, section))
-        if not isinstance(was, dict) or section == "models":
+        if section == "models":
+            out += [section] if set(was) != set(now) else []
+            out += [f"models.{size}" for size in sorted(was.keys() & now.keys()) if was[size] != now[size]]
+            continue
+        if not isinstance(was, dict):
             out += [section] if was != now else []
             continue
         live = _LIVE_KEYS.get(section, set())
@@ -103,6 +112,7 @@ class Reloader:
         lines: LinesControl,
         health: HealthServer | None,
         set_rules: Callable[[Settings], None],
+        models: ModelSwap | None = None,
     ) -> None:
         self._started = settings
         self._live = settings
@@ -110,6 +120,7 @@ class Reloader:
         self._lines = lines
         self._health = health
         self._set_rules = set_rules
+        self._models = models
 
     async def reload(self, path: Path) -> bool:
         """Re-read `path` (and the drop-ins) and apply it; False when it is invalid (nothing changed)."""
@@ -118,12 +129,28 @@ class Reloader:
         except ConfigError as exc:
             log.error("config_reload_failed", path=str(path), problems=exc.errors)
             return False
-        changed = self.apply(new)
+        changed = self.apply(new) + await self.swap_models(new)
         restart = restart_needed(self._started, new)
         if restart:
             log.warning("config_restart_needed", changed=restart)
         log.info("config_reloaded", path=str(path), changed=changed, restart_needed=restart)
         return True
+
+    async def swap_models(self, new: Settings) -> list[str]:
+        """Swap each model whose `[models.<size>]` changed (`models.<size>` for each swapped); one
+        refused stays as it runs and is named as needing a restart."""
+        started, swapped = self._started, []
+        for size in sorted(started.models.keys() & new.models.keys()):
+            model = new.models[size]
+            if self._models is None or model == started.models[size]:
+                continue
+            try:
+                await self._models.swap(size, model.path, overrides=model.overrides(), by="reload")
+            except SwapError:
+                continue  # logged and audited by the swap; named in config_restart_needed
+            self._started = self._started.model_copy(update={"models": {**self._started.models, size: model}})
+            swapped.append(f"models.{size}")
+        return swapped
 
     def apply(self, new: Settings) -> list[str]:
         """Apply what changed live between what runs and `new`; the names of what changed."""

@@ -9,41 +9,25 @@ The body is the TOML shape of a camera's lines (`daemon.config.lines_dropin.Came
   own models; nothing changed;
 - `401` without a valid user's password where `basic_auth_users` is set (the server's check);
 - `403` for a `PUT` where writes are not allowed: only with authentication configured, or on an
-  endpoint listening on loopback only;
+  endpoint listening on loopback only (`daemon.ops.http.writes`, the guard of every write route);
 - `404` for a camera this instance does not run; `500` when the drop-in cannot be written (nothing
   changed).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
-from typing import Any
 
 from aiohttp import web
 
 from daemon.config.lines_dropin import LinesInvalidError, parse
-from daemon.ops.http.auth import request_user
 from daemon.ops.http.server import HealthServer
+from daemon.ops.http.writes import json_reply as _json
+from daemon.ops.http.writes import loopback_only, refused, writer
 from daemon.ops.lines import LinesControl
 
 PATH = r"/api/cameras/(?P<camera>[A-Za-z0-9][A-Za-z0-9_.-]{0,63})/lines"
 MAX_BODY_BYTES = 256 * 1024
-
-
-def loopback_only(host: str) -> bool:
-    """Whether an endpoint bound to `host` is reachable from this machine only."""
-    name = host.strip("[]")
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False  # "" (every address) or a name
-
-
-def _json(status: int, body: dict[str, Any]) -> web.Response:
-    return web.json_response(body, status=status, dumps=lambda v: json.dumps(v, sort_keys=True))
 
 
 class LinesApi:
@@ -56,13 +40,10 @@ class LinesApi:
     def register(self) -> None:
         self._server.route(PATH, self.handle, methods=("GET", "HEAD", "PUT"))
 
-    def write_allowed(self) -> bool:
-        return self._server.authenticated or loopback_only(self._server.host)
-
     async def handle(self, request: web.BaseRequest, params: dict[str, str]) -> web.StreamResponse:
         camera_id = params["camera"]
-        if request.method == "PUT" and not self.write_allowed():
-            return _json(403, {"problems": ["writes need [health] basic_auth_users, or a loopback-only listen"]})
+        if request.method == "PUT" and (forbidden := refused(self._server)) is not None:
+            return forbidden
         if camera_id not in self._control.camera_ids:
             return _json(404, {"problems": [f"no camera {camera_id!r}"]})
         if request.method != "PUT":
@@ -77,9 +58,8 @@ class LinesApi:
             lines = parse(data)
         except LinesInvalidError as exc:
             return _json(400, {"problems": exc.problems})
-        user = request_user(request) if self._server.authenticated else None
         try:
-            applied = await self._control.put(camera_id, lines, user or f"local {request.remote}")
+            applied = await self._control.put(camera_id, lines, writer(self._server, request))
         except OSError as exc:
             return _json(500, {"problems": [f"cannot write {self._control.lines_dir}: {exc.strerror}"]})
         return _json(200, applied.to_json())

@@ -70,6 +70,20 @@ INFERENCE_EVENTS: tuple[LogEvent, ...] = (
         ("model", "size", "layout", "form", "reason", "classes", "input"),
     ),
     LogEvent(
+        "model_swap_failed",
+        "error",
+        "a model swap (POST /api/models/{size} or a reload) was refused; the old model still serves; also written"
+        " to beltsight:events as kind model_swap_failed",
+        ("size", "path", "reason", "user"),
+    ),
+    LogEvent(
+        "model_swapped",
+        "info",
+        "a model of one input size was swapped between two batches in every lane worker (POST /api/models/{size}"
+        " or a reload); also written to beltsight:events as kind model_swapped",
+        ("size", "old", "new", "version", "sha256", "path", "took_ms", "user"),
+    ),
+    LogEvent(
         "primary_batch_failed",
         "warning",
         "a batch failed on the primary provider (counts towards opening the breaker)",

@@ -39,8 +39,8 @@ OPS_EVENTS: tuple[LogEvent, ...] = (
     LogEvent(
         "config_restart_needed",
         "warning",
-        "a reload found changes that need a restart (cameras added or removed, models, Redis, ...): they are"
-        " named here and left as they run until the daemon restarts",
+        "a reload found changes that need a restart (cameras added or removed, model sizes added or removed, a"
+        " model swap refused, Redis, ...): they are named here and left as they run until the daemon restarts",
         ("changed",),
     ),
     LogEvent(
