@@ -17,6 +17,7 @@ from tests.support.fixtures_redis import RedisServer
 from tools.kit.daemon_config import write_config
 from tools.soak.bridge import PlcSide
 from tools.soak.plc_checks import (
+    SERVE_GRACE_S,
     check_counts,
     check_opcua_events,
     expected_counts,
@@ -86,8 +87,9 @@ def test_missing_crossings_are_attributed_to_the_windows_without_a_session(clien
     crossings = stream_crossings(client, ["cam0"])
     written = next(iter(crossings.values()))["ms"] / 1000
     sessions = [{"t": written - 10, "up": True}, {"t": written + 2, "up": True}]
-    windows = unsubscribed_windows(sessions, [(written - 1, written + 1)])
-    assert windows == [(written - 1, written + 2)]  # from the kill to the first session after the restart
+    windows = unsubscribed_windows(sessions, [(written + 1, written + 1.5)])
+    # from SERVE_GRACE_S before the kill (entries not yet served) to the first session after the restart
+    assert windows == [(written + 1 - SERVE_GRACE_S, written + 2)]
     assert check_opcua_events(crossings, [], windows)["missing_unsubscribed"] == 1
     assert check_opcua_events(crossings, [], [])["missing_subscribed"] == 1
 

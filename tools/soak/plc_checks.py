@@ -7,7 +7,10 @@ the objects streams in Redis.
   `missing` (no event), `duplicates` (two or more), `track_mismatch`, and `extra` (an event for
   no entry; events for entries MAXLEN trimmed off the stream's head are not counted as extra).
   Each missing crossing is also attributed: `missing_unsubscribed` when its entry was written while
-  the subscriber had no session (a killed bridge, up to its resubscription), the rest `missing_subscribed`.
+  the subscriber had no session (from `SERVE_GRACE_S` before a bridge kill, whose entries may still
+  be unserved or in flight on the subscription when it dies, to the subscriber's first session after
+  the restart: the restarted bridge serves its backlog before any client can subscribe, and an
+  OPC UA event fired to no subscription is gone), the rest `missing_subscribed`.
 - `check_counts`: the final CountIn/CountOut of every line, read over OPC UA and over Modbus,
   equal the last `count` of that line and direction in its objects stream (0 when none), and
   neither protocol ever saw a count go backwards.
@@ -25,6 +28,7 @@ import redis
 from tools.kit.streams import read_stream
 
 Key = tuple[str, str, str, int]  # camera, line, direction, count
+SERVE_GRACE_S = 2.0
 
 
 def stream_crossings(client: redis.Redis, cameras: list[str]) -> dict[Key, dict[str, Any]]:
@@ -49,13 +53,13 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def unsubscribed_windows(sessions: list[dict[str, Any]], kills: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Unix-second windows in which the subscriber could have had no session: from each bridge kill
-    (its wall-clock time) to the first session that came up after the bridge's restart."""
+    """Unix-second windows whose entries the subscriber could not get: from `SERVE_GRACE_S` before each
+    bridge kill (its wall-clock time) to the first session that came up after the bridge's restart."""
     ups = sorted(s["t"] for s in sessions if s.get("up"))
     windows = []
     for killed, restarted in kills:
         after = [t for t in ups if t >= restarted]
-        windows.append((killed, after[0] if after else float("inf")))
+        windows.append((killed - SERVE_GRACE_S, after[0] if after else float("inf")))
     return windows
 
 

@@ -297,6 +297,10 @@ class Soak:
             "http_shed": sum(values.get("beltsight_http_connections_closed_total", {}).values()),
             "crossings": sum(values.get("beltsight_crossings_total", {}).values()),
         }
+        if self.plc is not None:  # what the PLC has seen so far: events, and the counts on Modbus
+            state = self.plc.state()
+            s.extra["plc_events"] = float(state.get("opcua_events", 0))
+            s.extra["plc_modbus_total"] = float(sum(state.get("modbus", {}).values()))
         if self.samples:
             prev = self.samples[-1]
             dt = max(1e-6, s.t_s - prev.t_s)
