@@ -25,8 +25,8 @@ seconds, cycling through:
                    senders, idle connections, oversized request lines, garbage; a separate
                    process, `tools.soak.flood.FloodProc`)
     bridge_kill    SIGKILL the bridge, start it again 5 s later on the same ports (with the PLC)
-    redis_failover (--sentinel only, instead of redis_kill) SIGKILL the master, or SENTINEL FAILOVER
-                   every other time; 15 s later wait for the promoted replica, restart the old master
+    redis_failover (--sentinel only, instead of redis_kill) SIGKILL the master (the 2nd, 4th, ... time
+                   SENTINEL FAILOVER); 15 s later wait for the promoted replica, restart a killed master
 
 The daemon runs with RLIMIT_NOFILE `--nofile` (default 1024, systemd's default soft limit), so
 the default flood of 1500 connections is more than it has descriptors.

@@ -10,10 +10,10 @@
   out of the schedule, and the run says so.
 - `bridge_kill` (with the PLC, the default): SIGKILL the bridge, start it again 5 s later on the
   same ports (`tools.soak.bridge.PlcSide`).
-- `redis_failover` (with `--sentinel` only): the Sentinel group's master is SIGKILLed (odd
-  occurrences: `SENTINEL FAILOVER` instead, a graceful switch); after 15 s the soak waits for the
-  sentinels to agree on the promoted replica and restarts the old master, which they re-point as
-  the new replica. With `--sentinel`, `redis_kill` is left out (killing the master is this fault)
+- `redis_failover` (with `--sentinel` only): the Sentinel group's master is SIGKILLed (the 2nd,
+  4th, ... time: `SENTINEL FAILOVER` instead, a graceful switch); after 15 s the soak waits for the
+  sentinels to agree on the promoted replica and restarts a killed old master, which they re-point
+  as the new replica. With `--sentinel`, `redis_kill` is left out (killing the master is this fault)
   and `spool_disk_full`'s Redis kill is a failover too.
 """
 

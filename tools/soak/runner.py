@@ -245,7 +245,8 @@ class Soak:
         print(f"[{self.now():7.1f}s] failover: master now :{self.redis.port}, :{old.port} its replica", flush=True)
 
     def _start_failover(self) -> Callable[[], object]:
-        """Odd occurrences: SENTINEL FAILOVER (the old master stays up, demoted); even: SIGKILL the master."""
+        """The 1st, 3rd, ... occurrence: SIGKILL the master; the 2nd, 4th, ...: SENTINEL FAILOVER (the old
+        master stays up, demoted)."""
         group = self.group
         assert group is not None and self.redis is not None
         if sum(1 for f in self.faults if f.kind == "redis_failover") % 2 == 0:
