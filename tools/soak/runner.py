@@ -140,7 +140,9 @@ class Soak:
 
         self.group = start_group(binary, make_dir, appendonly=True)
         self.redis = self.group.master
-        return "redis://127.0.0.1:1/0", {"sentinels": self.group.addresses, "sentinel_master": self.group.name}
+        # min_replicas: an entry is acknowledged once on the replica too, so a failover loses none of them
+        keys = {"sentinels": self.group.addresses, "sentinel_master": self.group.name, "min_replicas": 1}
+        return "redis://127.0.0.1:1/0", keys
 
     def schedule(self) -> list[tuple[float, str, str]]:
         plan = []
