@@ -259,6 +259,9 @@ class Soak:
                 self.redis = group.wait_promoted(old, timeout_s=60)
                 group.wait_replicated(timeout_s=60)
                 self.failovers += 1
+                print(
+                    f"[{self.now():7.1f}s] failover: master now :{self.redis.port}, :{old.port} its replica", flush=True
+                )
 
             return end
         self._kill_redis()
