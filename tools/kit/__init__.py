@@ -1,6 +1,7 @@
 """The kit: what the tests import, and what every tool starts its servers, configs and scenes with.
 
 - `ports`: `free_port()`, the one free loopback port picker, and `port_in_use(port)`;
+- `sentinel`: `start_group`, a master, replica and three sentinels (`SentinelGroup`);
 - `redis_server`: `RedisServer`, the one `redis-server` launcher (free or fixed port, AOF, ACL
   users, kill / freeze / thaw / stop / restart on the same port and data dir);
 - `rtsp`: `RtspServer`, the one launcher of `tools/kit/rtsp_server.py`, the GStreamer RTSP

@@ -31,12 +31,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=",".join(FAULT_KINDS),
         help="fault kinds to cycle through, comma-separated ('' = none), to isolate one path",
     )
+    p.add_argument(
+        "--plc",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run the bridge and a PLC (OPC UA subscriber, Modbus poller) on it, and check what it saw",
+    )
+    p.add_argument("--poll-ms", type=float, default=100.0, help="the PLC's Modbus poll period")
+    p.add_argument("--sentinel", action="store_true", help="Redis under Sentinel (master, replica, 3 sentinels)")
     p.add_argument("--baseline-s", type=float, default=600.0, help="start of the measured window (after the warm-up)")
     args = p.parse_args(argv)
     args.faults = [k for k in args.faults.split(",") if k]
     unknown = set(args.faults) - set(FAULT_KINDS)
     if unknown:
         p.error(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
+    left_out = {
+        "bridge_kill": "" if args.plc else "--no-plc",
+        "redis_failover": "" if args.sentinel else "no --sentinel",
+        "redis_kill": "under --sentinel a kill of the master is redis_failover" if args.sentinel else "",
+    }
+    for kind in args.faults:
+        if left_out.get(kind):
+            print(f"{kind} left out: {left_out[kind]}", flush=True)
+    args.faults = [k for k in args.faults if not left_out.get(k)]
     if args.out is None:
         args.out = REPO / "runs" / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
     args.out = args.out.resolve()

@@ -8,6 +8,13 @@
   running, counts what it could not keep as `spool_full` drops, and spools again once the
   ballast is gone and Redis is back. Mounting a tmpfs needs root; without it this kind is left
   out of the schedule, and the run says so.
+- `bridge_kill` (with the PLC, the default): SIGKILL the bridge, start it again 5 s later on the
+  same ports (`tools.soak.bridge.PlcSide`).
+- `redis_failover` (with `--sentinel` only): the Sentinel group's master is SIGKILLed (the 2nd,
+  4th, ... time: `SENTINEL FAILOVER` instead, a graceful switch); after 15 s the soak waits for the
+  sentinels to agree on the promoted replica and restarts a killed old master, which they re-point
+  as the new replica. With `--sentinel`, `redis_kill` is left out (killing the master is this fault)
+  and `spool_disk_full`'s Redis kill is a failover too.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ FAULT_KINDS = (
     "http_flood",
     "redis_oom",
     "spool_disk_full",
+    "bridge_kill",
+    "redis_failover",
 )
 FAULT_DOWN_S = {
     "camera_kill": 5.0,
@@ -35,6 +44,8 @@ FAULT_DOWN_S = {
     "http_flood": 20.0,
     "redis_oom": 15.0,
     "spool_disk_full": 20.0,
+    "bridge_kill": 5.0,
+    "redis_failover": 15.0,
 }
 FAULT_COLORS = {
     "camera_kill": "red",
@@ -43,6 +54,8 @@ FAULT_COLORS = {
     "http_flood": "green",
     "redis_oom": "brown",
     "spool_disk_full": "black",
+    "bridge_kill": "blue",
+    "redis_failover": "magenta",
 }
 SPOOL_DISK_SIZE = "64m"
 

@@ -1,4 +1,5 @@
-"""The soak's plot: RSS, fds, threads and inferred fps per camera over time, with the faults shaded."""
+"""The soak's plot: RSS, fds, threads and inferred fps per camera over time, with the faults shaded; with the
+PLC, a fifth panel: the daemon's crossings against what the PLC saw (OPC UA events, the Modbus counts' sum)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ def plot_soak(path: Path, samples: list[Sample], faults: list[Any], minutes: flo
     from matplotlib.patches import Rectangle  # noqa: PLC0415
 
     t = [s.t_s / 60 for s in samples]
-    fig, axes = plt.subplots(4, 1, figsize=(12, 12), sharex=True)
+    plc = any("plc_events" in s.extra for s in samples)
+    fig, axes = plt.subplots(5 if plc else 4, 1, figsize=(12, 15 if plc else 12), sharex=True)
     series = (
         ("RSS (MiB)", [s.rss_mib for s in samples]),
         ("open fds", [s.fds for s in samples]),
@@ -30,7 +32,13 @@ def plot_soak(path: Path, samples: list[Sample], faults: list[Any], minutes: flo
         axes[3].plot(t, [s.fps.get(cam, 0.0) for s in samples], marker=".", label=cam)
     axes[3].set_ylabel("inferred fps")
     axes[3].legend(loc="lower right")
-    axes[3].set_xlabel("minutes")
+    if plc:
+        for key, label in (("crossings", "crossings (daemon)"), ("plc_events", "OPC UA events (PLC)"),
+                           ("plc_modbus_total", "Modbus counts (PLC)")):  # fmt: skip
+            axes[4].plot(t, [s.extra.get(key, 0.0) for s in samples], marker=".", label=label)
+        axes[4].set_ylabel("crossings")
+        axes[4].legend(loc="upper left")
+    axes[-1].set_xlabel("minutes")
     colors = FAULT_COLORS
     for ax in axes:
         for f in faults:

@@ -43,18 +43,27 @@ SOAK_LINE = {
 
 
 def write_soak_config(
-    path: Path, *, redis_url: str, health_port: int, spool: Path, cameras: list[tuple[str, str]], rebuild_every: int
+    path: Path,
+    *,
+    redis_url: str,
+    health_port: int,
+    spool: Path,
+    cameras: list[tuple[str, str]],
+    rebuild_every: int,
+    redis: dict[str, Any] | None = None,
+    extra: str = "",
 ) -> None:
     """The daemon's config: a spool, sessions rebuilt every `rebuild_every` frames, short camera timeouts,
     and tracking on: one counting line across the belt's middle with a reject gate (calibrated, so
-    every crossing carries a speed and a gate ETA), its events on the objects stream."""
+    every crossing carries a speed and a gate ETA), its events on the objects stream. `redis` adds
+    `[redis]` keys (the Sentinel group), `extra` TOML (the `[bridge]` tables)."""
     write_config(
         path,
         redis_url=redis_url,
-        redis={"spool_dir": str(spool)},
+        redis={"spool_dir": str(spool), **(redis or {})},
         health={"listen": f"127.0.0.1:{health_port}"},
         shutdown_grace_s=15.0,
-        extra=f"[engine.rebuild]\nevery_frames = {rebuild_every}\n",
+        extra=f"[engine.rebuild]\nevery_frames = {rebuild_every}\n{extra}",
         tracking={"enabled": True},
         cameras=[
             {"id": cid, "url": url, "read_timeout_s": 2.0, "stall_s": 5.0, "mm_per_px": 0.5, "lines": [SOAK_LINE]}

@@ -20,6 +20,8 @@ from tools.kit.daemon_config import REPO
 from tools.kit.ports import free_port
 from tools.kit.redis_server import RedisServer, find_redis_server
 from tools.kit.rtsp import RtspServer
+from tools.kit.sentinel import SentinelGroup, start_group
+from tools.soak.bridge import PlcSide
 from tools.soak.checks import check_detections, check_objects, objects_ok
 from tools.soak.faults import (
     FAULT_DOWN_S,
@@ -28,6 +30,7 @@ from tools.soak.faults import (
     redis_oom_start,
 )
 from tools.soak.flood import FloodProc
+from tools.soak.plc_checks import stream_crossings
 from tools.soak.plot import plot_soak
 from tools.soak.procs import kill_proc, render_clips, write_soak_config
 from tools.soak.stats import HEALTHZ_WITHIN_S, Sample, by_label, healthz_time, proc_stats, scrape, theil_sen
@@ -61,6 +64,11 @@ class Soak:
         self.flood_counts: list[dict[str, int]] = []
         self.floods: list[FloodProc] = []
         self.spool_disk = SpoolDisk(args.out / "spooldisk")
+        self.group: SentinelGroup | None = None  # --sentinel: self.redis is its current master
+        self.plc: PlcSide | None = None
+        self.plc_result: dict[str, Any] = {}
+        self.bridge_down = False  # a bridge_kill is on
+        self.failovers = 0
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -77,17 +85,22 @@ class Soak:
         for i, clip in enumerate(clips):
             cam = RtspServer({f"cam{i}": clip}, log_path=self.out / "logs" / f"rtsp-cam{i}.log")
             self.cams[f"cam{i}"] = cam.restart(timeout_s=20)
-        self.redis = RedisServer(find_redis_server() or "redis-server", self.out / "redis", appendonly=True)
-        self.redis.start()
+        redis_url, redis_keys = self.start_redis()
         config = self.out / "beltsight.toml"
+        if self.args.plc:
+            self.plc = PlcSide(self.out, config, [(mount, "mid") for mount in self.cams], poll_ms=self.args.poll_ms)
         write_soak_config(
             config,
-            redis_url=self.redis.url,
+            redis_url=redis_url,
             health_port=self.health_port,
             spool=self.spool_disk.spool,
             cameras=[(mount, c.url(mount)) for mount, c in self.cams.items()],
             rebuild_every=self.args.rebuild_every,
+            redis=redis_keys,
+            extra=self.plc.config_toml() if self.plc is not None else "",
         )
+        if self.plc is not None:  # serving, and the PLC subscribed, before the first crossing
+            self.plc.start()
         log = (self.out / "logs" / "daemon.log").open("ab")
         nofile = self.args.nofile
 
@@ -113,6 +126,24 @@ class Soak:
             time.sleep(0.5)
         raise RuntimeError("daemon published nothing within 180 s")
 
+    def start_redis(self) -> tuple[str, dict[str, Any]]:
+        """One redis-server with AOF, or (--sentinel) a Sentinel group; the daemon's `[redis]` url and keys."""
+        binary = find_redis_server() or "redis-server"
+        if not self.args.sentinel:
+            self.redis = RedisServer(binary, self.out / "redis", appendonly=True).start()
+            return self.redis.url, {}
+
+        def make_dir(name: str) -> Path:
+            path = self.out / "redis" / name
+            path.mkdir(parents=True, exist_ok=True)
+            return path
+
+        self.group = start_group(binary, make_dir, appendonly=True)
+        self.redis = self.group.master
+        # min_replicas: an entry is acknowledged once on the replica too, so a failover loses none of them
+        keys = {"sentinels": self.group.addresses, "sentinel_master": self.group.name, "min_replicas": 1}
+        return "redis://127.0.0.1:1/0", keys
+
     def schedule(self) -> list[tuple[float, str, str]]:
         plan = []
         t, i = self.args.first_fault_s, 0
@@ -120,7 +151,7 @@ class Soak:
         kinds = self.args.faults
         while kinds and t + FAULT_DOWN_S[kinds[i % len(kinds)]] < self.duration_s - quiet_s:
             kind = kinds[i % len(kinds)]
-            target = {"http_flood": "health", "spool_disk_full": "spool"}.get(kind)
+            target = {"http_flood": "health", "spool_disk_full": "spool", "bridge_kill": "bridge"}.get(kind)
             target = (
                 target
                 or ("redis" if kind.startswith("redis") else None)
@@ -142,6 +173,8 @@ class Soak:
         while self.now() < self.duration_s:
             if self.daemon.poll() is not None:
                 raise RuntimeError(f"daemon died with {self.daemon.returncode} at t={self.now():.0f}s")
+            if self.plc is not None and not self.bridge_down:
+                self.plc.tick()
             now = self.now()
             while plan and plan[0][0] <= now:
                 _, kind, target = plan.pop(0)
@@ -164,9 +197,16 @@ class Soak:
         print(f"[{self.now():7.1f}s] fault start {kind} {target}", flush=True)
         end_at = self.now() + FAULT_DOWN_S[kind]
         if kind == "redis_kill":
-            assert self.redis is not None
-            self.redis.kill()
+            self._kill_redis()
             return end_at, self._restart_redis, fault
+        if kind == "redis_failover":
+            return end_at, self._start_failover(), fault
+        if kind == "bridge_kill":
+            plc = self.plc
+            assert plc is not None
+            self.bridge_down = True
+            plc.kill_bridge()
+            return end_at, self._restart_bridge, fault
         if kind == "redis_oom":
             redis = self.redis
             assert redis is not None
@@ -174,8 +214,7 @@ class Soak:
             return end_at, lambda: redis_oom_end(redis), fault
         if kind == "spool_disk_full":
             print(f"[{self.now():7.1f}s] ballast took {self.spool_disk.fill() / 2**20:.1f} MiB", flush=True)
-            assert self.redis is not None
-            self.redis.kill()
+            self._kill_redis()
             return end_at, self._end_disk_full, fault
         if kind == "http_flood":
             flood = FloodProc(self.health_port, self.args.flood_connections, self.out / "logs" / "flood.log")
@@ -189,9 +228,49 @@ class Soak:
         cam.stop()
         return end_at, cam.cont, fault
 
-    def _restart_redis(self) -> None:
+    def _kill_redis(self) -> None:
         assert self.redis is not None
-        self.redis.restart(timeout_s=15)
+        self.redis.kill()
+
+    def _restart_redis(self) -> None:
+        """Restart the killed server; under Sentinel, once the replica is promoted (the old master comes
+        back as its replica)."""
+        assert self.redis is not None
+        if self.group is None:
+            self.redis.restart(timeout_s=15)
+            return
+        old = self.redis
+        self.redis = self.group.wait_promoted(old, timeout_s=60)
+        old.restart(timeout_s=15)
+        self.group.wait_replicated(timeout_s=60)
+        self.failovers += 1
+        print(f"[{self.now():7.1f}s] failover: master now :{self.redis.port}, :{old.port} its replica", flush=True)
+
+    def _start_failover(self) -> Callable[[], object]:
+        """The 1st, 3rd, ... occurrence: SIGKILL the master; the 2nd, 4th, ...: SENTINEL FAILOVER (the old
+        master stays up, demoted)."""
+        group = self.group
+        assert group is not None and self.redis is not None
+        if sum(1 for f in self.faults if f.kind == "redis_failover") % 2 == 0:
+            group.sentinels[0].ask("SENTINEL", "FAILOVER", group.name)
+            old = self.redis
+
+            def end() -> None:
+                self.redis = group.wait_promoted(old, timeout_s=60)
+                group.wait_replicated(timeout_s=60)
+                self.failovers += 1
+                print(
+                    f"[{self.now():7.1f}s] failover: master now :{self.redis.port}, :{old.port} its replica", flush=True
+                )
+
+            return end
+        self._kill_redis()
+        return self._restart_redis
+
+    def _restart_bridge(self) -> None:
+        assert self.plc is not None
+        self.plc.restart_bridge()
+        self.bridge_down = False
 
     def _end_disk_full(self) -> None:
         self._restart_redis()
@@ -224,6 +303,10 @@ class Soak:
             "http_shed": sum(values.get("beltsight_http_connections_closed_total", {}).values()),
             "crossings": sum(values.get("beltsight_crossings_total", {}).values()),
         }
+        if self.plc is not None:  # what the PLC has seen so far: events, and the counts on Modbus
+            state = self.plc.state()
+            s.extra["plc_events"] = float(state.get("opcua_events", 0))
+            s.extra["plc_modbus_total"] = float(sum(state.get("modbus", {}).values()))
         if self.samples:
             prev = self.samples[-1]
             dt = max(1e-6, s.t_s - prev.t_s)
@@ -261,6 +344,15 @@ class Soak:
         except subprocess.TimeoutExpired:
             kill_proc(self.daemon)
             self.daemon_rc = None
+        if self.plc is not None:
+            client = self.redis.client(timeout_s=30)
+            try:
+                crossings = stream_crossings(client, list(self.cams))
+            finally:
+                client.close()
+            print(f"waiting for the PLC to see the final counts of {len(crossings)} crossings ...", flush=True)
+            self.plc_result = self.plc.finish(crossings)
+            self.plc_result["redis_failovers"] = self.failovers
         self.report()
 
     def check_streams(self) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -304,6 +396,7 @@ class Soak:
             "objects_at_least_crossings_metric": sum(sum(v["last_counts"].values()) for v in objects.values())
             >= final.extra.get("crossings", 0),
             "healthz_within_1s": all(0 <= s.extra.get("healthz_ms", -1) <= 1000 * HEALTHZ_WITHIN_S for s in samples),
+            **self.plc_checks(),
         }
         return {
             "baseline_t_s": [base[0].t_s, base[-1].t_s],
@@ -328,6 +421,22 @@ class Soak:
             "pass": all(checks.values()),
         }
 
+    def plc_checks(self) -> dict[str, bool]:
+        """The PLC's verdict (none without `--plc`): tools/soak/plc_checks.py says what each means."""
+        if not self.plc_result:
+            return {}
+        events, counts = self.plc_result["opcua_events"], self.plc_result["counts"]
+        return {
+            "plc_opcua_no_repeat_or_stray": events["duplicates"] == events["extra"] == events["track_mismatch"] == 0,
+            "plc_opcua_every_crossing_while_subscribed": events["crossings"] > 0 and events["missing_subscribed"] == 0,
+            "plc_opcua_every_crossing_once": events["crossings"] > 0 and events["missing"] == 0,
+            "plc_counts_opcua_agree": bool(counts["opcua_agree"]),
+            "plc_counts_modbus_agree": bool(counts["modbus_agree"]),
+            "plc_counts_never_backwards": counts["opcua_count_backwards"] == counts["modbus_backwards"] == 0,
+            "bridge_exit_0": self.plc_result["bridge_exit_code"] == 0,
+            "bridge_no_crash": self.plc_result["bridge_crashes"] == 0,
+        }
+
     def report(self) -> None:
         streams, objects = self.check_streams()
         verdict = self.verdict(streams, objects)
@@ -346,6 +455,9 @@ class Soak:
         print("\n=== objects ===")
         for cam, v in objects.items():
             print(f"  {cam}: {v}")
+        if self.plc_result:
+            print("\n=== plc ===")
+            print(json.dumps(self.plc_result, indent=2))
         print("\n=== verdict ===")
         print(json.dumps(verdict, indent=2))
         print("VERDICT:", "PASS" if verdict["pass"] else "FAIL")
@@ -355,6 +467,7 @@ class Soak:
             "faults": [asdict(f) for f in self.faults],
             "streams": streams,
             "objects": objects,
+            "plc": self.plc_result,
             "verdict": verdict,
         }
         (self.out / "soak.json").write_text(json.dumps(data, indent=1))
@@ -381,6 +494,10 @@ class Soak:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.daemon.wait(timeout=30)
             kill_proc(self.daemon)
-        if self.redis is not None:
+        if self.plc is not None:
+            self.plc.cleanup()
+        if self.group is not None:
+            self.group.close()
+        elif self.redis is not None:
             self.redis.kill()
         self.spool_disk.unmount()

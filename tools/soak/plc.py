@@ -1,0 +1,219 @@
+"""The soak's PLC: an OPC UA subscriber and a Modbus poller on the bridge, in a process of their own.
+
+    python -m tools.soak.plc --opcua 127.0.0.1:4840 --modbus 127.0.0.1:5020 --blocks cam0/mid,cam1/mid --out DIR
+
+- OPC UA (asyncua, security none, anonymous): one subscription at a 50 ms publishing interval to
+  the bridge's `CrossingEventType` events (source `Objects/BeltSight`, queue 10,000) and to every
+  line's `CountIn`/`CountOut`. Every event is appended to `DIR/opcua-events.jsonl` as it arrives
+  (camera, line, track, direction, the count from the event's message `cam/line dir #N`,
+  CrossedMs, when it arrived, which session got it). The session is watched by reading the
+  heartbeat once a second; a lost session (a killed bridge) is reconnected every 0.5 s and
+  resubscribed, each (re)connect appended to `DIR/opcua-sessions.jsonl`.
+- Modbus (pymodbus): every `--poll-ms` (100) one read of each (camera, line) block's CountIn and
+  CountOut (holding registers 0-3 of block n at `16 n`, uint32 high word first); reconnects likewise.
+  It counts polls, failed polls, and counts that went backwards (never allowed).
+
+Both write their latest counts, with those tallies, to `DIR/plc-state.json` (rewritten atomically
+every second and at SIGTERM, which ends it). The soak's end checks (`tools.soak.plc_checks`) read
+these files; nothing here judges.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from asyncua import ua
+from asyncua.client.client import Client
+from pymodbus.client import AsyncModbusTcpClient
+
+NAMESPACE = "urn:beltsight"
+MESSAGE = re.compile(r"^(?P<camera>\S+)/(?P<line>\S+) (?P<direction>in|out) #(?P<count>\d+)$")
+BLOCK_SIZE = 16
+
+
+def _text(value: Any) -> str:
+    return str(getattr(value, "Text", value) or "")
+
+
+class Plc:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out: Path = args.out
+        self.blocks = [(b.split("/", 1)[0], b.split("/", 1)[1]) for b in args.blocks.split(",")]
+        self.events = (self.out / "opcua-events.jsonl").open("a", buffering=1)
+        self.sessions = (self.out / "opcua-sessions.jsonl").open("a", buffering=1)
+        self.session = 0
+        self.opcua_counts: dict[str, int] = {}
+        self.modbus_counts: dict[str, int] = {}
+        self.tallies = {
+            "opcua_sessions": 0,
+            "opcua_events": 0,
+            "opcua_unparsed": 0,
+            "modbus_polls": 0,
+            "modbus_failed": 0,
+            "modbus_backwards": 0,
+            "opcua_count_backwards": 0,
+        }
+        self.backwards: list[dict[str, Any]] = []  # the first 20 counts seen going back, on either protocol
+        self.stop = asyncio.Event()
+
+    # -- OPC UA ---------------------------------------------------------------------------------
+    def event_notification(self, event: Any) -> None:
+        message = _text(getattr(event, "Message", ""))
+        match = MESSAGE.match(message)
+        record = {
+            "t": round(time.time(), 3),
+            "session": self.session,
+            "camera": str(getattr(event, "Camera", "")),
+            "line": str(getattr(event, "Line", "")),
+            "track": int(getattr(event, "Track", 0) or 0),
+            "direction": str(getattr(event, "Direction", "")),
+            "count": int(match["count"]) if match else -1,
+            "crossed_ms": int(getattr(event, "CrossedMs", 0) or 0),
+        }
+        self.tallies["opcua_events"] += 1
+        if match is None:
+            self.tallies["opcua_unparsed"] += 1
+            record["message"] = message
+        self.events.write(json.dumps(record) + "\n")
+
+    def datachange_notification(self, node: Any, val: Any, _data: Any) -> None:
+        key = str(node.nodeid.Identifier).removeprefix("BeltSight/")  # cam0/mid/CountIn
+        value = int(val)
+        if value < self.opcua_counts.get(key, 0):
+            self.tallies["opcua_count_backwards"] += 1
+            self.went_back("opcua", key, self.opcua_counts[key], value)
+        self.opcua_counts[key] = value
+
+    def status_change_notification(self, status: Any) -> None:  # the session's keep-alive failed
+        self.sessions.write(json.dumps({"t": round(time.time(), 3), "session": self.session, "status": str(status)}))
+        self.sessions.write("\n")
+
+    async def opcua(self) -> None:
+        url = f"opc.tcp://{self.args.opcua}/beltsight"
+        while not self.stop.is_set():
+            client = Client(url, timeout=5)
+            try:
+                await client.connect()
+                self.session += 1
+                self.tallies["opcua_sessions"] += 1
+                self.sessions.write(
+                    json.dumps({"t": round(time.time(), 3), "session": self.session, "up": True}) + "\n"
+                )
+                ns = await client.get_namespace_index(NAMESPACE)
+                sub = await client.create_subscription(50, self)
+                etype = await client.nodes.base_event_type.get_child([f"{ns}:CrossingEventType"])
+                await sub.subscribe_events(
+                    client.get_node(ua.NodeId(ua.String("BeltSight"), ua.Int16(ns))), etype, queuesize=10_000
+                )
+                nodes = [
+                    client.get_node(ua.NodeId(ua.String(f"BeltSight/{cam}/{line}/{name}"), ua.Int16(ns)))
+                    for cam, line in self.blocks
+                    for name in ("CountIn", "CountOut")
+                ]
+                await sub.subscribe_data_change(nodes, queuesize=100)
+                heartbeat = client.get_node(ua.NodeId(ua.String("BeltSight/Heartbeat"), ua.Int16(ns)))
+                while not self.stop.is_set():
+                    await asyncio.wait_for(heartbeat.read_value(), timeout=5)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.stop.wait(), timeout=1.0)
+            except Exception as exc:  # a PLC reconnects through anything
+                self.sessions.write(json.dumps({"t": round(time.time(), 3), "down": type(exc).__name__}) + "\n")
+            finally:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(client.disconnect(), timeout=2)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), timeout=0.5)
+
+    # -- Modbus ---------------------------------------------------------------------------------
+    async def modbus(self) -> None:
+        host, _, port = self.args.modbus.rpartition(":")
+        client = AsyncModbusTcpClient(host, port=int(port), timeout=2, retries=0)
+        period = self.args.poll_ms / 1000
+        while not self.stop.is_set():
+            started = time.monotonic()
+            try:
+                if not client.connected:
+                    await client.connect()
+                for n, (cam, line) in enumerate(self.blocks):
+                    reply = await client.read_holding_registers(BLOCK_SIZE * n, count=4, device_id=1)
+                    if reply.isError():
+                        raise ConnectionError(str(reply))
+                    regs = reply.registers
+                    for name, value in (("CountIn", regs[0] << 16 | regs[1]), ("CountOut", regs[2] << 16 | regs[3])):
+                        key = f"{cam}/{line}/{name}"
+                        if value < self.modbus_counts.get(key, 0):
+                            self.tallies["modbus_backwards"] += 1
+                            self.went_back("modbus", key, self.modbus_counts[key], value)
+                        self.modbus_counts[key] = value
+                self.tallies["modbus_polls"] += 1
+            except Exception:  # a PLC keeps polling through anything
+                self.tallies["modbus_failed"] += 1
+                client.close()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), timeout=max(0.0, period - (time.monotonic() - started)))
+        client.close()
+
+    def went_back(self, protocol: str, key: str, before: int, after: int) -> None:
+        if len(self.backwards) < 20:
+            self.backwards.append(
+                {"t": round(time.time(), 3), "protocol": protocol, "key": key, "from": before, "to": after}
+            )
+
+    # -- state ----------------------------------------------------------------------------------
+    def write_state(self) -> None:
+        state = {
+            "t": round(time.time(), 3),
+            "opcua": self.opcua_counts,
+            "modbus": self.modbus_counts,
+            "backwards_first": self.backwards,
+            **self.tallies,
+        }
+        tmp = self.out / "plc-state.json.tmp"
+        tmp.write_text(json.dumps(state, sort_keys=True))
+        os.replace(tmp, self.out / "plc-state.json")
+
+    async def writer(self) -> None:
+        while not self.stop.is_set():
+            self.write_state()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), timeout=1.0)
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop.set)
+        tasks = [asyncio.create_task(c) for c in (self.opcua(), self.modbus(), self.writer())]
+        await self.stop.wait()
+        _, pending = await asyncio.wait(tasks, timeout=10)
+        for task in pending:
+            task.cancel()
+        self.write_state()
+        self.events.close()
+        self.sessions.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--opcua", required=True, help="host:port of the bridge's OPC UA server")
+    p.add_argument("--modbus", required=True, help="host:port of the bridge's Modbus server")
+    p.add_argument("--blocks", required=True, help="camera/line,... in the bridge's block order")
+    p.add_argument("--poll-ms", type=float, default=100.0)
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    asyncio.run(Plc(args).run())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
