@@ -286,8 +286,29 @@ def test_wrong_password_is_reported_as_auth_and_recovers_when_fixed(redis_server
     assert "wrong-password" not in repr(logs) and "right-horse-battery" not in repr(logs)
 
 
-def test_missing_acl_permission_is_classified_as_auth(redis_server: Any) -> None:
+def test_missing_acl_permission_on_the_key_holds_that_stream_with_a_hint(redis_server: Any) -> None:
+    """NOPERM on a key (the ACL user's key patterns leave out the stream) concerns that stream only:
+    it is held apart (`sink_stream_held`, with the ACL hint), not taken for a lost connection."""
     server = redis_server(acl_users=["writer on >pw-writer ~other:* +@all"])
+    cfg = config(server.auth_url("pw-writer", user="writer"))
+    metrics = Metrics()
+
+    async def scenario() -> None:
+        async with running(make_sink(cfg, metrics)) as sink:
+            sink.accept(result(0))
+            await async_wait_until(lambda: any(e["event"] == "sink_stream_held" for e in logs))
+            assert sink.buffered == 1
+
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(scenario())
+    held = next(e for e in logs if e["event"] == "sink_stream_held")
+    assert held["code"] == "NOPERM" and held["stream"] == cfg.stream_for("cam1") and "ACL" in held["hint"]
+    assert not any(e["event"] == "redis_auth_failed" for e in logs)
+
+
+def test_missing_acl_permission_for_a_command_is_classified_as_auth(redis_server: Any) -> None:
+    """NOPERM on a command (no XADD for the user) holds every camera: an auth problem with a hint."""
+    server = redis_server(acl_users=["writer on >pw-writer ~* +@all -xadd"])
     cfg = config(server.auth_url("pw-writer", user="writer"))
     metrics = Metrics()
 
