@@ -8,6 +8,11 @@
   has been idle a second or more, else it is closed at once (`refused`). A connection that sends no
   request for `idle_timeout_s` is closed. A frame that overflows pymodbus's receive buffer (264 bytes,
   no PLC sends that) closes its connection (`malformed`); pymodbus answers or skips the rest.
+- Until the served state is loaded (the reader's first Redis session reads the snapshot: milliseconds
+  after a restart, or as long as Redis is unreachable), reads get exception 0x06 (Server Device Busy)
+  and are counted (`busy`): the map would read 0 for every count, and a PLC would see its counts go
+  backwards. The server listens anyway, so a PLC sees a bridge that is up but not ready (an exception
+  it retries) rather than one that is down (a refused connection).
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ class ModbusStats:
     idle_closed: int = 0
     writes_refused: int = 0
     malformed: int = 0
+    busy: int = 0
 
 
 class _Refused(asyncio.Protocol):
@@ -164,6 +170,9 @@ class ModbusBridgeServer:
         if set_values is not None or function_code not in READ_CODES:
             self.stats.writes_refused += 1
             return ExcCodes.ILLEGAL_FUNCTION
+        if not self.registers.loaded:
+            self.stats.busy += 1
+            return ExcCodes.DEVICE_BUSY
         values = self.registers.read(address, count)
         if values is None:
             return ExcCodes.ILLEGAL_ADDRESS

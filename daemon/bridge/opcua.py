@@ -22,6 +22,15 @@ must be in the trusted directory. `none` offers one unencrypted endpoint (a warn
 With users configured only username/password tokens are accepted, compared in constant time;
 without users anonymous clients are accepted (a warning at start).
 
+Until the served state is loaded (the snapshot from Redis, read on the reader's first Redis
+session), the camera and line variables carry StatusCode BadWaitingForInitialData (their
+placeholder values, 0 and "", are not counts); `publish_all` then writes them Good.
+
+At process start, `await_event_subscriber` holds the first new entries back until a client has an
+event monitored item or `[bridge] resume_grace_s` has passed since listening: a restarted bridge
+serves its backlog within milliseconds, before a PLC can reconnect and subscribe again, and those
+crossings' events would be fired to no one (`daemon.bridge.service` calls it once).
+
 `reload` (SIGHUP) reads the trusted directory, the server certificate and the users again: new
 clients are checked against them from then on; an open connection whose certificate is no longer
 trusted, or whose user was removed or given a new password, is closed; the others stay open
@@ -30,6 +39,7 @@ trusted, or whose user was removed or given a new password, is closed; the other
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import time
@@ -41,6 +51,7 @@ from asyncua import ua
 from asyncua.crypto.permission_rules import User, UserRole
 from asyncua.server.server import Server
 from asyncua.ua.object_ids import ObjectIds
+from asyncua.ua.status_codes import StatusCodes
 
 from daemon.bridge.layout import ETA_SUFFIX, BridgeLayout
 from daemon.bridge.machine_vision import MachineVision
@@ -68,6 +79,8 @@ REFUSAL_LOG_INTERVAL_S = 10.0
 NOISY_LOGGERS = ("asyncua.crypto.truststore", "asyncua.server.binary_server_asyncio", "asyncua.server.uaprocessor")
 _U64 = 1 << 64
 _I64 = 1 << 63
+SUBSCRIBER_POLL_S = 0.05
+WAITING = ua.StatusCode(ua.UInt32(StatusCodes.BadWaitingForInitialData))
 
 
 def _u64(value: int) -> int:
@@ -140,6 +153,7 @@ class OpcUaBridgeServer:
         self.ns = 0
         self._gen: Any = None
         self.port = 0
+        self.listening_at = 0.0
 
     def node_id(self, *path: str) -> ua.NodeId:
         return ua.NodeId(ua.String("/".join((ROOT, *path))), ua.Int16(self.ns))
@@ -175,6 +189,7 @@ class OpcUaBridgeServer:
             await self.machine_vision.attach(server, root, self.ns)
         await server.start()
         self.server = server
+        self.listening_at = time.monotonic()
         listener: Any = server.bserver._server if server.bserver is not None else None
         sockets = getattr(listener, "sockets", None) or ()
         self.port = int(sockets[0].getsockname()[1]) if sockets else port
@@ -200,7 +215,12 @@ class OpcUaBridgeServer:
         log.info("bridge_opcua_certificate", cert_file=str(cert_file), trusted_dir=str(trusted))
 
     async def _variable(self, parent: Any, path: tuple[str, ...], value: Any, vtype: ua.VariantType) -> None:
-        await parent.add_variable(self.node_id(*path), ua.QualifiedName(path[-1], self.ns), ua.Variant(value, vtype))
+        """A served variable; all but the heartbeat start BadWaitingForInitialData (see the module doc)."""
+        node = await parent.add_variable(
+            self.node_id(*path), ua.QualifiedName(path[-1], self.ns), ua.Variant(value, vtype)
+        )
+        if path != ("Heartbeat",):
+            await node.write_value(ua.DataValue(ua.Variant(value, vtype), StatusCode=WAITING))
 
     async def _build(self, server: Server) -> Any:
         root = await server.nodes.objects.add_object(self.node_id(), ua.QualifiedName(ROOT, self.ns))
@@ -261,6 +281,24 @@ class OpcUaBridgeServer:
         await self._gen.trigger(message=f"{crossing.camera}/{crossing.line} {crossing.direction} #{crossing.count}")
         if self.machine_vision is not None:
             await self.machine_vision.fire(crossing)
+
+    def has_event_subscriber(self) -> bool:
+        """Some client has an event monitored item (on any node). asyncua has no public accessor: its
+        subscription service keeps each subscription's event items in `_monitored_events`."""
+        if self.server is None:
+            return False
+        subs = self.server.iserver.subscription_service.subscriptions.values()
+        return any(getattr(sub.monitored_item_srv, "_monitored_events", None) for sub in subs)
+
+    async def await_event_subscriber(self, grace_s: float) -> None:
+        """Until a client has an event monitored item or `grace_s` has passed since listening."""
+        started = time.monotonic()
+        deadline = self.listening_at + grace_s
+        subscribed = self.has_event_subscriber()
+        while not subscribed and time.monotonic() < deadline:  # polled: asyncua signals no event for this
+            await asyncio.sleep(SUBSCRIBER_POLL_S)
+            subscribed = self.has_event_subscriber()
+        log.info("bridge_resume_grace", subscribed=subscribed, waited_ms=round((time.monotonic() - started) * 1000))
 
     async def heartbeat(self, unix_ms: int) -> None:
         await self._write(self.node_id("Heartbeat"), unix_ms, ua.VariantType.Int64)

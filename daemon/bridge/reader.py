@@ -5,7 +5,8 @@ The streams are the daemon's (`[redis] objects_stream` per camera, `[redis] even
 - Each stream's group is created with `XGROUP CREATE <stream> <group> 0 MKSTREAM` (BUSYGROUP
   ignored), so a new group reads each stream from its start. A group that vanished (Redis lost
   its data) is created again the same way.
-- On each (re)connect: the snapshot (`snapshot_key`) is loaded once per process, then every
+- On each (re)connect: the snapshot (`snapshot_key`) is loaded once per process (until then Modbus
+  answers busy and OPC UA BadWaitingForInitialData: `Sink.serve_all` marks it loaded), then every
   pending entry of the group is claimed with XAUTOCLAIM and processed first, then new entries are
   read with XREADGROUP.
 - An entry is acknowledged only after its value is served: applied to the state and pushed to

@@ -70,6 +70,9 @@ class RegisterMap:
             self._offsets[(camera.id, line.id)] = (index * block_size, line.gates[0] if line.gates else None)
         self.values = [0] * (len(self._offsets) * block_size)
         self.heartbeat = 0
+        self.loaded = False
+        """True once the served state is in the map (the snapshot from Redis, or none there): until then
+        the values are placeholders, and Modbus answers reads exception 0x06 (`daemon.bridge.modbus`)."""
 
     def __len__(self) -> int:
         return len(self.values)

@@ -51,13 +51,20 @@ class _Servers:
         registers: RegisterMap,
         opcua: OpcUaBridgeServer | None,
         sparkplug: SparkplugEdge | None = None,
+        resume_grace_s: float = 0.0,
     ) -> None:
+        """`resume_grace_s`: the first `serve` of this process waits, with OPC UA on, for an event
+        subscriber or this long since OPC UA listens (`OpcUaBridgeServer.await_event_subscriber`)."""
         self.state = state
         self.registers = registers
         self.opcua = opcua
         self.sparkplug = sparkplug
+        self._grace_s = resume_grace_s if opcua is not None else 0.0
 
     async def serve(self, changes: list[Change]) -> None:
+        if self._grace_s > 0 and self.opcua is not None:
+            grace, self._grace_s = self._grace_s, 0.0
+            await self.opcua.await_event_subscriber(grace)
         if self.sparkplug is not None:
             self.sparkplug.serve(changes)
         for change in changes:
@@ -74,6 +81,7 @@ class _Servers:
         for cid, cam in state.cameras.items():
             for lid, line in cam.lines.items():
                 self.registers.update_line(cid, lid, line)
+        self.registers.loaded = True
         if self.opcua is not None:
             await self.opcua.publish_all(state)
         if self.sparkplug is not None:
@@ -121,7 +129,7 @@ class Bridge:
         self.modbus = ModbusBridgeServer(config.modbus, self.registers) if config.modbus.listen else None
         spb = config.sparkplug
         self.sparkplug = SparkplugEdge(spb, layout, self.state) if spb.enabled else None
-        servers = _Servers(self.state, self.registers, self.opcua, self.sparkplug)
+        servers = _Servers(self.state, self.registers, self.opcua, self.sparkplug, config.resume_grace_s)
         self.reader = StreamReader(config, redis, self.state, servers, redis_client_factory)
         self.health: HealthServer | None = None
         self._tasks: list[asyncio.Task[None]] = []

@@ -137,6 +137,11 @@ class BridgeConfig(Section):
     """Entries per XREADGROUP call and stream."""
     reconnect_max_s: float = Field(5.0, ge=0.1)
     """Longest wait between Redis reconnect attempts (capped exponential backoff, full jitter)."""
+    resume_grace_s: float = Field(5.0, ge=0, le=300)
+    """At process start, with OPC UA on: the first entries read are served once an OPC UA client has an
+    event subscription, or this long after OPC UA starts listening, so that the crossings written while
+    the bridge was down fire their events to a PLC that reconnects, not to no one. Meanwhile Modbus and
+    Sparkplug keep serving the snapshot. 0: serve at once."""
     opcua: OpcUaConfig = OpcUaConfig()
     """The `[bridge.opcua]` section: the OPC UA server."""
     modbus: ModbusConfig = ModbusConfig()

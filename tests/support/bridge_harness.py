@@ -32,6 +32,7 @@ def make_config(state_dir: Path, **opcua: Any) -> BridgeConfig:
             "health_listen": f"127.0.0.1:{free_port()}",
             "state_dir": str(state_dir),
             "reconnect_max_s": 0.5,
+            "resume_grace_s": 0,  # serve at once: tests/integration/bridge/test_bridge_restart_gaps.py tests the grace
             "opcua": {"listen": f"127.0.0.1:{free_port()}", "security": "none", **opcua},
             "modbus": {"listen": f"127.0.0.1:{free_port()}", "unit_id": 1},
         }

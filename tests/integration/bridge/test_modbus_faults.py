@@ -26,6 +26,7 @@ def test_flood_idle_and_malformed_clients_do_not_block_a_plc(tmp_path: Path) -> 
     cfg = ModbusConfig(listen=f"127.0.0.1:{free_port()}", max_connections=8, idle_timeout_s=1.0)
     regs = RegisterMap(LAYOUT)
     regs.update_line("cam1", "L1", LineState(count_in=42))
+    regs.loaded = True  # the state the bridge serves once its snapshot is loaded
     server = ModbusBridgeServer(cfg, regs)
 
     async def scenario() -> None:

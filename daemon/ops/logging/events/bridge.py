@@ -97,6 +97,12 @@ BRIDGE_EVENTS: tuple[LogEvent, ...] = (
         ("replicas", "min_replicas", "short"),
     ),
     LogEvent(
+        "bridge_resume_grace",
+        "info",
+        "at start: the first new entries are served (an OPC UA event subscriber came, or resume_grace_s passed)",
+        ("subscribed", "waited_ms"),
+    ),
+    LogEvent(
         "bridge_snapshot_invalid", "warning", "the state snapshot in Redis did not parse: ignored", ("key", "reason")
     ),
     LogEvent("bridge_snapshot_loaded", "info", "served state restored from the snapshot in Redis", ("key",)),
