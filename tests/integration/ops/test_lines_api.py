@@ -10,8 +10,6 @@ import asyncio
 import base64
 import json
 import tomllib
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,6 @@ from daemon.config.cameras import CameraConfig
 from daemon.config.lines_dropin import CameraLines
 from daemon.config.tracking import TrackingConfig
 from daemon.core.metrics import Metrics
-from daemon.core.objects import ObjectEvent
 from daemon.ops.http import HealthServer
 from daemon.ops.http.api_lines import LinesApi, loopback_only
 from daemon.ops.lines import LinesControl
@@ -33,50 +30,10 @@ from daemon.tracking.stage import TrackingStage
 from tests.support.daemon_harness import InProcessDaemon, write_config
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip, RtspServer
-from tests.support.objects import objects
+from tests.support.http_api import LINE, crossings, events, request, running
 from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.slow
-
-LINE = {"id": "count", "start": [0.5, 0.0], "end": [0.5, 1.0], "direction": [1.0, 0.0], "gates": []}
-
-
-def request(
-    port: int, path: str, method: str = "GET", body: Any = None, headers: dict[str, str] | None = None
-) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method, headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        with exc:
-            raw = exc.read()
-        try:
-            return exc.code, json.loads(raw)
-        except ValueError:
-            return exc.code, raw.decode()
-
-
-def crossings(redis: RedisServer, camera: str, line: str) -> list[ObjectEvent]:
-    """The `crossed` entries of `line` (each entry checked against the objects contract)."""
-    return [e for _id, e in objects(redis, camera) if e.event == "crossed" and e.line == line]
-
-
-def events(redis: RedisServer, kind: str) -> list[dict[str, str]]:
-    client = redis.client()
-    try:
-        raw = client.xrange("beltsight:events") or []
-    finally:
-        client.close()
-    entries = [{str(k): str(v) for k, v in (fields or {}).items()} for _id, fields in raw]
-    return [f for f in entries if f["kind"] == kind]
-
-
-def running(d: InProcessDaemon) -> int:
-    wait_until(lambda: d.daemon.health is not None and d.daemon.state == "running", 60, "the daemon to be ready", d)
-    assert d.daemon.health is not None
-    return d.daemon.health.port
 
 
 def test_a_line_put_on_a_running_camera_counts_crossings_is_persisted_and_audited(

@@ -13,8 +13,6 @@ import base64
 import itertools
 import json
 import shutil
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,58 +23,25 @@ import pytest
 from aiohttp.test_utils import make_mocked_request
 
 from daemon.core.metrics import Metrics
-from daemon.core.objects import ObjectEvent
 from daemon.inference.swap import Swapped
 from daemon.ops.http import HealthServer
 from daemon.ops.http.api_models import ModelsApi
 from tests.support.daemon_harness import MODELS, InProcessDaemon, write_config
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip, RtspServer
-from tests.support.objects import objects
+from tests.support.http_api import LINE, crossings, events, running
+from tests.support.http_api import request as api_request
 from tests.support.streams import entries
 from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.slow
 
-LINE = {"id": "count", "start": [0.5, 0.0], "end": [0.5, 1.0], "direction": [1.0, 0.0], "gates": []}
-
 
 def request(
     port: int, path: str, method: str = "GET", body: Any = None, headers: dict[str, str] | None = None
 ) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method, headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        with exc:
-            raw = exc.read()
-        try:
-            return exc.code, json.loads(raw)
-        except ValueError:
-            return exc.code, raw.decode()
-
-
-def crossings(redis: RedisServer, camera: str, line: str) -> list[ObjectEvent]:
-    return [e for _id, e in objects(redis, camera) if e.event == "crossed" and e.line == line]
-
-
-def events(redis: RedisServer, kind: str) -> list[dict[str, str]]:
-    client = redis.client()
-    try:
-        raw = client.xrange("beltsight:events") or []
-    finally:
-        client.close()
-    return [
-        f for f in ({str(k): str(v) for k, v in (fields or {}).items()} for _id, fields in raw) if f["kind"] == kind
-    ]
-
-
-def running(d: InProcessDaemon) -> int:
-    wait_until(lambda: d.daemon.health is not None and d.daemon.state == "running", 60, "the daemon to be ready", d)
-    assert d.daemon.health is not None
-    return d.daemon.health.port
+    """A request with time for a model to load and warm up."""
+    return api_request(port, path, method, body, headers, timeout_s=60)
 
 
 def total(metrics: Metrics, name: str, **labels: str) -> float:
