@@ -13,6 +13,7 @@ import asyncio
 import base64
 import contextlib
 import http.client
+import json
 import re
 import socket
 import ssl
@@ -98,6 +99,7 @@ def locked_daemon(
             "tls_key_file": str(tls.server_key),
             "basic_auth_users": {USER: HASH},
         },
+        tracking={"lines_dir": str(tmp_path / "lines")},
     )
     with InProcessDaemon(config) as d:
         wait_until(lambda: d.daemon.health is not None and d.daemon.state == "running", 60, "the daemon ready", d)
@@ -246,3 +248,34 @@ def test_the_live_view_renders_over_https_with_credentials_in_headless_chromium(
     assert 'data-state="up"' in dom and "blob:" in dom  # /api/cameras and the JPEG fetched, authenticated
     pixels = np.asarray(Image.open(BytesIO(shot)).convert("RGB"))
     assert pixels.size and pixels.std() > 5  # a page drawn, not a blank or error screen
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_the_line_editor_applies_a_line_over_https_with_basic_auth_in_headless_chromium(
+    tmp_path: Path,
+    redis_server: Callable[..., RedisServer],
+    clip_factory: Callable[..., Clip],
+    tls_material: TlsMaterial,
+) -> None:
+    """From a box on the plant network: the page opened over HTTPS with credentials typed into the URL,
+    a line placed with two clicks and applied; the PUT carries the credentials and the daemon runs it."""
+    ca, auth = tls_material.ca, basic(USER, PASSWORD)
+    card, image = 'section[data-camera="replay"]', 'section[data-camera="replay"] svg.overlay'
+    with locked_daemon(tmp_path, redis_server(), clip_factory, tls_material) as (_d, port):
+        browser = Chromium(tmp_path)
+        try:
+            browser.open(f"https://{USER}:{PASSWORD}@127.0.0.1:{port}/")
+            browser.wait_for(f"!!document.querySelector('{card}[data-loaded=\"1\"]')", 180, "the camera's snapshot")
+            browser.click(*browser.at(card + " button.edit-lines", 0.5, 0.5))
+            browser.wait_for(f"document.querySelector('{card}').dataset.editor === 'clean'", 30, "the running lines")
+            browser.click(*browser.at(card + " button[data-tool=line]", 0.5, 0.5))
+            browser.click(*browser.at(image, 0.5, 0.05))
+            browser.click(*browser.at(image, 0.5, 0.95))
+            browser.click(*browser.at(card + " button[data-act=apply]", 0.5, 0.5))
+            browser.wait_for(f"document.querySelector('{card}').dataset.editor === 'applied'", 30, "Apply over HTTPS")
+        finally:
+            browser.close()
+        status, _headers, body = https_get(port, "/api/cameras/replay/lines", ca, auth)
+    assert status == 200, body
+    assert [line["id"] for line in json.loads(body)["lines"]] == ["line1"]
+    assert (tmp_path / "lines" / "replay.toml").is_file()
