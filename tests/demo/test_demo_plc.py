@@ -37,7 +37,9 @@ def test_plc_reads_a_cameras_counts_over_opcua_and_modbus(
     server = redis_server()
     ports = {name: free_port() for name in CONFIG_PORTS} | {"redis": server.port}
     settings = load_settings(write_config(tmp_path, ports))  # configs/demo.toml as the demo writes it
-    bridge = Bridge(settings.bridge, layout_from_data(settings.cameras), factory(server), redis=settings.redis)
+    # serve at once: no PLC subscribes to events here, so the resume grace would only delay the counts
+    config = settings.bridge.model_copy(update={"resume_grace_s": 0.0})
+    bridge = Bridge(config, layout_from_data(settings.cameras), factory(server), redis=settings.redis)
     r = server.client()
     for n in range(1, 6):
         r.xadd("beltsight:objects:line1-sorter", crossed("line1-sorter", n))
