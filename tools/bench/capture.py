@@ -27,8 +27,6 @@ from functools import partial
 from pathlib import Path
 
 import av
-import numpy as np
-import onnxruntime as ort
 
 from daemon.config.capture import CaptureConfig, CaptureStrategy
 from daemon.core.frames import Detection, Frame, FrameResult, Letterbox
@@ -36,7 +34,7 @@ from daemon.core.metrics import Metrics
 from daemon.ingest.decoding import scale
 from daemon.publish.capture import FrameCapture
 from daemon.publish.capture.writer import Job
-from tools.kit.daemon_config import MODELS
+from tools.bench.snapshots import inference_ms
 from tools.kit.synth.video import render_video
 
 SIZES = ((640, 480), (1280, 720), (1920, 1080))
@@ -103,20 +101,6 @@ def write_ms(frames: list[av.VideoFrame], rounds: int, root: Path) -> tuple[floa
         times.append((time.process_time() - started) / len(jobs) * 1000)
     sizes = [p.stat().st_size for p in root.rglob("*.jpg")]
     return statistics.median(times), int(statistics.median(sizes))
-
-
-def inference_ms(rounds: int) -> float:
-    session = ort.InferenceSession(str(MODELS[640]), ort.SessionOptions(), providers=["CPUExecutionProvider"])
-    name = session.get_inputs()[0].name
-    batch = np.random.default_rng(0).random((1, 3, 640, 640), dtype=np.float32)
-    session.run(None, {name: batch})
-    times = []
-    for _ in range(rounds):
-        started = time.process_time()
-        for _ in range(10):
-            session.run(None, {name: batch})
-        times.append((time.process_time() - started) / 10 * 1000)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -4,7 +4,6 @@ YOLO label format and data.yaml, the size cap, and the writer's queue policy."""
 from __future__ import annotations
 
 import random
-from fractions import Fraction
 from functools import partial
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from daemon.publish.capture import FrameCapture
 from daemon.publish.capture.dataset import data_yaml, image_path, label_of, label_text
 from daemon.publish.capture.strategies import Limits, Sampler, Seen, close_to_threshold, weak_track
 from daemon.publish.capture.writer import Job
+from tests.support.h264_frames import decoded_frames
 
 
 class FakeClock:
@@ -211,18 +211,7 @@ def test_the_toml_section_reads_as_documented(tmp_path: Path) -> None:
 
 # -- the writer -------------------------------------------------------------------------------------
 def _vframes(count: int = 3, width: int = 320, height: int = 240) -> list[av.VideoFrame]:
-    codec = av.CodecContext.create("libx264", "w")
-    codec.width, codec.height, codec.pix_fmt, codec.time_base = width, height, "yuv420p", Fraction(1, 25)
-    rgb = np.full((height, width, 3), 128, np.uint8)
-    rgb[60:120, 80:160] = 255
-    packets = []
-    for i in range(count):
-        frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
-        frame.pts = i
-        packets += codec.encode(frame)
-    packets += codec.encode(None)
-    decoder = av.CodecContext.create("h264", "r")
-    return [f for p in packets for f in decoder.decode(p)] + list(decoder.decode(None))
+    return decoded_frames(count, width, height, (slice(60, 120), slice(80, 160)))
 
 
 def _frame(vframe: av.VideoFrame, mono: float) -> Frame:

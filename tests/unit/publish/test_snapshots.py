@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import os
-from fractions import Fraction
 from functools import partial
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from daemon.ingest.decoding import scale
 from daemon.publish.files.jpeg import crop_rect, decoded_of, picture_of, render
 from daemon.publish.files.retention import Retention
 from daemon.publish.snapshots import SnapshotWriter, resolve, snapshot_path
+from tests.support.h264_frames import decoded_frames
 
 
 def crossed(track: int = 7, at_ms: int = 1_700_000_000_123, camera: str = "cam1") -> ObjectEvent:
@@ -112,18 +112,7 @@ def test_retention_removes_the_oldest_by_size_then_by_age(tmp_path: Path) -> Non
 # -- the writer ---------------------------------------------------------------------------------
 def _vframes(width: int = 320, height: int = 240, count: int = 2) -> list[av.VideoFrame]:
     """Real decoded yuv420p frames: a mid-grey picture with a white square, through libx264 and back."""
-    codec = av.CodecContext.create("libx264", "w")
-    codec.width, codec.height, codec.pix_fmt, codec.time_base = width, height, "yuv420p", Fraction(1, 25)
-    rgb = np.full((height, width, 3), 128, np.uint8)
-    rgb[100:140, 100:160] = 255
-    packets = []
-    for i in range(count):
-        frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
-        frame.pts = i
-        packets += codec.encode(frame)
-    packets += codec.encode(None)
-    decoder = av.CodecContext.create("h264", "r")
-    return [f for p in packets for f in decoder.decode(p)] + list(decoder.decode(None))
+    return decoded_frames(count, width, height, (slice(100, 140), slice(100, 160)))
 
 
 def _frame(vframe: av.VideoFrame, mono: float = 1.0) -> Frame:
