@@ -196,3 +196,29 @@ def test_video_gt_lists_the_hardly_visible_parts_apart(tmp_path) -> None:
     assert faint and all(0.0 < o["visible"] < MIN_VISIBLE for o in faint)
     for i, objs in gt["ignore"].items():
         assert not {o["id"] for o in objs} & {o["id"] for o in gt["annotations"][i]}
+
+
+def test_belt_wear_adds_unlabelled_strokes_and_leaves_the_parts_alone() -> None:
+    # the hard negatives of the training crops: the same parts and boxes, only the belt under them changes
+    plain, plain_labels = render_scene(21, 320, 320, ref=640.0)
+    worn, worn_labels = render_scene(21, 320, 320, ref=640.0, wear=2.0)
+    assert worn_labels == plain_labels and plain_labels
+    changed = np.any(worn != plain, axis=2)
+    assert changed.mean() > 0.01
+    for lab in plain_labels:  # strokes lie under the parts: inside a box most pixels are the part's
+        x1, y1, x2, y2 = lab["box"]
+        assert changed[y1:y2, x1:x2].mean() < changed.mean() + 0.5
+
+
+def test_small_parts_and_wider_margins_follow_their_knobs() -> None:
+    lengths, cut = [], 0
+    for seed in range(8):
+        _, recs = render_scene_full(seed, 320, 320, ref=416.0, size_range=(0.045, 0.12), margin=0.5)
+        for r in recs:
+            if r["box"] is not None and r["visible"] > 0.99:
+                x1, y1, x2, y2 = r["box"]
+                lengths.append(max(x2 - x1, y2 - y1) / 416)
+            elif r["box"] is not None and (r["box"][0] == 0 or r["box"][1] == 0 or r["box"][2] == 320):
+                cut += 1
+    assert lengths and max(lengths) < 0.12 * 1.3 and min(lengths) < 0.06
+    assert cut > 0

@@ -30,31 +30,41 @@ import numpy as np
 import onnx
 import torch
 
-from tools.kit.synth.parts import NAMES
+from tools.kit.synth.parts import NAMES, SIZE_RANGE
 from tools.kit.synth.scene import render_scene
-from tools.model import yolo_dataset
+from tools.model import onnx_init, yolo_dataset
 from tools.model.yolo_net import Detector, DetLoss
 
 MODEL_SIZES = (416, 640, 800)
 PAD = 114
-VERSION = "1.1.0"
+VERSION = "1.2.0"
 
 
 # ----------------------------------------------------------------------------------------------- data
-def make_sample(seed: int, imgsz: int) -> tuple[np.ndarray, np.ndarray]:
+def make_sample(seed: int, imgsz: int, small_share: float = 0.25) -> tuple[np.ndarray, np.ndarray]:
     """One training crop: (uint8 HxWx3, labels [n, 5] = cls, x1, y1, x2, y2)."""
     rng = np.random.default_rng([seed, 99])
     ref = float(rng.choice(MODEL_SIZES)) * rng.uniform(0.9, 1.1)
+    size_range, margin = SIZE_RANGE, 0.3
+    mode = rng.random()
+    if mode < small_share:  # small and thin parts as the 416 input sees them (a 640 x 480 camera's screw: ~27 x 8 px)
+        ref = MODEL_SIZES[0] * rng.uniform(0.72, 1.0)
+        size_range = (0.045, 0.12)
+    elif mode < small_share + 0.25:  # parts cut by the frame's edges (centres up to 0.5 lengths outside)
+        margin = 0.5
+    wear = float(rng.uniform(0.5, 2.0)) if rng.random() < 0.6 else 0.0  # belt wear as hard negatives
     w = h = imgsz
     pad_side = None
-    if rng.random() < 0.3:  # crop touching the letterbox pad
+    if rng.random() < (0.5 if margin > 0.3 else 0.3):  # crop touching the letterbox pad
         pad_side = int(rng.integers(0, 4))
         cut = int(rng.uniform(0.15, 0.6) * imgsz)
         if pad_side < 2:
             h = imgsz - cut
         else:
             w = imgsz - cut
-    img, labels = render_scene(seed, w, h, ref=ref, density=float(rng.uniform(0.08, 0.3)))
+    img, labels = render_scene(
+        seed, w, h, ref=ref, density=float(rng.uniform(0.08, 0.3)), size_range=size_range, margin=margin, wear=wear
+    )
     lab = np.array([[d["cls"], *d["box"]] for d in labels], dtype=np.float32).reshape(-1, 5)
     if pad_side is not None:
         canvas = np.full((imgsz, imgsz, 3), PAD, dtype=np.uint8)
@@ -94,8 +104,10 @@ class SynthStream(torch.utils.data.IterableDataset):
         pool: int = 48,
         extra: list[yolo_dataset.Sample] | None = None,
         extra_share: float = 0.0,
+        small_share: float = 0.25,
     ) -> None:
         super().__init__()
+        self.small_share = small_share
         self.seed, self.imgsz, self.start, self.reuse, self.pool = seed, imgsz, start, reuse, pool
         self.extra, self.extra_share = extra or [], extra_share
 
@@ -108,7 +120,7 @@ class SynthStream(torch.utils.data.IterableDataset):
             if self.extra and rng.random() < self.extra_share:  # a captured (relabelled) frame
                 img, lab = yolo_dataset.crop(self.extra[int(rng.integers(0, len(self.extra)))], self.imgsz, rng)
             else:
-                img, lab = make_sample(s, self.imgsz)
+                img, lab = make_sample(s, self.imgsz, self.small_share)
             yield torch.from_numpy(np.array(img)).permute(2, 0, 1), torch.from_numpy(lab)
             i += 1
             if not self.reuse:
@@ -214,9 +226,17 @@ def main() -> None:
     ap.add_argument("--no-reuse", action="store_true", help="render every training crop afresh (no mirrored reuse)")
     ap.add_argument("--export-only", action="store_true")
     ap.add_argument("--ckpt", type=Path)
-    ap.add_argument("--init", type=Path, help="start from the EMA weights of a checkpoint (fine-tuning phase)")
+    ap.add_argument(
+        "--init", type=Path, help="start from a checkpoint's EMA weights, or from an exported models/conveyor-*.onnx"
+    )
     ap.add_argument("--extra", type=Path, action="append", default=[], help="a YOLO-format dataset dir (repeatable)")
     ap.add_argument("--extra-share", type=float, default=0.3, help="share of training crops from --extra datasets")
+    ap.add_argument(
+        "--small-share",
+        type=float,
+        default=0.25,
+        help="share of crops with small, thin parts as the 416 input sees them",
+    )
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -228,7 +248,13 @@ def main() -> None:
         export_all(model, args.models, args.seed)
         return
     args.out.mkdir(parents=True, exist_ok=True)
-    if args.init:
+    if args.init and args.init.suffix == ".onnx":  # a shipped model: weights folded, BatchNorm rebuilt on data
+        calib = SynthStream(args.seed + 1, args.imgsz, start=500_000, reuse=False)
+        crops = (img for img, _ in calib)
+        batches = (torch.stack([next(crops) for _ in range(args.batch)]).float() / 255.0 for _ in range(24))
+        n = onnx_init.load_onnx(model, args.init, batches)
+        print(f"initialised from {args.init} (BatchNorm statistics from {n} crops)", flush=True)
+    elif args.init:
         model.load_state_dict(torch.load(args.init, map_location="cpu")["ema"])
         print(f"initialised from {args.init}", flush=True)
     nparams = sum(p.numel() for p in model.parameters())
@@ -248,7 +274,14 @@ def main() -> None:
     extra = [sample for root in args.extra for sample in yolo_dataset.load(root, NAMES)]
     if args.extra:
         print(f"extra: {len(extra)} labelled images from {len(args.extra)} dataset(s)", flush=True)
-    stream = SynthStream(args.seed, args.imgsz, reuse=not args.no_reuse, extra=extra, extra_share=args.extra_share)
+    stream = SynthStream(
+        args.seed,
+        args.imgsz,
+        reuse=not args.no_reuse,
+        extra=extra,
+        extra_share=args.extra_share,
+        small_share=args.small_share,
+    )
     dl = torch.utils.data.DataLoader(
         stream, batch_size=args.batch, num_workers=1, collate_fn=collate, prefetch_factor=4, persistent_workers=True
     )

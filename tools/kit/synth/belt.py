@@ -112,3 +112,48 @@ def lighting(rng: np.random.Generator, width: int, height: int) -> np.ndarray:
     g *= 1.0 - rng.uniform(0.0, 0.5) * np.clip(r2 / 0.5, 0, 1)
     g *= rng.uniform(0.75, 1.3)
     return np.asarray(g[..., None], dtype=np.float32)
+
+
+def scratches(rng: np.random.Generator, img: np.ndarray, ref: float, rate: float) -> np.ndarray:
+    """Belt wear drawn onto a belt image (H x W x 3 float, 0..255): straight and bent scratches, metal
+    shavings, scuffs; unlabelled, so a detector trained on them learns that a thin bright or dark stroke
+    of a part's length is not a bolt. ``rate`` scales their number (about 4-20 per ``ref`` squared at 1)."""
+    h, w = img.shape[:2]
+    pil = Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
+    dr = ImageDraw.Draw(pil)
+    mean = float(np.asarray(pil, dtype=np.float32).mean())
+    for _ in range(int(rng.poisson(rate * rng.uniform(4, 20) * w * h / (ref * ref)))):
+        x, y = rng.uniform(0, w), rng.uniform(0, h)
+        length = ref * rng.uniform(0.03, 0.18)
+        width = max(1, round(rng.uniform(0.002, 0.025) * ref))
+        kind = rng.random()
+        tone = rng.random()
+        base = (
+            rng.uniform(150, 240) if tone < 0.45 else rng.uniform(5, 60) if tone < 0.75 else mean + rng.uniform(-45, 45)
+        )
+        col = tuple(int(c) for c in np.clip(base + rng.uniform(-12, 12, 3), 0, 255))
+        a = rng.uniform(0, np.pi)
+        if kind < 0.5:  # straight scratch or shaving
+            dr.line([x, y, x + length * math.cos(a), y + length * math.sin(a)], fill=col, width=width)
+        elif kind < 0.8:  # bent scratch: a few segments turning a little
+            pts = [(x, y)]
+            for _seg in range(int(rng.integers(2, 5))):
+                a += rng.uniform(-0.5, 0.5)
+                step = length / 3
+                x, y = x + step * math.cos(a), y + step * math.sin(a)
+                pts.append((x, y))
+            dr.line(pts, fill=col, width=width, joint="curve")
+        else:  # scuff: a long thin ellipse, rotated
+            t = np.linspace(0, 2 * np.pi, 16, endpoint=False)
+            rx, ry = length / 2, max(1.0, width * rng.uniform(0.6, 1.5))
+            dr.polygon(
+                [
+                    (
+                        x + rx * math.cos(u) * math.cos(a) - ry * math.sin(u) * math.sin(a),
+                        y + rx * math.cos(u) * math.sin(a) + ry * math.sin(u) * math.cos(a),
+                    )
+                    for u in t
+                ],
+                fill=col,
+            )
+    return np.asarray(pil, dtype=np.float32).copy()

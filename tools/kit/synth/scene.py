@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageFilter
 
-from tools.kit.synth.belt import blur, lighting, make_belt
-from tools.kit.synth.parts import MIN_VISIBLE, NAMES, Part, place_parts, render_part
+from tools.kit.synth.belt import blur, lighting, make_belt, scratches
+from tools.kit.synth.parts import MIN_VISIBLE, NAMES, SIZE_RANGE, Part, place_parts, render_part
 
 
 def composite(
@@ -113,6 +113,10 @@ def render_scene(
     density: float | None = None,
     jpeg: bool = True,
     keep_masks: bool = False,
+    *,
+    size_range: tuple[float, float] = SIZE_RANGE,
+    margin: float = 0.3,
+    wear: float = 0.0,
 ) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """Render one still scene. Returns (uint8 HxWx3 RGB, labels).
 
@@ -120,8 +124,14 @@ def render_scene(
     a larger virtual frame can be rendered directly.  Labels: ``{"cls", "label", "box": [x1, y1, x2, y2]}``
     for parts at least ``MIN_VISIBLE`` visible (plus ``"mask"`` when ``keep_masks``; all parts, with
     ``"visible"``, are then returned under ``"all"`` semantics: use :func:`render_scene_full`).
+    ``size_range`` (part length as a fraction of ``ref``) and ``margin`` (how far outside the frame a part's
+    centre may lie, in part lengths) are :func:`place_parts`'s; ``wear`` > 0 adds that much belt wear
+    (:func:`scratches`: unlabelled strokes of a part's length) from a random stream of its own, so the
+    scene is otherwise the one ``wear`` = 0 renders.
     """
-    img, recs = render_scene_full(seed, width, height, ref, density, jpeg)
+    img, recs = render_scene_full(
+        seed, width, height, ref, density, jpeg, size_range=size_range, margin=margin, wear=wear
+    )
     labels = []
     for r in recs:
         if r["box"] is not None and r["visible"] >= MIN_VISIBLE:
@@ -133,16 +143,27 @@ def render_scene(
 
 
 def render_scene_full(
-    seed: int, width: int, height: int, ref: float | None = None, density: float | None = None, jpeg: bool = True
+    seed: int,
+    width: int,
+    height: int,
+    ref: float | None = None,
+    density: float | None = None,
+    jpeg: bool = True,
+    *,
+    size_range: tuple[float, float] = SIZE_RANGE,
+    margin: float = 0.3,
+    wear: float = 0.0,
 ) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """Like :func:`render_scene` but returns every part's record (cls, box or None, visible, mask)."""
     rng = np.random.default_rng([seed, 7])
     ref = float(ref if ref is not None else max(width, height))
     img = make_belt(rng, width, height, ref)
+    if wear > 0:
+        img = scratches(np.random.default_rng([seed, 13]), img, ref, wear)
     mean_len = ref * 0.12
     dens = rng.uniform(0.05, 0.22) if density is None else density
     count = int(rng.poisson(dens * width * height / (mean_len * mean_len)))
-    parts = place_parts(rng, width, height, ref, count)
+    parts = place_parts(rng, width, height, ref, count, margin=margin, size_range=size_range)
     recs = composite(img, parts, rng)
     img *= lighting(rng, width, height)
     return camera_effects(rng, img, jpeg=jpeg), recs
