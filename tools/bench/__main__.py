@@ -34,6 +34,7 @@ from tools.bench.baselines import (
     used_sizes,
 )
 from tools.bench.budget import budget_lines, knee, plot_scaling, scaling_points
+from tools.bench.experiments import EXPERIMENTS
 from tools.bench.phase import daemon_phase
 from tools.bench.procs import (
     CLIP_SECONDS,
@@ -79,6 +80,23 @@ def parse_args() -> argparse.Namespace:
         default=10,
         help="alternate the stage CPU counters on and off every N seconds of a daemon phase (the budget "
         "comes from the 'on' segments, their cost from on/off pairs); 0: on throughout",
+    )
+    p.add_argument(
+        "--ab",
+        choices=sorted(EXPERIMENTS),
+        help="switch this experiment (tools/bench/experiments.py) on and off every --stage-ab-seconds of the "
+        "daemon phase, the counters on throughout: its effect as ratios in the same run",
+    )
+    p.add_argument(
+        "--lines",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="a counting line across each camera's belt, so the tracker counts crossings (tracking is on either way)",
+    )
+    p.add_argument(
+        "--snapshots",
+        action="store_true",
+        help="[snapshots] on (a JPEG of each crossing's frame, under --out): their cost in the budget",
     )
     p.add_argument("--flame", type=Path, help="record the main daemon phase with py-spy (up to 60 s) into this SVG")
     p.add_argument("--naive-seconds", type=float, help="default: seconds / 2")
@@ -126,6 +144,22 @@ def scaling_report(
     title = f"scaling: {args.size} at {args.fps} fps per camera, model {args.model}, {os.cpu_count()} cores"
     plot_scaling(args.out / "scaling.png", points, title)
     return {"points": points, "knee_cameras": k}
+
+
+def crossings_line(phase: dict[str, Any]) -> str:
+    c = phase.get("crossings")
+    if c is None:
+        return "crossings: no counting lines (--no-lines)"
+    snaps = f", {c['snapshots']} snapshots written" if c.get("snapshots") is not None else ""
+    return f"crossings: {c['count']} in the window, {c['per_s']} per second over all cameras{snaps}"
+
+
+def experiment_line(e: dict[str, Any]) -> str:
+    return (
+        f"experiment {e['name']} ({e['summary']}), on / off in alternating segments ({e['pairs']} pairs, "
+        f"medians): fps {e['fps_on_over_off']} (pairs {e['fps_ratios']}), process CPU per frame "
+        f"{e['cpu_per_frame_on_over_off']} (pairs {e['cpu_per_frame_ratios']})"
+    )
 
 
 def main() -> int:
@@ -200,6 +234,9 @@ def main() -> int:
     )
     print_table(main_phase, naive, bare, bare_main, checks, detail)
     print("\n" + "\n".join(budget_lines(main_phase["stage_budget"], bare_cpu, main_phase["stage_counters_cost"])))
+    print(crossings_line(main_phase))
+    if "experiment" in main_phase:
+        print(experiment_line(main_phase["experiment"]))
     scaling = scaling_report(args, phases, bare)
     report = {
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
@@ -231,6 +268,7 @@ def main() -> int:
         "checks": {key: {"pass": ok, "detail": text} for key, ok, text in checks},
         "stage_budget": main_phase["stage_budget"],
         "stage_counters_cost": main_phase["stage_counters_cost"],
+        "experiment": main_phase.get("experiment"),
         "scaling": scaling,
     }
     (args.out / "report.json").write_text(json.dumps(report, indent=1))

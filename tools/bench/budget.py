@@ -116,16 +116,17 @@ def budget(segments: Sequence[Mapping[str, Any]], cores: int) -> dict[str, Any]:
     }
 
 
-def overhead(segments: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The counters' own cost: each "on" segment against the "off" segment next to it (the
-    later one, else the earlier), as ratios of published fps and of process CPU per published
-    frame; medians over the pairs (the host's load changes between segments)."""
+def overhead(segments: Sequence[Mapping[str, Any]], key: str = "on") -> dict[str, Any]:
+    """What alternated (`key`: "on", the counters; "ab", an experiment) costs or saves: each
+    segment with it against the segment without it next to it (the later one, else the earlier),
+    as ratios of published fps and of process CPU per published frame; medians over the pairs
+    (the host's load changes between segments)."""
     fps_ratios: list[float] = []
     cpu_ratios: list[float] = []
     for i, seg in enumerate(segments):
-        if not seg["on"]:
+        if not seg.get(key):
             continue
-        near = [segments[j] for j in (i + 1, i - 1) if 0 <= j < len(segments) and not segments[j]["on"]]
+        near = [segments[j] for j in (i + 1, i - 1) if 0 <= j < len(segments) and segments[j].get(key) is False]
         if not near or not seg["published"] or not near[0]["published"]:
             continue
         off = near[0]

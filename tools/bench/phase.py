@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import os
 import shutil
@@ -24,6 +25,7 @@ from daemon.config.settings import load_settings
 from daemon.core.metrics import Metrics
 from daemon.publish.schema import decode_entry
 from tools.bench.budget import budget, diff, overhead, role_seconds, stage_seconds
+from tools.bench.experiments import EXPERIMENTS, Experiment
 from tools.bench.procs import (
     Servers,
     cpu_clocks,
@@ -101,14 +103,21 @@ def stop_daemon(daemon: Daemon, thread: threading.Thread, box: list[Any]) -> Non
 
 
 class Segments:
-    """Alternates the stage counters on and off every `seconds` (0: on throughout) and keeps, per
-    segment, its published entries, the process's CPU, each stage's and each thread role's CPU."""
+    """Alternates something on and off every `seconds` (0: never) and keeps, per segment, its
+    published entries, the process's CPU, each stage's and each thread role's CPU.
 
-    def __init__(self, metrics: Metrics, seconds: float) -> None:
-        self._metrics, self._seconds = metrics, seconds
+    What alternates is the stage counters (`on` in each segment), or, with `experiment`
+    (`tools.bench.experiments`), that experiment (`ab` in each segment; the counters stay on, and the
+    first segment runs without it)."""
+
+    def __init__(self, metrics: Metrics, seconds: float, experiment: Experiment | None = None) -> None:
+        self._metrics, self._seconds, self._experiment = metrics, seconds, experiment
+        self._ab = False
         self.done: list[dict[str, Any]] = []
         self._start = self._state()
         metrics.stage_cpu.switch.on = True
+        if experiment is not None:
+            experiment.apply(False)
 
     def _state(self) -> tuple[float, float, dict[Any, float], dict[str, float]]:
         return time.time(), proc_cpu_s(), snapshot(self._metrics), role_seconds(thread_times_s())
@@ -116,7 +125,17 @@ class Segments:
     def tick(self) -> None:
         if self._seconds and time.time() - self._start[0] >= self._seconds:
             self.close()
-            self._metrics.stage_cpu.switch.on = not self._metrics.stage_cpu.switch.on
+            if self._experiment is not None:
+                self._ab = not self._ab
+                self._experiment.apply(self._ab)
+            else:
+                self._metrics.stage_cpu.switch.on = not self._metrics.stage_cpu.switch.on
+
+    def finish(self) -> None:
+        """Close the last segment and leave the experiment off."""
+        self.close()
+        if self._experiment is not None:
+            self._experiment.apply(False)
 
     def close(self) -> None:
         end = self._state()
@@ -124,6 +143,7 @@ class Segments:
         self.done.append(
             {
                 "on": self._metrics.stage_cpu.switch.on,
+                "ab": self._ab if self._experiment is not None else None,
                 "seconds": round(t1 - t0, 3),
                 "published": int(sample(s1, "beltsight_entries_published_total"))
                 - int(sample(s0, "beltsight_entries_published_total")),
@@ -160,6 +180,12 @@ def daemon_phase(
     k: int, args: argparse.Namespace, srv: Servers, out: Path, flame: Path | None = None
 ) -> dict[str, Any]:
     cams = [{"id": f"cam{i}", "url": srv.urls[i], "model": args.model} for i in range(k)]
+    if getattr(args, "lines", False):
+        for cam in cams:  # the demo's counting line: across the belt, parts run to the right
+            cam["lines"] = [{"id": "count", "start": [0.5, 0.0], "end": [0.5, 1.0], "direction": [1.0, 0.0]}]
+    extra = ""
+    if getattr(args, "snapshots", False):
+        extra = f"[snapshots]\nenabled = true\ndir = {json.dumps(str(out / f'snapshots-k{k}'))}\n"
     engine = {k2: v for k2, v in (("max_batch", args.max_batch), ("max_wait_ms", args.max_wait_ms)) if v is not None}
     engine.setdefault("max_batch", EngineConfig().max_batch)
     engine.setdefault("max_wait_ms", EngineConfig().max_wait_ms)
@@ -167,7 +193,11 @@ def daemon_phase(
     engine["workers"] = args.workers
     engine["worker_batch"] = args.worker_batch
     config = write_config(
-        out / f"daemon-k{k}.toml", redis_url=f"redis://127.0.0.1:{srv.redis_port}/{k % 16}", cameras=cams, **engine
+        out / f"daemon-k{k}.toml",
+        redis_url=f"redis://127.0.0.1:{srv.redis_port}/{k % 16}",
+        cameras=cams,
+        extra=extra,
+        **engine,
     )
     metrics = BenchMetrics()
     daemon, thread, box = run_daemon(config, metrics)
@@ -183,7 +213,8 @@ def daemon_phase(
             time.sleep(0.2)
         t0, s0, threads0 = time.time(), snapshot(metrics), thread_times_s()
         prev = cpu_clocks(srv)
-        segments = Segments(metrics, args.stage_ab_seconds)
+        experiment = EXPERIMENTS[args.ab] if getattr(args, "ab", None) else None
+        segments = Segments(metrics, args.stage_ab_seconds, experiment)
         spy = start_flame(flame, args.seconds)
         while (now := time.time()) < t0 + args.seconds:
             time.sleep(min(1.0, t0 + args.seconds - now))
@@ -202,7 +233,7 @@ def daemon_phase(
             )
             prev = cur
         t1, s1, threads1 = time.time(), snapshot(metrics), thread_times_s()
-        segments.close()
+        segments.finish()
     finally:
         metrics.stage_cpu.switch.on = True
         stop_daemon(daemon, thread, box)
@@ -212,9 +243,21 @@ def daemon_phase(
         raise RuntimeError("daemon failed") from box[1]
     s2 = snapshot(metrics)
     phase = summarize_phase(k, args, client, streams, samples, (t0, t1), (s0, s1, s2), engine)
+    if getattr(args, "lines", False):
+        count = sample(s1, "beltsight_object_events_total", event="crossed") - sample(
+            s0, "beltsight_object_events_total", event="crossed"
+        )
+        written = None
+        if getattr(args, "snapshots", False):
+            written = int(
+                sample(s1, "beltsight_snapshots_written_total") - sample(s0, "beltsight_snapshots_written_total")
+            )
+        phase["crossings"] = {"count": int(count), "per_s": round(count / (t1 - t0), 2), "snapshots": written}
     phase["stage_segments"] = segments.done
     phase["stage_budget"] = budget(segments.done, os.cpu_count() or 1)
     phase["stage_counters_cost"] = overhead(segments.done)
+    if experiment is not None:
+        phase["experiment"] = {"name": experiment.name, "summary": experiment.summary, **overhead(segments.done, "ab")}
     busy = {
         g: (cpu - threads0.get(g, (0.0, 0.0))[0], wait - threads0.get(g, (0.0, 0.0))[1])
         for g, (cpu, wait) in sorted(threads1.items())
