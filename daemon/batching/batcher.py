@@ -9,7 +9,8 @@ Policy, in the spirit of Triton's dynamic batcher and DeepStream's nvstreammux:
   freshest waiting frame (a batch of 4 takes 4 times as long as a batch of 1 there: the same
   throughput, a fraction of the latency); on a GPU ceil(cameras / workers), every camera with
   one worker, as one batch costs little more than one frame;
-- cameras are taken oldest-waiting first, so none starves when load exceeds capacity;
+- cameras are taken least-recently-served first (then oldest-waiting), so none starves and none is
+  favoured when load exceeds capacity;
 - a live frame older than `max_age_ms` when its batch starts is dropped and counted
   (`stale`), never inferred late.
 At most `engine.workers` batches per model size are in flight (one per session): while they

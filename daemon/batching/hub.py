@@ -8,7 +8,12 @@ Policy (replays, `put(wait=True)`): the source blocks until its previous frame w
 so every frame of a recording is processed, in order, and is never dropped as stale.
 
 The slot remembers when its camera first had a frame waiting since the last take
-(`waiting_since`); batch deadlines and fairness (oldest waiting camera first) use it.
+(`waiting_since`, which batch deadlines use) and when a batch last took one (`last_taken`).
+Fairness: the camera served longest ago goes first, then the one waiting longest. Oldest-waiting
+alone was not fair under overload: cameras at a steady frame rate lock into phase with the
+batches, and the camera whose frames land just after each take always looks oldest (by
+simulation, one camera of four served half as often as another; `python -m tools.bench` saw
+0.74 between its busiest and least served camera).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ class _Slot:
     replay: bool = False
     size: int | None = None
     """Model size of this camera's most recent frame (which batcher serves it now)."""
+    last_taken: float = float("-inf")
+    """When a batch last took this camera's frame (never: minus infinity)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +121,8 @@ class FrameHub:
             return Pending(count, oldest, cameras)
 
     def take(self, size: int, max_n: int, max_age_s: float) -> list[Frame]:
-        """Pop up to `max_n` frames for `size`, oldest-waiting camera first (no starvation).
+        """Pop up to `max_n` frames for `size`: the camera served longest ago first, then the one
+        waiting longest (round robin under overload, no starvation).
 
         Live frames older than `max_age_s` are dropped (`stale`) instead of being returned.
         """
@@ -123,17 +131,18 @@ class FrameHub:
         taken: list[Frame] = []
         with self._cond:
             waiting = sorted(
-                (s.waiting_since, cam)
+                (s.last_taken, s.waiting_since, cam)
                 for cam, s in self._slots.items()
                 if s.frame is not None and s.frame.model_size == size
             )
-            for _since, cam in waiting:
+            for _last, _since, cam in waiting:
                 if len(taken) >= max_n:
                     break
                 slot = self._slots[cam]
                 frame = slot.frame
                 assert frame is not None
                 slot.frame = None
+                slot.last_taken = now
                 if not slot.replay and now - frame.captured_mono > max_age_s:
                     self._metrics.dropped(cam, "stale")
                     continue
