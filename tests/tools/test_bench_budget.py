@@ -10,6 +10,7 @@ from daemon.core.metrics import Metrics
 from tools.bench.budget import (
     LOOP,
     READERS,
+    STAGE_THREADS,
     WORKERS,
     budget,
     budget_lines,
@@ -47,6 +48,9 @@ def test_thread_roles() -> None:
     assert thread_role("beltsight-infer-640-0*") == WORKERS
     assert thread_role("source-*") == READERS
     assert thread_role("bench-daemon") == LOOP
+    # the JPEG encoders' stages are timed on their own threads, so their CPU is charged there
+    assert thread_role("beltsight-snapshots") == STAGE_THREADS["snapshot"] != LOOP
+    assert thread_role("beltsight-capture") == STAGE_THREADS["capture"] != LOOP
     assert thread_role("native (ORT pool, FFmpeg)") == "native (ORT pool, FFmpeg)"
     assert role_seconds(
         {"source-*": (1.0, 0.0), "beltsight-infer-640-0*": (2.0, 0.1), "beltsight-infer-640-1*": (3.0, 0.1)}

@@ -19,6 +19,7 @@ from daemon.core.stagecpu import STAGES
 METRIC = "beltsight_stage_cpu_seconds_total"
 
 LOOP, WORKERS, READERS = "event loop", "inference workers", "camera readers"
+SNAPSHOTS, CAPTURE = "snapshot writer", "capture writer"
 STAGE_THREADS = {
     "decode": READERS,
     "handoff": READERS,
@@ -29,10 +30,10 @@ STAGE_THREADS = {
     "tracking": LOOP,
     "encode": LOOP,
     "redis": LOOP,
-    "snapshot": LOOP,
-    "capture": LOOP,
+    "snapshot": SNAPSHOTS,
+    "capture": CAPTURE,
 }
-"""The thread group each stage runs on (snapshot and capture: where their hooks will sit)."""
+"""The thread group each stage runs on (snapshot and capture: their JPEG encoders' own threads)."""
 
 
 def thread_role(group: str) -> str:
@@ -43,7 +44,7 @@ def thread_role(group: str) -> str:
         return READERS
     if group in ("bench-daemon", "MainThread"):
         return LOOP
-    return group
+    return {"beltsight-snapshots": SNAPSHOTS, "beltsight-capture": CAPTURE}.get(group, group)
 
 
 def stage_seconds(snap: Mapping[tuple[str, tuple[tuple[str, str], ...]], float]) -> dict[str, float]:
