@@ -1,11 +1,12 @@
 """Frame capture through the whole daemon (in-process), real Redis: from a real RTSP camera the
 captured images decode at the camera's size, their labels are the detections published for that
-frame, and a strategy's per-minute limit holds; with a one-place queue and four replayed cameras, a
-full queue drops captures and never a frame."""
+frame, and a strategy's per-minute limit holds; with a one-place queue, a slow disk and four replayed
+cameras, a full queue drops captures and never a frame."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 import yaml
 from PIL import Image
 
+from daemon.publish.capture import writer as capture_writer
 from tests.support.daemon_harness import InProcessDaemon, write_config
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip, RtspServer
@@ -86,8 +88,18 @@ def test_captured_frames_decode_carry_the_published_detections_and_respect_the_l
 
 
 def test_a_full_queue_drops_captures_never_frames(
-    tmp_path: Path, redis_server: Callable[..., RedisServer], clip_factory: Callable[..., Clip]
+    tmp_path: Path,
+    redis_server: Callable[..., RedisServer],
+    clip_factory: Callable[..., Clip],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    real_write = capture_writer.write_atomic
+
+    def slow_disk(target: Path, data: bytes) -> None:  # each file takes 0.1 s: the queue fills, whatever the load
+        time.sleep(0.1)
+        real_write(target, data)
+
+    monkeypatch.setattr(capture_writer, "write_atomic", slow_disk)
     clip = clip_factory(640, 480, fps=10, seconds=3.0, seed=6, synthetic=True)
     redis = redis_server()
     root = tmp_path / "capture"
@@ -107,5 +119,5 @@ def test_a_full_queue_drops_captures_never_frames(
         assert_exactly_once_in_order(stream(redis, c), frames[c])  # every frame published, once
     assert gone == 0
     assert written + full == sum(frames.values())  # every frame was picked: written or dropped for the queue
-    assert full > 0, "a batch of four results never found the one-place queue full"
+    assert full > 0, "with a slow disk, no capture ever found the one-place queue full"
     assert written == len(list((root / "images").rglob("*.jpg"))) == len(list((root / "labels").rglob("*.txt")))
