@@ -2,10 +2,13 @@
 
     .venv/bin/python -m tools.bench [--cameras 4] [--fps 15] [--size 640x480] [--bitrate 1M] [--seconds 60]
         [--model 640|FILE.onnx] [--max-batch N] [--max-wait-ms M] [--workers W] [--worker-batch B] [--sweep 1,2,4,6]
-        [--naive-seconds S] [--stage-ab-seconds 10] [--flame FILE.svg] [--scaling 1,2,4,8,16] [--out DIR]
+        [--naive-seconds S] [--stage-ab-seconds 10] [--ab EXPERIMENT] [--no-lines] [--snapshots]
+        [--flame FILE.svg] [--scaling 1,2,4,8,16] [--out DIR]
 
 1. renders K synthetic clips (cached in runs/bench-cache), starts redis-server and tools/kit/rtsp_server.py;
-2. runs the real daemon in-process (CPU provider, `model` forced per camera) for T seconds, sampling
+2. runs the real daemon in-process (CPU provider, `model` forced per camera; tracking on, and with
+   `--lines` (the default) a counting line across each camera's belt, so crossings are counted;
+   `--snapshots`: a JPEG per crossing) for T seconds, sampling
    stream lengths, CPU and RSS every second; reads every entry back (latency = published_ms - captured_ms);
 3. baseline 1: bare `session.run` on the clips' own frames (letterboxed as the workers do) at the
    batch sizes the daemon used, measured two ways and the higher taken: one session with ORT's
@@ -25,6 +28,9 @@
    image in the daemon's layout, and per thread role what the stages leave untimed. The phase
    alternates the counters on and off every --stage-ab-seconds: the budget comes from the "on"
    segments, the counters' own cost from on/off pairs (median ratios of fps and CPU per frame).
+`--ab EXPERIMENT` (`tools/bench/experiments.py`: worker pinning, the readers' scheduling policy or nice
+value) switches that experiment on and off every --stage-ab-seconds instead of the counters (which
+stay on) and prints its on/off ratios: a change to where the daemon's threads run, measured in one run.
 `--flame FILE.svg` records the main daemon phase (up to 60 s) with py-spy (`--threads --nonblocking`).
 `--scaling 1,2,4,8,16` is a sweep that also plots published / offered, the ratio to the bare model
 and RSS per camera count into scaling.png, and names the knee (the last count served in full).

@@ -41,7 +41,7 @@ FLOOR, PUBLISH = 0.1, 0.4
 
 def grid_argmax_candidates(xp: Any, scores: Any, class_axis: int, cxcywh: dense.CxCyWh, how: Decode) -> Candidates:
     """The baseline: the arg-max across the classes at every anchor, then the threshold."""
-    scores = dense._masked(xp, scores, class_axis, how.class_mask)
+    scores = dense.masked_scores(xp, scores, class_axis, how.class_mask)
     cls = scores.argmax(axis=class_axis)
     best = xp.squeeze(xp.take_along_axis(scores, xp.expand_dims(cls, class_axis), axis=class_axis), axis=class_axis)
     img, anchor = xp.nonzero(best >= how.thresholds)

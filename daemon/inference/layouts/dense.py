@@ -30,7 +30,7 @@ def origin(found: Found) -> str:
     return f"layout {found.override!r} from {found.override_from}" if found.override != "auto" else "recognised"
 
 
-def _masked(xp: ArrayModule, scores: Any, class_axis: int, class_mask: Any | None) -> Any:
+def masked_scores(xp: ArrayModule, scores: Any, class_axis: int, class_mask: Any | None) -> Any:
     """`scores` with the classes `class_mask` leaves out at 0, so that they never win."""
     if class_mask is None:
         return scores
@@ -50,7 +50,7 @@ def candidates(xp: ArrayModule, scores: Any, class_axis: int, cxcywh: CxCyWh, ho
     """Flat candidates over the batch from class scores (objectness already multiplied in) and the
     anchors' boxes: the best allowed class per anchor at or above its image's threshold, finite boxes.
     Empty boxes stay until after max_det, as in Ultralytics/YOLOv5."""
-    scores = _masked(xp, scores, class_axis, how.class_mask)
+    scores = masked_scores(xp, scores, class_axis, how.class_mask)
     # The best score per anchor over the whole grid, the best class only for the anchors that pass:
     # an arg-max across a handful of classes strided over every anchor cost a third of decoding.
     best = scores.max(axis=class_axis)
