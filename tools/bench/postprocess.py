@@ -45,11 +45,7 @@ def grid_argmax_candidates(xp: Any, scores: Any, class_axis: int, cxcywh: dense.
     cls = scores.argmax(axis=class_axis)
     best = xp.squeeze(xp.take_along_axis(scores, xp.expand_dims(cls, class_axis), axis=class_axis), axis=class_axis)
     img, anchor = xp.nonzero(best >= how.thresholds)
-    box = cxcywh(img, anchor)
-    half_w, half_h = box[:, 2] * 0.5, box[:, 3] * 0.5
-    boxes = xp.stack((box[:, 0] - half_w, box[:, 1] - half_h, box[:, 0] + half_w, box[:, 1] + half_h), axis=1)
-    ok = xp.isfinite(boxes).all(axis=1)
-    return Candidates(img[ok], boxes[ok], best[img, anchor][ok].astype(xp.float32), cls[img, anchor][ok])
+    return dense.anchor_candidates(xp, img, anchor, score=best[img, anchor], cls=cls[img, anchor], cxcywh=cxcywh)
 
 
 def model_outputs(frames: int) -> tuple[list[Any], Any, Letterbox]:

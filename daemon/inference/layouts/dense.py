@@ -57,12 +57,18 @@ def candidates(xp: ArrayModule, scores: Any, class_axis: int, cxcywh: CxCyWh, ho
     img, anchor = xp.nonzero(best >= how.thresholds)
     picked = scores[img, :, anchor] if class_axis == 1 else scores[img, anchor, :]  # (N, C) either way
     cls = picked.argmax(axis=1)  # the first of equal scores, as an arg-max over the grid
+    return anchor_candidates(xp, img, anchor, score=best[img, anchor], cls=cls, cxcywh=cxcywh)
+
+
+def anchor_candidates(xp: ArrayModule, img: Any, anchor: Any, *, score: Any, cls: Any, cxcywh: CxCyWh) -> Candidates:
+    """The chosen anchors (image and anchor indices, their score and class) as candidates: boxes
+    from centre and size to corners, the non-finite ones dropped."""
     box = cxcywh(img, anchor)
     half_w = box[:, 2] * 0.5
     half_h = box[:, 3] * 0.5
     boxes = xp.stack((box[:, 0] - half_w, box[:, 1] - half_h, box[:, 0] + half_w, box[:, 1] + half_h), axis=1)
     ok = xp.isfinite(boxes).all(axis=1)
-    return Candidates(img[ok], boxes[ok], best[img, anchor][ok].astype(xp.float32, copy=False), cls[ok])
+    return Candidates(img[ok], boxes[ok], score[ok].astype(xp.float32, copy=False), cls[ok])
 
 
 def rows_last_mismatch(layout_rows: int, width: int, shape: tuple[int, ...], batch: int) -> str:
