@@ -368,6 +368,8 @@ def _health(
         tls=cfg.tls_context(),
         users=cfg.basic_auth_users,
         healthz_open=cfg.healthz_open,
+        allowed_hosts=cfg.allowed_hosts,
+        allowed_origins=cfg.allowed_origins,
     )
     liveview.register(server, report)
     if snapshots is not None:

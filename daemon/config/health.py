@@ -11,10 +11,12 @@ from typing import Self
 from pydantic import Field, field_serializer, field_validator, model_validator
 
 from daemon.config.base import Seconds, Section
-from daemon.core.netaddr import parse_host_port
+from daemon.core.netaddr import normalise_origin, parse_host_port
 
 BCRYPT_HASH = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}")
 """A bcrypt hash as `bcrypt.hashpw`, `htpasswd -B` and Prometheus' exporter-toolkit write it."""
+HOST_ENTRY = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(:[0-9]{1,5})?")
+"""An `allowed_hosts` entry: a name or an address (IPv6 in brackets), optionally `:port`."""
 
 
 class HealthConfig(Section):
@@ -38,6 +40,31 @@ class HealthConfig(Section):
     healthz_open: bool = True
     """With `basic_auth_users`: `/healthz` (and `/health`) still answer without credentials, for
     the local watchdog probe. false: they need them too."""
+
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """Host names (or `name:port`) the endpoint answers to besides its loopback names while it
+    listens on loopback only, e.g. the name a reverse proxy on the box forwards; any other `Host`
+    gets `403` on every route but `/healthz` (DNS rebinding)."""
+    allowed_origins: list[str] = Field(default_factory=list)
+    """Origins (`https://hmi.plant.example:8443`) whose pages may write (the lines and models APIs)
+    besides the endpoint's own; a write from any other `Origin` gets `403`."""
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _check_hosts(cls, v: list[str]) -> list[str]:
+        for entry in v:
+            if not HOST_ENTRY.fullmatch(entry.strip()):
+                raise ValueError(f"{entry!r}: expected a host name or address, optionally with :port")
+        return [entry.strip().lower() for entry in v]
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _check_origins(cls, v: list[str]) -> list[str]:
+        kept = [normalise_origin(entry) for entry in v]
+        bad = [entry for entry, origin in zip(v, kept, strict=True) if origin is None]
+        if bad:
+            raise ValueError(f"{bad}: expected origins like https://hmi.example:8443 (scheme, host, optional port)")
+        return [origin for origin in kept if origin is not None]
 
     @field_validator("listen")
     @classmethod

@@ -224,6 +224,14 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.http_requests_refused = Counter(
+            "beltsight_http_requests_refused_total",
+            "Health-endpoint requests a browser's page could have forged, refused: host (a Host that is not"
+            " a loopback name on a loopback endpoint: DNS rebinding, 403), origin (a write from another site's"
+            " page, 403), content_type (a write whose body is not application/json, 415)",
+            ["reason"],
+            registry=r,
+        )
         self.http_auth_failures = Counter(
             "beltsight_http_auth_failures_total",
             "Health-endpoint requests refused by basic authentication: missing (no or unparsable"

@@ -42,7 +42,7 @@ LIVE_CAMERA_FIELDS = frozenset({"lines", "mm_per_px", "conf_threshold"})
 _SECTIONS = ("redis", "models", "engine", "health", "thermal", "bridge", "instance", "logging", "tracking")
 _LIVE_KEYS = {
     "engine": {"conf_threshold"},
-    "health": {"basic_auth_users"},
+    "health": {"basic_auth_users", "allowed_hosts", "allowed_origins"},
     "logging": {"level"},
     "tracking": set(TrackingConfig.model_fields) - {"enabled"},
 }
@@ -183,6 +183,11 @@ class Reloader:
         if new.health.basic_auth_users != was.health.basic_auth_users and self._health is not None:
             self._health.set_users(new.health.basic_auth_users)
             changed.append("health.basic_auth_users")
+        browser = ("allowed_hosts", "allowed_origins")
+        if new.health.model_dump(include=set(browser)) != was.health.model_dump(include=set(browser)):
+            if self._health is not None:
+                self._health.set_browser_policy(new.health.allowed_hosts, new.health.allowed_origins)
+            changed.extend(f"health.{key}" for key in browser if getattr(new.health, key) != getattr(was.health, key))
         self._live = new
         return changed + thresholds
 

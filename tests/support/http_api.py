@@ -25,9 +25,13 @@ def request(
     headers: dict[str, str] | None = None,
     timeout_s: float = 10.0,
 ) -> tuple[int, Any]:
-    """(status, JSON body, or the text when it is not JSON) of one request to the endpoint."""
+    """(status, JSON body, or the text when it is not JSON) of one request to the endpoint; a body is
+    sent as `application/json` unless `headers` name another `Content-Type`."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method, headers=headers or {})
+    sent = dict(headers or {})
+    if data is not None and not any(k.lower() == "content-type" for k in sent):
+        sent["Content-Type"] = "application/json"
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method, headers=sent)
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as response:
             return response.status, json.loads(response.read())

@@ -17,7 +17,9 @@ cameras, Redis or inference of descriptors or loop time:
 
 With `[health] tls_cert_file` it serves HTTPS only (`daemon.ops.http.tls`: the handshake inside the
 bound and the deadline); with `basic_auth_users` every request but (optionally) `/healthz` needs a
-user's password (`daemon.ops.http.auth`).
+user's password (`daemon.ops.http.auth`). After that check, a request a browser's page could forge
+(another site's `Origin`, a rebound `Host`, a write that is not JSON) is refused
+(`daemon.ops.http.browser`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import json
 import re
 import socket
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -37,6 +39,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from daemon.core.metrics import Metrics
 from daemon.ops.http.auth import BasicAuth
 from daemon.ops.http.bound import ACCEPT_BURST, BoundedServer, HttpLimits, server_logger
+from daemon.ops.http.browser import BrowserGuard, BrowserPolicy, loopback_only
 
 log = structlog.get_logger("beltsight.health")
 
@@ -84,6 +87,8 @@ class HealthServer:
         tls: ssl.SSLContext | None = None,
         users: Mapping[str, str] | None = None,
         healthz_open: bool = True,
+        allowed_hosts: Sequence[str] = (),
+        allowed_origins: Sequence[str] = (),
     ) -> None:
         self._host = host
         self._port = port
@@ -94,6 +99,7 @@ class HealthServer:
         self._tls = tls
         self._auth = BasicAuth(users, metrics) if users else None
         self._open_paths = {"/healthz", "/health"} if healthz_open else set()
+        self._browser = BrowserGuard(self._policy(allowed_hosts, allowed_origins), metrics)
         self._runner: web.ServerRunner | None = None
         self._server: BoundedServer | None = None
         self._listener: asyncio.Server | None = None
@@ -119,6 +125,20 @@ class HealthServer:
         if self._auth is not None:
             self._auth.close()
         self._auth = BasicAuth(users, self._metrics) if users else None
+
+    def _policy(self, hosts: Sequence[str], origins: Sequence[str]) -> BrowserPolicy:
+        return BrowserPolicy.of(
+            loopback=loopback_only(self._host), tls=self._tls is not None, hosts=hosts, origins=origins
+        )
+
+    @property
+    def browser_policy(self) -> BrowserPolicy:
+        """The `Host` and `Origin` rules in force."""
+        return self._browser.policy
+
+    def set_browser_policy(self, allowed_hosts: Sequence[str], allowed_origins: Sequence[str]) -> None:
+        """Check `Host` and `Origin` against these lists from now on (a reload)."""
+        self._browser.policy = self._policy(allowed_hosts, allowed_origins)
 
     @property
     def port(self) -> int:
@@ -173,6 +193,8 @@ class HealthServer:
             refusal = await self._auth.refusal(request)
             if refusal is not None:
                 return refusal
+        if (refusal := self._browser.host_refusal(request)) is not None:
+            return refusal
         for pattern, handler, methods in self._routes:
             match = pattern.fullmatch(request.path)
             if match is None:
@@ -180,6 +202,8 @@ class HealthServer:
             if request.method not in methods:
                 allow = ", ".join(methods)
                 return web.Response(status=405, text=f"{allow} only\n", headers={"Allow": allow})
+            if (refusal := self._browser.write_refusal(request)) is not None:
+                return refusal
             return await handler(request, match.groupdict())
         return web.Response(status=404, text="not found: try /, /healthz or /metrics\n")
 

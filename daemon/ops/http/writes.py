@@ -5,27 +5,16 @@ without a valid password) or on an endpoint listening on loopback only; elsewher
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from typing import Any
 
 from aiohttp import web
 
 from daemon.ops.http.auth import request_user
+from daemon.ops.http.browser import loopback_only
 from daemon.ops.http.server import HealthServer
 
 REFUSED = "writes need [health] basic_auth_users, or a loopback-only listen"
-
-
-def loopback_only(host: str) -> bool:
-    """Whether an endpoint bound to `host` is reachable from this machine only."""
-    name = host.strip("[]")
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False  # "" (every address) or a name
 
 
 def write_allowed(server: HealthServer) -> bool:

@@ -81,6 +81,7 @@ def test_a_model_swapped_under_a_running_camera_serves_from_one_frame_on(
         redis_url=redis.url,
         cameras=[{"id": "belt", "url": server.url("belt"), "lines": [LINE]}],
         tracking={"lines_dir": str(tmp_path / "lines")},
+        health={"request_timeout_s": 120},  # a swap (sessions built, warmed up) on a busy machine takes > 5 s
     )
     fp16 = tmp_path / "conveyor-640-fp16.onnx"
     shutil.copyfile(MODELS[640].parent / fp16.name, fp16)
@@ -105,6 +106,8 @@ def test_a_model_swapped_under_a_running_camera_serves_from_one_frame_on(
             got, body = request(port, "/api/models/640", "POST", {"path": str(path)})
             assert (got, reason in body["reason"]) == (status, True), body
         assert request(port, "/api/models/640", "POST", {"path": "relative.onnx"})[0] == 400
+        # the audit entries go through the sink: wait for them rather than race it
+        wait_until(lambda: len(events(redis, "model_swap_failed")) >= len(refusals), 30, "the refusals' audit", d)
         failed = [json.loads(e["detail"]) for e in events(redis, "model_swap_failed")]
         assert [(f["size"], f["path"]) for f in failed] == [(640, str(p)) for p, _s, _r in refusals]
         served = len(entries(redis, "belt"))

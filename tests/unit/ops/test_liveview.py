@@ -137,7 +137,7 @@ def test_a_frame_that_cannot_be_drawn_fails_its_request_with_500_and_one_log_lin
             statuses = []
             for _ in range(3):
                 reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-                writer.write(b"GET /cameras/cam/snapshot.jpg HTTP/1.1\r\nHost: x\r\n\r\n")
+                writer.write(b"GET /cameras/cam/snapshot.jpg HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 statuses.append(int((await reader.read()).split(b" ", 2)[1]))
                 writer.close()
             return statuses
@@ -250,7 +250,7 @@ def test_the_page_loads_its_scripts_from_the_endpoint() -> None:
 
     async def get(path: str) -> tuple[int, dict[str, str], bytes]:
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-        writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
         head, _, body = (await reader.read()).partition(b"\r\n\r\n")
         writer.close()
         lines = head.decode().split("\r\n")

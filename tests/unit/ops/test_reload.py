@@ -100,7 +100,7 @@ def test_a_reload_applies_users_thresholds_level_and_lines_to_the_running_parts(
         new = settings(
             tmp_path,
             [{**cam, "lines": [moved], "conf_threshold": 0.6}],
-            health={"basic_auth_users": {"ann": hashed}},
+            health={"basic_auth_users": {"ann": hashed}, "allowed_hosts": ["box.example"]},
             tracking={"lost_s": 3.0},
         )
         new = new.model_copy(update={"logging": new.logging.model_copy(update={"level": "debug"})})
@@ -118,9 +118,11 @@ def test_a_reload_applies_users_thresholds_level_and_lines_to_the_running_parts(
         "tracking",
         "logging.level",
         "health.basic_auth_users",
+        "health.allowed_hosts",
         "cameras.a.conf_threshold",
     ]
     assert server.authenticated
+    assert server.browser_policy.host_allowed("box.example:9108")
     assert rules[0].cameras[0].conf_threshold == 0.6 and rules[0].tracking.lost_s == 3.0
     assert tracking.lines_of("a")[0].start == (0.2, 0.0)
     assert lines.current("a").lines[0].start == (0.2, 0.0)

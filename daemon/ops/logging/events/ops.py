@@ -17,6 +17,15 @@ OPS_EVENTS: tuple[LogEvent, ...] = (
         ("peer", "missing", "bad_credentials", "busy"),
     ),
     LogEvent(
+        "http_request_refused",
+        "warning",
+        "the health endpoint refused a request a browser's page could have forged: reason host (not a loopback"
+        " name nor in [health] allowed_hosts), origin (a write from a page of another origin) or content_type"
+        " (a write whose body is not application/json); at most one line a minute per reason, `held_back` counts"
+        " the refusals since the last line",
+        ("reason", "peer", "method", "path", "held_back"),
+    ),
+    LogEvent(
         "http_connections_shed",
         "warning",
         "the health endpoint closed connections itself (over max_connections or past request_timeout_s); "
