@@ -1,7 +1,7 @@
 // A minimal Sparkplug B host for the tests, decoding with Eclipse Tahu's sparkplug-payload (not the
 // bridge's pysparkplug) over MQTT.js. Subscribes to spBv1.0/# and beltsight/#, prints one JSON line
-// per message: {"topic", "payload"} (payload decoded; Long values as numbers; JSON topics as parsed
-// JSON). Prints {"ready": true} once subscribed. With PRIMARY_HOST_ID set it is a Sparkplug 3.0
+// per message: {"topic", "payload"} (payload decoded; Long values as numbers; JSON topics and STATE
+// as parsed JSON). Prints {"ready": true} once subscribed. With PRIMARY_HOST_ID set it is a Sparkplug 3.0
 // primary host: after each (re)subscription it publishes a retained spBv1.0/STATE/<id>
 // {"online": true, "timestamp": t}, with {"online": false} and the same t as its will (a new t for
 // each connection, as Sparkplug 3.0 asks). Each stdin line `{"rebirth": "<NCMD topic>"}`
@@ -67,7 +67,8 @@ client.on("error", (err) => process.stderr.write(`mqtt error: ${err.message}\n`)
 client.on("message", (topic, message) => {
     let payload;
     try {
-        payload = topic.startsWith("spBv1.0/") ? plain(sparkplug.decodePayload(message)) : JSON.parse(message.toString());
+        const sparkplugPayload = topic.startsWith("spBv1.0/") && !topic.startsWith("spBv1.0/STATE/");
+        payload = sparkplugPayload ? plain(sparkplug.decodePayload(message)) : JSON.parse(message.toString());
     } catch (err) {
         payload = { undecodable: String(err) };
     }
