@@ -65,7 +65,7 @@ DROP_LOG_INTERVAL_S = 60.0
 class SparkplugStats:
     connected: bool = False
     bd_seq: int = -1
-    """bdSeq of the current (or last) CONNECT; -1 before the first."""
+    """bdSeq of the current (or last) CONNECT, the saved one before the first (-1: none saved)."""
     sessions: int = 0
     births: int = 0
     ddata: int = 0
