@@ -8,7 +8,9 @@ through one consumer group, keeps the served state (`state`), and pushes it to a
 (`opcua`, with OPC 40100 Machine Vision objects and events from `machine_vision` when
 `[bridge.opcua] machine_vision`; its nodeset vendored in `nodesets/`), a pymodbus server (`modbus`,
 map in `registers`) and, with `[bridge.sparkplug]`, a Sparkplug B edge node on an MQTT broker
-(`sparkplug`, payloads in `sparkplug_payloads`); entries are acknowledged only once served (`reader`),
+(`sparkplug`: payloads in `sparkplug_payloads`, paho's callbacks as loop events in `sparkplug_mqtt`,
+the Sparkplug 3.0 primary host's STATE in `sparkplug_host`, bdSeq kept across restarts in
+`sparkplug_bdseq`); entries are acknowledged only once served (`reader`),
 on one Redis, Sentinel or a Cluster (acknowledgements and snapshot per slot, WAIT for `min_replicas`:
 `topology`). SIGHUP reloads the OPC UA users and certificates (`Bridge.reload`, `opcua_pki`).
 

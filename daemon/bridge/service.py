@@ -128,7 +128,7 @@ class Bridge:
         self.opcua = OpcUaBridgeServer(config.opcua, layout, config.state_dir, mv) if config.opcua.listen else None
         self.modbus = ModbusBridgeServer(config.modbus, self.registers) if config.modbus.listen else None
         spb = config.sparkplug
-        self.sparkplug = SparkplugEdge(spb, layout, self.state) if spb.enabled else None
+        self.sparkplug = SparkplugEdge(spb, layout, self.state, config.state_dir) if spb.enabled else None
         servers = _Servers(self.state, self.registers, self.opcua, self.sparkplug, config.resume_grace_s)
         self.reader = StreamReader(config, redis, self.state, servers, redis_client_factory)
         self.health: HealthServer | None = None

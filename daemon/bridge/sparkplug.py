@@ -4,10 +4,15 @@ One edge node per bridge (`edge_node_id`), one device per camera. The MQTT clien
 pysparkplug, which encodes the payloads) on its own network thread; every decision is taken on the
 asyncio loop, which paho's callbacks only notify (`call_soon_threadsafe`).
 
-- Session: CONNECT with the will NDEATH(bdSeq); on CONNACK subscribe to NCMD, publish NBIRTH (seq 0,
-  `bdSeq`, `Node Control/Rebirth`) and a DBIRTH per camera from the served state, then the crossings
-  kept while offline as historical DDATA. bdSeq goes up by one (mod 256) with every CONNECT and
-  starts at 0 when the bridge starts; seq goes 0-255 and wraps, back to 0 with each NBIRTH.
+- Session: CONNECT with the will NDEATH(bdSeq) (QoS 1); on CONNACK subscribe to NCMD, publish NBIRTH
+  (seq 0, `bdSeq`, `Node Control/Rebirth`) and a DBIRTH per camera from the served state, then the
+  crossings kept while offline as historical DDATA. bdSeq goes up by one (mod 256) with every CONNECT
+  and continues across bridge restarts (`sparkplug_bdseq`: saved before each CONNECT); seq goes 0-255
+  and wraps, back to 0 with each NBIRTH.
+- Primary host (`primary_host_id`, Sparkplug 3.0): also subscribe to its STATE; births wait until a
+  STATE says online (crossings meanwhile are kept as while offline); a STATE offline while born ends
+  the session (NDEATH, DISCONNECT) and the node connects again at once (next bdSeq) and waits for the
+  host. Stale STATEs (older timestamp) are ignored (`sparkplug_host`).
 - Changes (`serve`, called by the bridge with what the reader newly served, before it acknowledges
   the entries): one DDATA per crossing and per camera state change, never merged.
 - Offline (broker down, not connected yet): crossings wait in a bounded buffer (`offline_buffer`;
@@ -15,7 +20,8 @@ asyncio loop, which paho's callbacks only notify (`call_soon_threadsafe`).
   and these come from the bridge's snapshot, so a broker restart loses no count.
 - NCMD `Node Control/Rebirth` = true: NBIRTH and every DBIRTH again (same bdSeq, seq from 0).
 - Broker gone: reconnect with capped exponential backoff and full jitter (daemon.core.backoff).
-- Clean stop: NDEATH published, then DISCONNECT; a killed bridge leaves the broker to publish the will.
+- Clean stop: NDEATH published (QoS 1), then DISCONNECT; a killed bridge leaves the broker to publish
+  the will.
 - The password (`password_file`) is registered with the log redaction and never logged.
 """
 
@@ -29,13 +35,16 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
 import paho.mqtt.client as paho
 import structlog
 
+from daemon.bridge import sparkplug_bdseq as bdseq
 from daemon.bridge import sparkplug_payloads as sp
 from daemon.bridge.layout import BridgeLayout
+from daemon.bridge.sparkplug_host import PrimaryHost, Verdict, state_topic
+from daemon.bridge.sparkplug_mqtt import Session, network_main
 from daemon.bridge.state import BridgeState, Change, Crossing
 from daemon.config.base import read_secret_file
 from daemon.config.sparkplug import SparkplugConfig
@@ -56,7 +65,7 @@ DROP_LOG_INTERVAL_S = 60.0
 class SparkplugStats:
     connected: bool = False
     bd_seq: int = -1
-    """bdSeq of the current (or last) CONNECT; -1 before the first."""
+    """bdSeq of the current (or last) CONNECT, the saved one before the first (-1: none saved)."""
     sessions: int = 0
     births: int = 0
     ddata: int = 0
@@ -66,6 +75,12 @@ class SparkplugStats:
     """Crossings dropped from a full offline buffer (their counts still reach the host in DBIRTH)."""
     rebirths: int = 0
     json_published: int = 0
+    host_online: bool | None = None
+    """The primary host's last accepted STATE (None: no `primary_host_id`, or no STATE seen yet)."""
+    host_offline: int = 0
+    """Sessions ended (NDEATH) because the primary host went offline."""
+    host_ignored: int = 0
+    """STATE messages ignored: stale (older timestamp than the last accepted) or not a STATE."""
 
 
 def read_password(cfg: SparkplugConfig) -> str | None:
@@ -83,57 +98,13 @@ def read_password(cfg: SparkplugConfig) -> str | None:
     return secret
 
 
-class _Session:
-    """paho's callbacks (on its thread) turned into events on the loop's queue."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, ncmd_topic: str, state_topic: str | None) -> None:
-        self.loop = loop
-        self.events: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
-        self.ncmd_topic = ncmd_topic
-        self.state_topic = state_topic
-        self.error = ""
-        """Why the network thread ended, when it ended on an exception (a TLS alert, a reset)."""
-        self._rebirth_queued = False
-
-    def _put(self, kind: str, code: int) -> None:
-        if kind == "rebirth":
-            if self._rebirth_queued:
-                return
-            self._rebirth_queued = True
-        self.events.put_nowait((kind, code))
-
-    def taken(self, kind: str) -> None:
-        if kind == "rebirth":
-            self._rebirth_queued = False
-
-    def on_connect(self, _c: Any, _u: Any, _flags: Any, rc: int) -> None:
-        self.loop.call_soon_threadsafe(self._put, "connack", rc)
-
-    def on_disconnect(self, _c: Any, _u: Any, rc: int) -> None:
-        self.loop.call_soon_threadsafe(self._put, "lost", rc)
-
-    def on_message(self, _c: Any, _u: Any, message: Any) -> None:
-        if message.topic == self.ncmd_topic and sp.is_rebirth(message.payload):
-            self.loop.call_soon_threadsafe(self._put, "rebirth", 0)
-        elif message.topic == self.state_topic:
-            online = sp.host_online(message.payload)
-            self.loop.call_soon_threadsafe(self._put, "host_online" if online else "host_offline", 0)
-
-
-def _network(client: paho.Client, session: _Session) -> None:
-    """paho's network loop on its own thread, until DISCONNECT or the connection's end; an exception
-    (paho lets a TLS alert through) ends the session like a lost connection instead of the thread."""
-    try:
-        paho.Client._thread_main(client)
-    except (OSError, ValueError) as exc:
-        session.error = str(exc)[:200]
-        session.loop.call_soon_threadsafe(session._put, "lost", -1)
-
-
 class SparkplugEdge:
     """The edge node; `run` is its long-lived task, `serve`/`serve_all` the reader's pushes."""
 
-    def __init__(self, cfg: SparkplugConfig, layout: BridgeLayout, state: BridgeState) -> None:
+    def __init__(
+        self, cfg: SparkplugConfig, layout: BridgeLayout, state: BridgeState, state_dir: Path | None = None
+    ) -> None:
+        """`state_dir`: where bdSeq is kept across restarts (`sparkplug.json`); None: not kept."""
         self.cfg = cfg
         self.layout = layout
         self.state = state
@@ -147,10 +118,19 @@ class SparkplugEdge:
         self._ready = asyncio.Event()
         self._drop_log = RateLimited(DROP_LOG_INTERVAL_S)
         self._backoff = Backoff(min(BACKOFF_BASE_S, cfg.reconnect_max_s), cfg.reconnect_max_s, HEALTHY_RESET_S)
+        self.host = PrimaryHost(cfg.primary_host_id) if cfg.primary_host_id else None
+        self._host_log = RateLimited(DROP_LOG_INTERVAL_S)
+        self._bd_seq_path = bdseq.path_in(state_dir) if state_dir is not None else None
+        self._bd_seq_log = RateLimited(DROP_LOG_INTERVAL_S)
 
     def start(self) -> None:
-        """Read the password (ValueError when it cannot be read)."""
+        """Read the password (ValueError when it cannot be read) and the last bdSeq used."""
         self._password = read_password(self.cfg)
+        if self._bd_seq_path is not None:
+            try:
+                self.stats.bd_seq = bdseq.load(self._bd_seq_path, self.cfg.group_id, self.cfg.edge_node_id)
+            except (OSError, ValueError) as exc:
+                log.warning("bridge_sparkplug_bdseq_unreadable", path=str(self._bd_seq_path), error=str(exc)[:200])
 
     # -- the reader's pushes (on the loop) ---------------------------------------------------------
 
@@ -232,6 +212,7 @@ class SparkplugEdge:
         while True:
             try:
                 await self._session()
+                continue  # the primary host went offline: connect again and wait for it
             except (OSError, ConnectionError, TimeoutError, ssl.SSLError) as exc:
                 self._offline(str(exc))
             delay = self._backoff.failed()
@@ -244,7 +225,7 @@ class SparkplugEdge:
             host, port, _ = self.cfg.host_port()
             log.warning("bridge_sparkplug_offline", broker=f"{host}:{port}", error=error[:200], kept=len(self._backlog))
 
-    def _new_client(self, session: _Session) -> paho.Client:
+    def _new_client(self, session: Session, bd_seq: int) -> paho.Client:
         client = paho.Client(client_id=self.cfg.mqtt_client_id(), clean_session=True, reconnect_on_failure=False)
         client.on_connect = session.on_connect
         client.on_disconnect = session.on_disconnect
@@ -257,41 +238,60 @@ class SparkplugEdge:
             if self.cfg.cert_file is not None and self.cfg.key_file is not None:
                 context.load_cert_chain(str(self.cfg.cert_file), str(self.cfg.key_file))
             client.tls_set_context(context)
-        self.stats.bd_seq = (self.stats.bd_seq + 1) % sp.SEQ_MODULO
-        client.will_set(sp.topic(*self._ids("NDEATH")), sp.node_death(self.stats.bd_seq, int(time.time() * 1000)))
+        self.stats.bd_seq = bd_seq
+        death = sp.node_death(bd_seq, int(time.time() * 1000))
+        client.will_set(sp.topic(*self._ids("NDEATH")), death, qos=1)
         return client
 
+    async def _save_bd_seq(self, bd_seq: int) -> None:
+        """Written before the CONNECT that uses it, so a restart after it continues past it; a bdSeq
+        that cannot be written is used all the same (logged at most once a minute)."""
+        if self._bd_seq_path is None:
+            return
+        ids = (self.cfg.group_id, self.cfg.edge_node_id)
+        try:
+            await asyncio.to_thread(bdseq.save, self._bd_seq_path, *ids, bd_seq)
+        except OSError as exc:
+            if self._bd_seq_log.allow() is not None:
+                log.warning("bridge_sparkplug_bdseq_unsaved", path=str(self._bd_seq_path), error=str(exc)[:200])
+
     async def _session(self) -> None:
-        host_id = self.cfg.primary_host_id
-        state_topic = f"{sp.NAMESPACE}/STATE/{host_id}" if host_id else None
-        session = _Session(asyncio.get_running_loop(), sp.topic(*self._ids("NCMD")), state_topic)
-        client = self._new_client(session)
+        """One MQTT session; returns when the primary host went offline (NDEATH sent), raises when the
+        connection failed or was lost."""
+        host = self.host
+        session = Session(
+            asyncio.get_running_loop(), sp.topic(*self._ids("NCMD")), state_topic(host.host_id) if host else None
+        )
+        bd_seq = bdseq.following(self.stats.bd_seq)
+        await self._save_bd_seq(bd_seq)
+        client = self._new_client(session, bd_seq)
         self.stats.sessions += 1
-        host, port, _ = self.cfg.host_port()
+        broker, port, _ = self.cfg.host_port()
         network: threading.Thread | None = None
         try:
-            await asyncio.to_thread(client.connect, host, port, self.cfg.keepalive_s)
-            client._thread_main = functools.partial(_network, client, session)  # loop_start's thread runs it
+            await asyncio.to_thread(client.connect, broker, port, self.cfg.keepalive_s)
+            client._thread_main = functools.partial(network_main, client, session)  # loop_start's thread runs it
             client.loop_start()
             network = client._thread
-            kind, rc = await asyncio.wait_for(session.events.get(), CONNECT_TIMEOUT_S)
-            if kind != "connack" or rc != 0:
-                why = paho.connack_string(rc) if kind == "connack" else session.error or kind
+            event = await asyncio.wait_for(session.next(), CONNECT_TIMEOUT_S)
+            if event.kind != "connack" or event.rc != 0:
+                why = paho.connack_string(event.rc) if event.kind == "connack" else session.error or event.kind
                 raise ConnectionError(f"broker refused: {why}")
             client.subscribe(session.ncmd_topic, qos=1)
-            if state_topic is not None:
-                client.subscribe(state_topic, qos=1)
-                await self._host_online(session)
+            if host is not None:
+                client.subscribe(state_topic(host.host_id), qos=1)
+                await self._host_online(session, host)
             self._online(client)
             while True:
-                kind, rc = await session.events.get()
-                session.taken(kind)
-                if kind == "host_offline":
-                    raise ConnectionError("the primary host is offline")
-                if kind == "lost":
+                event = await session.next()
+                if event.kind == "lost":
                     self._client = None  # gone: no NDEATH to publish on it (the broker sends the will)
-                    raise ConnectionError(f"connection lost ({session.error or paho.error_string(rc)})")
-                if kind == "rebirth":
+                    raise ConnectionError(f"connection lost ({session.error or paho.error_string(event.rc)})")
+                if event.kind == "host" and host is not None and self._host_says(host, event.state) == "offline":
+                    self.stats.host_offline += 1
+                    self.stats.connected = False
+                    return  # NDEATH and DISCONNECT below; the caller connects again at once
+                if event.kind == "rebirth":
                     self.stats.rebirths += 1
                     log.info("bridge_sparkplug_rebirth", bd_seq=self.stats.bd_seq)
                     self._birth(client)
@@ -301,15 +301,33 @@ class SparkplugEdge:
             if network is not None:
                 await asyncio.shield(asyncio.to_thread(self._close, client, network, clean))
 
-    async def _host_online(self, session: _Session) -> None:
+    async def _host_online(self, session: Session, host: PrimaryHost) -> None:
         """Until the primary host's STATE says online (rebirth requests meanwhile are moot)."""
         while True:
-            kind, rc = await session.events.get()
-            session.taken(kind)
-            if kind == "lost":
-                raise ConnectionError(f"connection lost ({session.error or paho.error_string(rc)})")
-            if kind == "host_online":
+            event = await session.next()
+            if event.kind == "lost":
+                raise ConnectionError(f"connection lost ({session.error or paho.error_string(event.rc)})")
+            if event.kind == "host" and self._host_says(host, event.state) == "online":
                 return
+
+    def _host_says(self, host: PrimaryHost, state: sp.HostState | None) -> Verdict:
+        """The primary host's verdict on one STATE, logged when it changes what the host is."""
+        was = host.online
+        verdict = host.observe(state)
+        self.stats.host_online = host.online
+        host_id, stamp = host.host_id, state.timestamp if state is not None else None
+        if verdict in ("stale", "invalid"):
+            self.stats.host_ignored += 1
+            if self._host_log.allow() is not None:
+                last = host.last_ms
+                log.info("bridge_sparkplug_host_ignored", host_id=host_id, reason=verdict, timestamp=stamp, last=last)
+        elif verdict == "online" and was is not True:
+            log.info("bridge_sparkplug_host_online", host_id=host_id, timestamp=stamp)
+        elif verdict == "offline" and was is not False:
+            log.warning(
+                "bridge_sparkplug_host_offline", host_id=host_id, timestamp=stamp, born=self._client is not None
+            )
+        return verdict
 
     def _online(self, client: paho.Client) -> None:
         self._client = client
@@ -332,9 +350,11 @@ class SparkplugEdge:
         """On paho's side (a thread): NDEATH and DISCONNECT when still connected, then its thread ends."""
         if clean:
             death = sp.node_death(self.stats.bd_seq, int(time.time() * 1000))
-            info = client.publish(sp.topic(*self._ids("NDEATH")), death)
+            info = client.publish(sp.topic(*self._ids("NDEATH")), death, qos=1)
             with contextlib.suppress(RuntimeError, ValueError):  # the connection went meanwhile: the will covers it
                 info.wait_for_publish(CLOSE_TIMEOUT_S)
         client.disconnect()  # also ends the network thread's loop when the connection is already gone
         client.loop_stop()
         network.join(CLOSE_TIMEOUT_S)
+        if not network.is_alive():
+            client._reset_sockets()  # the wake-up socket pair loop_start opened (paho 1.x leaves it to the GC)

@@ -12,6 +12,7 @@ a later one.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from pysparkplug import DataType, DBirth, DData, Metric, NBirth, NCmd, NDeath
 
@@ -108,17 +109,30 @@ def is_rebirth(payload: bytes) -> bool:
     return any(m.name == REBIRTH and m.value is True for m in cmd.metrics)
 
 
-def host_online(payload: bytes) -> bool:
-    """A primary host's STATE payload (Sparkplug 3.0: JSON `{"online": true, "timestamp": ...}`;
-    2.2's plain `ONLINE`/`OFFLINE` accepted too); anything else reads as offline."""
+@dataclass(frozen=True, slots=True)
+class HostState:
+    """A primary host's STATE: `online`, and its `timestamp` (Unix ms; None: the payload has none)."""
+
+    online: bool
+    timestamp: int | None
+
+
+def host_state(payload: bytes) -> HostState | None:
+    """A primary host's STATE payload (Sparkplug 3.0: JSON `{"online": true, "timestamp": ms}`;
+    2.2's plain `ONLINE`/`OFFLINE` accepted too, without a timestamp); None when it is neither."""
     text = payload.decode("utf-8", "replace").strip()
     if text in ("ONLINE", "OFFLINE"):
-        return text == "ONLINE"
+        return HostState(text == "ONLINE", None)
     try:
         value = json.loads(text)
     except ValueError:
-        return False
-    return isinstance(value, dict) and value.get("online") is True
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("online"), bool):
+        return None
+    stamp = value.get("timestamp")
+    if isinstance(stamp, bool) or not isinstance(stamp, int | float) or not 0 <= stamp < 2**63:
+        return HostState(value["online"], None)
+    return HostState(value["online"], int(stamp))
 
 
 def crossing_json(crossing: Crossing) -> bytes:

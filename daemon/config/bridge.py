@@ -131,8 +131,8 @@ class BridgeConfig(Section):
     """Redis key of the served state's JSON snapshot (`{group}` is replaced by `group`), written in
     the same transaction as the XACKs it reflects and loaded once when the bridge starts."""
     state_dir: Path = Path("/var/lib/beltsight-bridge")
-    """Where the generated OPC UA certificate (`opcua/`) and the trusted client certificates
-    (`opcua/trusted/`, unless `trusted_dir`) are kept."""
+    """Where the generated OPC UA certificate (`opcua/`), the trusted client certificates
+    (`opcua/trusted/`, unless `trusted_dir`) and the Sparkplug bdSeq (`sparkplug.json`) are kept."""
     read_count: int = Field(256, ge=1, le=10_000)
     """Entries per XREADGROUP call and stream."""
     reconnect_max_s: float = Field(5.0, ge=0.1)

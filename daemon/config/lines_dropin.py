@@ -13,7 +13,6 @@ the old file or the new one. Files of cameras the config does not have are ignor
 from __future__ import annotations
 
 import json
-import os
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +23,7 @@ from pydantic import Field, ValidationError, model_validator
 from daemon.config.base import Section
 from daemon.config.cameras import CameraConfig
 from daemon.config.tracking import LineConfig, lines_problem
+from daemon.core.durable import replace_durably
 
 SUFFIX = ".toml"
 
@@ -137,19 +137,8 @@ def to_toml(lines: CameraLines) -> str:
 
 def write(lines_dir: Path, camera_id: str, lines: CameraLines) -> Path:
     """Replace the camera's drop-in atomically and durably; OSError when it cannot be written."""
-    lines_dir.mkdir(parents=True, exist_ok=True)
     path = path_for(lines_dir, camera_id)
-    tmp = lines_dir / f".{camera_id}{SUFFIX}.tmp"
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(to_toml(lines))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(lines_dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    replace_durably(path, to_toml(lines).encode())
     return path
 
 

@@ -10,6 +10,7 @@ password_file = "/run/credentials/beltsight-bridge.service/mqtt-password"
 ca_file = "/etc/beltsight/mqtt-ca.pem"       # mqtts://: the broker's CA (absent: the system's CAs)
 cert_file = "/etc/beltsight/mqtt-client.pem" # mqtts://: a client certificate, with key_file
 key_file = "/etc/beltsight/mqtt-client.key"
+primary_host_id = "ignition"                # Sparkplug 3.0: births only while this host's STATE says online
 json_topics = false                         # also beltsight/<camera>/crossed as plain JSON
 ```
 
@@ -65,8 +66,10 @@ class SparkplugConfig(Section):
     """Sparkplug edge node id: this bridge. Each camera is a device under it."""
     primary_host_id: TopicId | None = None
     """Sparkplug 3.0 primary host (Ignition: the MQTT Engine's Primary Host ID): births only once that
-    host's retained `spBv1.0/STATE/<id>` says online, and the session ends (NDEATH) when it says offline,
-    so nothing is published while the host cannot receive it. Absent: births right after CONNACK."""
+    host's retained `spBv1.0/STATE/<id>` says online, and the session ends (NDEATH, then a new CONNECT
+    that waits for the host) when it says offline, so nothing is published while the host cannot
+    receive it; crossings meanwhile are kept as in a broker outage (`offline_buffer`). A STATE older
+    than the last one accepted (its `timestamp`) is ignored. Absent: births right after CONNACK."""
     client_id: str = Field("", max_length=200)
     """MQTT client id; empty: `beltsight-<group_id>-<edge_node_id>`."""
     username: str | None = None

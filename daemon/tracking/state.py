@@ -11,10 +11,10 @@ unique and counts continue whichever of them is missing or behind.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from daemon.core.durable import replace_durably
 from daemon.core.objects import ObjectsResume
 
 FORMAT = 1
@@ -68,18 +68,7 @@ def load(directory: Path) -> dict[str, ObjectsResume] | None:
 
 def save(directory: Path, state: Mapping[str, ObjectsResume]) -> None:
     """Replace the state file atomically and durably (a power cut leaves the old or the new one)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path, tmp = directory / FILE_NAME, directory / f".{FILE_NAME}.tmp"
-    with tmp.open("wb") as f:
-        f.write(encode(state))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    replace_durably(directory / FILE_NAME, encode(state))
 
 
 __all__ = ["FILE_NAME", "decode", "encode", "load", "merge", "save"]

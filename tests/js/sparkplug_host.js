@@ -1,9 +1,10 @@
 // A minimal Sparkplug B host for the tests, decoding with Eclipse Tahu's sparkplug-payload (not the
 // bridge's pysparkplug) over MQTT.js. Subscribes to spBv1.0/# and beltsight/#, prints one JSON line
-// per message: {"topic", "payload"} (payload decoded; Long values as numbers; JSON topics as parsed
-// JSON). Prints {"ready": true} once subscribed. With PRIMARY_HOST_ID set it is a Sparkplug 3.0
+// per message: {"topic", "payload"} (payload decoded; Long values as numbers; JSON topics and STATE
+// as parsed JSON). Prints {"ready": true} once subscribed. With PRIMARY_HOST_ID set it is a Sparkplug 3.0
 // primary host: after each (re)subscription it publishes a retained spBv1.0/STATE/<id>
-// {"online": true}, with {"online": false} as its will. Each stdin line `{"rebirth": "<NCMD topic>"}`
+// {"online": true, "timestamp": t}, with {"online": false} and the same t as its will (a new t for
+// each connection, as Sparkplug 3.0 asks). Each stdin line `{"rebirth": "<NCMD topic>"}`
 // publishes a `Node Control/Rebirth` = true NCMD there.
 //
 //   node sparkplug_host.js <broker url> [ca.pem client.pem client.key]
@@ -18,9 +19,11 @@ const [url, ca, cert, key] = process.argv.slice(2);
 const options = { clientId: `tahu-host-${process.pid}`, reconnectPeriod: 200, connectTimeout: 5000, clean: true };
 const hostId = process.env.PRIMARY_HOST_ID;
 const stateTopic = hostId ? `spBv1.0/STATE/${hostId}` : null;
-if (stateTopic) {
-    options.will = { topic: stateTopic, payload: JSON.stringify({ online: false, timestamp: Date.now() }), qos: 1, retain: true };
+let sessionTs = Date.now();
+function will() {
+    return { topic: stateTopic, payload: JSON.stringify({ online: false, timestamp: sessionTs }), qos: 1, retain: true };
 }
+if (stateTopic) options.will = will();
 if (ca) {
     options.ca = fs.readFileSync(ca);
     options.cert = fs.readFileSync(cert);
@@ -49,16 +52,23 @@ client.on("connect", () => {
             process.exit(2);
         }
         if (stateTopic) {
-            client.publish(stateTopic, JSON.stringify({ online: true, timestamp: Date.now() }), { qos: 1, retain: true });
+            client.publish(stateTopic, JSON.stringify({ online: true, timestamp: sessionTs }), { qos: 1, retain: true });
         }
         process.stdout.write(JSON.stringify({ ready: true }) + "\n");
     });
+});
+client.on("reconnect", () => {
+    if (stateTopic) {
+        sessionTs = Math.max(Date.now(), sessionTs + 1);
+        client.options.will = will();
+    }
 });
 client.on("error", (err) => process.stderr.write(`mqtt error: ${err.message}\n`));
 client.on("message", (topic, message) => {
     let payload;
     try {
-        payload = topic.startsWith("spBv1.0/") ? plain(sparkplug.decodePayload(message)) : JSON.parse(message.toString());
+        const sparkplugPayload = topic.startsWith("spBv1.0/") && !topic.startsWith("spBv1.0/STATE/");
+        payload = sparkplugPayload ? plain(sparkplug.decodePayload(message)) : JSON.parse(message.toString());
     } catch (err) {
         payload = { undecodable: String(err) };
     }

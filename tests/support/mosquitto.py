@@ -57,9 +57,11 @@ class Message:
 
     @property
     def kind(self) -> str:
-        """NBIRTH, DDATA, ... (Sparkplug) or the last topic element (`crossed`)."""
+        """NBIRTH, DDATA, STATE, ... (Sparkplug) or the last topic element (`crossed`)."""
         parts = self.topic.split("/")
-        return parts[2] if parts[0] == "spBv1.0" else parts[-1]
+        if parts[0] != "spBv1.0":
+            return parts[-1]
+        return "STATE" if parts[1] == "STATE" else parts[2]
 
     @property
     def device(self) -> str | None:

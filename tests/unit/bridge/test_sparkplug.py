@@ -58,13 +58,10 @@ def test_births_and_crossing_payloads_decode() -> None:
     assert all(m.timestamp == 1234 and m.is_historical for m in ddata.metrics)
 
 
-def test_rebirth_and_host_state_parsing() -> None:
+def test_rebirth_parsing() -> None:
     rebirth = NCmd(timestamp=1, metrics=(Metric(1, sp.REBIRTH, DataType.BOOLEAN, value=True),))
     assert sp.is_rebirth(rebirth.encode(include_dtypes=True))
     other = NCmd(timestamp=1, metrics=(Metric(1, "Other", DataType.BOOLEAN, value=True),))
     assert not sp.is_rebirth(other.encode(include_dtypes=True))
     assert not sp.is_rebirth(b"\xff\xff junk")
-    assert sp.host_online(b'{"online": true, "timestamp": 1}')
-    assert not sp.host_online(b'{"online": false}')
-    assert sp.host_online(b"ONLINE") and not sp.host_online(b"OFFLINE") and not sp.host_online(b"{")
     assert sp.topic("g", "DDATA", "e", "cam1") == "spBv1.0/g/DDATA/e/cam1"

@@ -107,11 +107,46 @@ BRIDGE_EVENTS: tuple[LogEvent, ...] = (
     ),
     LogEvent("bridge_snapshot_loaded", "info", "served state restored from the snapshot in Redis", ("key",)),
     LogEvent(
+        "bridge_sparkplug_bdseq_unreadable",
+        "warning",
+        "at start: the saved Sparkplug bdSeq (`<state_dir>/sparkplug.json`) could not be read or did not parse:"
+        " bdSeq starts again at 0 and the file is rewritten at the next CONNECT",
+        ("path", "error"),
+    ),
+    LogEvent(
+        "bridge_sparkplug_bdseq_unsaved",
+        "warning",
+        "the Sparkplug bdSeq could not be written before a CONNECT: it is used all the same, but a bridge"
+        " restarted now would start again from the last one saved; at most one line a minute",
+        ("path", "error"),
+    ),
+    LogEvent(
         "bridge_sparkplug_dropped",
         "warning",
         "the offline buffer is full: the oldest crossing was dropped (its count still reaches the host in the"
         " next DBIRTH); at most one line a minute, `dropped` is the running total",
         ("dropped", "offline_buffer"),
+    ),
+    LogEvent(
+        "bridge_sparkplug_host_ignored",
+        "info",
+        "a message on the primary host's STATE topic was ignored: `stale` (its timestamp is older than the last"
+        " one accepted, `last`) or `invalid` (not a STATE payload); at most one line a minute",
+        ("host_id", "reason", "timestamp", "last"),
+    ),
+    LogEvent(
+        "bridge_sparkplug_host_offline",
+        "warning",
+        "the primary host's STATE says offline: when the node was born (`born`) the session ends with NDEATH"
+        " and the node connects again and waits; no birth or data until the host is back, crossings kept as"
+        " while the broker is down",
+        ("host_id", "timestamp", "born"),
+    ),
+    LogEvent(
+        "bridge_sparkplug_host_online",
+        "info",
+        "the primary host's STATE says online: NBIRTH and every DBIRTH follow",
+        ("host_id", "timestamp"),
     ),
     LogEvent(
         "bridge_sparkplug_offline",
