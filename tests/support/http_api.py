@@ -25,9 +25,13 @@ def request(
     headers: dict[str, str] | None = None,
     timeout_s: float = 10.0,
 ) -> tuple[int, Any]:
-    """(status, JSON body, or the text when it is not JSON) of one request to the endpoint."""
+    """(status, JSON body, or the text when it is not JSON) of one request to the endpoint (a body is
+    sent as `application/json`, as curl with `-H 'Content-Type: application/json'` would)."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method, headers=headers or {})
+    sent = {"Content-Type": "application/json"} if data is not None else {}
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", data=data, method=method, headers={**sent, **(headers or {})}
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as response:
             return response.status, json.loads(response.read())
