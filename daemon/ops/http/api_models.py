@@ -33,7 +33,7 @@ from typing import Any
 from aiohttp import web
 
 from daemon.inference.swap import SwapError
-from daemon.ops.http.preconditions import etag_of, if_match, tagged
+from daemon.ops.http.preconditions import etag_of, if_match, set_etag, tagged
 from daemon.ops.http.server import HealthServer
 from daemon.ops.http.writes import json_reply, refused, writer
 from daemon.ops.models import ModelsControl, StaleError
@@ -111,7 +111,7 @@ class ModelsApi:
         except SwapError as exc:
             return _problem(exc.status, exc.reason)
         response = json_reply(200, done.to_json())
-        response.etag = etag_of(await self._control.state(size))
+        set_etag(response, await self._control.state(size))
         return response
 
 

@@ -45,11 +45,16 @@ def if_match(request: web.BaseRequest) -> Callable[[str], bool] | None:
     return matches
 
 
+def set_etag(response: web.StreamResponse, state: Any) -> None:
+    """The `ETag` header of `state` (spelt as RFC 9110 does; aiohttp's setter writes `Etag`)."""
+    response.headers["ETag"] = f'"{etag_of(state)}"'
+
+
 def tagged(status: int, state: dict[str, Any]) -> web.Response:
     """`state` as JSON with its `ETag`."""
     response = json_reply(status, state)
-    response.etag = etag_of(state)
+    set_etag(response, state)
     return response
 
 
-__all__ = ["ANY", "etag_of", "if_match", "tagged"]
+__all__ = ["ANY", "etag_of", "if_match", "set_etag", "tagged"]
