@@ -80,6 +80,7 @@ def test_a_model_swapped_under_a_running_camera_serves_from_one_frame_on(
         tmp_path / "beltsight.toml",
         redis_url=redis.url,
         cameras=[{"id": "belt", "url": server.url("belt"), "lines": [LINE]}],
+        health={"request_timeout_s": 120},  # the endpoint's 5 s deadline cut swaps short on a loaded machine
         tracking={"lines_dir": str(tmp_path / "lines")},
     )
     fp16 = tmp_path / "conveyor-640-fp16.onnx"
