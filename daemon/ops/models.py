@@ -101,16 +101,17 @@ class ModelsControl:
         allow_new_classes: bool = False,
         by: str = "api",
         precondition: Precondition | None = None,
-    ) -> Swapped:
+    ) -> tuple[Swapped, dict[str, Any]]:
         """Swap the model of `size` for the file at `path` (read as the serving entry's layout and
-        labels) and persist it in the drop-in; `SwapError` (nothing changed), `StaleError` when
+        labels) and persist it in the drop-in: the swap, and the size's `state` right after it (no
+        other swap between); `SwapError` (nothing changed), `StaleError` when
         `precondition` does not hold for what serves. Shielded: a request that goes away (its
         client, the endpoint's deadline) does not cut a swap between serving and persisting."""
         return await asyncio.shield(self._swap(size, path, allow_new_classes, by, precondition))
 
     async def _swap(
         self, size: int, path: Path, allow_new_classes: bool, by: str, precondition: Precondition | None
-    ) -> Swapped:
+    ) -> tuple[Swapped, dict[str, Any]]:
         async with self._lock:
             if size not in self._running:
                 raise SwapError(422, f"no model of size {size} is configured ([models] has {self.sizes})")
@@ -133,7 +134,7 @@ class ModelsControl:
                 raise SwapError(500, f"{reason}; {path} serves but a restart brings back the previous model") from None
             self._entries = entries
             self._serves(size, model, done)
-            return done
+            return done, await self.state(size)
 
     async def reload(self, new: Settings) -> list[str]:
         """Swap each size whose entry in `new` (the file with the drop-in as it is on disk now) is not

@@ -99,7 +99,7 @@ class ModelsApi:
             return _problem(400, str(exc))
         matches = if_match(request)
         try:
-            done = await self._control.swap(
+            done, state = await self._control.swap(
                 size,
                 path,
                 allow_new_classes=allow_new_classes,
@@ -111,7 +111,7 @@ class ModelsApi:
         except SwapError as exc:
             return _problem(exc.status, exc.reason)
         response = json_reply(200, done.to_json())
-        set_etag(response, await self._control.state(size))
+        set_etag(response, state)
         return response
 
 

@@ -59,7 +59,13 @@ def test_a_swap_is_persisted_and_one_that_cannot_be_written_is_undone(tmp_path: 
     control = ModelsControl(settings(tmp_path), swapper, serving=lambda size: None)
 
     async def scenario() -> None:
-        await control.swap(640, FP16)
+        done, state = await control.swap(640, FP16)
+        assert (done.path, state["path"], state["source"], state["sha256"]) == (
+            str(FP16),
+            str(FP16),
+            "drop-in",
+            "ab" * 32,
+        )
         assert read(tmp_path / "models.toml") == {
             640: SwapEntry(model=ModelConfig(path=FP16), replaces=ModelConfig(path=MODELS[640]))
         }
