@@ -89,7 +89,7 @@ def test_a_model_swapped_through_the_api_serves_again_after_a_restart(
         # persisted before the answer: the drop-in names the new model and the entry it replaced
         kept = tomllib.loads(dropin.read_text())
         assert kept["640"]["model"]["path"] == str(FP16) and kept["640"]["replaces"]["path"] == str(MODELS[640])
-        wait_until(lambda: serving(redis) == f"640:{body['new']}", 60, "detections on the swapped model", d)
+        wait_until(lambda: serving(redis) == f"640:{body['new']}", 120, "detections on the swapped model", d)
 
         # a second writer still holding the first tag: 412 with what serves, nothing swapped
         status, reply = request(port, "/api/models/640", "POST", {"path": str(MODELS[640])}, If_Match=before_tag)
@@ -137,7 +137,7 @@ def test_a_reload_compares_against_what_serves_and_an_edit_back_to_the_original_
         d.reload()
         wait_until(lambda: request(port, "/api/cameras/belt/lines")[1]["lines"] != [], 60, "the reloaded lines", d)
         assert tag_and_state(port)[1]["path"] == str(FP16) and "640" in tomllib.loads(dropin.read_text())
-        wait_until(lambda: serving(redis) == f"640:{body['new']}", 60, "detections on the API's model", d)
+        wait_until(lambda: serving(redis) == f"640:{body['new']}", 120, "detections on the API's model", d)
 
         # the file edited back to the original model and reloaded: the original serves, the entry is gone
         config_for(tmp_path, redis, clip, MODELS[640], [LINE])
@@ -145,4 +145,4 @@ def test_a_reload_compares_against_what_serves_and_an_edit_back_to_the_original_
         wait_until(lambda: tag_and_state(port)[1]["path"] == str(MODELS[640]), 120, "the original model back", d)
         assert tag_and_state(port)[1] == original
         assert tomllib.loads(dropin.read_text()) == {}
-        wait_until(lambda: serving(redis) == f"640:{original['name']}", 60, "detections on the original model", d)
+        wait_until(lambda: serving(redis) == f"640:{original['name']}", 120, "detections on the original model", d)
