@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from daemon.config.lines_dropin import source_of
+from daemon.config.models_dropin import describe as describe_model_sources
 from daemon.config.settings import EX_CONFIG, ConfigError, Settings, load_settings, resolve_config_path
 from daemon.config.sharding import describe
 from daemon.config.tracking import describe_lines
@@ -70,6 +71,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     from daemon.inference.model_file import describe_models  # noqa: PLC0415 - loads onnxruntime
 
     lines, errors = describe_models(settings.models)
+    lines += describe_model_sources(settings.models_resolved, settings.engine.models_dropin)
     for line in lines:
         print(line, file=sys.stderr)
     if errors:

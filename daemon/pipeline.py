@@ -42,6 +42,7 @@ from daemon.ops.http.api_lines import LinesApi
 from daemon.ops.http.api_models import ModelsApi
 from daemon.ops.lines import LinesControl
 from daemon.ops.liveview import LiveView
+from daemon.ops.models import ModelsControl
 from daemon.ops.reload import Reloader
 from daemon.ops.systemd import SystemdNotifier
 from daemon.publish.capture import FrameCapture
@@ -210,14 +211,14 @@ def _reloader(
     tracking: TrackingStage,
     lines: LinesControl,
 ) -> Reloader:
-    """The reloader, with model swaps (`daemon.inference.swap`) and, on the endpoint, their API
-    (`daemon.ops.http.api_models`)."""
+    """The reloader, with model swaps (`daemon.inference.swap`, kept in the models drop-in by
+    `daemon.ops.models`) and, on the endpoint, their API (`daemon.ops.http.api_models`)."""
     swapper = ModelSwapper(workers, lanes, on_event=sink.accept_event)
+    models = ModelsControl(settings, swapper, serving=workers.models.infos.get)
+    models.prune()
     if health is not None:
-        ModelsApi(health, swapper).register()
-    return Reloader(
-        settings, tracking=tracking, lines=lines, health=health, set_rules=workers.set_rules, models=swapper
-    )
+        ModelsApi(health, models).register()
+    return Reloader(settings, tracking=tracking, lines=lines, health=health, set_rules=workers.set_rules, models=models)
 
 
 def _liveview(settings: Settings, metrics: Metrics, tracking: TrackingStage) -> LiveView:

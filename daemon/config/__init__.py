@@ -5,8 +5,10 @@ in its own module (`redis`, `engine`, `models`, `logging`, `health`, `cameras`, 
 `tracking` with the cameras' lines and gates, `bridge`, `sharding` for `[instance]`), all built
 on `base.Section` (unknown keys are errors, values frozen).
 `load_settings(path)` reads one file per call (re-entrant), with each camera's lines drop-in from
-`[tracking] lines_dir` over the file's lines (`lines_dropin`: what the lines API wrote), and raises
-`ConfigError` listing every problem with its key path. The only place the environment is read.
+`[tracking] lines_dir` over the file's lines (`lines_dropin`: what the lines API wrote), the models
+drop-in `[engine] models_dropin` over `[models]` while it holds (`models_dropin`: what the models API
+swapped), and raises `ConfigError` listing every problem with its key path. The only place the
+environment is read.
 
 May import: `daemon.core`. Entry points: `Settings`, `load_settings`, `resolve_config_path`,
 `ConfigError`, `ThermalConfig` (here), and each section's model from its module.

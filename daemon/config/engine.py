@@ -85,6 +85,11 @@ class EngineConfig(Section):
     allow_fallback: bool = False
     """A session that did not get the first provider: false refuses to start (`provider_unavailable`,
     exit 69); true runs on what it got and logs an ERROR `provider_fallback`."""
+    models_dropin: Path = Path("/var/lib/beltsight/models.toml")
+    """Where models swapped through the API (`POST /api/models/{size}`) are kept: per size, the model
+    that serves and the `[models.<size>]` entry of this file it replaced. Such an entry overrides
+    `[models.<size>]` at start and on reload while this file's entry is still the one it replaced;
+    an edit of that entry made after the swap wins (`daemon.config.models_dropin`)."""
     max_batch: int = Field(8, ge=1, le=64)
     """Most frames in one inference batch of a model size (and the device batch tensor's size)."""
     max_wait_ms: float = Field(15.0, ge=0)

@@ -14,6 +14,7 @@ from typing import Any, Self
 
 from pydantic import (
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -34,6 +35,8 @@ from daemon.config.health import HealthConfig
 from daemon.config.lines_dropin import LinesInvalidError, with_dropins
 from daemon.config.logging import LoggingConfig
 from daemon.config.models import ModelConfig
+from daemon.config.models_dropin import ModelsDropinInvalidError, Resolved, resolve
+from daemon.config.models_dropin import read as read_models_dropin
 from daemon.config.redis import RedisConfig
 from daemon.config.sharding import InstanceConfig, runs
 from daemon.config.snapshots import SnapshotsConfig
@@ -84,6 +87,16 @@ class Settings(BaseSettings):
     shutdown_grace_s: Seconds = 10.0
     """On SIGTERM/SIGINT: the time to finish in-flight batches and flush Redis (or spill to the
     spool) before exiting; what is left is logged as `unflushed`."""
+    _models_resolved: Resolved | None = PrivateAttr(None)
+
+    @property
+    def models_resolved(self) -> Resolved:
+        """Where each of `models` comes from: the config file or the models drop-in (`load_settings`
+        sets it; settings built otherwise, or copied with other models, have every model from the file)."""
+        resolved = self._models_resolved
+        if resolved is None or resolved.models != self.models:
+            return Resolved(dict(self.models), dict(self.models))
+        return resolved
 
     @field_validator("models")
     @classmethod
@@ -176,7 +189,14 @@ def load_settings(path: Path) -> Settings:
         cameras = with_dropins(settings.cameras, settings.tracking.lines_dir)
     except LinesInvalidError as exc:
         raise ConfigError(str(path), exc.problems) from None
-    return _resolve_relative_paths(settings.model_copy(update={"cameras": cameras}), path.parent)
+    settings = _resolve_relative_paths(settings.model_copy(update={"cameras": cameras}), path.parent)
+    try:  # the models swapped through the API ([engine] models_dropin) override the file's, until it changes
+        resolved = resolve(settings.models, read_models_dropin(settings.engine.models_dropin))
+    except ModelsDropinInvalidError as exc:
+        raise ConfigError(str(path), exc.problems) from None
+    settings = settings.model_copy(update={"models": resolved.models})
+    settings._models_resolved = resolved
+    return settings
 
 
 def _read(path: Path) -> Settings:

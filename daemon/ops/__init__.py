@@ -3,9 +3,11 @@
 Grouped by what each part does:
 - `http/`: the endpoint (`/healthz`, `/metrics`): `http.server.HealthServer`, the report it serves
   (`http.report`), its flood bound (`http.bound`), optional TLS (`http.tls`) and basic
-  authentication (`http.auth`), and the lines API (`http.api_lines`);
-- `lines` (`LinesControl`: each camera's running lines, applied between frames, persisted, audited)
-  and `reload` (`Reloader`: SIGHUP re-reads the config and applies what can change live);
+  authentication (`http.auth`), the lines and models APIs (`http.api_lines`, `http.api_models`) and
+  their `ETag`/`If-Match` (`http.preconditions`);
+- `lines` (`LinesControl`: each camera's running lines, applied between frames, persisted, audited),
+  `models` (`ModelsControl`: the model serving each size, swaps kept in the models drop-in) and
+  `reload` (`Reloader`: SIGHUP re-reads the config and applies what can change live);
 - `systemd`: sd_notify (READY/STATUS/WATCHDOG/STOPPING) and the watchdog loop;
 - `logging/`: the structlog set-up (`logging.configure`) and the event catalogue
   (`logging.catalogue`, its rows per room in `logging.events`);
@@ -16,5 +18,6 @@ Grouped by what each part does:
 May import: `daemon.core`, `daemon.config` and the stage rooms (`ingest`, `batching`,
 `inference`, `tracking`, `publish`, `thermal`). Entry points: `daemon.ops.logging.configure_logging`,
 `daemon.ops.http.HealthServer`, `daemon.ops.systemd.SystemdNotifier`, `daemon.ops.liveview.LiveView`,
-`daemon.ops.doctor.run_doctor`, `daemon.ops.lines.LinesControl`, `daemon.ops.reload.Reloader`.
+`daemon.ops.doctor.run_doctor`, `daemon.ops.lines.LinesControl`, `daemon.ops.models.ModelsControl`,
+`daemon.ops.reload.Reloader`.
 """

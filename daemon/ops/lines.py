@@ -5,14 +5,16 @@
 camera's frames: `TrackingStage.apply_lines` keeps tracks, ids and kept lines' counts), to the live
 view, and audits it: a `lines_changed` log line (camera, user, before and after) and a `lines_changed`
 entry in `beltsight:events`. The API persists first (`daemon.config.lines_dropin.write`, off the loop):
-a change that cannot be written is not applied. One change at a time (a lock), so two writers of one
-camera cannot leave the file and what runs apart.
+a change that cannot be written is not applied. One change of a camera at a time (a lock per camera),
+so two writers of one camera cannot leave the file and what runs apart; a write with a precondition
+(the API's `If-Match`) is checked under that lock, against what runs then (`StaleError` when it fails).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -26,6 +28,17 @@ from daemon.ops.liveview import LiveView
 from daemon.tracking.stage import TrackingStage
 
 log = structlog.get_logger("beltsight.lines")
+
+Precondition = Callable[[CameraLines], bool]
+"""Whether a write may replace the lines that run (given them); see `LinesControl.put`."""
+
+
+class StaleError(Exception):
+    """A write whose precondition no longer holds: nothing changed; `current` is what runs."""
+
+    def __init__(self, current: CameraLines) -> None:
+        self.current = current
+        super().__init__("the camera's lines changed since they were read")
 
 
 class LinesControl:
@@ -44,7 +57,7 @@ class LinesControl:
         self._tracking = tracking
         self._liveview = liveview
         self._on_event = on_event
-        self._lock = asyncio.Lock()
+        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     @property
     def camera_ids(self) -> list[str]:
@@ -54,11 +67,16 @@ class LinesControl:
         """What `camera_id` counts on now; KeyError for a camera this instance does not run."""
         return self._current[camera_id]
 
-    async def put(self, camera_id: str, lines: CameraLines, user: str) -> CameraLines:
-        """Persist `lines` as the camera's drop-in, then apply them (OSError: nothing changed)."""
+    async def put(
+        self, camera_id: str, lines: CameraLines, user: str, precondition: Precondition | None = None
+    ) -> CameraLines:
+        """Persist `lines` as the camera's drop-in, then apply them (OSError: nothing changed); with a
+        `precondition`, only while it holds for what runs (`StaleError`: nothing changed)."""
         if camera_id not in self._current:
             raise KeyError(camera_id)
-        async with self._lock:
+        async with self._locks[camera_id]:
+            if precondition is not None and not precondition(self._current[camera_id]):
+                raise StaleError(self._current[camera_id])
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, write, self.lines_dir, camera_id, lines)
             self.apply(camera_id, lines, user)
@@ -80,4 +98,4 @@ class LinesControl:
         return True
 
 
-__all__ = ["LinesControl"]
+__all__ = ["LinesControl", "Precondition", "StaleError"]

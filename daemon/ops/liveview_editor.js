@@ -1,8 +1,10 @@
 // The line editor of the live view: per camera, on its current frame, place counting lines with two
 // clicks or taps, drag their ends, flip their "in" direction, name them, add gates, and calibrate
 // mm_per_px from a segment of known length. Nothing changes in the daemon until Apply
-// (PUT /api/cameras/<id>/lines); Revert reloads what runs (GET). Pointer Events throughout, so a
-// mouse, a pen and a finger all work; the handles also move with the arrow keys.
+// (PUT /api/cameras/<id>/lines); Revert reloads what runs (GET). Apply sends the ETag of the lines it
+// read as If-Match: when someone else changed the camera since, the daemon answers 412 with what runs
+// now, which the editor loads and says so. Pointer Events throughout, so a mouse, a pen and a finger
+// all work; the handles also move with the arrow keys.
 "use strict";
 const SVG_NS = "http://www.w3.org/2000/svg";
 const KEY_STEP = 0.005;
@@ -91,6 +93,7 @@ class LineEditor {
   constructor(c) {
     this.c = c;
     this.running = null;
+    this.etag = null;  // the ETag of `running`, sent as If-Match by Apply
     this.draft = {mm_per_px: null, lines: []};
     this.mode = "idle";  // "line" or "measure": the next two clicks place one
     this.pending = null;  // the first point placed
@@ -132,8 +135,7 @@ class LineEditor {
     try {
       const r = await fetch(this.url(), {cache: "no-store", credentials: "same-origin"});
       if (!r.ok) throw new Error(r.status + " " + (await r.text()).trim());
-      this.running = await r.json();
-      this.draft = structuredClone(this.running);
+      this.load(r, await r.json());
       this.problems = [];
       this.message = "Showing what runs.";
       this.setState("clean");
@@ -144,20 +146,33 @@ class LineEditor {
     this.render();
   }
 
+  // What runs (a reply's body) as the running lines and the draft, with the reply's ETag.
+  load(reply, lines) {
+    this.running = lines;
+    this.etag = reply.headers.get("ETag");
+    this.draft = structuredClone(this.running);
+  }
+
   async apply() {
     this.setState("applying");
     this.render();
+    const headers = {"Content-Type": "application/json"};
+    if (this.etag) headers["If-Match"] = this.etag;
     try {
-      const r = await fetch(this.url(), {method: "PUT", credentials: "same-origin", cache: "no-store",
-                                         headers: {"Content-Type": "application/json"},
+      const r = await fetch(this.url(), {method: "PUT", credentials: "same-origin", cache: "no-store", headers,
                                          body: JSON.stringify(this.draft)});
       if (r.status === 200) {
-        this.running = await r.json();
-        this.draft = structuredClone(this.running);
+        this.load(r, await r.json());
         this.problems = [];
         this.message = "Applied at " + new Date().toLocaleTimeString() + ": these lines run now.";
         this.setState("applied");
         schedule(0);  // the counts of the lines that run now
+      } else if (r.status === 412) {
+        this.load(r, await r.json());
+        this.problems = [];
+        this.message = "Not applied: someone else changed the lines of this camera since you opened them. " +
+          "What runs now is loaded; redo your change on it and Apply again.";
+        this.setState("conflict");
       } else if (r.status === 400) {
         this.problems = (await r.json()).problems || ["the daemon refused the lines"];
         this.message = "Not applied: " + this.problems.length + " problem(s), shown beside the fields.";
@@ -406,7 +421,7 @@ class LineEditor {
     const status = this.c.panel.querySelector(".editor-status");
     if (!status) return;
     const dirty = this.dirty();
-    status.className = "editor-status " + (dirty ? "dirty" : "applied");
+    status.className = "editor-status " + (this.state === "conflict" && !dirty ? "conflict" : dirty ? "dirty" : "applied");
     status.textContent = (dirty ? "Draft not applied: the daemon still runs the previous lines. " : "") + this.message;
     for (const line of this.draft.lines) {
       const counts = this.countsOf(line.id);

@@ -4,13 +4,15 @@ can change live, name the rest.
 Live, from the next frame or batch on: each camera's `mm_per_px`, lines and gates (`LinesControl.apply`,
 kept lines keep their counts), each camera's `conf_threshold` and `[engine] conf_threshold` (the lanes'
 rules), the `[tracking]` knobs (tracks, ids and counts stay), `[logging] level`, `[health]
-basic_auth_users`. A changed `[models.<size>]` (a new path, or its layout and labels) is swapped in
-without stopping the line (`daemon.inference.swap`: checked, built beside the serving model, canaried,
-swapped between two batches; the same class names only) and named below when the swap is refused.
-Everything else that differs from what the daemon started with (cameras added or removed or otherwise
-changed, models added or removed, Redis, the engine, the endpoint's address ...) is named in one
-`config_restart_needed` line and left as it runs until a restart. A file that does not load (the config
-or a drop-in invalid) changes nothing: `config_reload_failed` with every problem.
+basic_auth_users`. A size whose `[models.<size>]` (with the models drop-in over it,
+`daemon.config.models_dropin`) is not the entry that serves now (a new path, or its layout and labels)
+is swapped to it without stopping the line (`daemon.ops.models.ModelsControl.reload`: the comparison is
+against what serves, a swap through the API included, not against the file at start) and named below
+when the swap is refused. Everything else that differs from what the daemon started with (cameras
+added or removed or otherwise changed, models added or removed, Redis, the engine, the endpoint's
+address ...) is named in one `config_restart_needed` line and left as it runs until a restart. A file
+that does not load (the config or a drop-in invalid) changes nothing: `config_reload_failed` with
+every problem.
 
 The file is read off the event loop; the changes are applied on it (between two frames of each camera).
 Reloads run one at a time: requests that arrive during one are folded into the next.
@@ -30,9 +32,9 @@ from daemon.config.cameras import CameraConfig
 from daemon.config.lines_dropin import CameraLines
 from daemon.config.settings import ConfigError, Settings, load_settings
 from daemon.config.tracking import TrackingConfig
-from daemon.inference.swap import ModelSwap, SwapError
 from daemon.ops.http import HealthServer
 from daemon.ops.lines import LinesControl
+from daemon.ops.models import ModelsControl
 from daemon.tracking.stage import TrackingStage
 
 log = structlog.get_logger("beltsight.reload")
@@ -112,7 +114,7 @@ class Reloader:
         lines: LinesControl,
         health: HealthServer | None,
         set_rules: Callable[[Settings], None],
-        models: ModelSwap | None = None,
+        models: ModelsControl | None = None,
     ) -> None:
         self._started = settings
         self._live = settings
@@ -137,19 +139,12 @@ class Reloader:
         return True
 
     async def swap_models(self, new: Settings) -> list[str]:
-        """Swap each model whose `[models.<size>]` changed (`models.<size>` for each swapped); one
-        refused stays as it runs and is named as needing a restart."""
-        started, swapped = self._started, []
-        for size in sorted(started.models.keys() & new.models.keys()):
-            model = new.models[size]
-            if self._models is None or model == started.models[size]:
-                continue
-            try:
-                await self._models.swap(size, model.path, overrides=model.overrides(), by="reload")
-            except SwapError:
-                continue  # logged and audited by the swap; named in config_restart_needed
-            self._started = self._started.model_copy(update={"models": {**self._started.models, size: model}})
-            swapped.append(f"models.{size}")
+        """Swap each size whose entry in `new` is not the one that serves (`models.<size>` for each
+        swapped); one refused stays as it serves and is named as needing a restart."""
+        if self._models is None:
+            return []
+        swapped = await self._models.reload(new)
+        self._started = self._started.model_copy(update={"models": self._models.running()})
         return swapped
 
     def apply(self, new: Settings) -> list[str]:

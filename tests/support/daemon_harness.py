@@ -50,7 +50,7 @@ class InProcessDaemon:
         self.metrics = Metrics()
         settings = load_settings(config)
         factory = engine_factory(settings, self.metrics) if engine_factory is not None else None
-        self.daemon = Daemon(settings, metrics=self.metrics, engine_factory=factory)
+        self.daemon = Daemon(settings, metrics=self.metrics, engine_factory=factory, config_path=config)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = threading.Event()
         self.error: BaseException | None = None
@@ -79,6 +79,11 @@ class InProcessDaemon:
             self._loop.call_soon_threadsafe(self.daemon.request_stop)
         self._thread.join(timeout_s)
         assert not self._thread.is_alive(), "daemon did not stop"
+
+    def reload(self) -> None:
+        """What SIGHUP does: re-read the config file and apply it (asynchronously, on the daemon's loop)."""
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self.daemon.request_reload)
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -82,12 +82,8 @@ class Probe:
 
 def http(port: int, path: str, body: Any = None) -> tuple[int, float]:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{port}{path}",
-        data=data,
-        method="GET" if data is None else "PUT",
-        headers={"Content-Type": "application/json"},
-    )
+    method, headers = ("GET", {}) if data is None else ("PUT", {"Content-Type": "application/json"})
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method, headers=headers)
     t0 = time.perf_counter()
     with urllib.request.urlopen(req, timeout=30) as r:
         r.read()

@@ -68,12 +68,8 @@ class Probe:
 
 def post(port: int, path: Path) -> tuple[int, dict[str, Any], float]:
     body = json.dumps({"path": str(path), "allow_new_classes": False}).encode()
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{port}/api/models/640",
-        data=body,
-        method="POST",
-        headers={"Content-Type": "application/json"},
-    )
+    json_type = {"Content-Type": "application/json"}
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/api/models/640", data=body, method="POST", headers=json_type)
     t0 = time.perf_counter()
     with urllib.request.urlopen(req, timeout=120) as r:
         return r.status, json.loads(r.read()), t0

@@ -39,8 +39,10 @@ def write_config(
     """A TOML config: the committed demo models, CPU provider unless overridden (`engine` keys);
     `health` adds keys to `[health]` (listen defaults to a free loopback port), `redis` to `[redis]`,
     `tracking` (when given) writes `[tracking]`; `extra` (TOML text) goes before the `[[cameras]]`.
-    A camera's nested values (its `lines`, each with `gates`) are written as inline tables."""
-    engine = {"providers": ["cpu"], "max_batch": 4, "max_wait_ms": 20, **engine}
+    A camera's nested values (its `lines`, each with `gates`) are written as inline tables. The models
+    drop-in (`[engine] models_dropin`) is `models.toml` beside the config unless `engine` names one."""
+    dropin = str(path.parent / "models.toml")
+    engine = {"providers": ["cpu"], "max_batch": 4, "max_wait_ms": 20, "models_dropin": dropin, **engine}
     lines = [f"shutdown_grace_s = {json.dumps(shutdown_grace_s)}"]
     lines += _table("redis", {"url": redis_url, **(redis or {})})
     lines += _table("models", {str(size): str(p) for size, p in MODELS.items()})

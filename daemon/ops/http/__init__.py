@@ -4,8 +4,9 @@
 says), `bound` (`BoundedServer`, `HttpLimits`: connection, header and time limits), `tls` (optional
 HTTPS, each handshake inside that bound), `auth` (basic authentication against bcrypt hashes,
 `/healthz` optionally left open), `api_lines` (`GET`/`PUT /api/cameras/{id}/lines`, over
-`daemon.ops.lines.LinesControl`), `api_models` (`POST /api/models/{size}`, over
-`daemon.inference.swap.ModelSwap`), `writes` (the guard of every write route: `401`/`403`).
+`daemon.ops.lines.LinesControl`), `api_models` (`GET /api/models`, `GET`/`POST /api/models/{size}`,
+over `daemon.ops.models.ModelsControl`), `preconditions` (their `ETag` and `If-Match`: `412` for a
+write on a stale tag), `writes` (the guard of every write route: `401`/`403`).
 
 May import: `daemon.core`, `daemon.config` and the stage rooms. Entry points: `HealthServer`,
 `HttpLimits`, `health_report` (re-exported here).

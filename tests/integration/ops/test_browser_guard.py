@@ -42,12 +42,18 @@ LINES_BODY = json.dumps({"lines": [LINE]}).encode()
 
 
 class RecordingSwapper:
-    """A `ModelSwap` that records what reached it and refuses it (no model is ever loaded here)."""
+    """Models as `ModelsApi` sees them (a `ModelsControl`'s surface) that record each swap that reached
+    them and refuse it (no model is ever loaded here)."""
+
+    sizes = (640,)
 
     def __init__(self) -> None:
         self.calls: list[Path] = []
 
-    async def swap(self, size: int, path: Path, **kwargs: Any) -> Swapped:
+    async def state(self, size: int) -> dict[str, Any]:
+        return {"size": size, "path": "/models/conveyor-640.onnx"}
+
+    async def swap(self, size: int, path: Path, **kwargs: Any) -> tuple[Swapped, dict[str, Any]]:
         self.calls.append(path)
         raise SwapError(422, f"recorded {path}")
 
@@ -64,7 +70,7 @@ class Endpoint:
         self.server = HealthServer("127.0.0.1", 0, self.metrics.registry, lambda: {"ok": True},
                                    metrics=self.metrics, **kwargs)  # fmt: skip
         LinesApi(self.server, self.lines).register()
-        ModelsApi(self.server, self.swapper).register()
+        ModelsApi(self.server, self.swapper).register()  # type: ignore[arg-type]
 
     @property
     def port(self) -> int:

@@ -199,3 +199,43 @@ def test_an_end_dragged_by_touch_is_only_a_draft_until_applied_and_revert_brings
         browser.wait_for(f"document.querySelector('{CARD}').dataset.editor === 'applied'", 30, "Apply")
         after = running(d)["lines"][0]
         assert near(after["end"], (0.7, 0.85)) and after["id"] == "count" and after["direction"][0] < -0.9
+
+
+def test_the_second_of_two_editors_is_told_someone_else_changed_the_camera_and_gets_what_runs(
+    tmp_path: Path, redis_server: Callable[..., RedisServer], clip_factory: Callable[..., Clip]
+) -> None:
+    """Two people open the editor on the same running line. The first drags its end and applies; the
+    second, who read the lines before that, drags the other end and applies: the daemon answers 412
+    (the editor's If-Match is stale), keeps the first one's lines, and the second page says that
+    someone else changed the camera, with the lines that run now loaded. Applying from there works."""
+    redis = redis_server()
+    (first_dir := tmp_path / "first").mkdir()
+    (second_dir := tmp_path / "second").mkdir()
+    with (
+        start(tmp_path, redis, clip_factory, [RUNNING]) as d,
+        editor(first_dir, d) as first,
+        editor(second_dir, d) as second,
+    ):
+        before = running(d)
+        first.touch_drag(first.at(IMAGE, 0.5, 0.95), first.at(IMAGE, 0.7, 0.85))
+        press_button(first, "button[data-act=apply]")
+        first.wait_for(f"document.querySelector('{CARD}').dataset.editor === 'applied'", 30, "the first Apply")
+        theirs = running(d)
+        assert theirs != before and near(theirs["lines"][0]["end"], (0.7, 0.85))
+
+        second.touch_drag(second.at(IMAGE, 0.5, 0.05), second.at(IMAGE, 0.3, 0.15))
+        mine = draft(second)
+        assert near(mine["lines"][0]["start"], (0.3, 0.15)) and mine["lines"][0]["end"] == RUNNING["end"]
+        press_button(second, "button[data-act=apply]")
+        second.wait_for(f"document.querySelector('{CARD}').dataset.editor === 'conflict'", 30, "the refusal")
+        assert running(d) == theirs  # the second write changed nothing
+        assert draft(second) == theirs and dataset(second, "dirty") == "0"  # what runs now, loaded
+        message = second.evaluate(f"document.querySelector('{CARD} .editor-status').textContent")
+        assert "someone else changed" in message, message
+        keep_screenshot(second, "editor-conflict.png", tmp_path)
+
+        second.touch_drag(second.at(IMAGE, 0.5, 0.05), second.at(IMAGE, 0.3, 0.15))
+        press_button(second, "button[data-act=apply]")
+        second.wait_for(f"document.querySelector('{CARD}').dataset.editor === 'applied'", 30, "Apply on what runs")
+        now = running(d)["lines"][0]
+        assert near(now["start"], (0.3, 0.15)) and near(now["end"], (0.7, 0.85))

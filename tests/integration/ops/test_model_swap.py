@@ -80,8 +80,8 @@ def test_a_model_swapped_under_a_running_camera_serves_from_one_frame_on(
         tmp_path / "beltsight.toml",
         redis_url=redis.url,
         cameras=[{"id": "belt", "url": server.url("belt"), "lines": [LINE]}],
+        health={"request_timeout_s": 120},  # the endpoint's 5 s deadline cut swaps short on a loaded machine
         tracking={"lines_dir": str(tmp_path / "lines")},
-        health={"request_timeout_s": 120},  # a swap (sessions built, warmed up) on a busy machine takes > 5 s
     )
     fp16 = tmp_path / "conveyor-640-fp16.onnx"
     shutil.copyfile(MODELS[640].parent / fp16.name, fp16)
@@ -149,7 +149,9 @@ def test_a_model_swapped_under_a_running_camera_serves_from_one_frame_on(
 
 
 class NotReached:
-    """A swapper the guard must keep requests from (every request here is refused or malformed)."""
+    """Models the guard must keep requests from (every request here is refused or malformed)."""
+
+    sizes = (640,)
 
     async def swap(self, size: int, path: Path, **kwargs: Any) -> Swapped:
         raise AssertionError("the guard let a request through")
@@ -162,12 +164,12 @@ def basic(user: str, password: str) -> dict[str, str]:
 def test_writes_need_authentication_or_a_loopback_only_endpoint() -> None:
     async def scenario() -> None:
         open_server = HealthServer("0.0.0.0", 0, Metrics().registry, lambda: {"ok": True})
-        api = ModelsApi(open_server, NotReached())
+        api = ModelsApi(open_server, NotReached())  # type: ignore[arg-type]
         reply = await api.handle(make_mocked_request("POST", "/api/models/640"), {"size": "640"})
         assert reply.status == 403
         hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
         locked = HealthServer("127.0.0.1", 0, Metrics().registry, lambda: {"ok": True}, users={"ann": hashed})
-        ModelsApi(locked, NotReached()).register()
+        ModelsApi(locked, NotReached()).register()  # type: ignore[arg-type]
         await locked.start()
         try:
             loop = asyncio.get_running_loop()

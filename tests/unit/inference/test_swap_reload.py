@@ -18,6 +18,7 @@ from daemon.inference.lanes import Lanes
 from daemon.inference.swap import ModelSwapper
 from daemon.ops.lines import LinesControl
 from daemon.ops.liveview import LiveView
+from daemon.ops.models import ModelsControl
 from daemon.ops.reload import Reloader, restart_needed
 from daemon.tracking.stage import TrackingStage
 from tools.kit.daemon_config import MODELS, write_config
@@ -52,8 +53,9 @@ def test_a_changed_model_path_is_swapped_and_a_refused_one_named(tmp_path: Path)
     async def scenario() -> list[str]:
         lines = LinesControl(started.cameras, tmp_path / "lines", tracking, LiveView(metrics, 0.5), events.append)
         swapper = ModelSwapper(workers, lanes, on_event=events.append)
+        models = ModelsControl(started, swapper, serving=workers.models.infos.get)
         reloader = Reloader(
-            started, tracking=tracking, lines=lines, health=None, set_rules=lambda s: None, models=swapper
+            started, tracking=tracking, lines=lines, health=None, set_rules=lambda s: None, models=models
         )
         swapped = await reloader.swap_models(new)
         assert restart_needed(reloader._started, new) == ["models.800"]  # the refused one, still named

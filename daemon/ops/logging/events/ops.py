@@ -59,6 +59,20 @@ OPS_EVENTS: tuple[LogEvent, ...] = (
         " frames; also written to beltsight:events as kind lines_changed",
         ("camera", "user", "before", "after"),
     ),
+    LogEvent(
+        "models_dropin_failed",
+        "error",
+        "the models drop-in ([engine] models_dropin) could not be written (a swap through the API is then undone"
+        " and refused) or read during a reload (the reload goes on with it as the config's load read it)",
+        ("path", "reason"),
+    ),
+    LogEvent(
+        "models_dropin_pruned",
+        "info",
+        "the models drop-in's entries of these sizes were removed: the config file's [models.<size>] changed"
+        " since they were swapped through the API, and the file wins (at start or on a reload)",
+        ("path", "sizes"),
+    ),
     LogEvent("sd_notify_failed", "warning", "a message to systemd's NOTIFY_SOCKET failed", ("error",)),
     LogEvent(
         "snapshot_failed",
