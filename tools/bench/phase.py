@@ -28,11 +28,13 @@ from tools.bench.budget import budget, diff, overhead, role_seconds, stage_secon
 from tools.bench.experiments import EXPERIMENTS, Experiment
 from tools.bench.procs import (
     Servers,
+    busiest_thread,
     cpu_clocks,
     pct,
     proc_cpu_s,
     proc_rss_mb,
     split_window,
+    thread_cpu_s,
     thread_times_s,
 )
 from tools.kit.daemon_config import write_config
@@ -211,7 +213,7 @@ def daemon_phase(
             if time.time() > deadline or box[1] is not None or not thread.is_alive():
                 raise RuntimeError(f"daemon produced no entries for every camera: {box[1]!r}")
             time.sleep(0.2)
-        t0, s0, threads0 = time.time(), snapshot(metrics), thread_times_s()
+        t0, s0, threads0, tids0 = time.time(), snapshot(metrics), thread_times_s(), thread_cpu_s()
         prev = cpu_clocks(srv)
         experiment = EXPERIMENTS[args.ab] if getattr(args, "ab", None) else None
         segments = Segments(metrics, args.stage_ab_seconds, experiment)
@@ -232,7 +234,7 @@ def daemon_phase(
                 }
             )
             prev = cur
-        t1, s1, threads1 = time.time(), snapshot(metrics), thread_times_s()
+        t1, s1, threads1, tids1 = time.time(), snapshot(metrics), thread_times_s(), thread_cpu_s()
         segments.finish()
     finally:
         metrics.stage_cpu.switch.on = True
@@ -253,6 +255,7 @@ def daemon_phase(
                 sample(s1, "beltsight_snapshots_written_total") - sample(s0, "beltsight_snapshots_written_total")
             )
         phase["crossings"] = {"count": int(count), "per_s": round(count / (t1 - t0), 2), "snapshots": written}
+    phase["busiest_thread"] = busiest_thread(tids0, tids1, t1 - t0)
     phase["stage_segments"] = segments.done
     phase["stage_budget"] = budget(segments.done, os.cpu_count() or 1)
     phase["stage_counters_cost"] = overhead(segments.done)
