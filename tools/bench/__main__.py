@@ -59,6 +59,13 @@ def parse_args() -> argparse.Namespace:
         "boxes, the daemon at each --cameras count beside a decode-only run of the same streams",
     )
     p.add_argument("--boxes", type=int, default=7, help="--null-model: the fixed boxes per image")
+    p.add_argument(
+        "--preprocess",
+        choices=["host", "graph", "both"],
+        default="host",
+        help="engine.preprocess for the daemon phases; 'both' (--null-model only): a phase with each per "
+        "camera count, one after the other",
+    )
     p.add_argument("--fps", type=int, default=15)
     p.add_argument("--size", default="640x480")
     p.add_argument("--seconds", type=float, default=60)

@@ -87,15 +87,15 @@ def row(phase: dict[str, Any], decode: dict[str, Any]) -> dict[str, Any]:
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
     head = (
-        f"{'cams':>4} {'offered':>7} {'fps':>7} {'cores':>5} {'ms/frame':>8} {'outside':>7} {'busiest thread':>24}"
-        f" {'p50':>6} {'p99':>6} {'cam fps min-max':>15} {'RSS MB':>7} | {'decode-only fps':>15} {'cores':>5}"
-        f" {'ms/fr':>5}"
+        f"{'cams':>4} {'pre':>5} {'offered':>7} {'fps':>7} {'cores':>5} {'ms/frame':>8} {'outside':>7}"
+        f" {'busiest thread':>24} {'p50':>6} {'p99':>6} {'cam fps min-max':>15} {'RSS MB':>7}"
+        f" | {'decode-only fps':>15} {'cores':>5} {'ms/fr':>5}"
     )
     lines = [head]
     for r in rows:
         b, d = r["busiest_thread"], r["decode_only"]
         lines.append(
-            f"{r['cameras']:>4} {r['offered_fps']:>7} {r['fps']:>7.1f} {r['process_cores']:>5.2f}"
+            f"{r['cameras']:>4} {r['preprocess']:>5} {r['offered_fps']:>7} {r['fps']:>7.1f} {r['process_cores']:>5.2f}"
             f" {r['cpu_ms_per_frame']:>8.2f} {r['cpu_ms_outside_decode_and_run']:>7.2f}"
             f" {str(b['name'])[:17]:>17} {b['core_pct']:>5.1f}%"
             f" {r['freshness_ms']['p50']:>6.0f} {r['freshness_ms']['p99']:>6.0f}"
@@ -105,12 +105,12 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     lines += [
         "",
         "CPU per published frame by stage, ms (thread CPU where each stage runs; untimed = the rest of the process):",
-        f"{'cams':>4} " + " ".join(f"{k:>11}" for k in SHOWN_STAGES) + f" {'untimed':>8}",
+        f"{'cams':>4} {'pre':>5} " + " ".join(f"{k:>11}" for k in SHOWN_STAGES) + f" {'untimed':>8}",
     ]
     for r in rows:
         st = r["stages_ms_per_frame"]
         lines.append(
-            f"{r['cameras']:>4} "
+            f"{r['cameras']:>4} {r['preprocess']:>5} "
             + " ".join(f"{st[k]:>11.2f}" for k in SHOWN_STAGES)
             + f" {r['untimed_ms_per_frame']:>8.2f}"
         )
@@ -120,23 +120,30 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """The null-model bench (`args` from `tools.bench.__main__.parse_args`)."""
     counts = [int(v) for v in (args.cameras or DEFAULT_COUNTS).split(",")]
+    modes = ["host", "graph"] if args.preprocess == "both" else [args.preprocess]
     source = MODELS[args.model]
     null = make_null_model(source, CACHE / f"null-{source.stem}.onnx", args.boxes)
     MODELS[args.model] = null  # the daemon's config and every phase read the harness's model table
     args.stage_ab_seconds = 0  # the counters on throughout: the budget covers the whole window
     srv = Servers()
     rows: list[dict[str, Any]] = []
-    phases: dict[int, dict[str, Any]] = {}
+    phases: dict[str, dict[str, Any]] = {}
     try:
         clips = render_clips(max(counts), args.width, args.height, args.fps, args.bitrate or None)
         srv.start(clips, args.out)
         for k in counts:
-            redis.Redis(port=srv.redis_port).flushall()
-            print(f"bench: null model, daemon phase, {k} cameras, {args.seconds} s", flush=True)
-            phases[k] = daemon_phase(k, args, srv, args.out)
+            done = []
+            for mode in modes:
+                redis.Redis(port=srv.redis_port).flushall()
+                args.preprocess = mode
+                print(f"bench: null model, daemon phase, {k} cameras, preprocess {mode}, {args.seconds} s", flush=True)
+                phases[f"{k}-{mode}"] = phase = daemon_phase(k, args, srv, args.out)
+                print(f"bench:   {phase['fps_total']} fps", flush=True)
+                done.append((mode, phase))
             print(f"bench: null model, decode only, {k} streams, {args.seconds} s", flush=True)
-            rows.append(row(phases[k], decode_only(srv.urls[:k], args.seconds)))
-            print(f"bench:   {rows[-1]['fps']} fps, decode only {rows[-1]['decode_only']['fps']} fps", flush=True)
+            decode = decode_only(srv.urls[:k], args.seconds)
+            print(f"bench:   decode only {decode['fps']} fps", flush=True)
+            rows += [{"preprocess": mode, **row(phase, decode)} for mode, phase in done]
     finally:
         srv.close()
     print(
@@ -151,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "model": str(null),
         "rows": rows,
-        "phases": {str(k): {n: v for n, v in ph.items() if n not in ("series", "samples")} for k, ph in phases.items()},
+        "phases": {k: {n: v for n, v in ph.items() if n not in ("series", "samples")} for k, ph in phases.items()},
     }
     (args.out / "null-report.json").write_text(json.dumps(report, indent=1))
     print(f"\nreport: {args.out / 'null-report.json'}")

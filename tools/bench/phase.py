@@ -194,6 +194,7 @@ def daemon_phase(
     engine["intra_op_threads"] = args.intra_op_threads  # the bare sessions use the same
     engine["workers"] = args.workers
     engine["worker_batch"] = args.worker_batch
+    engine["preprocess"] = getattr(args, "preprocess", None) or "host"
     config = write_config(
         out / f"daemon-k{k}.toml",
         redis_url=f"redis://127.0.0.1:{srv.redis_port}/{k % 16}",
