@@ -9,9 +9,11 @@ output is a few fixed, non-overlapping boxes, the same for every image. The daem
 and recognises it like the source. It stands in for a fast GPU: `python -m tools.bench
 --null-model` measures everything the daemon does around the model.
 
-The body still reads every input pixel once (a `ReduceMin` over each image, multiplied by zero and
-added to the boxes): a model reads its whole input, and what runs before it inside the graph (a
-pre-processing prefix) must not be pruned away as dead code. That read is the null model's own run.
+The body starts as a detector does, with a convolution reading the input (one output channel, a 1x1
+kernel at stride 32, so it costs next to nothing), whose least value, multiplied by zero, is added to
+the boxes: what runs before it inside the graph (a pre-processing prefix) is not pruned away as dead
+code, and a prefix's scale folds into that convolution as it does into a detector's first one, so the
+null model carries the same prefix as the model it stands in for.
 Built with the `onnx` helper API, nothing else.
 """
 
@@ -49,16 +51,19 @@ def null_model(source: onnx.ModelProto, size: int, classes: int, anchors: int, b
     """The null model of `source` (see the module docstring)."""
     graph = source.graph
     inp, out = graph.input[0], graph.output[0]
+    dtype = np.float16 if inp.type.tensor_type.elem_type == TensorProto.FLOAT16 else np.float32
     inits = [
         numpy_helper.from_array(fixed_output(size, classes, anchors, boxes), "fixed_boxes"),
+        numpy_helper.from_array(np.full((1, 3, 1, 1), 1 / 3, dtype=dtype), "stem_weight"),
         numpy_helper.from_array(np.array([0, -1], dtype=np.int64), "flat_shape"),
         numpy_helper.from_array(np.array([1], dtype=np.int64), "axis1"),
         numpy_helper.from_array(np.array([2], dtype=np.int64), "axis2"),
         numpy_helper.from_array(np.zeros((), dtype=np.float32), "zero"),
     ]
     nodes = [
-        helper.make_node("Reshape", [inp.name, "flat_shape"], ["flat"]),
-        helper.make_node("ReduceMin", ["flat", "axis1"], ["least"], keepdims=1),  # [N, 1]: reads every pixel
+        helper.make_node("Conv", [inp.name, "stem_weight"], ["stem"], kernel_shape=[1, 1], strides=[32, 32]),
+        helper.make_node("Reshape", ["stem", "flat_shape"], ["flat"]),
+        helper.make_node("ReduceMin", ["flat", "axis1"], ["least"], keepdims=1),  # [N, 1]
         helper.make_node("Cast", ["least"], ["least_f32"], to=TensorProto.FLOAT),
         helper.make_node("Unsqueeze", ["least_f32", "axis2"], ["least_3d"]),  # [N, 1, 1]
         helper.make_node("Mul", ["least_3d", "zero"], ["nothing"]),
