@@ -60,6 +60,12 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument("--boxes", type=int, default=7, help="--null-model: the fixed boxes per image")
     p.add_argument(
+        "--gil",
+        action="store_true",
+        help="--null-model: py-spy over the middle third of each daemon phase, where each thread role waits for "
+        "the interpreter lock (tools/bench/gil.py; its CPU perturbs that phase's figures)",
+    )
+    p.add_argument(
         "--preprocess",
         choices=["host", "graph", "both"],
         default="host",

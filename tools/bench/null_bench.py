@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ from typing import Any
 import redis
 
 from daemon.core.stagecpu import STAGES
+from tools.bench import gil
 from tools.bench.baselines import DecoderLoad
 from tools.bench.null_model import make_null_model
 from tools.bench.phase import daemon_phase
@@ -60,6 +64,32 @@ def decode_only(urls: list[str], seconds: float, connect_timeout_s: float = 30.0
         "core_pct": round(100 * cpu / wall, 1) if wall else float("nan"),
         "ms_per_frame": round(1000 * cpu / frames, 2) if frames else float("nan"),
     }
+
+
+class GilProfile:
+    """`tools.bench.gil` on this process (the daemon runs in it) over the middle third of a phase's window."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = max(5.0, seconds / 3)
+        self._delay = seconds / 3
+        self._result: dict[str, Any] | str = "not recorded"
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="bench-gil", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        time.sleep(self._delay)
+        try:
+            self._result = gil.record(os.getpid(), self.seconds)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            self._result = f"not recorded: {exc}"
+
+    def result(self) -> dict[str, Any]:
+        if self._thread is not None:
+            self._thread.join(self.seconds + 90)
+        return self._result if isinstance(self._result, dict) else {"error": {"note": self._result}}
 
 
 def row(phase: dict[str, Any], decode: dict[str, Any]) -> dict[str, Any]:
@@ -127,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
     source = MODELS[args.model]
     null = make_null_model(source, CACHE / f"null-{source.stem}.onnx", args.boxes)
     MODELS[args.model] = null  # the daemon's config and every phase read the harness's model table
-    args.stage_ab_seconds = 0  # the counters on throughout: the budget covers the whole window
+    if not args.ab:
+        args.stage_ab_seconds = 0  # the counters on throughout: the budget covers the whole window
     srv = Servers()
     rows: list[dict[str, Any]] = []
     phases: dict[str, dict[str, Any]] = {}
@@ -140,8 +171,21 @@ def run(args: argparse.Namespace) -> int:
                 redis.Redis(port=srv.redis_port).flushall()
                 args.preprocess = mode
                 print(f"bench: null model, daemon phase, {k} cameras, preprocess {mode}, {args.seconds} s", flush=True)
-                phases[f"{k}-{mode}"] = phase = daemon_phase(k, args, srv, args.out)
+                spy = GilProfile(args.seconds) if args.gil else None
+                phases[f"{k}-{mode}"] = phase = daemon_phase(
+                    k, args, srv, args.out, on_window=spy.start if spy is not None else None
+                )
+                if spy is not None:
+                    phase["gil"] = spy.result()
+                    print("\n".join(gil.lines(phase["gil"])), flush=True)
                 print(f"bench:   {phase['fps_total']} fps", flush=True)
+                if "experiment" in phase:
+                    e = phase["experiment"]
+                    print(
+                        f"bench:   experiment {e['name']} on / off: fps {e['fps_on_over_off']}"
+                        f" (pairs {e['fps_ratios']}), CPU per frame {e['cpu_per_frame_on_over_off']}",
+                        flush=True,
+                    )
                 done.append((mode, phase))
             print(f"bench: null model, decode only, {k} streams, {args.seconds} s", flush=True)
             decode = decode_only(srv.urls[:k], args.seconds)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -179,8 +180,15 @@ def finish_flame(spy: subprocess.Popen[bytes], path: Path | None) -> None:
 
 
 def daemon_phase(
-    k: int, args: argparse.Namespace, srv: Servers, out: Path, flame: Path | None = None
+    k: int,
+    args: argparse.Namespace,
+    srv: Servers,
+    out: Path,
+    flame: Path | None = None,
+    on_window: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
+    """The daemon with `k` cameras for `args.seconds` once every camera has published; `on_window`
+    is called when that window starts (a profiler to start, say)."""
     cams = [{"id": f"cam{i}", "url": srv.urls[i], "model": args.model} for i in range(k)]
     if getattr(args, "lines", False):
         for cam in cams:  # the demo's counting line: across the belt, parts run to the right
@@ -219,6 +227,8 @@ def daemon_phase(
         experiment = EXPERIMENTS[args.ab] if getattr(args, "ab", None) else None
         segments = Segments(metrics, args.stage_ab_seconds, experiment)
         spy = start_flame(flame, args.seconds)
+        if on_window is not None:
+            on_window()
         while (now := time.time()) < t0 + args.seconds:
             time.sleep(min(1.0, t0 + args.seconds - now))
             segments.tick()
