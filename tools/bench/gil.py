@@ -59,11 +59,12 @@ def _thread_name(frames: list[str]) -> str:
 def state(frames: list[str]) -> tuple[str, str | None]:
     """(idle | gil | running, the caller that waits for the lock when waiting) for one stack."""
     inner = frames[-8:]
-    lock_wait = max((i for i, f in enumerate(inner) if "PyThread_acquire_lock_timed" in f), default=-1)
-    waits = [i for i, f in enumerate(inner) if GIL_WAIT in f and i > lock_wait]
+    waits = [i for i, f in enumerate(inner) if GIL_WAIT in f]
     if waits:
-        i = waits[-1]
-        return "gil", re.sub(r" \(.*", "", inner[i - 1]) if i > 0 else None
+        callers = [f for f in inner[: waits[-1]] if "(libc" not in f and "(libpthread" not in f]
+        caller = re.sub(r" \(.*", "", callers[-1]) if callers else None
+        if caller != "PyThread_acquire_lock_timed":  # that one is a Python lock's wait: idle
+            return "gil", caller
     if any(marker in f for f in inner for marker in IDLE_FRAMES):
         return "idle", None
     return "running", None
