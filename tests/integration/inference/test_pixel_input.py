@@ -32,7 +32,8 @@ GRAPH = HOST.model_copy(update={"preprocess": "graph"})
 def parity_pixels() -> npt.NDArray[np.uint8]:
     """The parity file's two 416 images as the 8-bit pixels the daemon would hand over."""
     x = np.load(MODELS / "conveyor-parity.npz")["input"]
-    return np.clip(np.rint(x * 255), 0, 255).astype(np.uint8)
+    pixels: npt.NDArray[np.uint8] = np.clip(np.rint(x * 255), 0, 255).astype(np.uint8)
+    return pixels
 
 
 def session(model: onnx.ModelProto | Path) -> ort.InferenceSession:
