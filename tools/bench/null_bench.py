@@ -121,7 +121,7 @@ def row(phase: dict[str, Any], decode: dict[str, Any]) -> dict[str, Any]:
 def table(rows: list[dict[str, Any]]) -> list[str]:
     head = (
         f"{'cams':>4} {'pre':>5} {'offered':>7} {'fps':>7} {'cores':>5} {'ms/frame':>8} {'outside':>7}"
-        f" {'busiest thread':>24} {'p50':>6} {'p99':>6} {'cam fps min-max':>15} {'RSS MB':>7}"
+        f" {'busiest thread':>29} {'p50':>6} {'p99':>6} {'cam fps min-max':>15} {'RSS MB':>7}"
         f" | {'decode-only fps':>15} {'cores':>5} {'ms/fr':>5}"
     )
     lines = [head]
@@ -130,7 +130,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(
             f"{r['cameras']:>4} {r['preprocess']:>5} {r['offered_fps']:>7} {r['fps']:>7.1f} {r['process_cores']:>5.2f}"
             f" {r['cpu_ms_per_frame']:>8.2f} {r['cpu_ms_outside_decode_and_run']:>7.2f}"
-            f" {str(b['name'])[:17]:>17} {b['core_pct']:>5.1f}%"
+            f" {str(b['name'])[:22]:>22} {b['core_pct']:>5.1f}%"
             f" {r['freshness_ms']['p50']:>6.0f} {r['freshness_ms']['p99']:>6.0f}"
             f" {r['camera_fps']['min']:>7.2f}-{r['camera_fps']['max']:<7.2f} {r['rss_mb']:>7.0f}"
             f" | {d['fps']:>15.1f} {d['core_pct'] / 100:>5.2f} {d['ms_per_frame']:>5.2f}"
