@@ -13,6 +13,8 @@ decoding). Prints one table: published frames/s, the process's CPU per published
 of it lies outside decoding and the (null) model's run, the busiest thread's share of a core,
 freshness (published - captured) p50/p99, the least and most served camera's fps, RSS, and the
 decode-only run; then the stage budget per frame for each count. Writes null-report.json into --out.
+With `engine.preprocess = "graph"` the pixel prefix runs inside `session.run`, so "outside" leaves it
+out: compare the process CPU per frame between the two paths.
 """
 
 from __future__ import annotations
