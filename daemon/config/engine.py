@@ -82,6 +82,13 @@ class EngineConfig(Section):
     """Where pre- and post-processing run (`daemon.core.xp.choose_device`): "cpu" (NumPy), "cuda"
     (CuPy on `cuda.device_id`; an error at startup if the session did not get CUDA or CuPy
     cannot use the device), or "auto" (CUDA only when both hold, else the CPU, logged)."""
+    preprocess: Literal["host", "graph"] = "host"
+    """Where a frame's pixels become the model's float input on the host path: "host" (the
+    worker scales the letterboxed planes into a float32 batch with NumPy) or "graph" (the session
+    takes the `uint8` planes and a prefix added to the graph casts and scales them inside ONNX
+    Runtime, the scale folded into the first convolution where the graph allows:
+    `daemon.inference.pixel_input`). "graph" applies with `device = "cpu"` and without TensorRT;
+    elsewhere the file runs as it is."""
     allow_fallback: bool = False
     """A session that did not get the first provider: false refuses to start (`provider_unavailable`,
     exit 69); true runs on what it got and logs an ERROR `provider_fallback`."""

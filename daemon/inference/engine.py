@@ -30,6 +30,7 @@ from daemon.core.xp import GpuUnavailableError, get_xp, is_device_array, to_host
 from daemon.inference import iobinding, tensorrt_cache
 from daemon.inference.layouts import warm_up_mismatch
 from daemon.inference.model_file import ModelError, ModelInfo
+from daemon.inference.pixel_input import pixel_model_bytes, pixels_in_graph
 from daemon.inference.postprocess import join_outputs
 from daemon.inference.providers import (
     EngineError,
@@ -86,8 +87,12 @@ class Engine:
         max_batch: int,
         device_id: int = 0,
         cuda_stream: Any | None = None,
+        pixels: bool = False,
     ) -> None:
         self.info = info
+        self.pixels = pixels
+        """The session takes `uint8` pixels (`daemon.inference.pixel_input`); `run` still accepts
+        a float batch in the model's convention (the warm-up's, a swap's canary) and converts it."""
         self.max_batch = max_batch
         self.device_id = device_id
         self.cuda_stream = cuda_stream
@@ -126,9 +131,10 @@ class Engine:
     ) -> Engine:
         stream_ptr = int(stream.ptr) if stream is not None else None
         trt_dir = trt.directory if trt is not None else None
+        pixels = pixels_in_graph(cfg)
         try:
             session = ort.InferenceSession(
-                str(info.path),
+                pixel_model_bytes(info) if pixels else str(info.path),
                 sess_options=session_options(cfg),
                 providers=provider_specs(names, cfg.cuda, stream_ptr, tensorrt=cfg.tensorrt, trt_cache_dir=trt_dir),
             )
@@ -144,6 +150,7 @@ class Engine:
             max_batch=max_batch,
             device_id=cfg.cuda.device_id,
             cuda_stream=stream if on_cuda(session.get_providers()) else None,
+            pixels=pixels,
         )
         engine.warm_up()
         return engine
@@ -161,7 +168,8 @@ class Engine:
         """One `max_batch` zero batch (a static-batch model's own size; allocates arenas, picks
         kernels); returns seconds taken."""
         size = self.info.size
-        zeros = np.zeros((self.info.batch or self.max_batch, 3, size, size), dtype=self.info.input_dtype)
+        dtype = np.uint8 if self.pixels else self.info.input_dtype
+        zeros = np.zeros((self.info.batch or self.max_batch, 3, size, size), dtype=dtype)
         start = time.perf_counter()
         out = self.run(zeros)
         self.warmup_s = time.perf_counter() - start
@@ -171,7 +179,8 @@ class Engine:
         return self.warmup_s
 
     def _check_batch(self, batch: Any) -> None:
-        size, dtype, static = self.info.size, self.info.convention.dtype, self.info.batch
+        size, static = self.info.size, self.info.batch
+        dtype = "uint8" if self.pixels else self.info.convention.dtype
         shape = tuple(batch.shape)
         if len(shape) != 4 or shape[1:] != (3, size, size) or str(batch.dtype) != dtype:
             raise ValueError(f"batch must be {dtype} [n, 3, {size}, {size}], got {batch.dtype} {list(shape)}")
@@ -184,6 +193,8 @@ class Engine:
         """Inference on one batch; returns the host output [n, 4 + C, A]."""
         if is_device_array(batch):
             return to_host(self.run_device(batch))
+        if self.pixels and batch.dtype != np.uint8:
+            batch = self._to_pixels(batch)
         self._check_batch(batch)
         with self._lock:
             session = self._live_session()
@@ -193,6 +204,12 @@ class Engine:
                 raise InferenceError(f"model {self.info.name} on {self._providers[0]}: {_first_line(exc)}") from exc
         out: HostArray = join_outputs(np, outs, self.info.decoding)
         return out
+
+    def _to_pixels(self, batch: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
+        """A float batch in the model's convention as the pixels it was scaled from."""
+        scaled = np.rint(np.asarray(batch, dtype=np.float32) / np.float32(self.info.convention.scale))
+        pixels: npt.NDArray[np.uint8] = np.clip(scaled, 0, 255).astype(np.uint8)
+        return pixels
 
     def run_device(self, batch: HostArray | Any, *, synchronize: bool = True) -> Any:
         """Inference with IO binding on CUDA: input and outputs stay on the device; returns the
@@ -204,6 +221,8 @@ class Engine:
         self._check_batch(batch)
         cupy = get_xp("cuda", self.device_id)
         dtype = cupy.float16 if self.info.convention.dtype == "float16" else cupy.float32
+        if self.pixels:
+            dtype = cupy.uint8
         with cupy.cuda.Device(self.device_id), self._lock:
             session = self._live_session()
             current = cupy.cuda.get_current_stream()

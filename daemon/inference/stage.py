@@ -65,18 +65,24 @@ class BatchTensor:
     float16), and a static batch: such a model always gets exactly its batch size, the slots
     no frame uses filled with padding. Otherwise `rows` is `max_batch` and `fill` returns the
     leading `len(frames)` images.
+
+    `pixels` (a session with the pixel prefix, `daemon.inference.pixel_input`): the tensor holds
+    the `uint8` planes as they are, padding `pad_value`; the graph casts and scales them.
     """
 
-    def __init__(self, max_batch: int, size: int, convention: InputConvention | None = None) -> None:
+    def __init__(
+        self, max_batch: int, size: int, convention: InputConvention | None = None, *, pixels: bool = False
+    ) -> None:
         self.size = size
         self.convention = convention or InputConvention()
         conv = self.convention
         self.rows = conv.batch if conv.batch is not None else max_batch
         if max_batch > self.rows:
             raise ValueError(f"batches of {max_batch} for a model with a static batch of {self.rows}")
-        self._dtype = np.float16 if conv.dtype == "float16" else np.float32
+        self._pixels = pixels
+        self._dtype: type[np.generic] = np.uint8 if pixels else np.float16 if conv.dtype == "float16" else np.float32
         self._scale = np.float32(conv.scale)
-        self._pad = self._dtype(conv.pad_value * conv.scale)
+        self._pad = self._dtype(conv.pad_value if pixels else conv.pad_value * conv.scale)
         self._bgr = conv.color == "bgr"
         self.array: npt.NDArray[Any] = np.full((self.rows, 3, size, size), self._pad, dtype=self._dtype)
         self._geometry: list[Letterbox | None] = [None] * self.rows
@@ -95,7 +101,10 @@ class BatchTensor:
             planes = frame.planes
             ordered = (planes[2], planes[1], planes[0]) if self._bgr else planes
             for channel, plane in zip(region, ordered, strict=True):
-                np.multiply(plane, self._scale, out=channel, dtype=np.float32, casting="unsafe")
+                if self._pixels:
+                    np.copyto(channel, plane)
+                else:
+                    np.multiply(plane, self._scale, out=channel, dtype=np.float32, casting="unsafe")
         if self.convention.batch is None:
             return self.array[: len(frames)]
         for i in range(len(frames), self.rows):  # a static batch: unused slots hold padding only
@@ -118,12 +127,14 @@ class InferenceStage:
         rules: Mapping[str, CameraRules],
         metrics: Metrics,
         device: DeviceInference | None = None,
+        pixels: bool = False,
     ) -> None:
         """`device` (lanes where `[engine] device` chose CUDA): the device path, taken for every
-        batch it `serves`; the others (a breaker on its CPU fallback) take the host path below."""
+        batch it `serves`; the others (a breaker on its CPU fallback) take the host path below.
+        `pixels`: the engine's sessions take `uint8` pixels (`engine.preprocess = "graph"`)."""
         self.info = info
         self.engine = engine
-        self._tensor = BatchTensor(max_batch, info.size, info.convention)
+        self._tensor = BatchTensor(max_batch, info.size, info.convention, pixels=pixels)
         self._layout = info.decoding
         self._post = post
         self._rules = dict(rules)

@@ -4,6 +4,7 @@ process (and only those) and undoes it; the on/off pairs are taken on the experi
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -81,3 +82,14 @@ def test_overhead_pairs_on_the_experiments_flag() -> None:
     got = overhead([seg(False, 100), seg(True, 110), seg(False, 100), seg(True, 90)], "ab")
     assert got["pairs"] == 2 and got["fps_ratios"] == [1.1, 0.9]
     assert overhead([seg(False, 100), seg(True, 110)])["pairs"] == 0  # the counters never went off
+
+
+def test_switch_1ms_sets_and_restores_the_interpreters_switch_interval() -> None:
+    before = sys.getswitchinterval()
+    try:
+        EXPERIMENTS["switch-1ms"].apply(True)
+        assert sys.getswitchinterval() == pytest.approx(0.001)
+        EXPERIMENTS["switch-1ms"].apply(False)
+        assert sys.getswitchinterval() == pytest.approx(0.005)
+    finally:
+        sys.setswitchinterval(before)

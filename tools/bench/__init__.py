@@ -3,7 +3,9 @@
     .venv/bin/python -m tools.bench [--cameras 4] [--fps 15] [--size 640x480] [--bitrate 1M] [--seconds 60]
         [--model 640|FILE.onnx] [--max-batch N] [--max-wait-ms M] [--workers W] [--worker-batch B] [--sweep 1,2,4,6]
         [--naive-seconds S] [--stage-ab-seconds 10] [--ab EXPERIMENT] [--no-lines] [--snapshots]
-        [--flame FILE.svg] [--scaling 1,2,4,8,16] [--out DIR]
+        [--flame FILE.svg] [--scaling 1,2,4,8,16] [--preprocess host|graph] [--out DIR]
+    .venv/bin/python -m tools.bench --null-model [--cameras 8,16,24,32] [--seconds 20] [--preprocess host|graph|both]
+        [--boxes 7] [--gil] [--ab EXPERIMENT]
 
 1. renders K synthetic clips (cached in runs/bench-cache), starts redis-server and tools/kit/rtsp_server.py;
 2. runs the real daemon in-process (CPU provider, `model` forced per camera; tracking on, and with
@@ -36,6 +38,14 @@ stay on) and prints its on/off ratios: a change to where the daemon's threads ru
 and RSS per camera count into scaling.png, and names the knee (the last count served in full).
 `--sweep` runs the daemon phase once per camera count (T each); the table and checks use --cameras
 (or the last count of the sweep when --cameras is not in it). Every process started is stopped on exit.
+
+`--null-model` (`tools/bench/null_bench.py`) is another mode: the model replaced by its null model
+(`tools/bench/null_model.py`: same I/O and metadata, fixed boxes, standing in for a fast GPU), the
+daemon at each `--cameras` count up to and past saturation beside a decode-only run of the same
+streams, one table (frames/s, CPU per frame by stage and outside decoding and the model's run, the
+busiest thread, freshness p50/p99, least/most served camera, RSS, decode-only fps and CPU);
+`--preprocess both` runs each count with `engine.preprocess` "host" and "graph"; `--gil` adds
+`tools/bench/gil.py` (where each thread role waits for the interpreter lock, from py-spy).
 
 Modules: `phase` (the daemon in-process, sampled), `budget` (stage budget, counters' cost, scaling),
 `baselines` (the bare model, beside decoders, the naive loop), `naive` (that loop), `procs` (the

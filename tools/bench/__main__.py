@@ -23,6 +23,7 @@ from daemon.core.memory import tune_malloc
 from daemon.inference.model_file import ModelError, load_model_info
 from daemon.inference.providers import intra_op_threads, lane_workers, worker_batch
 from daemon.ops.logging import configure_logging
+from tools.bench import null_bench
 from tools.bench.baselines import (
     bare_at,
     bare_beside_decoders,
@@ -47,7 +48,30 @@ from tools.kit.daemon_config import MODELS, REPO
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=(tools.bench.__doc__ or "").split("\n\n")[0])
-    p.add_argument("--cameras", type=int, default=4)
+    p.add_argument(
+        "--cameras",
+        help="camera count (default 4); with --null-model a comma list (default 8,16,24,32)",
+    )
+    p.add_argument(
+        "--null-model",
+        action="store_true",
+        help="the null-model bench (tools/bench/null_bench.py): the model replaced by one that returns fixed "
+        "boxes, the daemon at each --cameras count beside a decode-only run of the same streams",
+    )
+    p.add_argument("--boxes", type=int, default=7, help="--null-model: the fixed boxes per image")
+    p.add_argument(
+        "--gil",
+        action="store_true",
+        help="--null-model: py-spy over the middle third of each daemon phase, where each thread role waits for "
+        "the interpreter lock (tools/bench/gil.py; its CPU perturbs that phase's figures)",
+    )
+    p.add_argument(
+        "--preprocess",
+        choices=["host", "graph", "both"],
+        default="host",
+        help="engine.preprocess for the daemon phases; 'both' (--null-model only): a phase with each per "
+        "camera count, one after the other",
+    )
     p.add_argument("--fps", type=int, default=15)
     p.add_argument("--size", default="640x480")
     p.add_argument("--seconds", type=float, default=60)
@@ -104,6 +128,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     args.model = model_size(p, args.model)
+    if not args.null_model:
+        if args.cameras is not None and not args.cameras.isdigit():
+            p.error("--cameras: one count (lists only with --null-model; see --sweep)")
+        args.cameras = int(args.cameras or 4)
     args.width, args.height = (int(v) for v in args.size.lower().split("x"))
     args.out = (args.out or REPO / "runs" / time.strftime("bench-%Y%m%d-%H%M%S")).resolve()  # redis-server chdirs
     return args
@@ -169,6 +197,8 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     configure_logging("json", "info", stream=(args.out / "daemon.log").open("w"))
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM cleans up like Ctrl-C
+    if args.null_model:
+        return null_bench.run(args)
     counts = args.scaling or args.sweep
     ks = [int(v) for v in counts.split(",")] if counts else [args.cameras]
     main_k = args.cameras if args.cameras in ks else ks[-1]

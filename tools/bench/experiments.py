@@ -13,11 +13,15 @@ so neither side of the comparison needs a different build of the daemon:
 - `readers-nice`: the camera reader threads at nice 5 (they yield more of a contended core to
   the workers); off: nice 0. Lowering a nice value again needs root or CAP_SYS_NICE.
 - `loop-nice`: the same for the event loop's thread.
+- `switch-1ms`: the interpreter's switch interval at 1 ms (`sys.setswitchinterval`); off: 5 ms,
+  Python's default. A thread that wants the lock back asks the holder to drop it after this long,
+  so it bounds each wait of a convoy behind the threads that hold the lock.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,5 +69,10 @@ EXPERIMENTS: dict[str, Experiment] = {
             "readers-nice", "camera readers at nice 5", lambda on: _nice(lambda n: n.startswith(READERS_PREFIX), on)
         ),
         Experiment("loop-nice", "the event loop's thread at nice 5", lambda on: _nice(lambda n: n == LOOP_THREAD, on)),
+        Experiment(
+            "switch-1ms",
+            "the interpreter's switch interval at 1 ms instead of 5",
+            lambda on: sys.setswitchinterval(0.001 if on else 0.005),
+        ),
     )
 }

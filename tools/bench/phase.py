@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,13 @@ from tools.bench.budget import budget, diff, overhead, role_seconds, stage_secon
 from tools.bench.experiments import EXPERIMENTS, Experiment
 from tools.bench.procs import (
     Servers,
+    busiest_thread,
     cpu_clocks,
     pct,
     proc_cpu_s,
     proc_rss_mb,
     split_window,
+    thread_cpu_s,
     thread_times_s,
 )
 from tools.kit.daemon_config import write_config
@@ -177,8 +180,15 @@ def finish_flame(spy: subprocess.Popen[bytes], path: Path | None) -> None:
 
 
 def daemon_phase(
-    k: int, args: argparse.Namespace, srv: Servers, out: Path, flame: Path | None = None
+    k: int,
+    args: argparse.Namespace,
+    srv: Servers,
+    out: Path,
+    flame: Path | None = None,
+    on_window: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
+    """The daemon with `k` cameras for `args.seconds` once every camera has published; `on_window`
+    is called when that window starts (a profiler to start, say)."""
     cams = [{"id": f"cam{i}", "url": srv.urls[i], "model": args.model} for i in range(k)]
     if getattr(args, "lines", False):
         for cam in cams:  # the demo's counting line: across the belt, parts run to the right
@@ -192,6 +202,7 @@ def daemon_phase(
     engine["intra_op_threads"] = args.intra_op_threads  # the bare sessions use the same
     engine["workers"] = args.workers
     engine["worker_batch"] = args.worker_batch
+    engine["preprocess"] = getattr(args, "preprocess", None) or "host"
     config = write_config(
         out / f"daemon-k{k}.toml",
         redis_url=f"redis://127.0.0.1:{srv.redis_port}/{k % 16}",
@@ -211,11 +222,13 @@ def daemon_phase(
             if time.time() > deadline or box[1] is not None or not thread.is_alive():
                 raise RuntimeError(f"daemon produced no entries for every camera: {box[1]!r}")
             time.sleep(0.2)
-        t0, s0, threads0 = time.time(), snapshot(metrics), thread_times_s()
+        t0, s0, threads0, tids0 = time.time(), snapshot(metrics), thread_times_s(), thread_cpu_s()
         prev = cpu_clocks(srv)
         experiment = EXPERIMENTS[args.ab] if getattr(args, "ab", None) else None
         segments = Segments(metrics, args.stage_ab_seconds, experiment)
         spy = start_flame(flame, args.seconds)
+        if on_window is not None:
+            on_window()
         while (now := time.time()) < t0 + args.seconds:
             time.sleep(min(1.0, t0 + args.seconds - now))
             segments.tick()
@@ -232,7 +245,7 @@ def daemon_phase(
                 }
             )
             prev = cur
-        t1, s1, threads1 = time.time(), snapshot(metrics), thread_times_s()
+        t1, s1, threads1, tids1 = time.time(), snapshot(metrics), thread_times_s(), thread_cpu_s()
         segments.finish()
     finally:
         metrics.stage_cpu.switch.on = True
@@ -253,6 +266,7 @@ def daemon_phase(
                 sample(s1, "beltsight_snapshots_written_total") - sample(s0, "beltsight_snapshots_written_total")
             )
         phase["crossings"] = {"count": int(count), "per_s": round(count / (t1 - t0), 2), "snapshots": written}
+    phase["busiest_thread"] = busiest_thread(tids0, tids1, t1 - t0)
     phase["stage_segments"] = segments.done
     phase["stage_budget"] = budget(segments.done, os.cpu_count() or 1)
     phase["stage_counters_cost"] = overhead(segments.done)

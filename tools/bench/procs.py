@@ -14,6 +14,7 @@ import re
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +54,31 @@ def thread_times_s() -> dict[str, tuple[float, float]]:
         cpu0, wait0 = out.get(group, (0.0, 0.0))
         out[group] = (cpu0 + cpu, wait0 + wait)
     return out
+
+
+def thread_cpu_s() -> dict[int, tuple[str, float]]:
+    """Per thread of this process (by native id): (its name, CPU seconds); ORT's and FFmpeg's
+    threads, which Python did not start, are named "native"."""
+    names = {t.native_id: t.name for t in threading.enumerate() if t.native_id}
+    out: dict[int, tuple[str, float]] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            out[int(tid)] = (names.get(int(tid), "native"), proc_cpu_s(f"self/task/{tid}"))
+        except (OSError, IndexError):
+            continue  # the thread ended meanwhile
+    return out
+
+
+def busiest_thread(
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], seconds: float
+) -> dict[str, Any]:
+    """The thread that used the most CPU between two `thread_cpu_s()` readings: its name and its
+    share of one core, in %."""
+    used = {tid: (name, cpu - before.get(tid, (name, 0.0))[1]) for tid, (name, cpu) in after.items()}
+    if not used or seconds <= 0:
+        return {"name": None, "core_pct": float("nan")}
+    name, cpu = max(used.values(), key=lambda v: v[1])
+    return {"name": name, "core_pct": round(100 * cpu / seconds, 1)}
 
 
 def machine_busy_s() -> float:

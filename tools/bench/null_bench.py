@@ -1,0 +1,214 @@
+"""`python -m tools.bench --null-model`: what the daemon costs around a model that costs nothing.
+
+    .venv/bin/python -m tools.bench --null-model [--cameras 8,16,24,32] [--seconds 20] [--model 640|FILE.onnx]
+        [--boxes 7] [--fps 15] [--size 640x480] [--out DIR]
+
+The model (`--model`, a 416/640/800 demo model or a file of one of those sizes) is replaced by its
+null model (`tools.bench.null_model`: same input, output and metadata, a few fixed boxes, cached in
+runs/bench-cache), standing in for a fast GPU. For each camera count, in one run: the real daemon
+over RTSP into redis-server (`tools.bench.phase.daemon_phase`, the stage counters on throughout,
+tracking and a counting line per camera as in the main bench), then `tools.bench.decoders` alone on
+the same streams for the same seconds (what decoding costs on these cores, the limit for CPU
+decoding). Prints one table: published frames/s, the process's CPU per published frame and what
+of it lies outside decoding and the (null) model's run, the busiest thread's share of a core,
+freshness (published - captured) p50/p99, the least and most served camera's fps, RSS, and the
+decode-only run; then the stage budget per frame for each count. Writes null-report.json into --out.
+With `engine.preprocess = "graph"` the pixel prefix runs inside `session.run`, so "outside" leaves it
+out: compare the process CPU per frame between the two paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from daemon.core.stagecpu import STAGES
+from tools.bench import gil
+from tools.bench.baselines import DecoderLoad
+from tools.bench.null_model import make_null_model
+from tools.bench.phase import daemon_phase
+from tools.bench.procs import CACHE, Servers, render_clips
+from tools.kit.daemon_config import MODELS
+
+DEFAULT_COUNTS = "8,16,24,32"
+DISTINCT_CLIPS = 16
+"""Cameras past this many serve the same clips again (each its own RTSP session and decoder): rendering
+a clip takes seconds to minutes on a loaded machine, and a decoder's cost does not depend on which clip."""
+SHOWN_STAGES = ("decode", "letterbox", "session_run", "postprocess", "tracking", "encode", "redis")
+
+
+def decode_only(urls: list[str], seconds: float, connect_timeout_s: float = 30.0) -> dict[str, Any]:
+    """`tools.bench.decoders` alone on `urls` for `seconds`: decoded fps, its CPU (% of one core), ms per frame."""
+    load = DecoderLoad(urls)
+    try:
+        deadline = time.monotonic() + connect_timeout_s
+        while load.latest[0] < 2 * len(urls):  # every stream connected and decoding, roughly
+            if time.monotonic() > deadline or load.proc.poll() is not None:
+                raise RuntimeError("tools.bench.decoders did not start decoding (see its stderr)")
+            time.sleep(0.2)
+        time.sleep(2.0)  # the rest of the connects
+        f0, c0, t0 = load.latest
+        time.sleep(seconds)
+        f1, c1, t1 = load.latest
+    finally:
+        load.close()
+    frames, cpu, wall = f1 - f0, c1 - c0, t1 - t0
+    return {
+        "fps": round(frames / wall, 1) if wall else float("nan"),
+        "core_pct": round(100 * cpu / wall, 1) if wall else float("nan"),
+        "ms_per_frame": round(1000 * cpu / frames, 2) if frames else float("nan"),
+    }
+
+
+class GilProfile:
+    """`tools.bench.gil` on this process (the daemon runs in it) over the middle third of a phase's window."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = max(5.0, seconds / 3)
+        self._delay = seconds / 3
+        self._result: dict[str, Any] | str = "not recorded"
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="bench-gil", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        time.sleep(self._delay)
+        try:
+            self._result = gil.record(os.getpid(), self.seconds)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            self._result = f"not recorded: {exc}"
+
+    def result(self) -> dict[str, Any]:
+        if self._thread is not None:
+            self._thread.join(self.seconds + 90)
+        return self._result if isinstance(self._result, dict) else {"error": {"note": self._result}}
+
+
+def row(phase: dict[str, Any], decode: dict[str, Any]) -> dict[str, Any]:
+    """One camera count's line of the table, from its daemon phase and its decode-only run."""
+    segs = phase["stage_segments"]
+    published = sum(s["published"] for s in segs)
+    cpu = sum(s["cpu_s"] for s in segs)
+    stage = {k: sum(s["stage_cpu_s"].get(k, 0.0) for s in segs) for k in STAGES}
+    per = (lambda v: round(1000 * v / published, 2)) if published else (lambda v: float("nan"))
+    fps = [c["fps"] for c in phase["per_camera"].values()]
+    return {
+        "cameras": phase["cameras"],
+        "offered_fps": phase["fps_offered"],
+        "fps": phase["fps_total"],
+        "cpu_ms_per_frame": per(cpu),
+        "cpu_ms_outside_decode_and_run": per(cpu - stage["decode"] - stage["session_run"]),
+        "process_cores": round(cpu / sum(s["seconds"] for s in segs), 2),
+        "stages_ms_per_frame": {k: per(stage[k]) for k in SHOWN_STAGES},
+        "untimed_ms_per_frame": per(cpu - sum(stage.values())),
+        "busiest_thread": phase["busiest_thread"],
+        "freshness_ms": {"p50": phase["latency_ms"]["p50"], "p99": phase["latency_ms"]["p99"]},
+        "camera_fps": {"min": min(fps), "max": max(fps), "min_over_max": round(min(fps) / max(fps), 3)},
+        "rss_mb": phase["rss_mb_end"],
+        "others_cpu_pct": phase["others_cpu_pct_mean"],
+        "decode_only": decode,
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    head = (
+        f"{'cams':>4} {'pre':>5} {'offered':>7} {'fps':>7} {'cores':>5} {'ms/frame':>8} {'outside':>7}"
+        f" {'busiest thread':>29} {'p50':>6} {'p99':>6} {'cam fps min-max':>15} {'RSS MB':>7}"
+        f" | {'decode-only fps':>15} {'cores':>5} {'ms/fr':>5}"
+    )
+    lines = [head]
+    for r in rows:
+        b, d = r["busiest_thread"], r["decode_only"]
+        lines.append(
+            f"{r['cameras']:>4} {r['preprocess']:>5} {r['offered_fps']:>7} {r['fps']:>7.1f} {r['process_cores']:>5.2f}"
+            f" {r['cpu_ms_per_frame']:>8.2f} {r['cpu_ms_outside_decode_and_run']:>7.2f}"
+            f" {str(b['name'])[:22]:>22} {b['core_pct']:>5.1f}%"
+            f" {r['freshness_ms']['p50']:>6.0f} {r['freshness_ms']['p99']:>6.0f}"
+            f" {r['camera_fps']['min']:>7.2f}-{r['camera_fps']['max']:<7.2f} {r['rss_mb']:>7.0f}"
+            f" | {d['fps']:>15.1f} {d['core_pct'] / 100:>5.2f} {d['ms_per_frame']:>5.2f}"
+        )
+    lines += [
+        "",
+        "CPU per published frame by stage, ms (thread CPU where each stage runs; untimed = the rest of the process):",
+        f"{'cams':>4} {'pre':>5} " + " ".join(f"{k:>11}" for k in SHOWN_STAGES) + f" {'untimed':>8}",
+    ]
+    for r in rows:
+        st = r["stages_ms_per_frame"]
+        lines.append(
+            f"{r['cameras']:>4} {r['preprocess']:>5} "
+            + " ".join(f"{st[k]:>11.2f}" for k in SHOWN_STAGES)
+            + f" {r['untimed_ms_per_frame']:>8.2f}"
+        )
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    """The null-model bench (`args` from `tools.bench.__main__.parse_args`)."""
+    counts = [int(v) for v in (args.cameras or DEFAULT_COUNTS).split(",")]
+    modes = ["host", "graph"] if args.preprocess == "both" else [args.preprocess]
+    source = MODELS[args.model]
+    null = make_null_model(source, CACHE / f"null-{source.stem}.onnx", args.boxes)
+    MODELS[args.model] = null  # the daemon's config and every phase read the harness's model table
+    if not args.ab:
+        args.stage_ab_seconds = 0  # the counters on throughout: the budget covers the whole window
+    srv = Servers()
+    rows: list[dict[str, Any]] = []
+    phases: dict[str, dict[str, Any]] = {}
+    try:
+        clips = render_clips(min(max(counts), DISTINCT_CLIPS), args.width, args.height, args.fps, args.bitrate or None)
+        srv.start([clips[i % len(clips)] for i in range(max(counts))], args.out)
+        for k in counts:
+            done = []
+            for mode in modes:
+                redis.Redis(port=srv.redis_port).flushall()
+                args.preprocess = mode
+                print(f"bench: null model, daemon phase, {k} cameras, preprocess {mode}, {args.seconds} s", flush=True)
+                spy = GilProfile(args.seconds) if args.gil else None
+                phases[f"{k}-{mode}"] = phase = daemon_phase(
+                    k, args, srv, args.out, on_window=spy.start if spy is not None else None
+                )
+                if spy is not None:
+                    phase["gil"] = spy.result()
+                    print("\n".join(gil.lines(phase["gil"])), flush=True)
+                print(f"bench:   {phase['fps_total']} fps", flush=True)
+                if "experiment" in phase:
+                    e = phase["experiment"]
+                    print(
+                        f"bench:   experiment {e['name']} on / off: fps {e['fps_on_over_off']}"
+                        f" (pairs {e['fps_ratios']}), CPU per frame {e['cpu_per_frame_on_over_off']}",
+                        flush=True,
+                    )
+                done.append((mode, phase))
+            print(f"bench: null model, decode only, {k} streams, {args.seconds} s", flush=True)
+            decode = decode_only(srv.urls[:k], args.seconds)
+            print(f"bench:   decode only {decode['fps']} fps", flush=True)
+            rows += [{"preprocess": mode, **row(phase, decode)} for mode, phase in done]
+    finally:
+        srv.close()
+    print(
+        f"\nnull model ({null.name}, from {source.name}, {args.boxes} fixed boxes); "
+        f"{args.size} cameras at {args.fps} fps "
+        f"over RTSP (H.264 capped at {args.bitrate or 'none'}); {args.seconds} s per phase; freshness = published - "
+        "captured; 'outside' = CPU per frame outside decoding and the null model's run; 'cores' = the daemon "
+        "process's CPU in cores\n"
+    )
+    print("\n".join(table(rows)))
+    report = {
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "model": str(null),
+        "rows": rows,
+        "phases": {k: {n: v for n, v in ph.items() if n not in ("series", "samples")} for k, ph in phases.items()},
+    }
+    (args.out / "null-report.json").write_text(json.dumps(report, indent=1))
+    print(f"\nreport: {args.out / 'null-report.json'}")
+    return 0
