@@ -18,15 +18,10 @@ import pytest
 
 from tests.support.waits import wait_until
 from tools.kit import leash
+from tools.kit.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "tools" / "demo.py"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

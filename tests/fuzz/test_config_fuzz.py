@@ -1,4 +1,6 @@
-"""The config loader under random TOML: a valid config or `ConfigError` naming key paths, never a traceback.
+"""The config loader under random TOML: a valid config or `ConfigError` naming key paths, never a traceback;
+and valid configs drawn from the config models (tests/support/config_strategies.py): each loads to
+the settings it describes, and what `check-config` prints loads again to the same settings.
 
 In-process for speed (`load_settings`), plus a few through the real CLI (`beltsight check-config`:
 exit 0, or 78 with every error listed, and no traceback on stderr).
@@ -20,6 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from daemon.config import ConfigError, load_settings
+from daemon.config.settings import Settings
+from tests.support.config_strategies import settings_strategy, valid
 from tests.support.daemon_harness import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,8 +47,8 @@ def toml_value(value: Any) -> str:
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
         return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string is a TOML basic string
+    if isinstance(value, str):  # a JSON string is a TOML basic string, but for what TOML must escape otherwise
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
     if isinstance(value, list):
@@ -185,3 +189,61 @@ def test_check_config_exits_0_or_78_without_a_traceback(doc: dict[str, Any]) -> 
     assert "Traceback" not in result.stderr, result.stderr[-2000:]
     if result.returncode == 78:
         assert "invalid" in result.stderr + result.stdout
+
+
+# -- valid configurations, drawn from the models: they load, and round-trip through check-config ----
+
+
+def assert_same_settings(a: Settings, b: Settings) -> None:
+    assert a.model_dump() == b.model_dump()
+    assert a.redis.url.get_secret_value() == b.redis.url.get_secret_value()
+
+
+def printed_config(settings: Settings) -> dict[str, Any]:
+    """What `check-config` prints (the redacted effective config), as a TOML document. TOML has no
+    null: a listener printed null (off) is written as a config turns it off, `""`; any other null
+    is left out (each such field's default is null)."""
+
+    def without_nulls(value: Any) -> Any:
+        if isinstance(value, dict):
+            kept = {k: "" if v is None and k.endswith("listen") else v for k, v in value.items()}
+            return {k: without_nulls(v) for k, v in kept.items() if v is not None}
+        if isinstance(value, list):
+            return [without_nulls(v) for v in value]
+        return value
+
+    return dict(without_nulls(settings.redacted()))
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(settings_strategy())
+def test_a_valid_config_loads_to_the_settings_it_describes_and_its_printed_config_loads_again(
+    drawn: dict[str, Any],
+) -> None:
+    doc = valid(BASE, drawn)
+    want = Settings.model_validate(doc)
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "beltsight.toml"
+        path.write_text(toml_document(doc))
+        loaded = load_settings(path)  # a ConfigError here fails the test: a valid config must load
+        assert_same_settings(loaded, want)
+        path.write_text(toml_document(printed_config(loaded)))
+        assert_same_settings(load_settings(path), loaded)
+
+
+@pytest.mark.slow
+@settings(max_examples=3, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(settings_strategy())
+def test_check_config_accepts_a_valid_config_and_prints_one_that_loads_to_the_same_settings(
+    drawn: dict[str, Any],
+) -> None:
+    doc = valid(BASE, drawn)
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "beltsight.toml"
+        path.write_text(toml_document(doc))
+        result = run_cli("check-config", "-c", str(path), timeout_s=120)
+        assert result.returncode == 0, result.stderr[-2000:]
+        again = Path(directory) / "printed.toml"
+        printed = json.loads(result.stdout)
+        again.write_text(toml_document(printed_config(Settings.model_validate(printed))))
+        assert_same_settings(load_settings(again), load_settings(path))

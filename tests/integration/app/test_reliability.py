@@ -204,36 +204,65 @@ def test_replay_publishes_its_final_frame_while_the_engine_is_busy(
     assert [int(f["seq"]) for _id, f in stream(redis, "replay")] == list(range(clip.frames))
 
 
-class _SlowEngine(DelegatingEngine):
-    """A real engine that takes `delay_s` longer per batch (one worker slower than the other)."""
+OVERTAKEN_BY = 3
+"""Batches the fast worker runs while the slow worker's first batch is held."""
 
-    def __init__(self, inner: InferenceEngine, delay_s: float) -> None:
+
+class _HeldEngine(DelegatingEngine):
+    """A real engine whose first batch waits until the other worker has run `OVERTAKEN_BY` batches."""
+
+    def __init__(self, inner: InferenceEngine, overtaken: threading.Event) -> None:
         super().__init__(inner)
-        self.delay_s = delay_s
+        self.overtaken = overtaken
+        self.held: bool | None = None  # whether the first batch was overtaken (None: none ran yet)
 
     def run(self, batch: HostArray) -> HostArray:
-        time.sleep(self.delay_s)
+        if self.held is None:
+            self.held = self.overtaken.wait(120)  # a generous deadline; the test fails when it passed
         return self.inner.run(batch)
 
 
+class _CountingEngine(DelegatingEngine):
+    """A real engine that sets `overtaken` once it has run `OVERTAKEN_BY` batches."""
+
+    def __init__(self, inner: InferenceEngine, overtaken: threading.Event) -> None:
+        super().__init__(inner)
+        self.overtaken = overtaken
+        self.batches = 0
+
+    def run(self, batch: HostArray) -> HostArray:
+        out = self.inner.run(batch)
+        self.batches += 1
+        if self.batches >= OVERTAKEN_BY:
+            self.overtaken.set()
+        return out
+
+
 @dataclass
-class _FirstSlowFactory:
+class _FirstHeldFactory:
     inner: EngineFactory
     built: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    overtaken: threading.Event = field(default_factory=threading.Event)
+    held: list[_HeldEngine] = field(default_factory=list)
 
     def build(self, info: ModelInfo, placement: Placement = "configured", reason: str = "startup") -> InferenceEngine:
         engine: InferenceEngine = self.inner.build(info, placement, reason)
         with self.lock:  # the workers' sessions are built side by side
             self.built += reason == "first_use"
             first = reason == "first_use" and self.built == 1
-        return _SlowEngine(engine, 0.4) if first else engine
+            second = reason == "first_use" and self.built == 2
+        if first:
+            self.held.append(_HeldEngine(engine, self.overtaken))
+            return self.held[-1]
+        return _CountingEngine(engine, self.overtaken) if second else engine
 
 
 def test_two_workers_publish_in_frame_order_when_a_later_batch_ends_first(
     tmp_path: Path, redis_server: Callable[..., RedisServer], clip_factory: Callable[..., Clip]
 ) -> None:
-    """Worker 0's session is slow, worker 1's fast: batches end out of order, Redis gets frame order."""
+    """One worker's first batch is held until the other has run three: batches end out of order,
+    Redis gets frame order."""
     clip = small_clip(clip_factory, seconds=3.0, seed=11)
     redis = redis_server()
     config = write_config(
@@ -243,10 +272,10 @@ def test_two_workers_publish_in_frame_order_when_a_later_batch_ends_first(
         workers=2,
         max_batch=1,
     )
-    factories: list[_FirstSlowFactory] = []
+    factories: list[_FirstHeldFactory] = []
 
-    def make_factory(settings: Settings, metrics: Metrics) -> _FirstSlowFactory:
-        factories.append(_FirstSlowFactory(EngineFactory(settings.engine, metrics)))
+    def make_factory(settings: Settings, metrics: Metrics) -> _FirstHeldFactory:
+        factories.append(_FirstHeldFactory(EngineFactory(settings.engine, metrics)))
         return factories[0]
 
     with InProcessDaemon(config, engine_factory=make_factory) as d:
@@ -255,7 +284,8 @@ def test_two_workers_publish_in_frame_order_when_a_later_batch_ends_first(
         per_worker = [w.batches for w in lane.workers]
         d.stop()
     assert len(per_worker) == 2 and min(per_worker) >= 1, per_worker  # both workers served batches
-    assert max(per_worker) > 2 * min(per_worker), per_worker  # the fast one's batches overtook the slow one's
+    held = factories[0].held
+    assert len(held) == 1 and held[0].held is True  # the later batches ended first
     entries = stream(redis, "replay")
     assert_exactly_once_in_order(entries, clip.frames)
     assert [int(f["seq"]) for _id, f in entries] == list(range(clip.frames))

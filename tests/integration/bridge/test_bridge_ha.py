@@ -25,6 +25,7 @@ from daemon.publish.redis_conn import Connector
 from tests.support.bridge_harness import Events, crossing, make_config, read, subscribe, wait_for
 from tests.support.fixtures_redis_cluster import RedisClusterProcs
 from tests.support.fixtures_redis_sentinel import SentinelFactory
+from tools.kit.redis_server import RedisServer
 
 STREAM = "beltsight:objects:cam1"
 
@@ -68,6 +69,14 @@ class Writer:
             self.written_at[n] = time.monotonic()
             self.count = n
             time.sleep(0.02)
+
+
+def _xadd(server: RedisServer, fields: dict[str, str]) -> None:
+    client = server.client()
+    try:
+        client.xadd(STREAM, fields)
+    finally:
+        client.close()
 
 
 async def _reconnected_at(bridge: Bridge, reconnects: int) -> float:
@@ -135,8 +144,11 @@ def test_a_sentinel_failover_under_a_reading_plc_loses_and_repeats_nothing(
         try:
             await wait_for(lambda: bridge.reader.stats.connected)
             await wait_for(lambda: bridge.state.line("cam1", "L1").count_in == writer.count)
-            await asyncio.sleep(1.0)
-            assert bridge.reader.stats.served == 0
+            # a crossing written now is the first it serves: it read past every acknowledged one
+            nxt = writer.count + 1
+            await asyncio.to_thread(_xadd, group.master, crossing("cam1", "L1", nxt, track=nxt))
+            await wait_for(lambda: bridge.state.line("cam1", "L1").count_in == nxt)
+            assert bridge.reader.stats.served == 1
         finally:
             await bridge.stop()
 

@@ -44,11 +44,13 @@ def test_result_ready_event_per_crossing_with_result_and_part_ids(
                     r.xadd("beltsight:objects:cam2", crossing("cam2", "L1", 1, "out", track=7, snapshot="a.jpg"))
                 )
                 await wait_for(lambda: len(handler.events) == 6)
-                await asyncio.sleep(0.3)  # nothing more arrives
-                assert len(handler.events) == 6
+                # nothing more arrives: a later crossing is the next event of its camera, and the last
+                last_cam1 = r.xadd("beltsight:objects:cam1", crossing("cam1", "L1", 6, track=106))
+                await wait_for(lambda: len(handler.events) >= 7)
+                assert len(handler.events) == 7
                 cam1, cam2 = await vision_system(client, "cam1"), await vision_system(client, "cam2")
                 # an entry id is unique within its camera's stream (each camera is its own vision system)
-                assert [e.ResultId.Id for e in handler.events if e.SourceNode == cam1.nodeid] == ids[:5]
+                assert [e.ResultId.Id for e in handler.events if e.SourceNode == cam1.nodeid] == [*ids[:5], last_cam1]
                 assert [e.ResultId.Id for e in handler.events if e.SourceNode == cam2.nodeid] == ids[5:]
                 first = handler.events[0]
                 assert first.PartId.Id == "101" and isinstance(first.PartId, ua.PartIdDataType)

@@ -53,6 +53,16 @@ def refuse(code: str, srv: RedisServer) -> tuple[str, Any]:
     return f"redis://writer:pw@127.0.0.1:{srv.port}/0", lambda: admin.execute_command("ACL", "SETUSER", "writer", "~*")
 
 
+def oom_refusals(srv: RedisServer) -> int:
+    """Commands the server has refused with OOM so far (INFO errorstats)."""
+    client = srv.client()
+    try:
+        stats = client.info("errorstats")
+    finally:
+        client.close()
+    return int(stats.get("errorstat_OOM", {}).get("count", 0))
+
+
 def count(srv: RedisServer, camera: str) -> int:
     """Entries in the camera's stream; 0 while its key holds something else."""
     try:
@@ -143,7 +153,8 @@ def test_a_refusal_of_the_whole_server_still_holds_every_camera(tmp_path: Path) 
             async with running(make_sink(cfg, metrics)) as sink:
                 await interleaved(sink, range(20))
                 await async_wait_until(lambda: not sink.connected and sink.buffered == 40, timeout_s=30)
-                await asyncio.sleep(0.5)
+                refused = oom_refusals(srv)
+                await async_wait_until(lambda: oom_refusals(srv) >= refused + 2, timeout_s=60)  # tried again
                 assert count(srv, A) == count(srv, B) == 0  # nobody goes ahead
                 await asyncio.to_thread(srv.client().config_set, "maxmemory", "0")
                 await async_wait_until(lambda: sink.buffered == 0, timeout_s=60)

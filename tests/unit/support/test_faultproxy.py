@@ -26,6 +26,7 @@ from redis.retry import Retry
 from tests.support.faultproxy import FaultProxy
 from tests.support.waits import wait_until
 from tools.kit import leash
+from tools.kit.ports import free_port
 
 if TYPE_CHECKING:  # the module itself is loaded as a plugin, below (importing it first defeats that)
     from tests.support.fault_fixtures import FaultProxyFactory
@@ -37,13 +38,6 @@ pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason="needs redis-server
 
 DEADLINE_S = 20.0
 """Generous deadline for every condition wait (a loaded CI box may be slow; a hang still fails)."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def client(port: int, socket_timeout: float | None = 5.0) -> redis.Redis:
