@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 import tempfile
 import zlib
 from pathlib import Path
@@ -15,7 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon.publish.spool import Spool
-from daemon.publish.spool.record import HEADER, SEGMENT_HEADER, encode_record
+from daemon.publish.spool.record import (
+    HEADER,
+    KNOWN_VERSIONS,
+    MAX_FORMAT_VERSION,
+    SEGMENT_HEADER,
+    SEGMENT_MAGIC,
+    SpoolFormatError,
+    encode_record,
+)
 from tests.support.spool_records import record
 
 RECORDS = [record(i, n_dets=i % 3) for i in range(6)]
@@ -76,6 +85,14 @@ def test_random_bytes_after_the_records_are_cut_off(pristine: Path, tail: bytes)
 @settings(max_examples=120)
 @given(st.integers(0, ENDS[-1]), st.binary(max_size=32))
 def test_a_segment_cut_anywhere_keeps_exactly_the_records_before_the_cut(pristine: Path, cut: int, tail: bytes) -> None:
+    head = (SEGMENT_HEADER[:cut] + tail)[: len(SEGMENT_HEADER)]
+    if cut < len(SEGMENT_HEADER) and len(head) == len(SEGMENT_HEADER) and head.startswith(SEGMENT_MAGIC):
+        (version,) = struct.unpack("<I", head[len(SEGMENT_MAGIC) :])
+        if version not in KNOWN_VERSIONS and 0 < version <= MAX_FORMAT_VERSION:
+            # what is left reads exactly as a newer daemon's segment header: refused, untouched
+            with pytest.raises(SpoolFormatError):
+                reopened(pristine, tail or None, cut)
+            return
     assert reopened(pristine, tail or None, cut) == expected(cut)
 
 

@@ -33,6 +33,9 @@ SEGMENT_MAGIC = b"BSPL"
 SEGMENT_VERSION = 2
 SEGMENT_HEADER = SEGMENT_MAGIC + struct.pack("<I", SEGMENT_VERSION)
 KNOWN_VERSIONS = (1, SEGMENT_VERSION)
+MAX_FORMAT_VERSION = 0xFFFF
+"""Above this a header's version is no format's number: the header was torn (a crash while the
+segment was created, the file extended with zeros or stale blocks), not written by a newer daemon."""
 
 
 class SpoolFormatError(ValueError):
@@ -111,8 +114,11 @@ def read_record(f: IO[bytes], limit: int) -> bytes | None:
 def segment_start(path: Path) -> int:
     """Where the segment's records begin: after its header, or 0 in a version-1 file (no header).
 
-    SpoolFormatError for a version this code does not know. A header cut short (a crash while the
-    segment was created) reads as an empty segment whose records would begin after it."""
+    SpoolFormatError for a version this code does not know (a newer daemon's segment: left as it is).
+    A header cut short (a crash while the segment was created) reads as an empty segment whose records
+    would begin after it; so does a header whose version no format has (0, or past
+    `MAX_FORMAT_VERSION`: the magic survived, the rest is what the file system left there), since
+    nothing after a torn header can be a record of ours that passes its CRC."""
     with path.open("rb") as f:
         head = f.read(len(SEGMENT_HEADER))
     if head[: len(SEGMENT_MAGIC)] != SEGMENT_MAGIC[: len(head)] or not head:
@@ -120,7 +126,7 @@ def segment_start(path: Path) -> int:
     if len(head) < len(SEGMENT_HEADER):
         return len(SEGMENT_HEADER)
     (version,) = struct.unpack("<I", head[len(SEGMENT_MAGIC) :])
-    if version not in KNOWN_VERSIONS:
+    if version not in KNOWN_VERSIONS and 0 < version <= MAX_FORMAT_VERSION:
         raise SpoolFormatError(f"{path.name}: spool format version {version}, this daemon reads {KNOWN_VERSIONS}")
     return len(SEGMENT_HEADER)
 
