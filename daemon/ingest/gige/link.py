@@ -41,7 +41,7 @@ from daemon.core.frames import Frame  # noqa: E402
 from daemon.core.ratelimit import RateLimited  # noqa: E402
 from daemon.ingest.decoding import ConnectionLostError, scale  # noqa: E402
 from daemon.ingest.gige.features import Refused, apply_settings  # noqa: E402
-from daemon.ingest.gige.pixels import UnsupportedPixelFormatError, layout_of, video_frame  # noqa: E402
+from daemon.ingest.gige.pixels import UnsupportedPixelFormatError, bins, layout_of, video_frame  # noqa: E402
 from daemon.ingest.gige.timing import CameraClock, FrameIds  # noqa: E402
 from daemon.ingest.link import LinkParts  # noqa: E402
 from daemon.ingest.reader import FPS_SMOOTHING, Connection, Outcome  # noqa: E402
@@ -213,7 +213,6 @@ class GigeLink:
         except UnsupportedPixelFormatError as exc:
             raise ConnectionLostError(str(exc)) from None
         width, height = buffer.get_image_width(), buffer.get_image_height()
-        vframe = video_frame(buffer.get_image_data(), width, height, layout)
         captured_ms = reading.clock.captured_ms(buffer.get_timestamp(), buffer.get_system_timestamp())
         captured_mono = now - (time_ms(self._clock) - captured_ms) / 1000
         self._count(now, conn)
@@ -224,6 +223,8 @@ class GigeLink:
         if letterbox is None:
             self._parts.metrics.dropped(self.camera.id, "no_model")
             return
+        binned = bins(layout, width, height, letterbox.new_w, letterbox.new_h)
+        vframe = video_frame(buffer.get_image_data(), width, height, layout, binned=binned)
         frame = Frame(self.camera.id, seq, captured_ms, captured_mono, letterbox, partial(scale, vframe, letterbox))
         self._parts.consumer.put(frame, wait=False)
 

@@ -8,7 +8,7 @@ import pytest
 
 from daemon.core.frames import Letterbox
 from daemon.ingest.decoding import scale
-from daemon.ingest.gige.pixels import PIXEL_FORMATS, UnsupportedPixelFormatError, layout_of, video_frame
+from daemon.ingest.gige.pixels import PIXEL_FORMATS, UnsupportedPixelFormatError, bins, layout_of, video_frame
 
 W, H = 64, 48
 """A letterbox of the same size (no scaling): what comes out is the conversion alone."""
@@ -72,3 +72,30 @@ def test_unsupported_format_and_short_data_are_refused() -> None:
         layout_of(0x01100003)  # Mono10
     with pytest.raises(ValueError, match="needs"):
         video_frame(b"\0" * (W * H - 1), W, H, layout_of(CODES["Mono8"]))
+
+
+@pytest.mark.parametrize(
+    ("name", "pattern"), [("BayerRG8", "RGGB"), ("BayerGB8", "GBRG"), ("BayerGR8", "GRBG"), ("BayerBG8", "BGGR")]
+)
+def test_a_bayer_frame_shrunk_to_half_or_less_is_binned_2x2(name: str, pattern: str) -> None:
+    layout = layout_of(CODES[name])
+    assert bins(layout, W, H, W // 2, H // 2) and not bins(layout, W, H, W // 2 + 1, H // 2)
+    assert not bins(layout_of(CODES["Mono8"]), W, H, W // 4, H // 4)
+    left, right = (200, 100, 50), (30, 60, 220)
+    raw = mosaic(pattern, left, right)
+    vframe = video_frame(raw.tobytes(), W, H, layout, binned=True)
+    assert (vframe.width, vframe.height) == (W // 2, H // 2)
+    lb = Letterbox.fit(W // 2, H // 2, W // 2)
+    out = np.stack(scale(vframe, lb))
+    for c in range(3):  # every cell one colour, to the edges: no interpolation across cells
+        np.testing.assert_array_equal(out[c, :, : W // 4], left[c])
+        np.testing.assert_array_equal(out[c, :, W // 4 :], right[c])
+
+
+def test_binning_averages_the_two_greens() -> None:
+    tile = np.array([[9, 100], [51, 7]], np.uint8)  # RGGB: R 9, greens 100 and 51, B 7
+    raw = np.tile(tile, (H // 2, W // 2))
+    vframe = video_frame(raw.tobytes(), W, H, layout_of(CODES["BayerRG8"]), binned=True)
+    rgb = vframe.to_ndarray()
+    assert rgb.shape == (H // 2, W // 2, 3)
+    assert {tuple(int(v) for v in px) for row in rgb for px in row} == {(9, 75, 7)}
