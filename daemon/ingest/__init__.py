@@ -1,7 +1,7 @@
 """The ingest room: cameras (RTSP, recorded files or GigE Vision) in, frames out to a `FrameConsumer`.
 
 One thread per camera (`sources.CameraSource`: connect, reconnect with backoff, status events)
-reads each connection through the link its URL's scheme picks (`link.make_link`): PyAV for RTSP
+reads each connection through the link its URL's scheme picks (`kinds.make_link`): PyAV for RTSP
 and files (`av_link`, running `reader.FrameReader`: demux, decode, pace, route, hand off), Aravis
 for `gige://` (`gige`: GenICam settings, block ids, camera timestamps, no decode); `geometry`
 letterboxes per resolution, `decoding` holds the PyAV helpers (scaling for a model, error

@@ -1,11 +1,9 @@
-"""What a camera source reads through: one `Link` per camera kind, chosen by the URL's scheme.
+"""What a camera source reads through: one `Link` per camera kind, and what every link is given.
 
 `CameraSource` (daemon.ingest.sources) owns the lifecycle every kind shares (state, reconnect
 with backoff, status events, stall reporting); a `Link` opens one connection, reads it to its
-end and says how it ended (`Outcome`), raising `ConnectionLostError` for a failure. `make_link`
-is the one place a kind is chosen: RTSP and files go through PyAV (`daemon.ingest.av_link`),
-`gige://` through Aravis (`daemon.ingest.gige`, imported only where such a camera is configured,
-so a box without Aravis still runs RTSP cameras).
+end and says how it ended (`Outcome`), raising `ConnectionLostError` for a failure.
+`daemon.ingest.kinds.make_link` is the one place a kind is chosen.
 """
 
 from __future__ import annotations
@@ -15,12 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from daemon.config.cameras import CameraConfig
 from daemon.core.clock import Clock
 from daemon.core.frames import FrameConsumer
 from daemon.core.metrics import Metrics
 from daemon.ingest.geometry import SourceGeometry
-from daemon.ingest.hwdecode import HwDecode
 from daemon.ingest.reader import OnUp, Outcome
 
 
@@ -72,14 +68,3 @@ class Link(Protocol):
     def end_connection(self) -> None:
         """The connection is over (called after every attempt): per-connection state goes."""
         ...
-
-
-def make_link(camera: CameraConfig, parts: LinkParts, hwdecode: HwDecode | None) -> Link:
-    """The link for the camera's kind (its URL's scheme)."""
-    if camera.kind == "gige":
-        from daemon.ingest.gige.link import GigeLink  # noqa: PLC0415 - Aravis only where a gige:// camera runs
-
-        return GigeLink(camera, parts)
-    from daemon.ingest.av_link import AvLink  # noqa: PLC0415
-
-    return AvLink(camera, parts, hwdecode)

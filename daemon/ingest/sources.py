@@ -3,7 +3,7 @@
 The thread never ends the daemon: every camera-level fault (refused, 401/404, read timeout,
 server gone, corrupt stream, a bug in this module) ends one connection, is reported as a status
 event, and is retried with capped exponential backoff and jitter, forever, until `stop()`. One
-connection is read by the camera kind's link (`daemon.ingest.link.make_link`: PyAV's
+connection is read by the camera kind's link (`daemon.ingest.kinds.make_link`: PyAV's
 `daemon.ingest.reader.FrameReader` for RTSP and files, Aravis for `gige://`).
 """
 
@@ -27,7 +27,8 @@ from daemon.core.status import StatusCallback
 from daemon.ingest.decoding import ConnectionLostError
 from daemon.ingest.geometry import SourceGeometry
 from daemon.ingest.hwdecode import HwDecode
-from daemon.ingest.link import LinkParts, make_link
+from daemon.ingest.kinds import make_link
+from daemon.ingest.link import LinkParts
 from daemon.ingest.reader import Connection, Outcome
 
 log = structlog.get_logger("beltsight.source")
