@@ -62,6 +62,8 @@ class _Session:
     def __init__(self, camera: Any, stream: Any) -> None:
         self.camera = camera
         self.stream = stream
+        self.answering = True
+        """False once the camera stopped answering: closing it then sends it nothing."""
         self.control_lost = threading.Event()
         self.handler = camera.get_device().connect("control-lost", lambda _device: self.control_lost.set())
 
@@ -111,14 +113,10 @@ class GigeLink:
 
     def attempt(self) -> Outcome:
         session = self._open()
-        answering = True
         try:
             return self._read(session)
-        except ConnectionLostError:
-            answering = False
-            raise
         finally:
-            if answering:
+            if session.answering:
                 session.close(answering=True)
             else:  # each command to a camera that does not answer waits out a timeout
                 closer = threading.Thread(target=session.close, kwargs={"answering": False}, daemon=True)
@@ -129,15 +127,16 @@ class GigeLink:
             camera = Aravis.Camera.new(resolve_address(self.camera.gige_device))
         except GLib.Error as exc:
             raise ConnectionLostError(f"cannot open: {exc.message}") from None
+        session = _Session(camera, None)
         try:
             self._refused = apply_settings(camera, self._cfg, self.camera.id)
-            stream = camera.create_stream(None, None)
+            session.stream = camera.create_stream(None, None)
             payload = camera.get_payload()
             for _ in range(self._cfg.buffers):
-                stream.push_buffer(Aravis.Buffer.new_allocate(payload))
-            session = _Session(camera, stream)
+                session.stream.push_buffer(Aravis.Buffer.new_allocate(payload))
             camera.start_acquisition()
         except GLib.Error as exc:
+            session.close(answering=True)
             raise ConnectionLostError(f"cannot start: {exc.message}") from None
         return session
 
@@ -170,18 +169,21 @@ class GigeLink:
             try:
                 session.camera.software_trigger()
             except GLib.Error as exc:
+                session.answering = False
                 raise ConnectionLostError(f"software trigger failed: {exc.message}") from None
             reading.next_trigger = max(reading.next_trigger + 1.0 / rate, now)
         return max(0.001, min(POLL_S, reading.next_trigger - self._clock.monotonic()))
 
     def _check(self, session: _Session, conn: Connection, reading: _Reading) -> None:
         if session.control_lost.is_set():
+            session.answering = False
             raise ConnectionLostError("control lost (the camera stopped answering)", stalled=False)
         if not self.expects_frames:
             return
         now = self._clock.monotonic()
         silent_s = now - reading.last_any_mono
         if silent_s > self.camera.read_timeout_s:
+            session.answering = False  # nothing at all: gone, or its stream cannot reach us
             raise ConnectionLostError(f"stalled {silent_s:.1f}s" if conn.up else "read timeout", stalled=conn.up)
         age = now - conn.last_good_mono
         if age > self.camera.stall_s:
