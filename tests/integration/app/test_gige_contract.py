@@ -15,8 +15,9 @@ from tests.support.metrics import drops
 from tests.support.streams import entries
 from tests.support.waits import wait_until
 
-RATE = 5.0
-"""The camera's frame rate (`[cameras.gige] frame_rate`): one the CPU model keeps up with on a shared box."""
+RATE = 3.0
+"""The camera's frame rate (`[cameras.gige] frame_rate`): one the CPU model keeps up with on a shared
+2-core box under a load average of 20 (at 5 fps it published 4.1 frames a second there)."""
 
 
 def events(redis: RedisServer) -> list[dict[str, str]]:
@@ -43,7 +44,7 @@ def test_gige_camera_publishes_at_its_rate_and_survives_a_5_s_outage(
         cameras=[{"id": "belt", "url": "gige://127.0.0.1", "gige": {"frame_rate": RATE}}],
     )
     with InProcessDaemon(config) as d:
-        wait_until(lambda: len(entries(redis, "belt")) >= 40, 120, "40 entries", d)
+        wait_until(lambda: len(entries(redis, "belt")) >= 40, 180, "40 entries", d)
         published = entries(redis, "belt")[10:]  # past the lane's warm-up
         seqs = [int(e["seq"]) for e in published]
         assert seqs == sorted(set(seqs)), "seq must increase"

