@@ -14,6 +14,8 @@ Policies (the lifecycle around them, backoff and status events, is `CameraSource
 - Hand-off: `consumer.put(wait=False)` (the newest frame wins), the pixels wrapped in an
   `av.VideoFrame` (`pixels`) and converted by swscale in the worker. Frames carry no `decoded`
   planes: on a device lane they take the CPU fill.
+- Up: at the first complete frame; a hardware-triggered camera once it acquires (its first frame
+  waits for the first part).
 - Lost: no frame at all for `read_timeout_s`, no complete frame for `stall_s` (both only where
   frames come steadily: free run or software trigger), or the control channel lost (Aravis'
   heartbeat, any trigger mode). A lost camera's acquisition stop and release (each one more
@@ -146,6 +148,9 @@ class GigeLink:
         conn = Connection(session.camera.get_pixel_format_as_string(), now, now, rate)
         self.conn = conn
         reading = _Reading(FrameIds(), CameraClock(), now, now + 1.0 / rate)
+        if self._cfg.hardware_trigger:  # up once acquiring: the first frame waits for the first part
+            _x, _y, width, height = session.camera.get_region()
+            self._parts.on_up(width, height, conn, now)
         stop = self._parts.stop
         while not stop.is_set():
             wait_s = POLL_S

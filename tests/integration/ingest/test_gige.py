@@ -182,3 +182,16 @@ def test_software_trigger_paces_the_camera(gige_camera: Callable[..., FakeGigeCa
     frames = harness.frames()
     spacing_ms = (frames[-1].captured_ms - frames[1].captured_ms) / (len(frames) - 2)
     assert 1000 / 8 / 1.25 <= spacing_ms <= 1000 / 8 / 0.8  # triggered at 8 fps, not the free-run 25
+
+
+def test_a_hardware_triggered_camera_is_up_without_frames_and_down_when_its_control_is_lost(
+    gige_camera: Callable[..., FakeGigeCamera], harness: Harness
+) -> None:
+    fake = gige_camera()  # nothing drives its Line0: it sends no frame, as on an empty belt
+    source = harness.start(fake.url, gige={"trigger": "Line0"})
+    wait_until(lambda: "camera_up" in harness.kinds(), 60, "camera_up while acquiring")
+    assert source.state == "up" and not harness.frames()
+    fake.kill()  # only the control channel (Aravis' heartbeat) can tell
+    wait_until(lambda: "camera_down" in harness.kinds(), 60, "camera_down once the control channel is lost")
+    down = [e for e in harness.events if e.kind == "camera_down"]
+    assert down[0].detail.startswith("control lost")
