@@ -117,6 +117,9 @@ class GigeLink:
         session = self._open()
         try:
             return self._read(session)
+        except GLib.Error as exc:  # a command mid-stream failed: the camera went away under it
+            session.answering = False
+            raise ConnectionLostError(f"camera error: {exc.message}") from None
         finally:
             if session.answering:
                 session.close(answering=True)
