@@ -11,6 +11,7 @@ pytest_plugins = [
     "tests.support.fixtures_redis",
     "tests.support.fixtures_redis_cluster_tls",
     "tests.support.fixtures_redis_sentinel",
+    "tests.support.fixtures_gige",
     "tests.support.fixtures_rtsp",
     "tests.support.mosquitto",
 ]

@@ -6,6 +6,8 @@
 #   tools/bootstrap.sh --dev    also the test and lint tools (and, for the tests, headless Chromium,
 #                               systemd-analyze, openssl, mosquitto and Node.js clients)
 #   tools/bootstrap.sh --train  also PyTorch (CPU) for python -m tools.model.train
+#   tools/bootstrap.sh --gige   also GigE Vision cameras (gige:// URLs): Aravis and its Python binding
+#                               (--dev includes it: the tests read Aravis' fake camera)
 #
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
@@ -13,11 +15,13 @@ cd "$(dirname "$0")/.."
 
 extras=(demo)
 dev=0
+gige=0
 for arg in "$@"; do
   case "$arg" in
     --dev) extras+=(dev); dev=1 ;;
     --train) extras+=(train) ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --gige) gige=1 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "unknown option: $arg" >&2; exit 2 ;;
   esac
 done
@@ -41,6 +45,16 @@ if [ "$dev" -eq 1 ]; then
   # its own npm (NodeSource's) is kept
   apt_packages+=(mosquitto)
   command -v npm >/dev/null 2>&1 || apt_packages+=(nodejs npm)
+fi
+# GigE Vision (gige:// cameras): Debian's Aravis (its GObject introspection typelib) and, in the
+# virtualenv, PyGObject (the `gige` extra), which PyPI ships as source only: it builds against
+# girepository 1.0 and cairo (pycairo), hence the -dev packages and a compiler. aravis-tools brings
+# arv-fake-gv-camera-0.8, the tests' GigE Vision camera on loopback.
+if [ "$dev" -eq 1 ]; then gige=1; fi
+if [ "$gige" -eq 1 ]; then
+  extras+=(gige)
+  apt_packages+=(gir1.2-aravis-0.8 libgirepository1.0-dev libcairo2-dev pkg-config gcc python3-dev)
+  if [ "$dev" -eq 1 ]; then apt_packages+=(aravis-tools); fi
 fi
 missing=()
 for pkg in "${apt_packages[@]}"; do

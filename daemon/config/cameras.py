@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from daemon.config.base import Seconds, Section, read_secret_file, with_password
+from daemon.config.gige import GIGE_SCHEME, GigeConfig, aravis_problem, gige_device
 from daemon.config.tracking import LineConfig, TrackingConfig, lines_problem
 from daemon.core.frames import MODEL_SIZES
 from daemon.core.redaction import SECRETS, redact_url
@@ -22,7 +23,9 @@ class CameraConfig(Section):
     """The camera's name: 1-64 letters, digits, `_`, `.`, `-`, unique; it names the camera's streams
     (`{camera}` in `[redis] stream`, `objects_stream`), its events, metrics and log lines."""
     url: SecretStr
-    """rtsp://, rtsps:// or a local file path / file:// URL (replay of a recording)."""
+    """rtsp://, rtsps://, a local file path / file:// URL (replay of a recording), or `gige://<device>`:
+    a GigE Vision camera read directly (Aravis), `<device>` being its id as Aravis lists it (e.g.
+    `Aravis-Fake-GV01`), its serial number or its IP address."""
     password_file: Path | None = None
     """File holding the stream's password (e.g. a systemd credential), read at each connect; it
     replaces a password in `url`. Not used for file sources."""
@@ -33,10 +36,12 @@ class CameraConfig(Section):
     transport: Literal["tcp", "udp"] = "tcp"
     """RTSP media transport (FFmpeg's `rtsp_transport`): RTP interleaved over the TCP connection, or UDP."""
     open_timeout_s: Seconds = 5.0
-    """RTSP sources: the longest wait for the stream to open; then the attempt fails and is retried."""
+    """RTSP sources: the longest wait for the stream to open; then the attempt fails and is retried.
+    (GigE: Aravis' own control timeouts apply, about 2.5 s for a camera that does not answer.)"""
     read_timeout_s: Seconds = 2.0
     """RTSP sources: the socket read timeout (FFmpeg's `timeout`); a frozen server surfaces as a read
-    error after about 2 x this, and the camera reconnects."""
+    error after about 2 x this, and the camera reconnects. GigE (free run or software trigger): no
+    frame at all (complete or not) for this long ends the connection."""
     stall_s: Seconds = 5.0
     """No frame for this long on an open connection: the camera is stalled, reconnect."""
     decode_threads: int = Field(1, ge=0, le=16)
@@ -65,6 +70,17 @@ class CameraConfig(Section):
     """Calibration of the belt plane: millimetres per pixel (speeds in mm/s, gate arrival times)."""
     lines: list[LineConfig] = Field(default_factory=list)
     """Counting lines (`[[cameras.lines]]`), normalised coordinates; each may have gates."""
+    gige: GigeConfig | None = None
+    """`gige://` cameras: the camera's settings (`[cameras.gige]`: frame rate, exposure, gain, pixel
+    format, packet size, trigger), applied at open and after every reconnect."""
+
+    @model_validator(mode="after")
+    def _check_gige(self) -> Self:
+        if self.gige is not None and self.kind != "gige":
+            raise ValueError("[cameras.gige] is for gige:// cameras only")
+        if self.kind == "gige" and self.password_file is not None:
+            raise ValueError("password_file is not used by gige:// cameras")
+        return self
 
     @model_validator(mode="after")
     def _check_lines(self) -> Self:
@@ -85,8 +101,15 @@ class CameraConfig(Section):
     def _check_url(cls, v: SecretStr) -> SecretStr:
         url = v.get_secret_value()
         scheme = urlsplit(url).scheme
+        if scheme == GIGE_SCHEME:
+            if not gige_device(url):
+                raise ValueError("gige:// needs a device: gige://<device id, serial number or IP address>")
+            problem = aravis_problem()
+            if problem is not None:
+                raise ValueError(problem)
+            return v
         if scheme not in ("rtsp", "rtsps", "file", ""):
-            raise ValueError(f"must be rtsp://, rtsps://, file:// or a path (got {redact_url(url)!r})")
+            raise ValueError(f"must be rtsp://, rtsps://, file://, gige:// or a path (got {redact_url(url)!r})")
         SECRETS.add_from_url(url)
         return v
 
@@ -103,12 +126,30 @@ class CameraConfig(Section):
         return cfg.enabled if self.tracking is None else self.tracking
 
     @property
+    def kind(self) -> Literal["rtsp", "file", "gige"]:
+        """How the camera is read: RTSP (rtsp://, rtsps://), a recording (file), or GigE Vision."""
+        scheme = urlsplit(self.url.get_secret_value()).scheme
+        if scheme in ("file", ""):
+            return "file"
+        return "gige" if scheme == GIGE_SCHEME else "rtsp"
+
+    @property
     def is_file(self) -> bool:
-        return urlsplit(self.url.get_secret_value()).scheme in ("file", "")
+        return self.kind == "file"
+
+    @property
+    def gige_device(self) -> str:
+        """A gige:// camera's device (id, serial number or address), as Aravis opens it."""
+        return gige_device(self.url.get_secret_value())
+
+    @property
+    def gige_settings(self) -> GigeConfig:
+        """The `[cameras.gige]` settings (defaults where the table is left out)."""
+        return self.gige if self.gige is not None else GigeConfig()
 
     def effective_url(self) -> str:
         url = self.url.get_secret_value()
-        if self.password_file is not None and not self.is_file:
+        if self.password_file is not None and self.kind == "rtsp":
             password = read_secret_file(self.password_file)
             SECRETS.add(password)
             url = with_password(url, password)

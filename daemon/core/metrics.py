@@ -267,5 +267,7 @@ class Metrics:
         (inference failed for its batch), `buffer_full` (the sink's memory buffer was full),
         `spool_full` (the spool's cap or a full disk: not kept on disk), `stream_refused` (held
         apart beyond its hold's bound while Redis refused the camera's stream key),
-        `shutdown` (unpublished when the grace period ended), `thermal` (inference was paused)."""
+        `shutdown` (unpublished when the grace period ended), `thermal` (inference was paused),
+        `frame_lost` (a GigE camera's frame that never arrived: a gap in its block ids),
+        `incomplete` (a GigE frame with packets the resend could not recover: never handed on)."""
         self.frames_dropped.labels(camera=camera_id, reason=reason).inc(n)

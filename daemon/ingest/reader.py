@@ -77,8 +77,8 @@ class Connection:
     up: bool = False
 
 
-OnUp = Callable[[av.VideoFrame, Connection, float], None]
-"""Called with the first decoded frame of a connection, its counters and the time it came."""
+OnUp = Callable[[int, int, Connection, float], None]
+"""Called with the size (width, height) of the first frame of a connection, its counters and the time it came."""
 
 
 class FrameReader:
@@ -188,7 +188,7 @@ class FrameReader:
         conn.seq += 1
         self._count_frame(captured_mono, conn)
         if not conn.up:
-            self._on_up(vframe, conn, captured_mono)
+            self._on_up(vframe.width, vframe.height, conn, captured_mono)
         letterbox = self._geometry.letterbox_for(vframe.width, vframe.height)
         if letterbox is None:
             self._metrics.dropped(self.camera.id, "no_model")

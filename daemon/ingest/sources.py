@@ -1,21 +1,19 @@
-"""One PyAV reader thread per camera: connect, read, and reconnect, forever.
+"""One reader thread per camera (RTSP, a file or GigE Vision): connect, read, and reconnect, forever.
 
 The thread never ends the daemon: every camera-level fault (refused, 401/404, read timeout,
 server gone, corrupt stream, a bug in this module) ends one connection, is reported as a status
-event, and is retried with capped exponential backoff and jitter, forever, until `stop()`. The
-decode loop of one connection is `daemon.ingest.reader.FrameReader`.
+event, and is retried with capped exponential backoff and jitter, forever, until `stop()`. One
+connection is read by the camera kind's link (`daemon.ingest.kinds.make_link`: PyAV's
+`daemon.ingest.reader.FrameReader` for RTSP and files, Aravis for `gige://`).
 """
 
 from __future__ import annotations
 
 import threading
 import traceback
+from collections.abc import Mapping
 from typing import Literal
 
-import av
-import av.container
-import av.error
-import av.video
 import structlog
 
 from daemon.config.cameras import CameraConfig
@@ -26,10 +24,12 @@ from daemon.core.log_repeat import RepeatSummary
 from daemon.core.metrics import Metrics
 from daemon.core.redaction import SECRETS
 from daemon.core.status import StatusCallback
-from daemon.ingest.decoding import ConnectionLostError, describe_error
+from daemon.ingest.decoding import ConnectionLostError
 from daemon.ingest.geometry import SourceGeometry
 from daemon.ingest.hwdecode import HwDecode
-from daemon.ingest.reader import Connection, FrameReader, Outcome
+from daemon.ingest.kinds import make_link
+from daemon.ingest.link import LinkParts
+from daemon.ingest.reader import Connection, Outcome
 
 log = structlog.get_logger("beltsight.source")
 
@@ -37,7 +37,7 @@ State = Literal["connecting", "up", "stalled", "down"]
 
 
 class CameraSource:
-    """Reads one camera (RTSP or a local file) in its own thread and hands frames to a consumer.
+    """Reads one camera (RTSP, a local file or GigE Vision) in its own thread and hands frames to a consumer.
 
     Policies (the per-frame ones, hand-off, `seq`, letterbox, corrupt packets: `FrameReader`):
     - Stall: no decoded frame for `stall_s` on an open connection (packets that all fail to
@@ -71,7 +71,6 @@ class CameraSource:
         """`hwdecode` (lanes on the device only): open streams for NVDEC and hand each frame's
         decoded planes on (`Frame.decoded`); None keeps the CPU path's `av.open` and frames."""
         self.camera = camera
-        self._hwdecode = hwdecode
         self._consumer = consumer
         self._on_status = on_status
         self._metrics = metrics
@@ -81,17 +80,8 @@ class CameraSource:
         self._thread: threading.Thread | None = None
         self._state: State = "connecting"
         self.geometry = SourceGeometry(camera.id, route, self._status)
-        self._reader = FrameReader(
-            camera,
-            consumer=consumer,
-            geometry=self.geometry,
-            metrics=metrics,
-            clock=clock,
-            stop=self._stop,
-            on_up=self._on_up,
-            status=self._status,
-            keep_decoded=hwdecode is not None,
-        )
+        parts = LinkParts(consumer, self.geometry, metrics, clock, self._stop, self._on_up, self._status)
+        self._link = make_link(camera, parts, hwdecode)
         self._last_down_reason: str | None = None
         self._down_log = RepeatSummary(clock=self._clock)
         self.finished = False
@@ -104,15 +94,16 @@ class CameraSource:
 
     @property
     def state(self) -> State:
-        last = self._reader.last_frame_mono
-        if self._state == "up" and last is not None and self._clock.monotonic() - last > self.camera.stall_s:
+        last = self._link.last_frame_mono
+        silent = last is not None and self._clock.monotonic() - last > self.camera.stall_s
+        if self._state == "up" and silent and self._link.expects_frames:
             return "stalled"
         return self._state
 
     @property
     def frames(self) -> int:
         """Frames decoded since start (all connections)."""
-        return self._reader.frames
+        return self._link.frames
 
     @property
     def width(self) -> int | None:
@@ -130,7 +121,12 @@ class CameraSource:
     @property
     def fps(self) -> float:
         """Smoothed decode rate of the current connection (0 before two frames)."""
-        return self._reader.fps
+        return self._link.fps
+
+    @property
+    def refused(self) -> Mapping[str, Mapping[str, str]]:
+        """Camera settings the camera refused at its latest open (GigE): feature -> wanted, kept."""
+        return self._link.refused
 
     def start(self) -> None:
         if self._thread is not None:
@@ -216,55 +212,27 @@ class CameraSource:
         self._state = "connecting"
         if not self._down_log.quiet:
             log.info("camera_connecting", camera=self.camera_id, url=self.camera.safe_url())
-        opened = False
         try:
-            with self._open() as container:
-                opened = True
-                return self._reader.read(container)
+            return self._link.attempt()
         except ConnectionLostError as exc:
             return Outcome("failed", exc.reason, exc.stalled)
-        except (av.error.FFmpegError, OSError, ValueError) as exc:
-            conn = self._reader.conn
-            if isinstance(exc, av.error.ExitError | TimeoutError) and conn is not None and conn.up:
-                # Frames stopped on a working connection: that is a stall, whoever noticed first.
-                age = self._clock.monotonic() - conn.last_good_mono
-                return Outcome("failed", f"stalled {age:.1f}s", stalled=True)
-            return Outcome("failed", describe_error(exc, opened=opened))
         finally:
-            self._reader.end_connection()
+            self._link.end_connection()
             self._consumer.discard(self.camera_id)
             self._metrics.camera_up.labels(camera=self.camera_id).set(0)
 
-    def _open(self) -> av.container.InputContainer:
-        url = self.camera.effective_url()
-        if self.camera.is_file:
-            if self._hwdecode is not None:
-                return self._hwdecode.open(url, camera=self.camera_id)
-            return av.open(url, mode="r")
-        read_timeout_us = str(int(self.camera.read_timeout_s * 1e6))
-        options = {
-            "rtsp_transport": self.camera.transport,
-            "timeout": read_timeout_us,  # `stimeout` is ignored by FFmpeg >= 5
-            "analyzeduration": "0",
-            "probesize": "32",
-        }
-        if self._hwdecode is not None:
-            timeout = (self.camera.open_timeout_s, self.camera.read_timeout_s)
-            return self._hwdecode.open(url, options=options, timeout=timeout, camera=self.camera_id)
-        return av.open(url, mode="r", options=options, timeout=(self.camera.open_timeout_s, self.camera.read_timeout_s))
-
-    def _on_up(self, vframe: av.VideoFrame, conn: Connection, now: float) -> None:
+    def _on_up(self, width: int, height: int, conn: Connection, now: float) -> None:
         conn.up = True
         self._state = "up"
         self._last_down_reason = None
         self._down_log.succeeded()
         self._backoff.succeeded()
         self._metrics.camera_up.labels(camera=self.camera_id).set(1)
-        detail = f"{vframe.width}x{vframe.height} {conn.codec}"
+        detail = f"{width}x{height} {conn.codec}"
         log.info(
             "camera_up",
             camera=self.camera_id,
-            size=f"{vframe.width}x{vframe.height}",
+            size=f"{width}x{height}",
             codec=conn.codec,
             connect_s=round(now - conn.opened_mono, 3),
         )

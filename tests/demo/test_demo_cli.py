@@ -80,8 +80,12 @@ def test_missing_redis_server_names_the_package(tmp_path: Path) -> None:
 
 
 def test_missing_gstreamer_names_the_packages(tmp_path: Path) -> None:
-    # the virtualenv's Python cannot import gi: as on a machine without python3-gi
-    result = demo(*ports(), "--data-dir", str(tmp_path / "data"), "--gst-python", sys.executable)
+    # a Python that cannot import gi, as on a machine without python3-gi: this one without its
+    # site-packages (the virtualenv's own can import gi where the gige extra brought PyGObject)
+    no_gi = tmp_path / "python-without-gi"
+    no_gi.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    no_gi.chmod(0o755)
+    result = demo(*ports(), "--data-dir", str(tmp_path / "data"), "--gst-python", str(no_gi))
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1, result.stderr
     assert "GStreamer's RTSP server is not usable" in result.stderr

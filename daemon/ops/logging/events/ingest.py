@@ -37,8 +37,27 @@ INGEST_EVENTS: tuple[LogEvent, ...] = (
     LogEvent(
         "camera_up",
         "info",
-        "the first frame of a connection arrived",
+        "the first frame of a connection arrived (`codec`: a GigE camera's pixel format)",
         ("camera", "size", "codec", "connect_s"),
+    ),
+    LogEvent(
+        "gige_close_error",
+        "debug",
+        "stopping a GigE camera's acquisition failed while closing it (expected when it is gone)",
+        ("error",),
+    ),
+    LogEvent(
+        "gige_feature_refused",
+        "warning",
+        "a GigE camera refused one of its [cameras.gige] settings at open; it is read with the value it kept",
+        ("camera", "feature", "wanted", "kept", "error"),
+    ),
+    LogEvent(
+        "gige_frames_dropped",
+        "warning",
+        "GigE frames lost (`frame_lost`: never arrived) or incomplete (`incomplete`: packets the resend could "
+        "not recover), never handed on; at most once per 10 s per reason, `suppressed` counts the lines held back",
+        ("camera", "reason", "frames", "seq", "status", "suppressed"),
     ),
     LogEvent(
         "hwdecode_fallback",
