@@ -3,6 +3,7 @@ CUDA and TensorRT options."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Literal
 
@@ -88,7 +89,8 @@ class EngineConfig(Section):
     takes the `uint8` planes and a prefix added to the graph casts and scales them inside ONNX
     Runtime, the scale folded into the first convolution where the graph allows:
     `daemon.inference.pixel_input`). "graph" applies with `device = "cpu"` and without TensorRT;
-    elsewhere the file runs as it is."""
+    elsewhere the file runs as it is. Needs the `onnx` package (`pip install onnx`), which the
+    daemon does not otherwise need."""
     allow_fallback: bool = False
     """A session that did not get the first provider: false refuses to start (`provider_unavailable`,
     exit 69); true runs on what it got and logs an ERROR `provider_fallback`."""
@@ -146,6 +148,20 @@ class EngineConfig(Section):
     """The `[engine.breaker]` section: the circuit breaker with its CPU fallback."""
     rebuild: RebuildConfig = RebuildConfig()
     """The `[engine.rebuild]` section: periodic session rebuilds."""
+
+    @field_validator("preprocess")
+    @classmethod
+    def _check_preprocess(cls, v: str) -> str:
+        if v == "graph" and importlib.util.find_spec("onnx") is None:
+            raise ValueError(
+                '"graph" builds the prefix with the onnx package, which is not installed (pip install onnx)'
+            )
+        return v
+
+    @property
+    def pixels_in_graph(self) -> bool:
+        """Whether sessions take `uint8` pixels (`preprocess = "graph"` on the CPU path, not TensorRT)."""
+        return self.preprocess == "graph" and self.device == "cpu" and "tensorrt" not in self.providers
 
     @field_validator("providers")
     @classmethod

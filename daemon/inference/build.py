@@ -26,7 +26,6 @@ from daemon.core.metrics import Metrics
 from daemon.core.xp import DeviceChoice
 from daemon.inference.model_check import camera_rules, validate_models
 from daemon.inference.model_file import ModelInfo
-from daemon.inference.pixel_input import pixels_in_graph
 from daemon.inference.placement import choose, device_path
 from daemon.inference.protocols import EngineBuilder, InferenceEngine
 from daemon.inference.serving import ServingEngine
@@ -115,7 +114,7 @@ class LaneWorkers:
             rules=camera_rules(self._rules_from, info),
             metrics=self.metrics,
             device=device_path(self.models.device, info, engine.max_batch),  # None on the CPU path
-            pixels=pixels_in_graph(ecfg),
+            pixels=ecfg.pixels_in_graph,
         )
         self._stages.add(stage)
         return engine, stage

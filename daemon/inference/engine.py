@@ -14,6 +14,7 @@ Errors from `session.run` are raised as `InferenceError`, the one exception a br
 from __future__ import annotations
 
 import contextlib
+import importlib
 import threading
 import time
 from collections.abc import Sequence
@@ -30,7 +31,6 @@ from daemon.core.xp import GpuUnavailableError, get_xp, is_device_array, to_host
 from daemon.inference import iobinding, tensorrt_cache
 from daemon.inference.layouts import warm_up_mismatch
 from daemon.inference.model_file import ModelError, ModelInfo
-from daemon.inference.pixel_input import pixel_model_bytes, pixels_in_graph
 from daemon.inference.postprocess import join_outputs
 from daemon.inference.providers import (
     EngineError,
@@ -131,10 +131,13 @@ class Engine:
     ) -> Engine:
         stream_ptr = int(stream.ptr) if stream is not None else None
         trt_dir = trt.directory if trt is not None else None
-        pixels = pixels_in_graph(cfg)
+        pixels = cfg.pixels_in_graph
+        model: str | bytes = str(info.path)
+        if pixels:  # the prefix is built with onnx, which only "graph" needs: imported only then
+            model = importlib.import_module("daemon.inference.pixel_input").pixel_model_bytes(info)
         try:
             session = ort.InferenceSession(
-                pixel_model_bytes(info) if pixels else str(info.path),
+                model,
                 sess_options=session_options(cfg),
                 providers=provider_specs(names, cfg.cuda, stream_ptr, tensorrt=cfg.tensorrt, trt_cache_dir=trt_dir),
             )

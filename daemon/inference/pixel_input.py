@@ -13,6 +13,9 @@ letterbox padding stays in the `uint8` batch tensor (written once per geometry, 
 
 Not for TensorRT (its engine cache is keyed by the file) nor for the device path (`engine.device`
 other than "cpu": its fill writes the float tensor on the GPU): there the file runs as it is.
+
+This module imports `onnx`, which only `engine.preprocess = "graph"` needs (the config refuses
+"graph" where it is not installed): the engine imports it only then.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ PIXELS = "__beltsight_pixels"
 
 def pixels_in_graph(cfg: EngineConfig) -> bool:
     """Whether sessions built from `cfg` take `uint8` pixels (see the module docstring)."""
-    return cfg.preprocess == "graph" and cfg.device == "cpu" and "tensorrt" not in cfg.providers
+    return cfg.pixels_in_graph
 
 
 def pixel_model_bytes(info: ModelInfo) -> bytes:

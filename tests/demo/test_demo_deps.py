@@ -91,13 +91,16 @@ def merge_link(source: Path, target: Path) -> None:
 
 GIGE_MODULES = {"daemon.ingest.gige.link", "daemon.ingest.gige.features"}
 """Imported only where a gige:// camera runs: they need the `gige` extra (PyGObject) and Debian's Aravis."""
+GRAPH_PREFIX_MODULES = {"daemon.inference.pixel_input"}
+"""Imported only with `engine.preprocess = "graph"` (which the config refuses without it): needs `onnx`."""
 
 
 def daemon_modules() -> list[str]:
     names = (".".join(p.relative_to(REPO).with_suffix("").parts) for p in (REPO / "daemon").rglob("*.py"))
     # a subpackage's __main__ runs its program when imported (daemon.__main__ is beltsight's entry point)
     names = (n for n in names if not n.endswith(".__main__") or n == "daemon.__main__")
-    return sorted(n for n in (name.removesuffix(".__init__") for name in names) if n not in GIGE_MODULES)
+    optional = GIGE_MODULES | GRAPH_PREFIX_MODULES
+    return sorted(n for n in (name.removesuffix(".__init__") for name in names) if n not in optional)
 
 
 def import_in_venv(
