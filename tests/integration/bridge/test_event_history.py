@@ -5,10 +5,13 @@ Real redis-server, the real bridge (`Bridge`), a real asyncua client connecting 
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from asyncua import Client, Node, ua
 
 from daemon.config.bridge import BridgeConfig
@@ -16,6 +19,8 @@ from tests.support.bridge_harness import Events, crossing, make_config, start_br
 from tests.support.fixtures_redis import RedisServer, RedisServerFactory
 from tests.support.mv_harness import get_result_list, mv_ns, vision_system
 
+JS = Path(__file__).resolve().parents[2] / "js"
+NODE_READY = shutil.which("node") is not None and (JS / "node_modules" / "node-opcua-client").is_dir()
 CAM1 = "beltsight:objects:cam1"
 CAM2 = "beltsight:objects:cam2"
 
@@ -140,3 +145,35 @@ def test_the_window_bounds_what_is_recalled_and_zero_turns_the_history_off(
     assert sorted(asyncio.run(history_after_start(config))) == [1, 2]
     assert asyncio.run(history_after_start(config)) == [2]  # the next one recalls the last 60 s only
     assert asyncio.run(history_after_start(config.model_copy(update={"event_history_s": 0.0}))) == []
+
+
+@pytest.mark.skipif(not NODE_READY, reason="node and tests/js/node_modules (tools/bootstrap.sh --dev) are needed")
+def test_node_opcua_reads_the_missed_crossings_from_the_history(
+    redis_server: RedisServerFactory, tmp_path: Path
+) -> None:
+    """Another stack's PLC (node-opcua, tests/js/history_client.js), connecting after a restart."""
+    server = redis_server()
+    config = make_config(tmp_path, machine_vision=True)
+
+    async def scenario() -> tuple[list[str], dict[str, Any]]:
+        ids = await served(config, server, [(CAM1, crossing("cam1", "L1", n, track=50 + n)) for n in range(1, 4)])
+        bridge = await start_bridge(config, server)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                str(shutil.which("node")),
+                str(JS / "history_client.js"),
+                f"opc.tcp://{config.opcua.listen}/beltsight",
+                "cam1",
+                cwd=JS,
+                stdout=asyncio.subprocess.PIPE,
+            )
+            out, _ = await asyncio.wait_for(proc.communicate(), 120)
+        finally:
+            await bridge.stop()
+        line = next(raw for raw in out.splitlines() if raw.startswith(b'{"'))
+        return ids, json.loads(line)
+
+    ids, got = asyncio.run(scenario())
+    assert "error" not in got, got.get("error")
+    assert got["crossings"] == [{"track": 50 + n, "message": f"cam1/L1 in #{n}"} for n in range(1, 4)]
+    assert got["results"] == [{"resultId": i, "partId": str(50 + n)} for n, i in enumerate(ids, 1)]
