@@ -24,7 +24,7 @@ from pymodbus.client import AsyncModbusTcpClient
 from daemon.bridge.registers import words_u32
 from tests.support.bridge_harness import Events, crossing, make_config, read, start_bridge, subscribe, wait_for
 from tests.support.fixtures_redis import RedisServerFactory
-from tools.bridge.bench_first import JS, first_crossing_latencies
+from tools.bridge.bench_first import JS, Latencies, first_crossing_latencies
 
 NODE_READY = shutil.which("node") is not None and (JS / "node_modules" / "node-opcua-client").is_dir()
 
@@ -79,13 +79,14 @@ def test_the_first_crossing_after_a_start_and_after_idle_spells_is_as_fast_as_th
     server = redis_server()
     config = make_config(tmp_path, machine_vision=True)
 
-    async def scenario() -> None:
+    async def scenario() -> Latencies:
         bridge = await start_bridge(config, server)
         writer = aioredis.Redis(port=server.port, decode_responses=True)
         try:
-            return await first_crossing_latencies(
+            measuring = first_crossing_latencies(
                 bridge, writer, [0.2, 1.2, 2.5], follow=3, node="typed" if NODE_READY else "off"
             )
+            return await asyncio.wait_for(measuring, 600)  # a bound on a hung client, not a timing claim
         finally:
             await writer.aclose()
             await bridge.stop()
