@@ -92,11 +92,13 @@ class _Servers:
 
     async def _fire_held(self, opcua: OpcUaBridgeServer, grace_s: float) -> None:
         """The held events, in order, once a client subscribes or the grace has passed."""
-        await opcua.await_event_subscriber(grace_s)
-        held = self._held or []
-        while held:  # `serve` appends to it until it is None
-            await opcua.fire(held.pop(0))
-        self._held = None
+        try:
+            await opcua.await_event_subscriber(grace_s)
+            held = self._held or []
+            while held:  # `serve` appends to it until it is None
+                await opcua.fire(held.pop(0))
+        finally:
+            self._held = None  # whatever happened, the next events fire as they come
 
     async def recall(self, crossings: list[Crossing]) -> None:
         if self.opcua is not None:
