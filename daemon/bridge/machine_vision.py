@@ -8,9 +8,12 @@ the mandatory `VisionStateMachine`, and the optional `SystemState` and `ResultMa
 
 It is fed from the same path as the rest of the OPC UA server (`OpcUaBridgeServer.fire` and
 `publish_status`, called by the reader's sink before the entries are acknowledged), so each crossing
-fires exactly one `ResultReadyEventType` event, emitted by its camera's object. `GetResultById` and
-`GetResultListFiltered` read the camera's objects stream (XRANGE / XREVRANGE, bounded: at most
-`SCAN_ENTRIES` entries scanned and `MAX_RESULTS` results per call); the bridge keeps no result store.
+fires exactly one `ResultReadyEventType` event, emitted by its camera's object, and kept in the event
+history (daemon.bridge.history: HistoryRead of each VisionSystemType object's events over the last
+`[bridge] event_history_s`). `GetResultListFiltered` answers from that history (newest first, at most
+`MAX_RESULTS` results per call); with the history off (`event_history_s = 0`) it reads the camera's
+objects stream (XREVRANGE, at most `SCAN_ENTRIES` entries scanned). `GetResultById` reads the entry
+from the stream (XRANGE).
 The field mapping is documented in docs/integrations/machine-vision.md.
 """
 
@@ -32,8 +35,9 @@ from asyncua.server.server import Server
 from asyncua.ua.status_codes import StatusCodes
 from redis.exceptions import RedisError
 
+from daemon.bridge.history import EventHistory, entry_time, fired, stamped
 from daemon.bridge.layout import BridgeLayout
-from daemon.bridge.state import Crossing, MalformedEntryError, crossing_from_entry, parse_eta, parse_id
+from daemon.bridge.state import Crossing, MalformedEntryError, crossings_from_rows, parse_eta, parse_id
 from daemon.config.redis import RedisConfig
 from daemon.core.ratelimit import RateLimited
 from daemon.publish.redis_conn import RedisClient
@@ -179,9 +183,12 @@ class MachineVision:
         self.mv_ns = 0
         self.fired = 0
         self._query_log = RateLimited(QUERY_LOG_INTERVAL_S)
+        self.history: EventHistory | None = None
 
-    async def attach(self, server: Server, root: Node, ns: int) -> None:
-        """Import the nodeset and build one VisionSystemType object per camera under `root`."""
+    async def attach(self, server: Server, root: Node, ns: int, history: EventHistory | None = None) -> None:
+        """Import the nodeset and build one VisionSystemType object per camera under `root`; with
+        `history`, each one's events are kept there and the result list answers from it."""
+        self.history = history
         if any(cam.id == FOLDER for cam in self.layout.cameras):
             raise ValueError(f"a camera named {FOLDER!r} clashes with the Machine Vision folder")
         await import_nodeset(server)
@@ -192,6 +199,8 @@ class MachineVision:
         for cam in self.layout.cameras:
             obj = await self._vision_system(server, folder, cam.id, ns)
             self._gens[cam.id] = await server.get_event_generator(etype, obj.nodeid)
+            if history is not None:
+                await history.historize(obj)
             await self.publish_status(cam.id, "unknown")
         log.info("bridge_machine_vision_ready", cameras=len(self._gens), namespace=MV_NAMESPACE)
 
@@ -253,11 +262,29 @@ class MachineVision:
         await self._write(f"{current}.Id", self._mv(STATE_NODES[vision]), ua.VariantType.NodeId)
 
     async def fire(self, crossing: Crossing) -> None:
-        """One ResultReadyEventType event for this crossing, emitted by its camera's object."""
+        """One ResultReadyEventType event for this crossing, emitted by its camera's object (and kept
+        in the event history)."""
         gen = self._gens.get(crossing.camera)
         if gen is None:
             return
-        ev = gen.event
+        self._fill(gen.event, crossing)
+        await gen.trigger(message=_message(crossing))
+        self.fired += 1
+        if self.history is not None:
+            await self.history.record(fired(gen.event), crossing)
+            self.history.remember(crossing)
+
+    async def recall(self, crossing: Crossing) -> None:
+        """Put a crossing served before this process started in the history (no event fired)."""
+        gen = self._gens.get(crossing.camera)
+        if gen is None or self.history is None:
+            return
+        if not self.history.has(gen.event.emitting_node, crossing):
+            self._fill(gen.event, crossing)
+            await self.history.record(stamped(gen.event, entry_time(crossing.entry_id), _message(crossing)), crossing)
+        self.history.remember(crossing)
+
+    def _fill(self, ev: Any, crossing: Crossing) -> None:
         # the type's properties carry no value in the nodeset, so asyncua knows no variant type for
         # them: each field is set with its type
         for name, value in _ids(crossing).items():
@@ -268,8 +295,6 @@ class MachineVision:
         content = [ua.Variant(result_content(crossing), ua.VariantType.String)]
         ev.add_property("ResultContent", content, ua.VariantType.Variant)
         ev.Severity = 100
-        await gen.trigger(message=f"{crossing.line} {crossing.direction} track {crossing.track}")
-        self.fired += 1
 
     def _redis(self) -> RedisClient:
         if self._client is None:
@@ -283,7 +308,8 @@ class MachineVision:
         try:
             parse_id(entry_id)
             rows = await self._redis().xrange(self.streams[camera], min=entry_id, max=entry_id, count=1)
-            crossing = _first_crossing(camera, rows)
+            found = crossings_from_rows(camera, rows)
+            crossing = found[0] if found else None
         except MalformedEntryError:
             pass
         except (RedisError, OSError) as exc:
@@ -297,15 +323,21 @@ class MachineVision:
         ]
 
     async def _get_result_list_filtered(self, parent: ua.NodeId, *args: ua.Variant) -> list[ua.Variant]:
+        """Newest first: from the event history (`[bridge] event_history_s`), or without one from the
+        camera's objects stream (its last `SCAN_ENTRIES` entries)."""
         camera = self._cameras_by_node.get(parent, "")
         wanted = ResultFilter(list(args))
         found: list[Crossing] = []
         complete, error = True, 0
         try:
-            rows = await self._redis().xrevrange(self.streams[camera], count=SCAN_ENTRIES) or []
-            complete = len(rows) < SCAN_ENTRIES
+            if self.history is not None:
+                candidates = list(reversed(self.history.crossings(camera)))
+            else:
+                rows = await self._redis().xrevrange(self.streams[camera], count=SCAN_ENTRIES) or []
+                complete = len(rows) < SCAN_ENTRIES
+                candidates = crossings_from_rows(camera, rows)
             skipped = 0
-            for crossing in _crossings(camera, rows):
+            for crossing in candidates:
                 if not wanted.matches(crossing):
                     continue
                 if skipped < wanted.start_index:
@@ -343,27 +375,5 @@ class MachineVision:
             await client.aclose()
 
 
-def _fields(raw: Any) -> dict[str, str]:
-    def text(v: Any) -> str:
-        return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
-
-    return {text(k): text(v) for k, v in raw.items()}
-
-
-def _crossings(camera: str, rows: Any) -> list[Crossing]:
-    """The well-formed crossings among XRANGE/XREVRANGE rows, in their order (others skipped)."""
-    out: list[Crossing] = []
-    for entry_id, fields in rows:
-        eid = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-        try:
-            crossing = crossing_from_entry(camera, eid, _fields(fields))
-        except MalformedEntryError:
-            continue
-        if crossing is not None:
-            out.append(crossing)
-    return out
-
-
-def _first_crossing(camera: str, rows: Any) -> Crossing | None:
-    found = _crossings(camera, rows)
-    return found[0] if found else None
+def _message(crossing: Crossing) -> str:
+    return f"{crossing.line} {crossing.direction} track {crossing.track}"

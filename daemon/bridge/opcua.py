@@ -53,6 +53,7 @@ from asyncua.server.server import Server
 from asyncua.ua.object_ids import ObjectIds
 from asyncua.ua.status_codes import StatusCodes
 
+from daemon.bridge.history import EventHistory, entry_time, fired, stamped
 from daemon.bridge.layout import ETA_SUFFIX, BridgeLayout
 from daemon.bridge.machine_vision import MachineVision
 from daemon.bridge.opcua_pki import APP_URI, TrustedClients, connections, server_certificate, swap_server_certificate
@@ -81,6 +82,10 @@ _U64 = 1 << 64
 _I64 = 1 << 63
 SUBSCRIBER_POLL_S = 0.05
 WAITING = ua.StatusCode(ua.UInt32(StatusCodes.BadWaitingForInitialData))
+
+
+def _message(crossing: Crossing) -> str:
+    return f"{crossing.camera}/{crossing.line} {crossing.direction} #{crossing.count}"
 
 
 def _u64(value: int) -> int:
@@ -138,10 +143,17 @@ class OpcUaBridgeServer:
     """The address space above, kept current by `publish_line`, `publish_status`, `fire`."""
 
     def __init__(
-        self, cfg: OpcUaConfig, layout: BridgeLayout, state_dir: Path, machine_vision: MachineVision | None = None
+        self,
+        cfg: OpcUaConfig,
+        layout: BridgeLayout,
+        state_dir: Path,
+        machine_vision: MachineVision | None = None,
+        history_s: float = 0.0,
     ) -> None:
-        """`machine_vision`: the OPC 40100 objects, fed from the same calls (`[bridge.opcua] machine_vision`)."""
+        """`machine_vision`: the OPC 40100 objects, fed from the same calls (`[bridge.opcua] machine_vision`).
+        `history_s`: the event history's window (`[bridge] event_history_s`, daemon.bridge.history); 0: none."""
         self.machine_vision = machine_vision
+        self.history = EventHistory(history_s) if history_s > 0 else None
         self.cfg = cfg
         self.layout = layout
         self.state_dir = state_dir
@@ -173,6 +185,8 @@ class OpcUaBridgeServer:
         self._users = _Users(users, self.refusals) if users else None
         server = Server(user_manager=self._users)  # type: ignore[arg-type]
         await server.init()
+        if self.history is not None:
+            server.iserver.history_manager.set_storage(self.history)
         server.set_endpoint(f"opc.tcp://{host}:{port}/beltsight")
         server.set_server_name("BeltSight bridge")
         await server.set_application_uri(APP_URI)
@@ -185,8 +199,10 @@ class OpcUaBridgeServer:
             self.ns, EVENT_TYPE, ObjectIds.BaseEventType, list(EVENT_PROPERTIES)
         )
         self._gen = await server.get_event_generator(etype, root.nodeid)
+        if self.history is not None:
+            await self.history.historize(root)
         if self.machine_vision is not None:
-            await self.machine_vision.attach(server, root, self.ns)
+            await self.machine_vision.attach(server, root, self.ns, self.history)
         await server.start()
         self.server = server
         self.listening_at = time.monotonic()
@@ -268,7 +284,29 @@ class OpcUaBridgeServer:
                 await self.publish_line(cid, lid, line)
 
     async def fire(self, crossing: Crossing) -> None:
-        """One event for this crossing (never coalesced with another)."""
+        """One event for this crossing (never coalesced with another), kept in the event history."""
+        self._fill(crossing)
+        await self._gen.trigger(message=_message(crossing))
+        if self.history is not None:
+            await self.history.record(fired(self._gen.event), crossing)
+        if self.machine_vision is not None:
+            await self.machine_vision.fire(crossing)
+
+    async def recall(self, crossings: list[Crossing]) -> None:
+        """Put crossings served before this process started (read back from Redis, oldest first) in
+        the event history, stamped with their entry's time; no event is fired."""
+        if self.history is None:
+            return
+        for crossing in crossings:
+            if not self.history.has(self._gen.event.emitting_node, crossing):
+                self._fill(crossing)
+                await self.history.record(
+                    stamped(self._gen.event, entry_time(crossing.entry_id), _message(crossing)), crossing
+                )
+            if self.machine_vision is not None:
+                await self.machine_vision.recall(crossing)
+
+    def _fill(self, crossing: Crossing) -> None:
         ev = self._gen.event
         ev.Camera = crossing.camera
         ev.Line = crossing.line
@@ -278,9 +316,6 @@ class OpcUaBridgeServer:
         ev.CrossedMs = _i64(crossing.at_ms)
         ev.Eta = crossing.eta_json
         ev.Severity = 100
-        await self._gen.trigger(message=f"{crossing.camera}/{crossing.line} {crossing.direction} #{crossing.count}")
-        if self.machine_vision is not None:
-            await self.machine_vision.fire(crossing)
 
     def has_event_subscriber(self) -> bool:
         """Some client has an event monitored item (on any node). asyncua has no public accessor: its

@@ -6,7 +6,9 @@ The streams are the daemon's (`[redis] objects_stream` per camera, `[redis] even
   ignored), so a new group reads each stream from its start. A group that vanished (Redis lost
   its data) is created again the same way.
 - On each (re)connect: the snapshot (`snapshot_key`) is loaded once per process (until then Modbus
-  answers busy and OPC UA BadWaitingForInitialData: `Sink.serve_all` marks it loaded), then every
+  answers busy and OPC UA BadWaitingForInitialData: `Sink.serve_all` marks it loaded), then, once
+  per process, the crossings of the last `[bridge] event_history_s` of every objects stream are read
+  (XRANGE) and handed to `Sink.recall` (the OPC UA event history: daemon.bridge.history), then every
   pending entry of the group is claimed with XAUTOCLAIM and processed first, then new entries are
   read with XREADGROUP.
 - An entry is acknowledged only after its value is served: applied to the state and pushed to
@@ -17,6 +19,9 @@ The streams are the daemon's (`[redis] objects_stream` per camera, `[redis] even
   `daemon.bridge.topology` (on a Cluster: one read loop, one MULTI and one snapshot part per slot).
 - A malformed entry is counted, logged (at most one line per second) and acknowledged.
 - Redis down: reconnect with capped exponential backoff and full jitter; what is served stays.
+- A new entry is served as soon as XREADGROUP returns it: a read blocked on several streams wakes on
+  an entry in any of them, so `BLOCK_MS` only bounds how often the pending counts are refreshed
+  while idle (measured: `python -m tools.bridge.bench_first`).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
 from daemon.bridge.layout import BridgeLayout
-from daemon.bridge.state import BridgeState, Change, MalformedEntryError
+from daemon.bridge.state import BridgeState, Change, Crossing, MalformedEntryError, crossings_from_rows, parse_id
 from daemon.bridge.topology import AckLayout
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
@@ -56,6 +61,8 @@ class Sink(Protocol):
     async def serve(self, changes: list[Change]) -> None: ...
 
     async def serve_all(self, state: BridgeState) -> None: ...
+
+    async def recall(self, crossings: list[Crossing]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -120,6 +127,8 @@ class StreamReader:
         self.acks = AckLayout.of(cfg, redis, self.streams)
         self.stats = ReaderStats()
         self._snapshot_loaded = False
+        self._recalled = cfg.event_history_s <= 0
+        self._lines = {(c.id, line.id) for c in state.layout.cameras for line in c.lines}
         self._malformed_log = RateLimited(MALFORMED_LOG_INTERVAL_S)
         self._replicas_log = RateLimited(REPLICAS_LOG_INTERVAL_S)
         self._pending_at: dict[int, float] = {}
@@ -149,6 +158,8 @@ class StreamReader:
         await self._ensure_groups(client)
         if not self._snapshot_loaded:
             await self._load_snapshot(client)
+        if not self._recalled:
+            await self._recall(client)
         self.stats.connected = True
         log.info("bridge_redis_connected", streams=len(self.streams), group=self.cfg.group)
         await self._claim(client)
@@ -209,6 +220,26 @@ class StreamReader:
                 log.warning("bridge_snapshot_invalid", key=key, reason=exc.reason)
         self._snapshot_loaded = True
         await self.sink.serve_all(self.state)
+
+    async def _recall(self, client: RedisClient) -> None:
+        """The crossings of the last `event_history_s` of every objects stream, oldest first, to the
+        sink's event history (before any entry is served, so that none is missed or kept twice)."""
+        since = max(0, int((time.time() - self.cfg.event_history_s) * 1000))
+        crossings: list[Crossing] = []
+        for stream, camera in self.streams.items():
+            if camera is None:
+                continue
+            start = f"{since}-0"
+            while True:
+                rows = await client.xrange(stream, min=start, max="+", count=self.cfg.read_count) or []
+                crossings += [c for c in crossings_from_rows(camera, rows) if (camera, c.line) in self._lines]
+                if len(rows) < self.cfg.read_count:
+                    break
+                start = "(" + _text(rows[-1][0])
+        crossings.sort(key=lambda c: parse_id(c.entry_id))
+        await self.sink.recall(crossings)
+        self._recalled = True
+        log.info("bridge_history_recalled", crossings=len(crossings), window_s=self.cfg.event_history_s)
 
     async def _claim(self, client: RedisClient) -> None:
         """Process every pending entry of the group first (a previous run's, or this one's)."""

@@ -53,29 +53,60 @@ class _Servers:
         sparkplug: SparkplugEdge | None = None,
         resume_grace_s: float = 0.0,
     ) -> None:
-        """`resume_grace_s`: the first `serve` of this process waits, with OPC UA on, for an event
-        subscriber or this long since OPC UA listens (`OpcUaBridgeServer.await_event_subscriber`)."""
+        """`resume_grace_s`: at the first `serve` of this process with no OPC UA event subscriber, the
+        events (only: the registers, variables and Sparkplug are served at once) are held until one
+        subscribes or this long since OPC UA listens (`OpcUaBridgeServer.await_event_subscriber`)."""
         self.state = state
         self.registers = registers
         self.opcua = opcua
         self.sparkplug = sparkplug
         self._grace_s = resume_grace_s if opcua is not None else 0.0
+        self._held: list[Crossing] | None = None
+        self._release: asyncio.Task[None] | None = None
 
     async def serve(self, changes: list[Change]) -> None:
-        if self._grace_s > 0 and self.opcua is not None:
-            grace, self._grace_s = self._grace_s, 0.0
-            await self.opcua.await_event_subscriber(grace)
         if self.sparkplug is not None:
             self.sparkplug.serve(changes)
+        crossings: list[Crossing] = []
         for change in changes:
             if isinstance(change, Crossing):
                 line = self.state.line(change.camera, change.line)
                 self.registers.update_line(change.camera, change.line, line)
                 if self.opcua is not None:
                     await self.opcua.publish_line(change.camera, change.line, line)
-                    await self.opcua.fire(change)
+                    crossings.append(change)
             elif self.opcua is not None:
                 await self.opcua.publish_status(change.camera, change.status)
+        if self.opcua is None:
+            return
+        if self._grace_s > 0:
+            grace, self._grace_s = self._grace_s, 0.0
+            if not self.opcua.has_event_subscriber():
+                self._held = []
+                self._release = asyncio.create_task(self._fire_held(self.opcua, grace), name="bridge-grace")
+        if self._held is not None:
+            self._held.extend(crossings)
+            return
+        for crossing in crossings:
+            await self.opcua.fire(crossing)
+
+    async def _fire_held(self, opcua: OpcUaBridgeServer, grace_s: float) -> None:
+        """The held events, in order, once a client subscribes or the grace has passed."""
+        try:
+            await opcua.await_event_subscriber(grace_s)
+            held = self._held or []
+            while held:  # `serve` appends to it until it is None
+                await opcua.fire(held.pop(0))
+        finally:
+            self._held = None  # whatever happened, the next events fire as they come
+
+    async def recall(self, crossings: list[Crossing]) -> None:
+        if self.opcua is not None:
+            await self.opcua.recall(crossings)
+
+    async def close(self) -> None:
+        if self._release is not None:
+            await stop_task(self._release)
 
     async def serve_all(self, state: BridgeState) -> None:
         for cid, cam in state.cameras.items():
@@ -125,12 +156,16 @@ class Bridge:
             layout, base_register=config.modbus.base_register, block_size=config.modbus.block_size
         )
         mv = MachineVision(layout, redis, redis_client_factory) if config.opcua.machine_vision else None
-        self.opcua = OpcUaBridgeServer(config.opcua, layout, config.state_dir, mv) if config.opcua.listen else None
+        self.opcua = (
+            OpcUaBridgeServer(config.opcua, layout, config.state_dir, mv, config.event_history_s)
+            if config.opcua.listen
+            else None
+        )
         self.modbus = ModbusBridgeServer(config.modbus, self.registers) if config.modbus.listen else None
         spb = config.sparkplug
         self.sparkplug = SparkplugEdge(spb, layout, self.state, config.state_dir) if spb.enabled else None
-        servers = _Servers(self.state, self.registers, self.opcua, self.sparkplug, config.resume_grace_s)
-        self.reader = StreamReader(config, redis, self.state, servers, redis_client_factory)
+        self.servers = _Servers(self.state, self.registers, self.opcua, self.sparkplug, config.resume_grace_s)
+        self.reader = StreamReader(config, redis, self.state, self.servers, redis_client_factory)
         self.health: HealthServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.heartbeats = 0
@@ -233,6 +268,7 @@ class Bridge:
             if not task.cancelled() and task.exception() is not None:
                 log.error("bridge_task_failed", task=task.get_name(), error=repr(task.exception())[:300])
         self._tasks = []
+        await self.servers.close()
         if self.health is not None:
             await self.health.close()
         if self.modbus is not None:

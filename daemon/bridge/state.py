@@ -286,6 +286,26 @@ def crossing_from_entry(camera: str, entry_id: str, fields: dict[str, str]) -> C
     return _parse_crossing(fields, camera, entry_id) if event == "crossed" else None
 
 
+def crossings_from_rows(camera: str, rows: Any) -> list[Crossing]:
+    """The well-formed crossings among XRANGE/XREVRANGE rows of `camera`'s objects stream, in their
+    order (other entries skipped)."""
+    out: list[Crossing] = []
+    for entry_id, raw in rows:
+        eid = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+        fields = {_text(k): _text(v) for k, v in raw.items()}
+        try:
+            crossing = crossing_from_entry(camera, eid, fields)
+        except MalformedEntryError:
+            continue
+        if crossing is not None:
+            out.append(crossing)
+    return out
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
 def _parse_crossing(fields: dict[str, str], camera: str, entry_id: str) -> Crossing:
     direction = _field(fields, "direction")
     if direction not in ("in", "out"):

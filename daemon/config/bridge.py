@@ -138,10 +138,17 @@ class BridgeConfig(Section):
     reconnect_max_s: float = Field(5.0, ge=0.1)
     """Longest wait between Redis reconnect attempts (capped exponential backoff, full jitter)."""
     resume_grace_s: float = Field(5.0, ge=0, le=300)
-    """At process start, with OPC UA on: the first entries read are served once an OPC UA client has an
-    event subscription, or this long after OPC UA starts listening, so that the crossings written while
-    the bridge was down fire their events to a PLC that reconnects, not to no one. Meanwhile Modbus and
-    Sparkplug keep serving the snapshot. 0: serve at once."""
+    """At process start, with OPC UA on and no OPC UA event subscriber yet: the OPC UA events of the
+    first entries read are fired once a client has an event subscription, or this long after OPC UA
+    starts listening, so that the crossings written while the bridge was down fire their events to a
+    PLC that reconnects, not to no one. The counts (Modbus, OPC UA variables, Sparkplug) are served at
+    once. 0: fire at once."""
+    event_history_s: float = Field(600.0, ge=0, le=86_400)
+    """OPC UA event history: HistoryRead of the events of `Objects/BeltSight` and of each Machine
+    Vision VisionSystemType object covers at least this many seconds back (kept in memory; rebuilt
+    from the objects streams when the bridge starts, so it survives a restart), and Machine Vision's
+    GetResultListFiltered answers from it. A PLC reads it after reconnecting to get the crossings
+    whose events it missed. 0: no history."""
     opcua: OpcUaConfig = OpcUaConfig()
     """The `[bridge.opcua]` section: the OPC UA server."""
     modbus: ModbusConfig = ModbusConfig()

@@ -68,6 +68,9 @@ class Served:
     async def serve_all(self, state: BridgeState) -> None:
         return None
 
+    async def recall(self, crossings: list[Crossing]) -> None:
+        return None
+
 
 @settings(max_examples=200)
 @given(st.text(max_size=10), st.dictionaries(st.sampled_from(FIELD_NAMES) | st.text(max_size=8), values, max_size=16))

@@ -10,8 +10,9 @@ clips from `tools.kit.synth.video.render_video`, 640x480 and 1280x720 at 10 fps,
 reject gate, its events on the objects stream). With the PLC (the default; `--no-plc` leaves it out)
 it also starts, before the daemon, `beltsight bridge` as a subprocess on the same config (OPC UA,
 security none, and Modbus on free loopback ports) and the PLC (`tools.soak.plc`, a process of its
-own): an asyncua subscriber to the bridge's crossing events and count nodes, and a pymodbus poller
-reading every line's counts every `--poll-ms` (100). `--sentinel` runs Redis as a Sentinel group
+own): an asyncua subscriber to the bridge's crossing events and count nodes, which reads the
+bridge's event history after every (re)subscription for the crossings it missed meanwhile, and a
+pymodbus poller reading every line's counts every `--poll-ms` (100). `--sentinel` runs Redis as a Sentinel group
 (`tools/kit/sentinel.py`: master, replica, three sentinels; AOF on both servers), the daemon and
 the bridge configured with `sentinels` / `sentinel_master`. A fault runs every `--fault-every-s`
 seconds, cycling through:

@@ -8,7 +8,13 @@
   (camera, line, track, direction, the count from the event's message `cam/line dir #N`,
   CrossedMs, when it arrived, which session got it). The session is watched by reading the
   heartbeat once a second; a lost session (a killed bridge) is reconnected every 0.5 s and
-  resubscribed, each (re)connect appended to `DIR/opcua-sessions.jsonl`.
+  resubscribed, each (re)connect appended to `DIR/opcua-sessions.jsonl`. After each (re)subscription
+  it reads the event history of `Objects/BeltSight` (HistoryRead, the last `--history-s`, the
+  bridge's `[bridge] event_history_s`) and appends each event it has not had yet, marked
+  `"history": true`: the crossings served while it had no subscription (a killed bridge, the
+  resubscription) reach it too. An event is one crossing, keyed by (camera, line, direction, count):
+  one read from the history is skipped when it came already, and one that comes live after the
+  history gave it is skipped too; two live events for one crossing are both written (a bridge bug).
 - Modbus (pymodbus): every `--poll-ms` (100) one read of each (camera, line) block's CountIn and
   CountOut (holding registers 0-3 of block n at `16 n`, uint32 high word first); reconnects likewise.
   It counts polls, failed polls, and counts that went backwards (never allowed).
@@ -28,6 +34,7 @@ import os
 import re
 import signal
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +59,16 @@ class Plc:
         self.events = (self.out / "opcua-events.jsonl").open("a", buffering=1)
         self.sessions = (self.out / "opcua-sessions.jsonl").open("a", buffering=1)
         self.session = 0
+        self.seen: set[tuple[str, str, str, int]] = set()
+        self.from_history: set[tuple[str, str, str, int]] = set()
         self.opcua_counts: dict[str, int] = {}
         self.modbus_counts: dict[str, int] = {}
         self.tallies = {
             "opcua_sessions": 0,
             "opcua_events": 0,
             "opcua_unparsed": 0,
+            "opcua_history_events": 0,
+            "opcua_history_reads": 0,
             "modbus_polls": 0,
             "modbus_failed": 0,
             "modbus_backwards": 0,
@@ -68,9 +79,13 @@ class Plc:
 
     # -- OPC UA ---------------------------------------------------------------------------------
     def event_notification(self, event: Any) -> None:
+        self.record(event, history=False)
+
+    def record(self, event: Any, *, history: bool) -> None:
+        """Append one event to `opcua-events.jsonl` unless the history and the subscription both gave it."""
         message = _text(getattr(event, "Message", ""))
         match = MESSAGE.match(message)
-        record = {
+        record: dict[str, Any] = {
             "t": round(time.time(), 3),
             "session": self.session,
             "camera": str(getattr(event, "Camera", "")),
@@ -80,11 +95,27 @@ class Plc:
             "count": int(match["count"]) if match else -1,
             "crossed_ms": int(getattr(event, "CrossedMs", 0) or 0),
         }
+        key = (record["camera"], record["line"], record["direction"], record["count"])
+        if match is not None and (key in self.from_history or (history and key in self.seen)):
+            return  # one crossing, given by both the history and the subscription
+        if history:
+            record["history"] = True
+            self.from_history.add(key)
+            self.tallies["opcua_history_events"] += 1
+        self.seen.add(key)
         self.tallies["opcua_events"] += 1
         if match is None:
             self.tallies["opcua_unparsed"] += 1
             record["message"] = message
         self.events.write(json.dumps(record) + "\n")
+
+    async def read_history(self, source: Any, etype: Any) -> None:
+        """The events of the last `--history-s` that this PLC has not had yet (HistoryRead)."""
+        now = datetime.now(UTC)
+        start = now - timedelta(seconds=self.args.history_s)
+        for event in await source.read_event_history(start, now + timedelta(seconds=60), 0, [etype]):
+            self.record(event, history=True)
+        self.tallies["opcua_history_reads"] += 1
 
     def datachange_notification(self, node: Any, val: Any, _data: Any) -> None:
         key = str(node.nodeid.Identifier).removeprefix("BeltSight/")  # cam0/mid/CountIn
@@ -112,9 +143,10 @@ class Plc:
                 ns = await client.get_namespace_index(NAMESPACE)
                 sub = await client.create_subscription(50, self)
                 etype = await client.nodes.base_event_type.get_child([f"{ns}:CrossingEventType"])
-                await sub.subscribe_events(
-                    client.get_node(ua.NodeId(ua.String("BeltSight"), ua.Int16(ns))), etype, queuesize=10_000
-                )
+                source = client.get_node(ua.NodeId(ua.String("BeltSight"), ua.Int16(ns)))
+                await sub.subscribe_events(source, etype, queuesize=10_000)
+                if self.args.history_s > 0:  # subscribed first: nothing falls between the two
+                    await self.read_history(source, etype)
                 nodes = [
                     client.get_node(ua.NodeId(ua.String(f"BeltSight/{cam}/{line}/{name}"), ua.Int16(ns)))
                     for cam, line in self.blocks
@@ -208,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--modbus", required=True, help="host:port of the bridge's Modbus server")
     p.add_argument("--blocks", required=True, help="camera/line,... in the bridge's block order")
     p.add_argument("--poll-ms", type=float, default=100.0)
+    p.add_argument("--history-s", type=float, default=600.0, help="event history read after each (re)connect; 0: none")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,9 @@ the objects streams in Redis.
   the subscriber had no session (from `SERVE_GRACE_S` before a bridge kill, whose entries may still
   be unserved or in flight on the subscription when it dies, to the subscriber's first session after
   the restart: the restarted bridge serves its backlog before any client can subscribe, and an
-  OPC UA event fired to no subscription is gone), the rest `missing_subscribed`.
+  OPC UA event fired to no subscription is gone, unless the PLC reads it back from the bridge's
+  event history, as `tools.soak.plc` does after each (re)subscription: its events are then in
+  the same file, marked `"history": true`, and count like the others), the rest `missing_subscribed`.
 - `check_counts`: the final CountIn/CountOut of every line, read over OPC UA and over Modbus,
   equal the last `count` of that line and direction in its objects stream (0 when none), and
   neither protocol ever saw a count go backwards.

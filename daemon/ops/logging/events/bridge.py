@@ -22,6 +22,13 @@ BRIDGE_EVENTS: tuple[LogEvent, ...] = (
         ("stream", "id", "reason", "malformed"),
     ),
     LogEvent(
+        "bridge_history_recalled",
+        "info",
+        "once per process: the crossings of the last event_history_s read back from the objects streams into"
+        " the OPC UA event history (HistoryRead)",
+        ("crossings", "window_s"),
+    ),
+    LogEvent(
         "bridge_machine_vision_query_failed",
         "warning",
         "a Machine Vision result method (GetResultById, GetResultListFiltered) could not read the objects stream:"
@@ -99,7 +106,8 @@ BRIDGE_EVENTS: tuple[LogEvent, ...] = (
     LogEvent(
         "bridge_resume_grace",
         "info",
-        "at start: the first new entries are served (an OPC UA event subscriber came, or resume_grace_s passed)",
+        "at start: the held OPC UA events of the first new entries are fired (an OPC UA event subscriber came,"
+        " or resume_grace_s passed); the counts were served at once",
         ("subscribed", "waited_ms"),
     ),
     LogEvent(
