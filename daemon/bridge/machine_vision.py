@@ -301,9 +301,11 @@ class MachineVision:
             self._client = self._factory()
         return self._client
 
-    async def _get_result_by_id(self, parent: ua.NodeId, result_id: ua.Variant, *_: ua.Variant) -> list[ua.Variant]:
+    async def _get_result_by_id(self, parent: ua.NodeId, *args: ua.Variant) -> list[ua.Variant] | ua.StatusCode:
+        if not args:  # a client's mistake: its Bad status, not a handler's exception (BadUnexpectedError)
+            return ua.StatusCode(ua.UInt32(StatusCodes.BadArgumentsMissing))
         camera = self._cameras_by_node.get(parent, "")
-        entry_id = _filter_id(result_id.Value)
+        entry_id = _filter_id(args[0].Value)
         crossing, error = None, ERROR_NOT_FOUND
         try:
             parse_id(entry_id)
@@ -322,11 +324,15 @@ class MachineVision:
             ua.Variant(0 if crossing is not None else error, ua.VariantType.Int32),
         ]
 
-    async def _get_result_list_filtered(self, parent: ua.NodeId, *args: ua.Variant) -> list[ua.Variant]:
+    async def _get_result_list_filtered(self, parent: ua.NodeId, *args: ua.Variant) -> list[ua.Variant] | ua.StatusCode:
         """Newest first: from the event history (`[bridge] event_history_s`), or without one from the
-        camera's objects stream (its last `SCAN_ENTRIES` entries)."""
+        camera's objects stream (its last `SCAN_ENTRIES` entries). A criterion that is not of its
+        type (a text where a number goes) is `BadInvalidArgument`."""
         camera = self._cameras_by_node.get(parent, "")
-        wanted = ResultFilter(list(args))
+        try:
+            wanted = ResultFilter(list(args))
+        except (TypeError, ValueError, OverflowError):
+            return ua.StatusCode(ua.UInt32(StatusCodes.BadInvalidArgument))
         found: list[Crossing] = []
         complete, error = True, 0
         try:

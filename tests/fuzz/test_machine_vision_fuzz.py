@@ -230,11 +230,6 @@ def test_get_result_list_filtered_answers_entries_of_the_camera_newest_first(
         assert count == max(0, 30 - start)  # no filter: everything past the start index
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="daemon/bridge/machine_vision.py: a missing or wrongly typed argument raises in the handler,"
-    " which asyncua answers BadUnexpectedError (and logs as an error) instead of a BadInvalidArgument",
-)
 def test_a_missing_or_wrongly_typed_argument_is_refused_as_invalid(station: Station) -> None:
     wrong = [ua.Variant("newest", ua.VariantType.String), *[ua.Variant() for _ in range(11)]]
     for method, args in (("GetResultById", []), ("GetResultListFiltered", wrong)):
