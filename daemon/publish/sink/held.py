@@ -1,19 +1,28 @@
-"""Per-stream isolation: a camera whose stream key Redis refuses is held apart, the others go on.
+"""Per-stream isolation: a camera whose stream key (or its Cluster slot or node) fails is held
+apart, the others go on.
 
-A refusal that concerns one key (`key_refusal`: WRONGTYPE, NOPERM on a key) holds only the cameras
-whose detection or objects stream it is: their entries leave the shared backlog (memory and spool)
-for a hold of their own, in order, and every later entry of the camera joins it. The camera is the
+A fault that concerns one key (`daemon.publish.sink.faults.stream_fault`: WRONGTYPE, NOPERM on a
+key; in a Cluster CLUSTERDOWN, TRYAGAIN, MOVED/ASK for the key's slot; NODE_DOWN for a master that
+does not answer, `faults.isolate`) holds only the cameras whose detection or objects stream it is:
+their entries leave the shared backlog (memory and spool) for a hold of their own, in order, and
+every later entry of the camera joins it. The camera is the
 unit: a frame leaves a hold only once its entry and all its object events are stored, so each
 stream keeps its order; a camera's objects may run ahead of its detections by at most the batch in
 flight when the refusal came (the object events are queued before their frame), never the other way.
-Each hold is probed (its oldest entries tried again) with capped exponential backoff; once it is
-empty the camera is released and publishes from the backlog again.
+Each hold is probed (its oldest entries tried again, in a pipeline of their own so that a probe of a
+master still down delays no other camera) with capped exponential backoff; once it is empty the
+camera is released and publishes from the backlog again. The events stream is held the same way
+(`EventsHold`: its events wait in their own buffer, drop-oldest, and go out on each probe).
 
 Bounds: without a spool a hold keeps up to `capacity` entries in memory; with one its entries go
-to a spool of their own, `<spool_dir>/held/<camera as hex>`, capped at a quarter of the spool's cap
-(found again by the next run). Beyond the bound the camera's oldest held entries are dropped,
-counted `dropped{camera, stream_refused}`. Refusals of the whole server (OOM, READONLY, MISCONF,
-LOADING, BUSY, auth) are not held here: the sink backs off as a whole.
+to a spool of their own, `<spool_dir>/held/<camera as hex>`, capped at a quarter of the spool's cap.
+A daemon stopped while a camera is held leaves that spool (`shut` writes what the hold kept in
+memory to it); the next run finds it, holds the camera again from its oldest entry (its later
+entries join behind) and probes at once, so every entry is delivered once, in order (the entry IDs
+given before the spool are kept: a replay finds what is already stored). Beyond the bound the
+camera's oldest held entries are dropped, counted `dropped{camera, stream_refused}`. Refusals of
+the whole server (OOM, READONLY, MISCONF, LOADING, BUSY, auth) and faults of the whole connection
+are not held here: the sink backs off as a whole.
 """
 
 from __future__ import annotations
@@ -31,8 +40,8 @@ from daemon.core.backoff import Backoff
 from daemon.core.clock import SYSTEM_CLOCK, Clock
 from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.ratelimit import RateLimited
-from daemon.publish.redis_conn import REFUSALS, SinkError, refusal_code
 from daemon.publish.sink.backlog import Drops, Slot
+from daemon.publish.sink.faults import HINTS, EventsHold, StreamRefusedError, stream_fault
 from daemon.publish.spool.record import SpoolFormatError, SpoolRecord
 from daemon.publish.spool.store import Spool
 
@@ -42,25 +51,6 @@ STREAM_REFUSED = "stream_refused"
 """The drop reason of a held entry beyond its hold's bound."""
 HELD_LOG_INTERVAL_S = 300.0
 """A hold that lasts is logged again (with what it holds) at most this often, per key and cause."""
-
-
-def key_refusal(exc: BaseException) -> str | None:
-    """The code of a refusal that concerns one key only (WRONGTYPE; NOPERM on a key, not on a
-    command), else None: a refusal of the whole server."""
-    code = refusal_code(exc)
-    text = str(exc).lower()
-    if code == "WRONGTYPE" or (code == "NOPERM" and "key" in text and "command" not in text):
-        return code
-    return None
-
-
-class StreamRefusedError(SinkError):
-    """Redis refused one stream key (`key_refusal`) while the sink read or wrote it."""
-
-    def __init__(self, stream: str, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.stream = stream
-        self.cause = cause
 
 
 @dataclass(eq=False)
@@ -105,6 +95,7 @@ class HeldStreams:
         self._tickets = itertools.count(-(1 << 40), -1)  # never a backlog ticket
         self._lines = RateLimited(HELD_LOG_INTERVAL_S, clock)
         self._reported: set[str] = set()
+        self.events = EventsHold(clock, backoff_s)
         self._found_at_start = self._reopen()
 
     # -- sizes ---------------------------------------------------------------------------------
@@ -142,7 +133,7 @@ class HeldStreams:
     def hold(self, slots: Iterable[Slot[FrameResult]], refused: StreamRefusedError) -> Drops:
         """Hold `slots` (in order) because Redis refused `refused.stream`; their cameras are held
         from now on. Slots already held (a failed probe) stay where they are."""
-        code = key_refusal(refused.cause) or "WRONGTYPE"
+        code = refused.code
         now = self._clock.monotonic()
         drops: Drops = {}
         retried: set[str] = set()
@@ -165,17 +156,30 @@ class HeldStreams:
             self._log_held(hold, refused.cause)
         return drops
 
-    def refused_events(self, stream: str, exc: BaseException) -> None:
-        """The events stream refused (its events stay in their own buffer): logged as a hold."""
-        code = key_refusal(exc) or "WRONGTYPE"
-        if self._lines.allow((stream, code)) is not None:
-            log.error("sink_stream_held", camera=None, stream=stream, code=code, reason=str(exc), hint=REFUSALS[code])
+    def events_failed(self, stream: str, exc: BaseException, code: str) -> None:
+        """The events stream failed with `code` (its events stay in their own buffer): held apart."""
+        new = self.events.failed(code)
+        repeats = self._lines.allow((stream, code))
+        if new or repeats is not None:
+            log.error("sink_stream_held", camera=None, stream=stream, code=code, reason=str(exc), hint=HINTS[code])
+
+    def events_written(self, stream: str) -> None:
+        """An event reached the events stream: a hold of it ends."""
+        code = self.events.code
+        if self.events.succeeded() and code is not None:
+            self._lines.reset((stream, code))
+            log.info("sink_stream_released", camera=None, stream=stream, held_s=None)
 
     def next_due_s(self) -> float | None:
         """Seconds until the next hold is due a try (None: nothing held)."""
-        if not self._holds:
-            return None
-        return max(0.0, min(h.retry_at for h in self._holds.values()) - self._clock.monotonic())
+        due = [max(0.0, h.retry_at - self._clock.monotonic()) for h in self._holds.values()]
+        events = self.events.next_due_s()
+        due += [events] if events is not None else []
+        return min(due) if due else None
+
+    def probe_due(self) -> bool:
+        """A held camera or the held events stream is due a try now."""
+        return self.next_due_s() == 0.0
 
     def divert(self, slots: list[Slot[FrameResult]]) -> tuple[list[Slot[FrameResult]], set[int], Drops]:
         """(slots of cameras not held, tickets of those now held: done for the backlog, drops)."""
@@ -278,7 +282,7 @@ class HeldStreams:
                 stream=hold.stream,
                 code=hold.code,
                 reason=str(cause),
-                hint=REFUSALS[hold.code],
+                hint=HINTS[hold.code],
                 held=len(hold),
                 repeats=repeats,
             )
@@ -331,7 +335,7 @@ def refused_cameras(
     `objects_refused`, frame ticket -> refusal)."""
     refused = dict(objects_refused)
     for slot, reply in zip(sent, replies, strict=True):
-        if isinstance(reply, Exception) and key_refusal(reply):
+        if isinstance(reply, Exception) and stream_fault(reply):
             refused[slot.ticket] = StreamRefusedError(stream_for(slot.item.camera_id), reply)
     return {s.item.camera_id: refused[s.ticket] for s in frames if s.ticket in refused}
 
@@ -339,16 +343,18 @@ def refused_cameras(
 def settle_events(
     held: HeldStreams, stream: str, events: list[Slot[StatusEvent]], replies: list[str | Exception], done: set[int]
 ) -> Exception | None:
-    """Mark the status events written; a refusal of the events stream's key alone keeps them in
-    their own buffer (drop-oldest) without holding any camera. Returns a server-wide refusal."""
+    """Mark the status events written; a fault of the events stream's key or slot alone holds them
+    in their own buffer (drop-oldest) without holding any camera. Returns a server-wide refusal."""
     refusal: Exception | None = None
     for ev, reply in zip(events, replies, strict=True):
         if not isinstance(reply, Exception):
             done.add(ev.ticket)
-        elif key_refusal(reply):
-            held.refused_events(stream, reply)
+        elif code := stream_fault(reply):
+            held.events_failed(stream, reply, code)
         else:
             refusal = refusal or reply
+    if done:
+        held.events_written(stream)
     return refusal
 
 
@@ -367,4 +373,4 @@ def _record(slot: Slot[FrameResult]) -> SpoolRecord:
     return SpoolRecord(slot.item, slot.entry_id)
 
 
-__all__ = ["STREAM_REFUSED", "HeldStreams", "StreamRefusedError", "key_refusal", "refused_cameras", "settle_events"]
+__all__ = ["STREAM_REFUSED", "HeldStreams", "StreamRefusedError", "refused_cameras", "settle_events"]
