@@ -8,11 +8,13 @@ The sink holds apart only what a fault concerns (`daemon.publish.sink.held`):
   redirecting (a MOVED storm, redis-py's redirect limit). The cameras whose streams those keys
   are, and nobody else, are held.
 - `isolate` decides a pipeline that failed as a whole (a node refused the connection or went
-  silent: redis-py raises for the whole pipeline): it asks every master of the slot map for a
-  PING; when some answer and the batch touched masters that do not, only the cameras (and the
-  events stream) whose keys live on those masters are held (`NODE_DOWN`), and the rest go on.
-  When no master answers, or the failing ones serve nothing of the batch, it is a fault of the
-  connection and the whole sink backs off as before.
+  silent, or a key's slot is not in the slot map: redis-py raises for the whole pipeline): it asks
+  every master of the slot map for a PING; when some answer, only the cameras (and the events
+  stream) whose keys live on masters that do not (`NODE_DOWN`) or in slots no master serves
+  (`CLUSTERDOWN`) are held, and the rest go on. When no master answers, or nothing of the batch
+  lives there, it is a fault of the connection and the whole sink backs off as before.
+- "CLUSTERDOWN The cluster is down" (the whole cluster refuses: `cluster-require-full-coverage
+  yes` while a shard has no master) is a fault of the connection too: every camera waits.
 """
 
 from __future__ import annotations
@@ -72,8 +74,10 @@ def key_refusal(exc: BaseException) -> str | None:
 
 def slot_fault(exc: BaseException) -> str | None:
     """The SLOT_FAULTS code of a Cluster error answered for one command (its key's slot), else None."""
-    if isinstance(exc, ClusterDownError | SlotNotCoveredError):
+    if isinstance(exc, SlotNotCoveredError):
         return "CLUSTERDOWN"
+    if isinstance(exc, ClusterDownError):  # not "The cluster is down": every key is refused then
+        return "CLUSTERDOWN" if "cluster is down" not in str(exc).lower() else None
     if isinstance(exc, TryAgainError):
         return "TRYAGAIN"
     if isinstance(exc, MovedError):
@@ -144,20 +148,24 @@ class EventsHold:
 @dataclass(frozen=True, slots=True)
 class Isolated:
     """What a pipeline that failed as a whole concerned: the cameras and the events stream whose
-    keys live on the masters that did not answer a PING."""
+    keys live on masters that did not answer a PING (NODE_DOWN) or in slots the slot map does not
+    cover (CLUSTERDOWN)."""
 
-    cameras: dict[str, str] = field(default_factory=dict)
-    """camera -> its stream key on a master that did not answer."""
-    events: bool = False
-    nodes: tuple[str, ...] = ()
+    cameras: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """camera -> (its stream key that failed, the code)."""
+    events: str | None = None
+    """The code of the events stream's fault, if it is one of them."""
 
 
-def _node_of(client: RedisCluster, key: str) -> str | None:
+def _where(client: RedisCluster, key: str, down: set[str]) -> str | None:
+    """The code of `key`'s fault: its slot not covered, or its master down; None: healthy."""
     try:
         node = client.get_node_from_key(key)
     except (RedisClusterException, KeyError):
-        return None
-    return node.name if node is not None else None
+        return "CLUSTERDOWN"
+    if node is None:
+        return "CLUSTERDOWN"
+    return "NODE_DOWN" if node.name in down else None
 
 
 async def _answers(client: RedisCluster, node: ClusterNode) -> bool:
@@ -176,28 +184,28 @@ async def isolate(
     streams_of: Callable[[str], tuple[str, ...]],
     events_stream: str | None,
 ) -> Isolated | None:
-    """After a pipeline failed as a whole: what lives on the masters that do not answer, or None
-    when the fault is the connection's (not a cluster, no master answers, or the masters that
-    do not answer serve none of `cameras`' streams nor `events_stream`)."""
+    """After a pipeline failed as a whole: what lives on the masters that do not answer or in
+    slots not covered, or None when the fault is the connection's (not a cluster, no master
+    answers, or nothing of `cameras`' streams nor `events_stream` lives there)."""
     if not isinstance(client, RedisCluster):
         return None
     masters = client.get_primaries()
-    if len(masters) < 2:
-        return None
     answers = await asyncio.gather(*(_answers(client, node) for node in masters))
-    down = {node.name for node, ok in zip(masters, answers, strict=True) if not ok}
-    if not down or len(down) == len(masters):
+    if not any(answers):
         return None
-    held: dict[str, str] = {}
+    down = {node.name for node, ok in zip(masters, answers, strict=True) if not ok}
+    held: dict[str, tuple[str, str]] = {}
     for camera in cameras:
         for key in streams_of(camera):
-            if _node_of(client, key) in down:
-                held[camera] = key
+            if code := _where(client, key, down):
+                held[camera] = (key, code)
                 break
-    events = events_stream is not None and _node_of(client, events_stream) in down
-    if not held and not events:
+    events = _where(client, events_stream, down) if events_stream is not None else None
+    if not held and events is None:
         return None
-    return Isolated(held, events, tuple(sorted(down)))
+    if "CLUSTERDOWN" in {code for _, code in held.values()} | {events}:
+        await refresh_slots(client)  # the slot may be served again by the next try
+    return Isolated(held, events)
 
 
 async def refresh_slots(client: RedisClient) -> None:

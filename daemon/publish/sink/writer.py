@@ -66,11 +66,11 @@ class BatchWriter:
         if isolated is None:
             return False
         self._ids.forget_tops()  # the writes to the masters that answered may have landed unseen
-        for camera, key in isolated.cameras.items():
-            refused = StreamRefusedError(key, exc, code="NODE_DOWN")
+        for camera, (key, code) in isolated.cameras.items():
+            refused = StreamRefusedError(key, exc, code=code)
             self.hold([s for s in frames if s.item.camera_id == camera], refused, set())
-        if isolated.events:
-            self._held.events_failed(self.cfg.events_stream, exc, "NODE_DOWN")
+        if isolated.events is not None:
+            self._held.events_failed(self.cfg.events_stream, exc, isolated.events)
         return True
 
     async def write(
