@@ -92,6 +92,10 @@ class HeldStreams:
         self._clock = clock
         self._backoff_s = backoff_s
         self._holds: dict[str, Hold] = {}
+        # the spools of holds released in this run: their last commit (the segments' deletion) may
+        # still be on the writer thread; closed (waited for) before the camera's spool is opened
+        # again, and at shutdown, so the next run does not find what was delivered
+        self._released: dict[str, Spool] = {}
         self._tickets = itertools.count(-(1 << 40), -1)  # never a backlog ticket
         self._lines = RateLimited(HELD_LOG_INTERVAL_S, clock)
         self._reported: set[str] = set()
@@ -232,6 +236,9 @@ class HeldStreams:
     def shut(self) -> tuple[int, list[FrameResult]]:
         """Spool what the holds keep in memory and close their spools: (spilled, not spooled)."""
         spilled, lost = 0, []
+        for spool in self._released.values():
+            spool.close()
+        self._released.clear()
         for hold in self._holds.values():
             slots, hold.memory = list(hold.memory), deque()
             if hold.spool is None:
@@ -289,6 +296,8 @@ class HeldStreams:
 
     def _release(self, camera: str, hold: Hold) -> None:
         del self._holds[camera]
+        if hold.spool is not None:
+            self._released[camera] = hold.spool
         self._lines.reset((hold.stream, hold.code))
         held_s = round(self._clock.monotonic() - hold.since, 3)
         log.info("sink_stream_released", camera=camera, stream=hold.stream, held_s=held_s)
@@ -296,6 +305,9 @@ class HeldStreams:
     def _open_spool(self, camera: str) -> Spool | None:
         if self._root is None:
             return None
+        released = self._released.pop(camera, None)
+        if released is not None:
+            released.close()  # blocks for its last writes (rare: the same camera held again)
         try:
             return Spool.open(self._root / camera.encode().hex(), self._cap_bytes)
         except (SpoolFormatError, OSError) as exc:
