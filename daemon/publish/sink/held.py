@@ -5,24 +5,21 @@ A fault that concerns one key (`daemon.publish.sink.faults.stream_fault`: WRONGT
 key; in a Cluster CLUSTERDOWN, TRYAGAIN, MOVED/ASK for the key's slot; NODE_DOWN for a master that
 does not answer, `faults.isolate`) holds only the cameras whose detection or objects stream it is:
 their entries leave the shared backlog (memory and spool) for a hold of their own, in order, and
-every later entry of the camera joins it. The camera is the
-unit: a frame leaves a hold only once its entry and all its object events are stored, so each
-stream keeps its order; a camera's objects may run ahead of its detections by at most the batch in
-flight when the refusal came (the object events are queued before their frame), never the other way.
-Each hold is probed (its oldest entries tried again, in a pipeline of their own so that a probe of a
-master still down delays no other camera) with capped exponential backoff; once it is empty the
-camera is released and publishes from the backlog again. The events stream is held the same way
-(`EventsHold`: its events wait in their own buffer, drop-oldest, and go out on each probe).
+every later entry of the camera joins it. The camera is the unit: a frame leaves a hold only once
+its entry and all its object events are stored, so each stream keeps its order; a camera's objects
+may run ahead of its detections by at most the batch in flight when the refusal came, never the
+other way. Each hold is tried again (its oldest entries, in a pipeline of its own beside the sink's
+batches, so that a master still down delays no other camera) with capped exponential backoff; once
+empty the camera is released. The events stream is held the same way (`EventsHold`).
 
 Bounds: without a spool a hold keeps up to `capacity` entries in memory; with one its entries go
 to a spool of their own, `<spool_dir>/held/<camera as hex>`, capped at a quarter of the spool's cap.
-A daemon stopped while a camera is held leaves that spool (`shut` writes what the hold kept in
-memory to it); the next run finds it, holds the camera again from its oldest entry (its later
-entries join behind) and probes at once, so every entry is delivered once, in order (the entry IDs
-given before the spool are kept: a replay finds what is already stored). Beyond the bound the
-camera's oldest held entries are dropped, counted `dropped{camera, stream_refused}`. Refusals of
-the whole server (OOM, READONLY, MISCONF, LOADING, BUSY, auth) and faults of the whole connection
-are not held here: the sink backs off as a whole.
+A daemon stopped while a camera is held leaves that spool (`shut` writes the hold's memory to it);
+the next run holds the camera again from its oldest entry and tries it at once, so every entry is
+delivered once, in order (their entry IDs stick: a replay finds what is already stored). Beyond the
+bound the camera's oldest held entries are dropped, counted `dropped{camera, stream_refused}`.
+Refusals of the whole server (OOM, READONLY, MISCONF, LOADING, BUSY, auth) and faults of the whole
+connection are not held here: the sink backs off as a whole.
 """
 
 from __future__ import annotations
@@ -30,6 +27,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -175,15 +173,16 @@ class HeldStreams:
             log.info("sink_stream_released", camera=None, stream=stream, held_s=None)
 
     def next_due_s(self) -> float | None:
-        """Seconds until the next hold is due a try (None: nothing held)."""
-        due = [max(0.0, h.retry_at - self._clock.monotonic()) for h in self._holds.values()]
+        """Seconds until the next hold not being tried is due a try (None: none)."""
+        now = self._clock.monotonic()
+        due = [max(0.0, h.retry_at - now) for h in self._holds.values() if not h.probing]
         events = self.events.next_due_s()
-        due += [events] if events is not None else []
-        return min(due) if due else None
+        return min([*due, events] if events is not None else due) if due or events is not None else None
 
-    def probe_due(self) -> bool:
-        """A held camera or the held events stream is due a try now."""
-        return self.next_due_s() == 0.0
+    def cameras_due(self) -> bool:
+        """A held camera not being tried is due a try now."""
+        now = self._clock.monotonic()
+        return any(h.retry_at <= now and not h.probing for h in self._holds.values())
 
     def divert(self, slots: list[Slot[FrameResult]]) -> tuple[list[Slot[FrameResult]], set[int], Drops]:
         """(slots of cameras not held, tickets of those now held: done for the backlog, drops)."""
@@ -204,7 +203,7 @@ class HeldStreams:
         now = self._clock.monotonic()
         out: list[Slot[FrameResult]] = []
         for hold in self._holds.values():
-            if hold.retry_at > now:
+            if hold.retry_at > now or hold.probing:
                 continue
             records = hold.spool.read(n) if hold.spool is not None else []
             hold.from_spool = len(records)
@@ -213,20 +212,28 @@ class HeldStreams:
             out += hold.probing
         return out
 
-    def settle(self, done: set[int]) -> Drops:
-        """End the probes: drop what was published, release the holds left empty."""
+    def settle(self, done: set[int], probed: AbstractSet[int] = frozenset(), *, failed: bool = False) -> Drops:
+        """End the probes of `probed` (tickets of one batch; `failed`: it failed as a whole, tried
+        again after backoff): drop what was published, release the holds left empty. The holds
+        another batch is trying are left alone."""
         drops: Drops = {}
+        now = self._clock.monotonic()
         for camera, hold in list(self._holds.items()):
-            if hold.probing:
+            if hold.probing and not probed.isdisjoint(s.ticket for s in hold.probing):
                 published = [s.ticket in done for s in hold.probing]
                 if hold.spool is not None:
                     hold.spool.commit(_prefix(published[: hold.from_spool]))
                     hold.spool.rewind()
                 tickets = {s.ticket for s in hold.probing[hold.from_spool :] if s.ticket in done}
                 hold.memory = deque(s for s in hold.memory if s.ticket not in tickets)
-                if all(published) and hold.retry_at <= self._clock.monotonic():
+                if all(published) and hold.retry_at <= now:
                     hold.backoff.succeeded()
+                elif failed and hold.retry_at <= now:
+                    hold.retry_at = now + hold.backoff.failed()
                 hold.probing, hold.from_spool = [], 0
+                self._bound(hold, drops)  # entries that joined while it was tried
+            elif hold.probing:
+                continue
             if len(hold) == 0:
                 self._release(camera, hold)
             elif hold.spool is not None:
@@ -272,6 +279,10 @@ class HeldStreams:
                 if self._lines.allow(("spool", hold.camera)) is not None:
                     log.error("spool_write_failed", directory=str(hold.spool.directory), reason=str(exc))
         hold.memory.append(slot)
+        self._bound(hold, drops)
+
+    def _bound(self, hold: Hold, drops: Drops) -> None:
+        """Drop the oldest entries in memory beyond `capacity`, but not those being tried."""
         probing = {s.ticket for s in hold.probing}
         while len(hold.memory) > self.capacity:
             oldest = next((s for s in hold.memory if s.ticket not in probing), None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 from collections.abc import Callable
 
 import structlog
@@ -16,6 +17,7 @@ from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.core.objects import ObjectsResume
 from daemon.core.redaction import SECRETS
+from daemon.core.tasks import stop_task
 from daemon.publish.redis_conn import (
     RETRYABLE,
     TRANSIENT,
@@ -34,6 +36,15 @@ from daemon.publish.sink.stream_ids import StreamIds
 from daemon.publish.sink.writer import BatchWriter
 
 log = structlog.get_logger("beltsight.sink")
+
+
+class Take(enum.Enum):
+    """What one pipeline of the sink takes (`RedisSink._publish_batch`)."""
+
+    BACKLOG = "backlog"
+    HOLDS = "holds"
+    EVENTS = "events"
+
 
 EVENTS_BUFFER_MAX = 1000
 
@@ -69,7 +80,7 @@ class RedisSink:
       does not answer while others do (NODE_DOWN, `daemon.publish.sink.faults`) holds only the
       cameras whose detection or objects streams live there, apart, bounded, in order, across a
       restart (`daemon.publish.sink.held`), and the events stream alone when it is the one; the
-      other cameras keep publishing. Held cameras are probed in a pipeline of their own.
+      other cameras keep publishing. Held cameras are tried in a task of their own (`_probe`).
     - Replicas (`min_replicas` > 0): each pipeline ends with `WAIT min_replicas wait_timeout_ms`
       (one per master written, `daemon.publish.redis_conn.queue_waits`); an entry leaves the buffer only
       once its master's WAIT counted enough replicas. Unconfirmed entries stay, in order; the next
@@ -128,6 +139,7 @@ class RedisSink:
         metrics.sink_spooled.set_function(lambda: self.spooled)
         self._events: Buffer[StatusEvent] = Buffer(EVENTS_BUFFER_MAX)
         self._client: RedisClient | None = None
+        self._prober: asyncio.Task[None] | None = None  # the held cameras' try (`_probe`)
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._report = OutageReport(cfg, clock)
@@ -186,7 +198,7 @@ class RedisSink:
                 if delay_s is not None:
                     await self._pause(delay_s)
         finally:
-            await self._drop_client()
+            await self._drop_client()  # the probe of the held cameras too
 
     def _events_ready(self) -> bool:
         """Status events wait and their stream is not held (a held one goes out on its probes)."""
@@ -225,6 +237,7 @@ class RedisSink:
     async def close(self) -> None:
         """Close the connection; entries still in memory go to the spool for the next run,
         or without one (or when it cannot be written) are counted as dropped (`shutdown`)."""
+        await self._stop_probe()
         spilled, drops, lost = self._frames.shut()
         held_spilled, held_lost = self._held.shut()
         spilled, lost = spilled + held_spilled, lost + held_lost
@@ -243,9 +256,10 @@ class RedisSink:
             try:
                 if self._client is None:
                     self._client = self._client_factory()
-                await self._publish_batch(self._client, probe=False)
-                if self._held.probe_due():  # apart: a probe of a master still down delays nobody
-                    await self._publish_batch(self._client, probe=True)
+                await self._publish_batch(self._client, Take.BACKLOG)
+                if self._held.events.held and self._held.events.due():
+                    await self._probe_events(self._client)
+                self._start_probe(self._client)
             except asyncio.CancelledError:
                 # cut off mid-pipeline: the socket may hold unread replies and writes may have landed
                 self._ids.forget_tops()
@@ -260,25 +274,53 @@ class RedisSink:
             self._on_success()
             return None
 
-    async def _publish_batch(self, client: RedisClient, *, probe: bool) -> None:
-        """One pipeline: the backlog's oldest entries (cameras held apart are diverted to their
-        holds), or with `probe` the held cameras and events stream that are due a try. A pipeline
-        that fails as a whole on a Cluster where some masters still answer holds only what lives
-        on the others (`faults.isolate`) and the rest is tried again at once."""
-        if probe:
-            peeked: list[Slot[FrameResult]] = []
-            frames, moved = self._held.due(self.cfg.publish_batch), set[int]()
-            take_events = self._held.events.held and self._held.events.due()
-        else:
+    def _start_probe(self, client: RedisClient) -> None:
+        """Try the held cameras that are due in a task beside the sink's own batches, so that a
+        probe of a master still down (even one that never answers) delays no other camera."""
+        if (self._prober is None or self._prober.done()) and self._held.cameras_due():
+            self._prober = asyncio.create_task(self._probe(client))
+
+    async def _probe(self, client: RedisClient) -> None:
+        try:
+            await self._publish_batch(client, Take.HOLDS)
+        except asyncio.CancelledError:
+            self._ids.forget_tops()  # writes may have landed unseen
+            raise
+        except (*RETRYABLE, ResponseError, ValueError):
+            pass  # a failed try of the held cameras: backed off (`HeldStreams.settle`), logged when held
+        finally:
+            self._wake.set()
+
+    async def _probe_events(self, client: RedisClient) -> None:
+        try:
+            await self._publish_batch(client, Take.EVENTS)
+        except (*RETRYABLE, ResponseError) as exc:  # the backlog's batch went through: the events stream's own
+            self._held.events_failed(self.cfg.events_stream, exc, self._held.events.code or "NODE_DOWN")
+
+    async def _stop_probe(self) -> None:
+        prober, self._prober = self._prober, None
+        if prober is not None:
+            await stop_task(prober)
+
+    async def _publish_batch(self, client: RedisClient, take: Take) -> None:
+        """One pipeline: the backlog's oldest entries and the status events (cameras held apart are
+        diverted to their holds), the held cameras that are due a try (`HOLDS`), or the held events
+        stream (`EVENTS`). A pipeline that fails as a whole on a Cluster where some masters still
+        answer holds only what lives on the others (`faults.isolate`); the rest is tried again."""
+        peeked: list[Slot[FrameResult]] = []
+        moved: set[int] = set()
+        frames = self._held.due(self.cfg.publish_batch) if take is Take.HOLDS else []
+        if take is Take.BACKLOG:
             # entries waiting for replicas ride along (not written again), so new ones still go out
             peeked = self._frames.peek(self.cfg.publish_batch + len(self._writer.unconfirmed))
             self._writer.unconfirmed &= {s.ticket for s in peeked}
             frames, moved, drops = self._held.divert(peeked)  # cameras held apart: not in this batch
             self._count_drops(drops)
-            take_events = not self._held.events.held
+        take_events = take is Take.EVENTS or (take is Take.BACKLOG and not self._held.events.held)
         events = self._events.peek(self.cfg.publish_batch) if take_events else []
         done_frames: set[int] = set()
         done_events: set[int] = set()
+        failed = True
         try:
             try:
                 await self._writer.write(
@@ -289,11 +331,14 @@ class RedisSink:
                 if not await self._writer.isolate(client, exc, left, events):
                     raise
                 moved |= {s.ticket for s in frames if self._held.held(s.item.camera_id)} - done_frames
+            failed = False
         finally:
-            in_backlog = {s.ticket for s in peeked}
-            self._count_drops(self._frames.settle((done_frames | moved) & in_backlog))
-            self._count_drops(self._held.settle(done_frames))
-            self._events.settle(done_events)
+            if take is Take.BACKLOG:  # the others leave the backlog's flight alone (it may be in one)
+                self._count_drops(self._frames.settle((done_frames | moved) & {s.ticket for s in peeked}))
+            probed = {s.ticket for s in frames} if take is Take.HOLDS else set()
+            self._count_drops(self._held.settle(done_frames, probed, failed=failed))
+            if take_events:
+                self._events.settle(done_events)
             self._update_gauges()
 
     def _update_gauges(self) -> None:
@@ -330,6 +375,7 @@ class RedisSink:
             self._report.dropped(drops)
 
     async def _drop_client(self) -> None:
+        await self._stop_probe()  # never closed under a probe
         self._writer.unconfirmed.clear()  # a new connection looks them up again
         client, self._client = self._client, None
         if client is not None:

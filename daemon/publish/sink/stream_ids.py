@@ -73,13 +73,16 @@ class StreamIds:
             prev = chain[stream]
             chain[stream] = entry_id if prev is None else max(prev, entry_id)
             tentative.append(entry_id)
+        while missing := sorted(s for s in streams if s not in self._top):  # forgotten meanwhile (another batch)
+            await self.load_tops(client, missing)
+        tops = {s: self._top[s] for s in streams}
         suspects = [
             (slot, eid)
             for slot, eid in zip(frames, tentative, strict=True)
-            if eid <= self._top[self._stream_for(slot.item.camera_id)] and slot.ticket not in stored
+            if eid <= tops[self._stream_for(slot.item.camera_id)] and slot.ticket not in stored
         ]
         looked_up = await self._lookup(client, suspects)
-        floor = {s: self._top[s] for s in streams}  # what the next new entry must exceed
+        floor = dict(tops)  # what the next new entry must exceed
         for slot, eid in zip(frames, tentative, strict=True):
             stream = self._stream_for(slot.item.camera_id)
             found = looked_up.get(slot.ticket)

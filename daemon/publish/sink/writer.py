@@ -65,7 +65,9 @@ class BatchWriter:
         )
         if isolated is None:
             return False
-        self._ids.forget_tops()  # the writes to the masters that answered may have landed unseen
+        for camera in {s.item.camera_id for s in frames}:  # writes to the masters that answered may have landed unseen
+            for stream in self._streams(camera):
+                self._ids.forget_top(stream)
         for camera, (key, code) in isolated.cameras.items():
             refused = StreamRefusedError(key, exc, code=code)
             self.hold([s for s in frames if s.item.camera_id == camera], refused, set())
