@@ -179,10 +179,14 @@ async def one_run(cluster: RedisClusterProcs, args: argparse.Namespace, *, fault
             await stop_task(running)
         await sink.close()
     latencies: list[float] = []
+    before: list[float] = []
     for camera in others:
         keys = [(camera, seq) for seq in range(frames)]
         assert all(k in arrived for k in keys), f"{camera}: {sum(k in arrived for k in keys)} of {frames} seen"
-        latencies += [(arrived[k] - accepted[k]) * 1000.0 for k in keys if accepted[k] >= fault_at or not fault]
+        for k in keys:
+            (latencies if accepted[k] >= fault_at or not fault else before).append((arrived[k] - accepted[k]) * 1000.0)
+    if fault:
+        print(f"    (this fault run before the kill: p99 {pct(before, 0.99):.2f} ms of {len(before)} entries)")
     stored = [int(f["seq"]) for _, f in read_stream(master.client(), STREAM.format(victim))]
     assert stored == list(range(frames)), f"victim: {len(stored)} of {frames}, in order: {stored == sorted(stored)}"
     return latencies, len(stored)
