@@ -282,13 +282,10 @@ class HeldStreams:
         self._bound(hold, drops)
 
     def _bound(self, hold: Hold, drops: Drops) -> None:
-        """Drop the oldest entries in memory beyond `capacity`, but not those being tried."""
-        probing = {s.ticket for s in hold.probing}
-        while len(hold.memory) > self.capacity:
-            oldest = next((s for s in hold.memory if s.ticket not in probing), None)
-            if oldest is None:
-                break
-            hold.memory.remove(oldest)
+        """Drop the oldest entries in memory beyond `capacity`; while some are being tried, once
+        that try has ended (`settle`), so that what is dropped is always the oldest."""
+        while len(hold.memory) > self.capacity and not hold.probing:
+            hold.memory.popleft()
             _count(drops, {hold.camera: 1}, STREAM_REFUSED)
 
     def _log_held(self, hold: Hold, cause: BaseException) -> None:

@@ -28,6 +28,7 @@ from daemon.publish.redis_conn import (
 )
 from daemon.publish.resume import resume_points
 from daemon.publish.sink.backlog import Backlog, Buffer, Drops, Slot, open_spool
+from daemon.publish.sink.faults import refresh_slots
 from daemon.publish.sink.held import HeldStreams
 from daemon.publish.sink.objects import ObjectWrites
 from daemon.publish.sink.report import OutageReport
@@ -140,6 +141,7 @@ class RedisSink:
         self._events: Buffer[StatusEvent] = Buffer(EVENTS_BUFFER_MAX)
         self._client: RedisClient | None = None
         self._prober: asyncio.Task[None] | None = None  # the held cameras' try (`_probe`)
+        self._probe_client: RedisClient | None = None
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._report = OutageReport(cfg, clock)
@@ -259,7 +261,7 @@ class RedisSink:
                 await self._publish_batch(self._client, Take.BACKLOG)
                 if self._held.events.held and self._held.events.due():
                     await self._probe_events(self._client)
-                self._start_probe(self._client)
+                self._start_probe()
             except asyncio.CancelledError:
                 # cut off mid-pipeline: the socket may hold unread replies and writes may have landed
                 self._ids.forget_tops()
@@ -274,11 +276,13 @@ class RedisSink:
             self._on_success()
             return None
 
-    def _start_probe(self, client: RedisClient) -> None:
-        """Try the held cameras that are due in a task beside the sink's own batches, so that a
-        probe of a master still down (even one that never answers) delays no other camera."""
+    def _start_probe(self) -> None:
+        """Try the held cameras that are due in a task beside the sink's own batches, on a client of
+        its own (its failures' topology refreshes stay off the batches' client), so that a probe of
+        a master still down (even one that never answers) delays no other camera."""
         if (self._prober is None or self._prober.done()) and self._held.cameras_due():
-            self._prober = asyncio.create_task(self._probe(client))
+            self._probe_client = self._probe_client or self._client_factory()
+            self._prober = asyncio.create_task(self._probe(self._probe_client))
 
     async def _probe(self, client: RedisClient) -> None:
         try:
@@ -287,7 +291,9 @@ class RedisSink:
             self._ids.forget_tops()  # writes may have landed unseen
             raise
         except (*RETRYABLE, ResponseError, ValueError):
-            pass  # a failed try of the held cameras: backed off (`HeldStreams.settle`), logged when held
+            # a failed try of the held cameras: backed off (`HeldStreams.settle`), logged when held;
+            # the slot map read again (a slot served again, a new master after a failover)
+            await refresh_slots(client)
         finally:
             self._wake.set()
 
@@ -326,9 +332,9 @@ class RedisSink:
                 await self._writer.write(
                     client, frames, events, moved=moved, done_frames=done_frames, done_events=done_events
                 )
-            except TRANSIENT as exc:
+            except TRANSIENT as exc:  # a try of held cameras that fails as a whole just failed
                 left = [s for s in frames if s.ticket not in done_frames | moved]
-                if not await self._writer.isolate(client, exc, left, events):
+                if take is Take.HOLDS or not await self._writer.isolate(client, exc, left, events):
                     raise
                 moved |= {s.ticket for s in frames if self._held.held(s.item.camera_id)} - done_frames
             failed = False
@@ -377,9 +383,10 @@ class RedisSink:
     async def _drop_client(self) -> None:
         await self._stop_probe()  # never closed under a probe
         self._writer.unconfirmed.clear()  # a new connection looks them up again
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
+        for client in (self._client, self._probe_client):
+            if client is not None:
+                await client.aclose()
+        self._client = self._probe_client = None
 
 
 __all__ = ["RedisSink"]
