@@ -28,7 +28,7 @@ from daemon.publish.redis_conn import (
 )
 from daemon.publish.resume import resume_points
 from daemon.publish.sink.backlog import Backlog, Buffer, Drops, Slot, open_spool
-from daemon.publish.sink.faults import refresh_slots
+from daemon.publish.sink.faults import REDIRECTS, refresh_slots, stream_fault
 from daemon.publish.sink.held import HeldStreams
 from daemon.publish.sink.objects import ObjectWrites
 from daemon.publish.sink.report import OutageReport
@@ -290,10 +290,11 @@ class RedisSink:
         except asyncio.CancelledError:
             self._ids.forget_tops()  # writes may have landed unseen
             raise
-        except (*RETRYABLE, ResponseError, ValueError):
+        except (*RETRYABLE, ResponseError, ValueError) as exc:
             # a failed try of the held cameras: backed off (`HeldStreams.settle`), logged when held;
-            # the slot map read again (a slot served again, a new master after a failover)
-            await refresh_slots(client)
+            # after a slot fault the slot map is read again (redis-py does so itself after a node's)
+            if stream_fault(exc) in REDIRECTS:
+                await refresh_slots(client)
         finally:
             self._wake.set()
 
