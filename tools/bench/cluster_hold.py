@@ -3,7 +3,7 @@
     .venv/bin/python -m tools.bench.cluster_hold [--cameras 4] [--fps 10] [--seconds 30] [--pairs 1] [--batch 256]
 
 Starts a Redis Cluster on loopback (tools/kit/redis_cluster.py: 3 masters + 3 replicas,
-`cluster-require-full-coverage no`, AOF fsync'd on every write) and runs the real `RedisSink`
+`cluster-require-full-coverage no`, AOF on) and runs the real `RedisSink`
 in-process (`[redis] cluster = true`, the sink's own backoff), fed synthetic frame results for
 one victim camera, whose detection and objects streams both live on shard 0, and `--cameras`
 others, none of whose streams live there, at F fps each. Each pair is two runs with the same

@@ -173,7 +173,8 @@ def start_cluster(
 ) -> RedisClusterProcs:
     """Six nodes in `data_dirs`, started and made into a healthy cluster. `full_coverage=False`:
     `cluster-require-full-coverage no`, so the slots of a shard without a master fail alone;
-    `appendonly`: every write fsync'd, so a killed node restarts with everything it acknowledged.
+    `appendonly`: every write in the AOF (fsync'd every second), so a node killed (SIGKILL: the
+    OS keeps its writes) restarts with everything it acknowledged.
     On failure the nodes started are closed."""
     nodes = []
     for data_dir in data_dirs:
@@ -181,6 +182,7 @@ def start_cluster(
         args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
         args += ["--cluster-node-timeout", str(CLUSTER_NODE_TIMEOUT_MS), "--repl-diskless-sync-delay", "0"]
         args += ["--cluster-require-full-coverage", "yes" if full_coverage else "no"]
+        args += ["--appendfsync", "everysec"]  # a killed process loses nothing the OS has: no fsync per write
         nodes.append(ClusterNodeServer(binary, data_dir, extra_args=args, appendonly=appendonly))
     cluster = RedisClusterProcs(nodes)
     try:
