@@ -188,13 +188,15 @@ class Metrics:
         self.redis_up = Gauge("beltsight_redis_up", "1 while Redis accepts writes", registry=r)
         self.sink_held = Gauge(
             "beltsight_sink_held_entries",
-            "Entries of a camera held apart because Redis refuses its stream key (part of buffered)",
+            "Entries of a camera held apart because Redis refuses its stream key, or its Cluster slot or master "
+            "failed alone (part of buffered)",
             ["camera"],
             registry=r,
         )
         self.stream_refusals = Counter(
             "beltsight_sink_stream_refusals",
-            "Batches in which Redis refused one camera's stream key (WRONGTYPE, NOPERM on a key), by code",
+            "Batches in which Redis refused one camera's stream key (WRONGTYPE, NOPERM on a key) or its Cluster "
+            "slot or master failed alone (CLUSTERDOWN, TRYAGAIN, MOVED, ASK, NODE_DOWN), by code",
             ["camera", "code"],
             registry=r,
         )

@@ -1,195 +1,43 @@
-"""A real Redis Cluster for tests: six cluster-enabled `redis-server` processes on loopback ports,
-made into three masters with one replica each by `redis-cli --cluster create ... --cluster-replicas 1
---cluster-yes`, with a short `cluster-node-timeout` so that a failover takes seconds.
+"""The `redis_cluster` fixture: a real Redis Cluster (tools/kit/redis_cluster.py), six cluster-enabled
+`redis-server` processes on loopback ports, three masters with one replica each.
 
     def test_x(redis_cluster):
-        cluster = redis_cluster()
+        cluster = redis_cluster()  # or redis_cluster(full_coverage=False, appendonly=True)
         victim = cluster.master_of("beltsight:detections:cam1")
         victim.kill(); cluster.wait_promoted(victim, key); victim.restart(); cluster.wait_replicated()
 
-Built on tools/kit/redis_server.py; registered through tests/support/fixtures_redis.py.
+Registered through tests/support/fixtures_redis.py.
 """
 
 from __future__ import annotations
 
 import shutil
-import subprocess
-import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
-import redis
-import redis.cluster
-from redis.crc import key_slot
 
-from tools.kit.ports import free_port, port_in_use
-from tools.kit.redis_server import RedisServer, find_redis_server
-
-CLUSTER_NODE_TIMEOUT_MS = 1000
-
-
-class ClusterNodeServer(RedisServer):
-    """A cluster-enabled redis-server; its bus port (port + 10000) must be free too."""
-
-    def _pick_port(self) -> int:
-        for _ in range(50):
-            port = free_port()
-            if port + 10000 < 65536 and not port_in_use(port + 10000):
-                return port
-        raise RuntimeError("no free port pair for a cluster node")
-
-    def ask(self, *command: str) -> Any:
-        """One command on a short-lived connection (decode_responses=True)."""
-        c = redis.Redis(
-            host="127.0.0.1", port=self.port, decode_responses=True, socket_timeout=2, socket_connect_timeout=1
-        )
-        try:
-            return c.execute_command(*command)
-        finally:
-            c.close()
-
-    def cluster_info(self) -> dict[str, str]:
-        reply = self.ask("CLUSTER", "INFO")
-        if isinstance(reply, dict):
-            return {str(k): str(v) for k, v in reply.items()}
-        return dict(line.split(":", 1) for line in str(reply).splitlines() if ":" in line)
-
-    def role(self) -> str:
-        """'master' or 'slave', as this node sees itself."""
-        return str(self.ask("ROLE")[0])
-
-
-class RedisClusterProcs:
-    """Six cluster nodes on loopback, made into 3 masters + 3 replicas by `redis-cli --cluster create`.
-
-    cluster = redis_cluster()
-    victim = cluster.master_of("beltsight:detections:cam1")
-    victim.kill(); new = cluster.wait_promoted(victim); victim.restart(); cluster.wait_replicated()
-    """
-
-    def __init__(self, nodes: list[ClusterNodeServer]) -> None:
-        self.nodes = nodes
-        self._clients: list[redis.RedisCluster] = []
-
-    @property
-    def url(self) -> str:
-        return self.nodes[0].url
-
-    def create(self) -> RedisClusterProcs:
-        cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
-        addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
-        proc = subprocess.run(
-            [cli, "--cluster", "create", *addrs, "--cluster-replicas", "1", "--cluster-yes"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"redis-cli --cluster create failed: {proc.stdout[-800:]} {proc.stderr[-400:]}")
-        self.wait_replicated()
-        return self
-
-    def alive(self) -> list[ClusterNodeServer]:
-        return [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]
-
-    def wait_replicated(self, timeout_s: float = 30.0) -> None:
-        """Every live node sees the cluster ok, and every master has a replica linked."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                if self._healthy():
-                    return
-            except (redis.RedisError, RuntimeError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the cluster did not become healthy with one linked replica per master")
-            time.sleep(0.1)
-
-    def _healthy(self) -> bool:
-        nodes = self.alive()
-        if any(n.cluster_info().get("cluster_state") != "ok" for n in nodes):
-            return False
-        masters = 0
-        for node in nodes:
-            if node.role() == "master":
-                masters += 1
-                info = node.ask("INFO", "replication")
-                if int(info.get("connected_slaves", 0)) < 1 or "slave0" not in info:
-                    return False
-                if info["slave0"].get("state") != "online":
-                    return False
-        return masters == 3
-
-    def master_of(self, key: str) -> ClusterNodeServer:
-        slot = key_slot(key.encode())
-        for node in self.alive():
-            if node.role() != "master":
-                continue
-            slots = node.ask("CLUSTER", "SLOTS")
-            for start, end, primary, *_replicas in slots:
-                if int(start) <= slot <= int(end) and int(primary[1]) == node.port:
-                    return node
-        raise RuntimeError(f"no live master serves slot {slot}")
-
-    def replica_of(self, master: ClusterNodeServer) -> ClusterNodeServer:
-        info = master.ask("INFO", "replication")
-        port = int(info["slave0"]["port"])
-        return next(n for n in self.nodes if n.port == port)
-
-    def wait_promoted(self, killed: ClusterNodeServer, key: str, timeout_s: float = 30.0) -> ClusterNodeServer:
-        """After `killed` (the master of `key`) died: wait until a replica took its slots over."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                node = self.master_of(key)
-                if node is not killed and node.cluster_info().get("cluster_state") == "ok":
-                    return node
-            except (redis.RedisError, RuntimeError, OSError):
-                pass
-            time.sleep(0.05)
-        raise RuntimeError(f"no replica was promoted for {key!r} within {timeout_s} s")
-
-    def client(self) -> redis.RedisCluster:
-        """A sync cluster client (decode_responses=True) for assertions; closed at test end."""
-        c = redis.RedisCluster(
-            startup_nodes=[redis.cluster.ClusterNode("127.0.0.1", n.port) for n in self.nodes],
-            decode_responses=True,
-            socket_timeout=5,
-        )
-        self._clients.append(c)
-        return c
-
-    def close(self) -> None:
-        for c in self._clients:
-            c.close()
-        self._clients.clear()
-        for node in self.nodes:
-            node.close()
+from tools.kit.redis_cluster import CLUSTER_NODE_TIMEOUT_MS, ClusterNodeServer, RedisClusterProcs, start_cluster
+from tools.kit.redis_server import find_redis_server
 
 
 @pytest.fixture
-def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], RedisClusterProcs]]:
-    """Factory: `redis_cluster()` -> a created, healthy RedisClusterProcs (3 masters, 3 replicas)."""
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., RedisClusterProcs]]:
+    """Factory: `redis_cluster(full_coverage=True, appendonly=False)` -> a created, healthy
+    RedisClusterProcs (3 masters, 3 replicas); see `tools.kit.redis_cluster.start_cluster`."""
     binary = find_redis_server()
     if binary is None or shutil.which("redis-cli") is None:
         pytest.skip("redis-server / redis-cli not installed (Debian: apt-get install redis-server)")
     clusters: list[RedisClusterProcs] = []
 
-    def start() -> RedisClusterProcs:
-        nodes = []
-        for i in range(6):
-            data_dir = tmp_path_factory.mktemp(f"cluster-node{i}")
-            args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
-            args += ["--cluster-node-timeout", str(CLUSTER_NODE_TIMEOUT_MS), "--repl-diskless-sync-delay", "0"]
-            nodes.append(ClusterNodeServer(binary, data_dir, extra_args=args))
-        cluster = RedisClusterProcs(nodes)
+    def start(*, full_coverage: bool = True, appendonly: bool = False) -> RedisClusterProcs:
+        dirs = [tmp_path_factory.mktemp(f"cluster-node{i}") for i in range(6)]
+        cluster = start_cluster(binary, dirs, full_coverage=full_coverage, appendonly=appendonly)
         clusters.append(cluster)
-        for node in nodes:
-            node.start()
-        return cluster.create()
+        return cluster
 
     yield start
     for cluster in clusters:
         cluster.close()
+
+
+__all__ = ["CLUSTER_NODE_TIMEOUT_MS", "ClusterNodeServer", "RedisClusterProcs", "redis_cluster"]

@@ -1,19 +1,25 @@
-"""Per-stream isolation: a camera whose stream key Redis refuses is held apart, the others go on.
+"""Per-stream isolation: a camera whose stream key (or its Cluster slot or node) fails is held
+apart, the others go on.
 
-A refusal that concerns one key (`key_refusal`: WRONGTYPE, NOPERM on a key) holds only the cameras
-whose detection or objects stream it is: their entries leave the shared backlog (memory and spool)
-for a hold of their own, in order, and every later entry of the camera joins it. The camera is the
-unit: a frame leaves a hold only once its entry and all its object events are stored, so each
-stream keeps its order; a camera's objects may run ahead of its detections by at most the batch in
-flight when the refusal came (the object events are queued before their frame), never the other way.
-Each hold is probed (its oldest entries tried again) with capped exponential backoff; once it is
-empty the camera is released and publishes from the backlog again.
+A fault that concerns one key (`daemon.publish.sink.faults.stream_fault`: WRONGTYPE, NOPERM on a
+key; in a Cluster CLUSTERDOWN, TRYAGAIN, MOVED/ASK for the key's slot; NODE_DOWN for a master that
+does not answer, `faults.isolate`) holds only the cameras whose detection or objects stream it is:
+their entries leave the shared backlog (memory and spool) for a hold of their own, in order, and
+every later entry of the camera joins it. The camera is the unit: a frame leaves a hold only once
+its entry and all its object events are stored, so each stream keeps its order; a camera's objects
+may run ahead of its detections by at most the batch in flight when the refusal came, never the
+other way. Each hold is tried again (its oldest entries, in a pipeline of its own beside the sink's
+batches, so that a master still down delays no other camera) with capped exponential backoff; once
+empty the camera is released. The events stream is held the same way (`EventsHold`).
 
 Bounds: without a spool a hold keeps up to `capacity` entries in memory; with one its entries go
-to a spool of their own, `<spool_dir>/held/<camera as hex>`, capped at a quarter of the spool's cap
-(found again by the next run). Beyond the bound the camera's oldest held entries are dropped,
-counted `dropped{camera, stream_refused}`. Refusals of the whole server (OOM, READONLY, MISCONF,
-LOADING, BUSY, auth) are not held here: the sink backs off as a whole.
+to a spool of their own, `<spool_dir>/held/<camera as hex>`, capped at a quarter of the spool's cap.
+A daemon stopped while a camera is held leaves that spool (`shut` writes the hold's memory to it);
+the next run holds the camera again from its oldest entry and tries it at once, so every entry is
+delivered once, in order (their entry IDs stick: a replay finds what is already stored). Beyond the
+bound the camera's oldest held entries are dropped, counted `dropped{camera, stream_refused}`.
+Refusals of the whole server (OOM, READONLY, MISCONF, LOADING, BUSY, auth) and faults of the whole
+connection are not held here: the sink backs off as a whole.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,8 +38,8 @@ from daemon.core.backoff import Backoff
 from daemon.core.clock import SYSTEM_CLOCK, Clock
 from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.ratelimit import RateLimited
-from daemon.publish.redis_conn import REFUSALS, SinkError, refusal_code
 from daemon.publish.sink.backlog import Drops, Slot
+from daemon.publish.sink.faults import HINTS, EventsHold, StreamRefusedError, stream_fault
 from daemon.publish.spool.record import SpoolFormatError, SpoolRecord
 from daemon.publish.spool.store import Spool
 
@@ -42,25 +49,6 @@ STREAM_REFUSED = "stream_refused"
 """The drop reason of a held entry beyond its hold's bound."""
 HELD_LOG_INTERVAL_S = 300.0
 """A hold that lasts is logged again (with what it holds) at most this often, per key and cause."""
-
-
-def key_refusal(exc: BaseException) -> str | None:
-    """The code of a refusal that concerns one key only (WRONGTYPE; NOPERM on a key, not on a
-    command), else None: a refusal of the whole server."""
-    code = refusal_code(exc)
-    text = str(exc).lower()
-    if code == "WRONGTYPE" or (code == "NOPERM" and "key" in text and "command" not in text):
-        return code
-    return None
-
-
-class StreamRefusedError(SinkError):
-    """Redis refused one stream key (`key_refusal`) while the sink read or wrote it."""
-
-    def __init__(self, stream: str, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.stream = stream
-        self.cause = cause
 
 
 @dataclass(eq=False)
@@ -102,9 +90,14 @@ class HeldStreams:
         self._clock = clock
         self._backoff_s = backoff_s
         self._holds: dict[str, Hold] = {}
+        # the spools of holds released in this run: their last commit (the segments' deletion) may
+        # still be on the writer thread; closed (waited for) before the camera's spool is opened
+        # again, and at shutdown, so the next run does not find what was delivered
+        self._released: dict[str, Spool] = {}
         self._tickets = itertools.count(-(1 << 40), -1)  # never a backlog ticket
         self._lines = RateLimited(HELD_LOG_INTERVAL_S, clock)
         self._reported: set[str] = set()
+        self.events = EventsHold(clock, backoff_s)
         self._found_at_start = self._reopen()
 
     # -- sizes ---------------------------------------------------------------------------------
@@ -142,7 +135,7 @@ class HeldStreams:
     def hold(self, slots: Iterable[Slot[FrameResult]], refused: StreamRefusedError) -> Drops:
         """Hold `slots` (in order) because Redis refused `refused.stream`; their cameras are held
         from now on. Slots already held (a failed probe) stay where they are."""
-        code = key_refusal(refused.cause) or "WRONGTYPE"
+        code = refused.code
         now = self._clock.monotonic()
         drops: Drops = {}
         retried: set[str] = set()
@@ -165,17 +158,31 @@ class HeldStreams:
             self._log_held(hold, refused.cause)
         return drops
 
-    def refused_events(self, stream: str, exc: BaseException) -> None:
-        """The events stream refused (its events stay in their own buffer): logged as a hold."""
-        code = key_refusal(exc) or "WRONGTYPE"
-        if self._lines.allow((stream, code)) is not None:
-            log.error("sink_stream_held", camera=None, stream=stream, code=code, reason=str(exc), hint=REFUSALS[code])
+    def events_failed(self, stream: str, exc: BaseException, code: str) -> None:
+        """The events stream failed with `code` (its events stay in their own buffer): held apart."""
+        new = self.events.failed(code)
+        repeats = self._lines.allow((stream, code))
+        if new or repeats is not None:
+            log.error("sink_stream_held", camera=None, stream=stream, code=code, reason=str(exc), hint=HINTS[code])
+
+    def events_written(self, stream: str) -> None:
+        """An event reached the events stream: a hold of it ends."""
+        code = self.events.code
+        if self.events.succeeded() and code is not None:
+            self._lines.reset((stream, code))
+            log.info("sink_stream_released", camera=None, stream=stream, held_s=None)
 
     def next_due_s(self) -> float | None:
-        """Seconds until the next hold is due a try (None: nothing held)."""
-        if not self._holds:
-            return None
-        return max(0.0, min(h.retry_at for h in self._holds.values()) - self._clock.monotonic())
+        """Seconds until the next hold not being tried is due a try (None: none)."""
+        now = self._clock.monotonic()
+        due = [max(0.0, h.retry_at - now) for h in self._holds.values() if not h.probing]
+        events = self.events.next_due_s()
+        return min([*due, events] if events is not None else due) if due or events is not None else None
+
+    def cameras_due(self) -> bool:
+        """A held camera not being tried is due a try now."""
+        now = self._clock.monotonic()
+        return any(h.retry_at <= now and not h.probing for h in self._holds.values())
 
     def divert(self, slots: list[Slot[FrameResult]]) -> tuple[list[Slot[FrameResult]], set[int], Drops]:
         """(slots of cameras not held, tickets of those now held: done for the backlog, drops)."""
@@ -196,7 +203,7 @@ class HeldStreams:
         now = self._clock.monotonic()
         out: list[Slot[FrameResult]] = []
         for hold in self._holds.values():
-            if hold.retry_at > now:
+            if hold.retry_at > now or hold.probing:
                 continue
             records = hold.spool.read(n) if hold.spool is not None else []
             hold.from_spool = len(records)
@@ -205,20 +212,28 @@ class HeldStreams:
             out += hold.probing
         return out
 
-    def settle(self, done: set[int]) -> Drops:
-        """End the probes: drop what was published, release the holds left empty."""
+    def settle(self, done: set[int], probed: AbstractSet[int] = frozenset(), *, failed: bool = False) -> Drops:
+        """End the probes of `probed` (tickets of one batch; `failed`: it failed as a whole, tried
+        again after backoff): drop what was published, release the holds left empty. The holds
+        another batch is trying are left alone."""
         drops: Drops = {}
+        now = self._clock.monotonic()
         for camera, hold in list(self._holds.items()):
-            if hold.probing:
+            if hold.probing and not probed.isdisjoint(s.ticket for s in hold.probing):
                 published = [s.ticket in done for s in hold.probing]
                 if hold.spool is not None:
                     hold.spool.commit(_prefix(published[: hold.from_spool]))
                     hold.spool.rewind()
                 tickets = {s.ticket for s in hold.probing[hold.from_spool :] if s.ticket in done}
                 hold.memory = deque(s for s in hold.memory if s.ticket not in tickets)
-                if all(published) and hold.retry_at <= self._clock.monotonic():
+                if all(published) and hold.retry_at <= now:
                     hold.backoff.succeeded()
+                elif failed and hold.retry_at <= now:
+                    hold.retry_at = now + hold.backoff.failed()
                 hold.probing, hold.from_spool = [], 0
+                self._bound(hold, drops)  # entries that joined while it was tried
+            elif hold.probing:
+                continue
             if len(hold) == 0:
                 self._release(camera, hold)
             elif hold.spool is not None:
@@ -228,6 +243,9 @@ class HeldStreams:
     def shut(self) -> tuple[int, list[FrameResult]]:
         """Spool what the holds keep in memory and close their spools: (spilled, not spooled)."""
         spilled, lost = 0, []
+        for spool in self._released.values():
+            spool.close()
+        self._released.clear()
         for hold in self._holds.values():
             slots, hold.memory = list(hold.memory), deque()
             if hold.spool is None:
@@ -261,12 +279,13 @@ class HeldStreams:
                 if self._lines.allow(("spool", hold.camera)) is not None:
                     log.error("spool_write_failed", directory=str(hold.spool.directory), reason=str(exc))
         hold.memory.append(slot)
-        probing = {s.ticket for s in hold.probing}
-        while len(hold.memory) > self.capacity:
-            oldest = next((s for s in hold.memory if s.ticket not in probing), None)
-            if oldest is None:
-                break
-            hold.memory.remove(oldest)
+        self._bound(hold, drops)
+
+    def _bound(self, hold: Hold, drops: Drops) -> None:
+        """Drop the oldest entries in memory beyond `capacity`; while some are being tried, once
+        that try has ended (`settle`), so that what is dropped is always the oldest."""
+        while len(hold.memory) > self.capacity and not hold.probing:
+            hold.memory.popleft()
             _count(drops, {hold.camera: 1}, STREAM_REFUSED)
 
     def _log_held(self, hold: Hold, cause: BaseException) -> None:
@@ -278,13 +297,15 @@ class HeldStreams:
                 stream=hold.stream,
                 code=hold.code,
                 reason=str(cause),
-                hint=REFUSALS[hold.code],
+                hint=HINTS[hold.code],
                 held=len(hold),
                 repeats=repeats,
             )
 
     def _release(self, camera: str, hold: Hold) -> None:
         del self._holds[camera]
+        if hold.spool is not None:
+            self._released[camera] = hold.spool
         self._lines.reset((hold.stream, hold.code))
         held_s = round(self._clock.monotonic() - hold.since, 3)
         log.info("sink_stream_released", camera=camera, stream=hold.stream, held_s=held_s)
@@ -292,6 +313,9 @@ class HeldStreams:
     def _open_spool(self, camera: str) -> Spool | None:
         if self._root is None:
             return None
+        released = self._released.pop(camera, None)
+        if released is not None:
+            released.close()  # blocks for its last writes (rare: the same camera held again)
         try:
             return Spool.open(self._root / camera.encode().hex(), self._cap_bytes)
         except (SpoolFormatError, OSError) as exc:
@@ -331,7 +355,7 @@ def refused_cameras(
     `objects_refused`, frame ticket -> refusal)."""
     refused = dict(objects_refused)
     for slot, reply in zip(sent, replies, strict=True):
-        if isinstance(reply, Exception) and key_refusal(reply):
+        if isinstance(reply, Exception) and stream_fault(reply):
             refused[slot.ticket] = StreamRefusedError(stream_for(slot.item.camera_id), reply)
     return {s.item.camera_id: refused[s.ticket] for s in frames if s.ticket in refused}
 
@@ -339,16 +363,18 @@ def refused_cameras(
 def settle_events(
     held: HeldStreams, stream: str, events: list[Slot[StatusEvent]], replies: list[str | Exception], done: set[int]
 ) -> Exception | None:
-    """Mark the status events written; a refusal of the events stream's key alone keeps them in
-    their own buffer (drop-oldest) without holding any camera. Returns a server-wide refusal."""
+    """Mark the status events written; a fault of the events stream's key or slot alone holds them
+    in their own buffer (drop-oldest) without holding any camera. Returns a server-wide refusal."""
     refusal: Exception | None = None
     for ev, reply in zip(events, replies, strict=True):
         if not isinstance(reply, Exception):
             done.add(ev.ticket)
-        elif key_refusal(reply):
-            held.refused_events(stream, reply)
+        elif code := stream_fault(reply):
+            held.events_failed(stream, reply, code)
         else:
             refusal = refusal or reply
+    if done:
+        held.events_written(stream)
     return refusal
 
 
@@ -367,4 +393,4 @@ def _record(slot: Slot[FrameResult]) -> SpoolRecord:
     return SpoolRecord(slot.item, slot.entry_id)
 
 
-__all__ = ["STREAM_REFUSED", "HeldStreams", "StreamRefusedError", "key_refusal", "refused_cameras", "settle_events"]
+__all__ = ["STREAM_REFUSED", "HeldStreams", "StreamRefusedError", "refused_cameras", "settle_events"]

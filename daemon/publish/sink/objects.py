@@ -20,7 +20,7 @@ from typing import Any
 from daemon.core.frames import FrameResult
 from daemon.publish.schema import EntryId
 from daemon.publish.sink.backlog import Slot
-from daemon.publish.sink.held import StreamRefusedError, key_refusal
+from daemon.publish.sink.faults import StreamRefusedError, stream_fault
 from daemon.publish.sink.stream_ids import ID_TOO_SMALL, StreamIds
 
 EVENTS_PER_FRAME = 65_536
@@ -45,7 +45,7 @@ class ObjectBatch:
     refusal: Exception | None = None
     """The first refusal of the whole server among the replies."""
     refused: dict[int, StreamRefusedError] = field(default_factory=dict)
-    """Frame ticket -> the refusal of its objects stream's key (`daemon.publish.sink.held.key_refusal`)."""
+    """Frame ticket -> the fault of its objects stream's key or slot (`daemon.publish.sink.faults.stream_fault`)."""
 
     @property
     def streams(self) -> set[str]:
@@ -92,7 +92,7 @@ class ObjectWrites:
                 batch.failed.add(ticket)
                 if ID_TOO_SMALL in str(reply):
                     self._ids.forget_top(stream)  # the top moved unseen: re-read it, skip what is there
-                elif key_refusal(reply):
+                elif stream_fault(reply):
                     batch.refused.setdefault(ticket, StreamRefusedError(stream, reply))
                 else:
                     batch.refusal = batch.refusal or reply

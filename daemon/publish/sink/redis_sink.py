@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 from collections.abc import Callable
 
 import structlog
@@ -16,17 +17,35 @@ from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.core.objects import ObjectsResume
 from daemon.core.redaction import SECRETS
-from daemon.publish.redis_conn import RETRYABLE, Connector, RedisClient, ReplicasShortError, SinkError, is_transient
+from daemon.core.tasks import stop_task
+from daemon.publish.redis_conn import (
+    RETRYABLE,
+    TRANSIENT,
+    Connector,
+    RedisClient,
+    ReplicasShortError,
+    SinkError,
+)
 from daemon.publish.resume import resume_points
-from daemon.publish.schema import EntryId
 from daemon.publish.sink.backlog import Backlog, Buffer, Drops, Slot, open_spool
-from daemon.publish.sink.held import HeldStreams, StreamRefusedError, key_refusal, refused_cameras, settle_events
-from daemon.publish.sink.objects import ObjectBatch, ObjectWrites
-from daemon.publish.sink.pipeline import Batch, XaddReply, confirmed_streams, send
+from daemon.publish.sink.faults import REDIRECTS, refresh_slots, stream_fault
+from daemon.publish.sink.held import HeldStreams
+from daemon.publish.sink.objects import ObjectWrites
 from daemon.publish.sink.report import OutageReport
-from daemon.publish.sink.stream_ids import ID_TOO_SMALL, StreamIds
+from daemon.publish.sink.settle import Settle
+from daemon.publish.sink.stream_ids import StreamIds
+from daemon.publish.sink.writer import BatchWriter
 
 log = structlog.get_logger("beltsight.sink")
+
+
+class Take(enum.Enum):
+    """What one pipeline of the sink takes (`RedisSink._publish_batch`)."""
+
+    BACKLOG = "backlog"
+    HOLDS = "holds"
+    EVENTS = "events"
+
 
 EVENTS_BUFFER_MAX = 1000
 
@@ -57,8 +76,12 @@ class RedisSink:
       retried the same way; the connection is rebuilt each time, so a fixed password file is
       picked up. Other refusals of the whole server (OOM, MISCONF, BUSY) are logged
       `redis_write_failed` and retried the same way.
-    - One refused stream key (WRONGTYPE, NOPERM on a key) holds only its camera, apart, bounded,
-      in order (`daemon.publish.sink.held`); the other cameras keep publishing.
+    - Holds as wide as the fault: one refused stream key (WRONGTYPE, NOPERM on a key), in a Cluster
+      one slot that is not served or moving (CLUSTERDOWN, TRYAGAIN, MOVED/ASK) or one master that
+      does not answer while others do (NODE_DOWN, `daemon.publish.sink.faults`) holds only the
+      cameras whose detection or objects streams live there, apart, bounded, in order, across a
+      restart (`daemon.publish.sink.held`), and the events stream alone when it is the one; the
+      other cameras keep publishing. Held cameras are tried in a task of their own (`_probe`).
     - Replicas (`min_replicas` > 0): each pipeline ends with `WAIT min_replicas wait_timeout_ms`
       (one per master written, `daemon.publish.redis_conn.queue_waits`); an entry leaves the buffer only
       once its master's WAIT counted enough replicas. Unconfirmed entries stay, in order; the next
@@ -66,7 +89,8 @@ class RedisSink:
       failover lost them with the old master, writes them again to the new one. A short count is
       logged `redis_replicas_short` and backed off like an outage, on the same connection (WAIT
       counts that connection's writes). Events are not held for replicas.
-    - Cluster, TLS: inside the client (`daemon.publish.redis_conn.Connector`); nothing here branches.
+    - Cluster, TLS: inside the client (`daemon.publish.redis_conn.Connector`); only the width of a
+      fault is the Cluster's to decide (`daemon.publish.sink.faults.isolate`).
     - Redis user needs: XADD, XINFO, XRANGE on the detection and event streams (+ WAIT and
       XSETID for min_replicas, CLUSTER SLOTS and COMMAND for a cluster: README's ACL lines).
     - `close()` spills what is still in memory to the spool (the next run publishes it); without
@@ -89,7 +113,6 @@ class RedisSink:
         self._clock = clock
         self._backoff = Backoff(backoff_min_s, backoff_max_s, healthy_reset_s=30.0, clock=clock)
         self._ids = StreamIds(cfg.stream_for)
-        self._objects = ObjectWrites(cfg.objects_stream_for, self._ids)
         spool = open_spool(cfg)
         after_s = cfg.spool_after_s
         self._frames = Backlog(cfg.buffer_max, spool, self._ids.assign_spill_id, spool_after_s=after_s, clock=clock)
@@ -102,11 +125,23 @@ class RedisSink:
             clock=clock,
             backoff_s=(backoff_min_s, backoff_max_s),
         )
+        objects = ObjectWrites(cfg.objects_stream_for, self._ids)
+        settle = Settle(cfg, metrics, self._ids, objects, clock)
+        self._writer = BatchWriter(
+            cfg,
+            metrics,
+            ids=self._ids,
+            writes=objects,
+            settle=settle,
+            held=self._held,
+            count_drops=self._count_drops,
+            clock=clock,
+        )
         metrics.sink_spooled.set_function(lambda: self.spooled)
         self._events: Buffer[StatusEvent] = Buffer(EVENTS_BUFFER_MAX)
-        # tickets this client wrote whose replicas have not confirmed them yet (min_replicas)
-        self._unconfirmed: set[int] = set()
         self._client: RedisClient | None = None
+        self._prober: asyncio.Task[None] | None = None  # the held cameras' try (`_probe`)
+        self._probe_client: RedisClient | None = None
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._report = OutageReport(cfg, clock)
@@ -159,13 +194,17 @@ class RedisSink:
             while True:
                 if task is not None and task.cancelling():
                     raise asyncio.CancelledError
-                if not self._frames and not self._events:
+                if not self._frames and not self._events_ready():
                     await self._idle()
                 delay_s = await self._attempt()
                 if delay_s is not None:
                     await self._pause(delay_s)
         finally:
-            await self._drop_client()
+            await self._drop_client()  # the probe of the held cameras too
+
+    def _events_ready(self) -> bool:
+        """Status events wait and their stream is not held (a held one goes out on its probes)."""
+        return bool(self._events) and not self._held.events.held
 
     async def _idle(self) -> None:
         """Wait for work: a new entry, or the next try of a held stream."""
@@ -181,7 +220,7 @@ class RedisSink:
         deadline = loop.time() + timeout_s
         try:
             async with asyncio.timeout_at(deadline):
-                while self._frames or self._events:
+                while self._frames or self._events_ready():
                     delay_s = await self._attempt()
                     if delay_s is not None:
                         await self._pause(min(delay_s, max(0.0, deadline - loop.time())))
@@ -200,6 +239,7 @@ class RedisSink:
     async def close(self) -> None:
         """Close the connection; entries still in memory go to the spool for the next run,
         or without one (or when it cannot be written) are counted as dropped (`shutdown`)."""
+        await self._stop_probe()
         spilled, drops, lost = self._frames.shut()
         held_spilled, held_lost = self._held.shut()
         spilled, lost = spilled + held_spilled, lost + held_lost
@@ -218,7 +258,10 @@ class RedisSink:
             try:
                 if self._client is None:
                     self._client = self._client_factory()
-                await self._publish_batch(self._client)
+                await self._publish_batch(self._client, Take.BACKLOG)
+                if self._held.events.held and self._held.events.due():
+                    await self._probe_events(self._client)
+                self._start_probe()
             except asyncio.CancelledError:
                 # cut off mid-pipeline: the socket may hold unread replies and writes may have landed
                 self._ids.forget_tops()
@@ -233,133 +276,81 @@ class RedisSink:
             self._on_success()
             return None
 
-    async def _publish_batch(self, client: RedisClient) -> None:
-        # entries waiting for replicas ride along (not written again), so new ones still go out
-        peeked = self._frames.peek(self.cfg.publish_batch + len(self._unconfirmed))
-        self._unconfirmed &= {s.ticket for s in peeked}
-        events = self._events.peek(self.cfg.publish_batch)
-        fresh, moved, drops = self._held.divert(peeked)  # cameras held apart: not in this batch
-        self._count_drops(drops)
-        frames = self._held.due(self.cfg.publish_batch) + fresh
+    def _start_probe(self) -> None:
+        """Try the held cameras that are due in a task beside the sink's own batches, on a client of
+        its own (its failures' topology refreshes stay off the batches' client), so that a probe of
+        a master still down (even one that never answers) delays no other camera."""
+        if (self._prober is None or self._prober.done()) and self._held.cameras_due():
+            self._probe_client = self._probe_client or self._client_factory()
+            self._prober = asyncio.create_task(self._probe(self._probe_client))
+
+    async def _probe(self, client: RedisClient) -> None:
+        try:
+            await self._publish_batch(client, Take.HOLDS)
+        except asyncio.CancelledError:
+            self._ids.forget_tops()  # writes may have landed unseen
+            raise
+        except (*RETRYABLE, ResponseError, ValueError) as exc:
+            # a failed try of the held cameras: backed off (`HeldStreams.settle`), logged when held;
+            # after a slot fault the slot map is read again (redis-py does so itself after a node's)
+            if stream_fault(exc) in REDIRECTS:
+                await refresh_slots(client)
+        finally:
+            self._wake.set()
+
+    async def _probe_events(self, client: RedisClient) -> None:
+        try:
+            await self._publish_batch(client, Take.EVENTS)
+        except (*RETRYABLE, ResponseError) as exc:  # the backlog's batch went through: the events stream's own
+            self._held.events_failed(self.cfg.events_stream, exc, self._held.events.code or "NODE_DOWN")
+
+    async def _stop_probe(self) -> None:
+        prober, self._prober = self._prober, None
+        if prober is not None:
+            await stop_task(prober)
+
+    async def _publish_batch(self, client: RedisClient, take: Take) -> None:
+        """One pipeline: the backlog's oldest entries and the status events (cameras held apart are
+        diverted to their holds), the held cameras that are due a try (`HOLDS`), or the held events
+        stream (`EVENTS`). A pipeline that fails as a whole on a Cluster where some masters still
+        answer holds only what lives on the others (`faults.isolate`); the rest is tried again."""
+        peeked: list[Slot[FrameResult]] = []
+        moved: set[int] = set()
+        frames = self._held.due(self.cfg.publish_batch) if take is Take.HOLDS else []
+        if take is Take.BACKLOG:
+            # entries waiting for replicas ride along (not written again), so new ones still go out
+            peeked = self._frames.peek(self.cfg.publish_batch + len(self._writer.unconfirmed))
+            self._writer.unconfirmed &= {s.ticket for s in peeked}
+            frames, moved, drops = self._held.divert(peeked)  # cameras held apart: not in this batch
+            self._count_drops(drops)
+        take_events = take is Take.EVENTS or (take is Take.BACKLOG and not self._held.events.held)
+        events = self._events.peek(self.cfg.publish_batch) if take_events else []
         done_frames: set[int] = set()
         done_events: set[int] = set()
-        refusal: Exception | None = None
-        short: ReplicasShortError | None = None
+        failed = True
         try:
-            frames, objects = await self._prepare(client, frames, moved)
-            to_send = [s for s in frames if not s.duplicate]
-            batch = Batch(frames=frames, to_write=to_send, events=events)
-            replies, waits = await send(
-                client,
-                self.cfg,
-                batch,
-                objects,
-                ids=self._ids,
-                writes=self._objects,
-                clock=self._clock,
-                cpu=self.metrics.stage_cpu,
-            )
-            self._objects.settle(objects, replies.objects)
-            confirmed, fewest = confirmed_streams(self.cfg, self.metrics, client, waits, replies.waits)
-            # a frame one of whose events failed stays: its entry is stored, its events go again
-            refusal = self._settle_frames(frames, to_send, replies.frames, confirmed, done_frames, objects=objects)
-            refusal = settle_events(self._held, self.cfg.events_stream, events, replies.events, done_events) or refusal
-            for camera, cause in refused_cameras(
-                self.cfg.stream_for, frames, to_send, replies.frames, objects.refused
-            ).items():
-                self._hold([s for s in frames if s.item.camera_id == camera], cause, moved)
-            written = {s.ticket for s, r in zip(to_send, replies.frames, strict=True) if not isinstance(r, Exception)}
-            self._unconfirmed = {s.ticket for s in frames if s.duplicate or s.ticket in written} - done_frames
-            waiting = sum(s.ticket not in done_frames for s in frames)
-            if confirmed is not None and refusal is None and waiting:
-                short = ReplicasShortError(
-                    f"{waiting} entries in Redis, confirmed by {fewest} of {self.cfg.min_replicas} replicas"
-                    f" within {self.cfg.wait_timeout_ms} ms"
-                )
-        finally:
-            in_backlog = {s.ticket for s in peeked}
-            self._count_drops(self._frames.settle((done_frames | moved) & in_backlog))
-            self._count_drops(self._held.settle(done_frames))
-            self._events.settle(done_events)
-            self._update_gauges()
-        if refusal is not None:
-            if is_transient(refusal):  # a node went away mid-pipeline (cluster): an outage
-                raise refusal
-            raise SinkError(str(refusal)) from refusal
-        if short is not None:
-            raise short
-
-    async def _prepare(
-        self, client: RedisClient, frames: list[Slot[FrameResult]], moved: set[int]
-    ) -> tuple[list[Slot[FrameResult]], ObjectBatch]:
-        """Resolve the frames' IDs and plan their object events; a camera whose stream key Redis
-        refuses while they are read is held apart (`moved`) and the rest go on without it."""
-        while True:
             try:
-                await self._ids.resolve(client, frames, self._unconfirmed)
-                return frames, await self._objects.plan(client, frames)
-            except StreamRefusedError as refused:
-                cameras = {c for c in {s.item.camera_id for s in frames} if refused.stream in self._streams(c)}
-                if not cameras:
+                await self._writer.write(
+                    client, frames, events, moved=moved, done_frames=done_frames, done_events=done_events
+                )
+            except TRANSIENT as exc:  # a try of held cameras that fails as a whole just failed
+                left = [s for s in frames if s.ticket not in done_frames | moved]
+                if take is Take.HOLDS or not await self._writer.isolate(client, exc, left, events):
                     raise
-                self._hold([s for s in frames if s.item.camera_id in cameras], refused, moved)
-                frames = [s for s in frames if s.item.camera_id not in cameras]
-
-    def _hold(self, slots: list[Slot[FrameResult]], refused: StreamRefusedError, moved: set[int]) -> None:
-        self._count_drops(self._held.hold(slots, refused))
-        for camera in {s.item.camera_id for s in slots}:
-            self.metrics.stream_refusals.labels(camera=camera, code=key_refusal(refused.cause) or "WRONGTYPE").inc()
-        moved |= {s.ticket for s in slots}
-
-    def _streams(self, camera: str) -> tuple[str, str]:
-        return self.cfg.stream_for(camera), self.cfg.objects_stream_for(camera)
+                moved |= {s.ticket for s in frames if self._held.held(s.item.camera_id)} - done_frames
+            failed = False
+        finally:
+            if take is Take.BACKLOG:  # the others leave the backlog's flight alone (it may be in one)
+                self._count_drops(self._frames.settle((done_frames | moved) & {s.ticket for s in peeked}))
+            probed = {s.ticket for s in frames} if take is Take.HOLDS else set()
+            self._count_drops(self._held.settle(done_frames, probed, failed=failed))
+            if take_events:
+                self._events.settle(done_events)
+            self._update_gauges()
 
     def _update_gauges(self) -> None:
         self.metrics.sink_buffered.set(len(self._frames) + len(self._held))
         self._held.report(self.metrics.sink_held)
-
-    def _settle_frames(
-        self,
-        batch: list[Slot[FrameResult]],
-        sent: list[Slot[FrameResult]],
-        replies: list[XaddReply],
-        confirmed: set[str] | None,
-        done: set[int],
-        *,
-        objects: ObjectBatch,
-    ) -> Exception | None:
-        refusal: Exception | None = objects.refusal
-        for slot, reply in zip(sent, replies, strict=True):
-            stream = self.cfg.stream_for(slot.item.camera_id)
-            if isinstance(reply, Exception):
-                if ID_TOO_SMALL in str(reply):
-                    self._ids.forget_top(stream)  # someone else wrote: re-read the top, re-check
-                elif not key_refusal(reply):
-                    refusal = refusal or reply
-                continue
-            self._ids.written(stream, EntryId.parse(reply))
-        now = self._clock.monotonic()
-        for slot, reply in zip(sent, replies, strict=True):
-            if not isinstance(reply, Exception) and slot.ticket not in objects.failed:
-                self._published(slot, confirmed, done, now)
-        for slot in batch:
-            # written by an earlier attempt whose reply was lost or unconfirmed
-            if slot.duplicate and slot.ticket not in objects.failed:
-                self._published(slot, confirmed, done, None)
-        return refusal
-
-    def _published(
-        self, slot: Slot[FrameResult], confirmed: set[str] | None, done: set[int], now: float | None
-    ) -> None:
-        camera = slot.item.camera_id
-        needed = {self.cfg.stream_for(camera)} | self._objects.streams([slot])
-        if confirmed is not None and not needed <= confirmed:
-            return  # in Redis, not yet on enough replicas: stays buffered
-        done.add(slot.ticket)
-        self.metrics.entries_published.labels(camera=camera).inc()
-        if now is not None or confirmed is not None:
-            latency_s = max(0.0, (now or self._clock.monotonic()) - slot.item.captured_mono)
-            self.metrics.latency_seconds.labels(camera=camera).observe(latency_s)
 
     # -- health, backoff, logging ---------------------------------------------------------
 
@@ -391,10 +382,12 @@ class RedisSink:
             self._report.dropped(drops)
 
     async def _drop_client(self) -> None:
-        self._unconfirmed.clear()  # a new connection looks them up again
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
+        await self._stop_probe()  # never closed under a probe
+        self._writer.unconfirmed.clear()  # a new connection looks them up again
+        for client in (self._client, self._probe_client):
+            if client is not None:
+                await client.aclose()
+        self._client = self._probe_client = None
 
 
 __all__ = ["RedisSink"]

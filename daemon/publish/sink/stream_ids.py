@@ -17,10 +17,10 @@ from collections.abc import Set as AbstractSet
 from redis.exceptions import ResponseError
 
 from daemon.core.frames import FrameResult
-from daemon.publish.redis_conn import RedisClient, SinkError, as_text
+from daemon.publish.redis_conn import RedisClient, SinkError, as_text, is_transient
 from daemon.publish.schema import EntryId, next_entry_id, same_frame
 from daemon.publish.sink.backlog import Slot
-from daemon.publish.sink.held import StreamRefusedError, key_refusal
+from daemon.publish.sink.faults import StreamRefusedError, stream_fault
 
 ID_TOO_SMALL = "equal or smaller than the target stream top item"
 """Redis' refusal of an explicit ID at or below the stream's top."""
@@ -73,13 +73,16 @@ class StreamIds:
             prev = chain[stream]
             chain[stream] = entry_id if prev is None else max(prev, entry_id)
             tentative.append(entry_id)
+        while missing := sorted(s for s in streams if s not in self._top):  # forgotten meanwhile (another batch)
+            await self.load_tops(client, missing)
+        tops = {s: self._top[s] for s in streams}
         suspects = [
             (slot, eid)
             for slot, eid in zip(frames, tentative, strict=True)
-            if eid <= self._top[self._stream_for(slot.item.camera_id)] and slot.ticket not in stored
+            if eid <= tops[self._stream_for(slot.item.camera_id)] and slot.ticket not in stored
         ]
         looked_up = await self._lookup(client, suspects)
-        floor = {s: self._top[s] for s in streams}  # what the next new entry must exceed
+        floor = dict(tops)  # what the next new entry must exceed
         for slot, eid in zip(frames, tentative, strict=True):
             stream = self._stream_for(slot.item.camera_id)
             found = looked_up.get(slot.ticket)
@@ -107,8 +110,10 @@ class StreamIds:
         for stream, reply in zip(streams, replies, strict=True):
             if isinstance(reply, ResponseError) and "no such key" in str(reply):
                 self._top[stream] = EntryId(0, 0)
-            elif isinstance(reply, Exception) and key_refusal(reply):
+            elif isinstance(reply, Exception) and stream_fault(reply):
                 raise StreamRefusedError(stream, reply) from reply
+            elif isinstance(reply, Exception) and is_transient(reply):
+                raise reply  # a node went away mid-pipeline: the sink decides how wide (faults.isolate)
             elif isinstance(reply, Exception):
                 raise SinkError(str(reply)) from reply
             else:
@@ -125,8 +130,10 @@ class StreamIds:
             replies = await pipe.execute(raise_on_error=False)
         found: dict[int, dict[str, str]] = {}
         for (slot, _), reply in zip(suspects, replies, strict=True):
-            if isinstance(reply, Exception) and key_refusal(reply):
+            if isinstance(reply, Exception) and stream_fault(reply):
                 raise StreamRefusedError(self._stream_for(slot.item.camera_id), reply) from reply
+            if isinstance(reply, Exception) and is_transient(reply):
+                raise reply
             if isinstance(reply, Exception):
                 raise SinkError(str(reply)) from reply
             if reply:

@@ -87,7 +87,9 @@ PUBLISH_EVENTS: tuple[LogEvent, ...] = (
     LogEvent(
         "sink_stream_held",
         "error",
-        "Redis refused one stream key (`code` WRONGTYPE, or NOPERM on that key): its camera's entries are held "
+        "Redis refused one stream key (`code` WRONGTYPE, or NOPERM on that key) or, in a Cluster, its slot or "
+        "master failed alone (`code` CLUSTERDOWN: slot not served, TRYAGAIN, MOVED/ASK: slot moving or a "
+        "redirect storm, NODE_DOWN: its master does not answer while others do): its camera's entries are held "
         "apart, in order and bounded, while the other cameras keep publishing (`camera` null: the events "
         "stream); once per key and cause (again at most every 5 min while it lasts), `hint` says what to fix",
         ("camera", "stream", "code", "reason", "hint", "held", "repeats"),
@@ -95,7 +97,8 @@ PUBLISH_EVENTS: tuple[LogEvent, ...] = (
     LogEvent(
         "sink_stream_released",
         "info",
-        "a held camera's entries all went through after its stream key was fixed; it publishes with the others again",
+        "a held camera's entries (or the held events stream's events: `camera` null) all went through after its "
+        "stream key, slot or master was fixed; it publishes with the others again",
         ("camera", "stream", "held_s"),
     ),
     LogEvent("sink_event_dropped", "warning", "a status event could not be queued for Redis", ("kind", "camera")),
