@@ -1,0 +1,109 @@
+"""A rendered belt through GigE Vision scores as the same frames through RTSP (issue 55, item 5).
+
+The renderer's conveyor clip (H.264, with ground truth) is served twice to one daemon: over RTSP as
+it is, and over the real GigE Vision protocol by Aravis' fake camera sending the clip's decoded
+frames as RGB8 (`tools.kit.gige_fake.SceneGigeCamera`), each from its first frame. Over the clip's
+frames (seq 0..N-1 on both) mAP50 against the ground truth agrees within 0.02 and a counting line
+across the belt counts the same crossings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from tests.support.daemon_harness import InProcessDaemon, write_config
+from tests.support.fixtures_gige import need_aravis
+from tests.support.fixtures_redis import RedisServer
+from tests.support.fixtures_rtsp import Clip, RtspServer
+from tests.support.objects import objects
+from tests.support.streams import entries
+from tests.support.waits import wait_until
+from tools.kit.gige_fake import SceneGigeCamera
+from tools.model.coco_eval import evaluate
+
+NAMES = ["bolt", "hex_nut", "washer", "l_bracket"]
+LINE = {"id": "mid", "start": [0.5, 0.0], "end": [0.5, 1.0]}
+FPS = 5
+
+
+@pytest.fixture
+def scene_camera() -> Iterator[Callable[[Clip, Path], SceneGigeCamera]]:
+    need_aravis()
+    cameras: list[SceneGigeCamera] = []
+
+    def start(clip: Clip, raw: Path) -> SceneGigeCamera:
+        with av.open(str(clip.path)) as container, raw.open("wb") as out:
+            for frame in container.decode(video=0):
+                out.write(np.ascontiguousarray(frame.to_ndarray(format="rgb24")).tobytes())
+        camera = SceneGigeCamera(raw, clip.width, clip.height, FPS)
+        cameras.append(camera)
+        return camera.start()
+
+    yield start
+    for camera in cameras:
+        camera.close()
+
+
+def _truth(clip: Clip) -> dict[int, list[tuple[int, list[float]]]]:
+    assert clip.gt_path is not None
+    gt = json.loads(clip.gt_path.read_text())
+    return {int(i): [(a["cls"], a["box"]) for a in anns] for i, anns in gt["annotations"].items()}
+
+
+def _first_frames(redis: RedisServer, camera: str, n: int) -> list[dict[str, str]]:
+    return [e for e in entries(redis, camera) if int(e["seq"]) < n]
+
+
+def test_a_rendered_belt_through_gige_scores_and_counts_as_through_rtsp(
+    tmp_path: Path,
+    redis_server: Callable[..., RedisServer],
+    rtsp_server: Callable[..., RtspServer],
+    clip_factory: Callable[..., Clip],
+    scene_camera: Callable[[Clip, Path], SceneGigeCamera],
+) -> None:
+    clip = clip_factory(640, 480, fps=FPS, seconds=24, seed=55, synthetic=True)
+    n = clip.frames
+    gige = scene_camera(clip, tmp_path / "frames.rgb")
+    rtsp = rtsp_server({"belt": clip.path})
+    redis = redis_server()
+    common = {"lines": [LINE], "read_timeout_s": 5.0}
+    config = write_config(
+        tmp_path / "beltsight.toml",
+        redis_url=redis.url,
+        cameras=[{"id": "gige", "url": gige.url, **common}, {"id": "rtsp", "url": rtsp.url("belt"), **common}],
+        conf_threshold=0.05,
+        iou_threshold=0.5,
+    )
+    with InProcessDaemon(config) as d:
+        wait_until(
+            lambda: all(len(_first_frames(redis, cam, n)) >= n for cam in ("gige", "rtsp")),
+            300,
+            "every frame of the clip from both cameras",
+            d,
+        )
+        last = {cam: int(_first_frames(redis, cam, n)[-1]["captured_ms"]) for cam in ("gige", "rtsp")}
+        # the crossings of the clip's frames are published with (or before) the entry after its last frame
+        wait_until(lambda: all(len(entries(redis, cam)) > n for cam in ("gige", "rtsp")), 60, "one frame more", d)
+    truth = _truth(clip)
+    scores, counts = {}, {}
+    for cam in ("gige", "rtsp"):
+        got = _first_frames(redis, cam, n)
+        assert [int(e["seq"]) for e in got] == list(range(n)), f"{cam}: frames missing"
+        assert {(e["w"], e["h"]) for e in got} == {(str(clip.width), str(clip.height))}
+        dets = {int(e["seq"]): [(x["cls"], x["score"], x["box"]) for x in json.loads(e["dets"])] for e in got}
+        scores[cam] = evaluate(truth, dets, NAMES, clip.width, clip.height)["mAP50"]
+        counts[cam] = sorted(
+            (e.line, e.direction)
+            for _i, e in objects(redis, cam)
+            if e.event == "crossed" and e.at_ms <= last[cam]
+        )
+    assert scores["rtsp"] >= 0.7, f"the model scores only {scores['rtsp']:.3f} on this belt over RTSP"
+    assert abs(scores["gige"] - scores["rtsp"]) <= 0.02, scores
+    assert len(counts["rtsp"]) >= 3, counts
+    assert counts["gige"] == counts["rtsp"], counts
