@@ -39,7 +39,9 @@ GOBJECT_SIZE = ctypes.sizeof(ctypes.c_void_p) + 8 + ctypes.sizeof(ctypes.c_void_
 RECEIVED_SIZE_OFFSET = 48
 """ArvBufferPrivate (0.8.x, LP64): allocated_size, is_preallocated, data, user_data, destroy, status, received_size."""
 
-FillPattern = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32)
+FillPattern = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32
+)
 
 
 def _library() -> Any:
