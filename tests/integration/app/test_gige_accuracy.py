@@ -87,20 +87,16 @@ def test_a_rendered_belt_through_gige_scores_and_counts_as_through_rtsp(
     gige = scene_camera(clip, tmp_path / "frames.rgb")
     rtsp = rtsp_server({"belt": clip.path})
     redis = redis_server()
-    common = {"lines": [LINE], "read_timeout_s": 5.0}
-    config = write_config(
-        tmp_path / "beltsight.toml",
-        redis_url=redis.url,
-        cameras=[{"id": "gige", "url": gige.url, **common}, {"id": "rtsp", "url": rtsp.url("belt"), **common}],
-        conf_threshold=0.05,
-        iou_threshold=0.5,
-    )
-    with InProcessDaemon(config) as d:
-        wait_until(
-            lambda: all(_past(redis, cam, n) for cam in CAMERAS), 120, "the whole clip from both cameras", d, poll_s=1.0
+    dropped = {}
+    for cam, url in (("gige", gige.url), ("rtsp", rtsp.url("belt"))):  # one at a time: fewer frames superseded
+        camera = {"id": cam, "url": url, "lines": [LINE], "read_timeout_s": 5.0}
+        config = write_config(
+            tmp_path / f"{cam}.toml", redis_url=redis.url, cameras=[camera], conf_threshold=0.05, iou_threshold=0.5
         )
-        d.stop()
-        dropped = {cam: _dropped(d, cam) for cam in CAMERAS}
+        with InProcessDaemon(config) as d:
+            wait_until(lambda cam=cam: _past(redis, cam, n), 120, f"the whole clip from {cam}", d, poll_s=1.0)
+            d.stop()
+            dropped[cam] = _dropped(d, cam)
     truth = _truth(clip)
     got = {cam: _first_frames(redis, cam, n) for cam in CAMERAS}
     seqs = {cam: {int(e["seq"]) for e in got[cam]} for cam in CAMERAS}
@@ -115,9 +111,7 @@ def test_a_rendered_belt_through_gige_scores_and_counts_as_through_rtsp(
         counts[cam] = sorted(
             (e.line, e.direction) for _i, e in objects(redis, cam) if e.event == "crossed" and e.at_ms <= last_ms
         )
-    print(
-        f"mAP50 {scores}, crossings { {cam: len(c) for cam, c in counts.items()} }, first {min(seqs['gige'])} {min(seqs['rtsp'])}"
-    )
+    print(f"mAP50 {scores}, crossings { {cam: len(c) for cam, c in counts.items()} }")
     assert len(both) >= 0.75 * n, (len(both), n, dropped)  # superseded under load: the same policy for both
     assert scores["rtsp"] >= 0.7, f"the model scores only {scores['rtsp']:.3f} on this belt over RTSP"
     assert abs(scores["gige"] - scores["rtsp"]) <= 0.02, scores
