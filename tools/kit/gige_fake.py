@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Self
 
 from tools.kit.leash import spawn
 
@@ -84,7 +84,7 @@ class FakeGigeCamera:
             argv += ["-r", str(self.loss_per_thousand)]
         return argv
 
-    def start(self) -> FakeGigeCamera:
+    def start(self) -> Self:
         if self._lock is None:
             self._lock = _take_lock()
         self._proc = spawn(self.argv(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -103,7 +103,7 @@ class FakeGigeCamera:
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
 
-    def restart(self) -> FakeGigeCamera:
+    def restart(self) -> Self:
         self.kill()
         return self.start()
 

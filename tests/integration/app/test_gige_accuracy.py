@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import av
@@ -98,7 +99,7 @@ def test_a_rendered_belt_through_gige_scores_and_counts_as_through_rtsp(
             tmp_path / f"{cam}.toml", redis_url=redis.url, cameras=[camera], conf_threshold=0.05, iou_threshold=0.5
         )
         with InProcessDaemon(config) as d:
-            wait_until(lambda cam=cam: _past(redis, cam, n), 120, f"the whole clip from {cam}", d, poll_s=1.0)
+            wait_until(partial(_past, redis, cam, n), 120, f"the whole clip from {cam}", d, poll_s=1.0)
             d.stop()
             dropped[cam] = _dropped(d, cam)
     truth = _truth(clip)
