@@ -10,6 +10,9 @@ it drop stream packets on purpose. It can only listen on an address an interface
 on loopback) and GVCP's port is fixed, so one runs per machine at a time: `start()` holds an
 exclusive lock file (`LOCK_PATH`) until `close()`, waiting for another test process's camera to
 close first. Ready means it answers a GVCP discovery request.
+
+`SceneGigeCamera(frames, width, height, fps)` is the same Aravis fake camera sending given frames
+(the renderer's belt) instead of the ramp: `tools/kit/gige_scene_camera.py`.
 """
 
 from __future__ import annotations
@@ -22,15 +25,17 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Self
 
 from tools.kit.leash import spawn
 
 FAKE_CAMERA = "arv-fake-gv-camera-0.8"
 ADDRESS = "127.0.0.1"
 GVCP_PORT = 3956
+SCENE_SCRIPT = Path(__file__).resolve().with_name("gige_scene_camera.py")
 LOCK_PATH = Path("/tmp/beltsight-gige-fake.lock")
 READY_TIMEOUT_S = 10.0
 LOCK_TIMEOUT_S = 300.0
@@ -73,13 +78,16 @@ class FakeGigeCamera:
     def device_id(self) -> str:
         return f"Aravis-Fake-{self.serial}"
 
-    def start(self) -> FakeGigeCamera:
-        if self._lock is None:
-            self._lock = _take_lock()
+    def argv(self) -> list[str]:
         argv = [FAKE_CAMERA, "-i", ADDRESS, "-s", self.serial]
         if self.loss_per_thousand:
             argv += ["-r", str(self.loss_per_thousand)]
-        self._proc = spawn(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return argv
+
+    def start(self) -> Self:
+        if self._lock is None:
+            self._lock = _take_lock()
+        self._proc = spawn(self.argv(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not answers():
             if self._proc.poll() is not None or time.monotonic() > deadline:
@@ -95,7 +103,7 @@ class FakeGigeCamera:
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
 
-    def restart(self) -> FakeGigeCamera:
+    def restart(self) -> Self:
         self.kill()
         return self.start()
 
@@ -113,6 +121,19 @@ class FakeGigeCamera:
                 fcntl.flock(self._lock, fcntl.LOCK_UN)
             self._lock.close()
             self._lock = None
+
+
+class SceneGigeCamera(FakeGigeCamera):
+    """The same camera and lock, sending `frames` (RGB8 frames back to back, `tools.kit.gige_scene_camera`)
+    in order from the first frame its client acquires, at `fps`."""
+
+    def __init__(self, frames: Path, width: int, height: int, fps: float, serial: str = "GV01") -> None:
+        super().__init__(serial)
+        self.frames, self.width, self.height, self.fps = frames, width, height, fps
+
+    def argv(self) -> list[str]:
+        size = ["--width", str(self.width), "--height", str(self.height), "--fps", str(self.fps)]
+        return [sys.executable, str(SCENE_SCRIPT), str(self.frames), *size, "--serial", self.serial]
 
 
 def _take_lock() -> IO[bytes]:
