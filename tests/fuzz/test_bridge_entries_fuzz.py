@@ -107,7 +107,12 @@ async def _through_the_reader(server: RedisServer, batch: list[tuple[str, str, d
     assert reader.stats.malformed == malformed_count(entries), "every bad entry counted, and only those"
     for change in sink.changes:
         if isinstance(change, Crossing):
-            source = next(f for s, eid, f in entries if eid == change.entry_id and f.get("line") == change.line)
+            # entry ids repeat across cameras' streams: the crossing's own camera says which entry it was
+            source = next(
+                f
+                for _s, eid, f in entries
+                if eid == change.entry_id and f.get("line") == change.line and f.get("camera") == change.camera
+            )
             assert (int(source["count"]), source["direction"], source["label"]) == (
                 change.count,
                 change.direction,

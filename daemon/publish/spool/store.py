@@ -216,7 +216,7 @@ class Spool:
                 break
             try:
                 out.append(decode_payload(payload))
-            except (ValueError, KeyError, TypeError) as exc:  # crc fine, content not ours
+            except (ValueError, KeyError, TypeError, OverflowError) as exc:  # crc fine, content not ours (Infinity)
                 log.error("spool_record_unreadable", position=str(self._read_pos), reason=str(exc))
                 self._handed_out[-1] = (self._handed_out[-1][0], False)
         return out
