@@ -37,8 +37,8 @@ from daemon.bridge.registers import u32_words
 from daemon.bridge.service import Bridge
 from daemon.config.bridge import BridgeConfig
 from daemon.core.netaddr import parse_host_port
-from tests.support.bridge_harness import crossing, make_config, read, start_bridge
-from tools.kit.redis_server import RedisServer, find_redis_server
+from tests.support.bridge_harness import bridge_on_a_thread, crossing, make_config, read
+from tools.kit.redis_server import RedisServer
 
 MAX_CONNECTIONS = 16
 IDLE_TIMEOUT_S = 6.0  # longer than the fuzzers run and the PLC reads, while the connections are held
@@ -119,10 +119,6 @@ class Plant:
 
 @pytest.fixture(scope="module")
 def plant(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plant]:
-    binary = find_redis_server()
-    if binary is None:
-        pytest.skip("redis-server not installed (Debian: apt-get install redis-server)")
-    server = RedisServer(binary, None).start()
     config = make_config(tmp_path_factory.mktemp("bridge"), max_connections=MAX_CONNECTIONS)
     config = config.model_copy(
         update={
@@ -131,21 +127,8 @@ def plant(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plant]:
             )
         }
     )
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="bridge", daemon=True)
-    thread.start()
-    try:
-        bridge = asyncio.run_coroutine_threadsafe(start_bridge(config, server), loop).result(60)
-        try:
-            with server.client() as writer:
-                yield Plant(server, config, bridge, loop, writer)
-        finally:
-            asyncio.run_coroutine_threadsafe(bridge.stop(), loop).result(60)
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(30)
-        loop.close()
-        server.stop()
+    with bridge_on_a_thread(config) as (server, bridge, loop), server.client() as writer:
+        yield Plant(server, config, bridge, loop, writer)
 
 
 # -- raw sockets ------------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ asyncua client with fuzzed arguments, against a real bridge reading a real redis
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -24,9 +23,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from daemon.bridge.service import Bridge
-from tests.support.bridge_harness import crossing, make_config, start_bridge, wait_for
+from tests.support.bridge_harness import bridge_on_a_thread, crossing, make_config, wait_for
 from tests.support.mv_harness import mv_ns, result_management, vision_system
-from tools.kit.redis_server import RedisServer, find_redis_server
+from tools.kit.redis_server import RedisServer
 
 # the bridge's loop thread (asyncua's server and client) draws from `random` while Hypothesis draws
 # the next example on this one: Hypothesis sees the global state move and blames the strategy
@@ -63,42 +62,26 @@ async def _open(server: RedisServer, bridge: Bridge, ids: dict[str, list[str]], 
 
 @pytest.fixture(scope="module")
 def station(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Station]:
-    binary = find_redis_server()
-    if binary is None:
-        pytest.skip("redis-server not installed (Debian: apt-get install redis-server)")
-    server = RedisServer(binary, None).start()
     config = make_config(tmp_path_factory.mktemp("bridge"), machine_vision=True)
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="bridge", daemon=True)
-    thread.start()
-    try:
-        bridge = asyncio.run_coroutine_threadsafe(start_bridge(config, server), loop).result(60)
+    with bridge_on_a_thread(config) as (server, bridge, loop):
+        with server.client() as writer:
+            ids = {
+                camera: [
+                    str(writer.xadd(f"beltsight:objects:{camera}", crossing(camera, "L1", n, track=n % 4)))
+                    for n in range(1, 31)
+                ]
+                for camera in CAMERAS
+            }
+        done = asyncio.run_coroutine_threadsafe(
+            wait_for(lambda: all(bridge.state.line(c, "L1").count_in == 30 for c in CAMERAS)), loop
+        )
+        done.result(60)
+        opened = asyncio.run_coroutine_threadsafe(_open(server, bridge, ids, config.opcua.listen or ""), loop)
+        station = opened.result(60)
         try:
-            with server.client() as writer:
-                ids = {
-                    camera: [
-                        str(writer.xadd(f"beltsight:objects:{camera}", crossing(camera, "L1", n, track=n % 4)))
-                        for n in range(1, 31)
-                    ]
-                    for camera in CAMERAS
-                }
-            done = asyncio.run_coroutine_threadsafe(
-                wait_for(lambda: all(bridge.state.line(c, "L1").count_in == 30 for c in CAMERAS)), loop
-            )
-            done.result(60)
-            opened = asyncio.run_coroutine_threadsafe(_open(server, bridge, ids, config.opcua.listen or ""), loop)
-            station = opened.result(60)
-            try:
-                yield station
-            finally:
-                station.run(station.client.disconnect())
+            yield station
         finally:
-            asyncio.run_coroutine_threadsafe(bridge.stop(), loop).result(60)
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(30)
-        loop.close()
-        server.stop()
+            station.run(station.client.disconnect())
 
 
 # -- arguments --------------------------------------------------------------------------------------

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 from asyncua import Client, ua
 
@@ -16,7 +18,8 @@ from daemon.bridge.layout import layout_from_data
 from daemon.bridge.service import Bridge
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
-from tests.support.fixtures_redis import RedisServer, free_port
+from tests.support.fixtures_redis import RedisServer, find_redis_server, free_port
+from tests.support.loop_thread import LoopThread
 
 LAYOUT = layout_from_data(
     [
@@ -109,6 +112,25 @@ async def start_bridge(config: BridgeConfig, server: RedisServer) -> Bridge:
     await bridge.start()
     await wait_for(lambda: bridge.reader.stats.connected)
     return bridge
+
+
+@contextmanager
+def bridge_on_a_thread(config: BridgeConfig) -> Iterator[tuple[RedisServer, Bridge, asyncio.AbstractEventLoop]]:
+    """A redis-server (the test skips without one) and a bridge reading it, started on an event loop of a
+    thread of its own (for module fixtures called blocking, e.g. from Hypothesis); all stopped on exit."""
+    binary = find_redis_server()
+    if binary is None:
+        pytest.skip("redis-server not installed (Debian: apt-get install redis-server)")
+    server = RedisServer(binary, None).start()
+    try:
+        with LoopThread(name="bridge") as runner:
+            bridge = runner.run(start_bridge(config, server))
+            try:
+                yield server, bridge, runner.loop
+            finally:
+                runner.run(bridge.stop())
+    finally:
+        server.stop()
 
 
 def eta_json(**gates: int) -> str:

@@ -13,7 +13,6 @@ Registered in tests/conftest.py's `pytest_plugins`.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -86,22 +85,9 @@ class TlsClusterProcs(RedisClusterProcs):
         super().__init__(nodes)
         self.material = material
 
-    def create(self) -> RedisClusterProcs:
+    def cli_options(self) -> list[str]:
         m = self.material
-        cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
-        tls = ["--tls", "--cacert", str(m.ca), "--cert", str(m.client_cert), "--key", str(m.client_key)]
-        addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
-        proc = subprocess.run(
-            [cli, *tls, "--cluster", "create", *addrs, "--cluster-replicas", "1", "--cluster-yes"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"redis-cli --cluster create failed: {proc.stdout[-800:]} {proc.stderr[-400:]}")
-        self.wait_replicated()
-        return self
+        return ["--tls", "--cacert", str(m.ca), "--cert", str(m.client_cert), "--key", str(m.client_key)]
 
     def client(self) -> redis.RedisCluster:
         c = redis.RedisCluster(

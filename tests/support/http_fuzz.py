@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,6 @@ from daemon.config.cameras import CameraConfig
 from daemon.config.settings import load_settings
 from daemon.config.tracking import TrackingConfig
 from daemon.core.metrics import Metrics
-from daemon.inference.swap import ModelOverrides, SwapError, Swapped
 from daemon.ops.http import HealthServer, HttpLimits
 from daemon.ops.http import snapshots as snapshot_routes
 from daemon.ops.http.api_lines import LinesApi
@@ -43,6 +42,7 @@ from daemon.ops.lines import LinesControl
 from daemon.ops.liveview import LiveView
 from daemon.ops.models import ModelsControl
 from daemon.tracking.stage import TrackingStage
+from tests.support.model_swap import RecordingSwap
 from tools.kit.daemon_config import write_config
 
 USER, PASSWORD = "ops", "s3cret-pass"
@@ -70,27 +70,6 @@ PROTECTED_ROUTES: dict[str, tuple[re.Pattern[str], frozenset[str]]] = {
     # "cameras": the cameras API, and "clips": clip paths, once they exist
 }
 WRITE_ROUTES = frozenset({("lines", "PUT"), ("models", "POST")})
-
-
-@dataclass
-class RecordingSwap:
-    """A `ModelSwap` that records what it was asked; a path ending `.refused` is refused (422)."""
-
-    calls: list[tuple[int, Path, bool, str]] = field(default_factory=list)
-
-    async def swap(
-        self,
-        size: int,
-        path: Path,
-        *,
-        allow_new_classes: bool = False,
-        overrides: ModelOverrides | None = None,
-        by: str = "api",
-    ) -> Swapped:
-        self.calls.append((size, path, allow_new_classes, by))
-        if str(path).endswith(".refused"):
-            raise SwapError(422, f"{path}: refused")
-        return Swapped(size, "old.onnx", path.name, "v2", "0" * 64, str(path), 0.01)
 
 
 @dataclass

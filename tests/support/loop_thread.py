@@ -16,10 +16,15 @@ class LoopThread:
     """`with LoopThread() as loop: loop.run(coro)`: the coroutine runs on the thread's loop; the
     loop stops and the thread is joined on exit."""
 
-    def __init__(self, timeout_s: float = 60.0) -> None:
+    def __init__(self, timeout_s: float = 60.0, name: str = "test-loop") -> None:
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="test-loop", daemon=True)
+        self._thread = threading.Thread(target=self._loop.run_forever, name=name, daemon=True)
         self._timeout_s = timeout_s
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The thread's loop (for `asyncio.run_coroutine_threadsafe` with a deadline of the caller's own)."""
+        return self._loop
 
     def __enter__(self) -> LoopThread:
         self._thread.start()

@@ -25,39 +25,22 @@ import argparse
 import asyncio
 import itertools
 import tempfile
-import time
 from pathlib import Path
-from typing import cast
 
 import redis.asyncio as aioredis
 from redis.crc import key_slot
 
 from daemon.config.redis import RedisConfig
-from daemon.core.frames import Detection, FrameResult
 from daemon.core.metrics import Metrics
 from daemon.core.tasks import stop_task
 from daemon.publish.sink import RedisSink
 from tools.kit.redis_cluster import ClusterNodeServer, RedisClusterProcs, start_cluster
 from tools.kit.redis_server import find_redis_server
+from tools.kit.sink_load import feed, pct, watch
 from tools.kit.streams import read_stream
 
-BOLT = Detection(cls=1, label="bolt", score=0.9, box=(1.0, 2.0, 3.0, 4.0))
 STREAM = "beltsight:detections:{}"
 OBJECTS = "beltsight:objects:{}"
-
-
-def frame(camera: str, seq: int) -> FrameResult:
-    return FrameResult(
-        camera_id=camera,
-        seq=seq,
-        captured_ms=time.time_ns() // 1_000_000,
-        captured_mono=time.monotonic(),
-        width=1280,
-        height=720,
-        model_size=640,
-        model_name="bench",
-        detections=(BOLT,) * 3,
-    )
 
 
 def slot_owners(cluster: RedisClusterProcs) -> list[tuple[int, int, int]]:
@@ -91,48 +74,6 @@ def pick_cameras(cluster: RedisClusterProcs, others: int) -> tuple[str, list[str
     raise AssertionError("unreachable")
 
 
-async def feed(
-    sink: RedisSink,
-    cameras: list[str],
-    args: argparse.Namespace,
-    accepted: dict[tuple[str, int], float],
-    fault: asyncio.Event | None,
-) -> tuple[int, float]:
-    """Accept one frame per camera every 1/fps s for `--seconds`; after the first fifth, set `fault`
-    (if any). (frames per camera, the end of that first fifth on perf_counter)."""
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    seq = 0
-    fault_at = float("inf")
-    while loop.time() - start < args.seconds:
-        if fault_at == float("inf") and loop.time() - start >= args.seconds / 5:
-            fault_at = time.perf_counter()  # the baseline's window starts here too: the start-up left out
-            if fault is not None:
-                fault.set()
-        for camera in cameras:
-            accepted[(camera, seq)] = time.perf_counter()
-            sink.accept(frame(camera, seq))
-        seq += 1
-        await asyncio.sleep(max(0.0, start + seq / args.fps - loop.time()))
-    return seq, fault_at
-
-
-async def watch(port: int, stream: str, arrived: dict[tuple[str, int], float]) -> None:
-    """Note when each entry of `stream` (on the master at `port`) becomes visible, until cancelled."""
-    client = aioredis.Redis(host="127.0.0.1", port=port, decode_responses=True)
-    last = "0-0"
-    try:
-        while True:
-            reply = await client.xread({stream: last}, count=1000, block=1000)
-            now = time.perf_counter()
-            for _stream, entries in cast("list[tuple[str, list[tuple[str, dict[str, str]]]]]", reply or []):
-                for entry_id, fields in entries:
-                    last = entry_id
-                    arrived[(fields["camera"], int(fields["seq"]))] = now
-    finally:
-        await client.aclose()
-
-
 def shard_of(cluster: RedisClusterProcs, port: int) -> tuple[ClusterNodeServer, ClusterNodeServer]:
     master = next(n for n in cluster.nodes if n.port == port)
     return master, cluster.replica_of(master)
@@ -155,7 +96,13 @@ async def one_run(cluster: RedisClusterProcs, args: argparse.Namespace, *, fault
     for camera in others:
         slot = key_slot(STREAM.format(camera).encode())
         port = next(p for lo, hi, p in owners if lo <= slot <= hi)
-        watchers.append(asyncio.create_task(watch(port, STREAM.format(camera), arrived)))
+        watchers.append(
+            asyncio.create_task(
+                watch(
+                    aioredis.Redis(host="127.0.0.1", port=port, decode_responses=True), [STREAM.format(camera)], arrived
+                )
+            )
+        )
     down = asyncio.Event()
     master, replica = shard_of(cluster, victim_port)
 
@@ -167,7 +114,9 @@ async def one_run(cluster: RedisClusterProcs, args: argparse.Namespace, *, fault
     killer = asyncio.create_task(kill_on_fault())
     task = asyncio.create_task(sink.run())
     try:
-        frames, fault_at = await feed(sink, [victim, *others], args, accepted, down if fault else None)
+        frames, fault_at = await feed(
+            sink, [victim, *others], args.fps, args.seconds, accepted, down if fault else None
+        )
         await asyncio.sleep(1.5)  # the other cameras' last entries reach the watchers
         if fault:
             await asyncio.to_thread(master.restart)
@@ -201,11 +150,6 @@ async def one_run(cluster: RedisClusterProcs, args: argparse.Namespace, *, fault
     stored = [int(f["seq"]) for _, f in read_stream(master.client(), STREAM.format(victim))]
     assert stored == list(range(frames)), f"victim: {len(stored)} of {frames}, in order: {stored == sorted(stored)}"
     return latencies, len(stored)
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def main(args: argparse.Namespace) -> None:

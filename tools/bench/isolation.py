@@ -19,69 +19,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import tempfile
-import time
 from pathlib import Path
-from typing import cast
 
 import redis.asyncio as aioredis
 
 from daemon.config.redis import RedisConfig
-from daemon.core.frames import Detection, FrameResult
 from daemon.core.metrics import Metrics
 from daemon.core.tasks import stop_task
 from daemon.publish.sink import RedisSink
 from tools.kit.redis_server import RedisServer, find_redis_server
+from tools.kit.sink_load import feed, pct, watch
 from tools.kit.streams import read_stream
 
-BOLT = Detection(cls=1, label="bolt", score=0.9, box=(1.0, 2.0, 3.0, 4.0))
 REFUSED = "cam0"
-
-
-def frame(camera: str, seq: int) -> FrameResult:
-    return FrameResult(
-        camera_id=camera,
-        seq=seq,
-        captured_ms=time.time_ns() // 1_000_000,
-        captured_mono=time.monotonic(),
-        width=1280,
-        height=720,
-        model_size=640,
-        model_name="bench",
-        detections=(BOLT,) * 3,
-    )
-
-
-async def feed(
-    sink: RedisSink, cameras: list[str], fps: float, seconds: float, accepted: dict[tuple[str, int], float]
-) -> int:
-    """Accept one frame per camera every 1/fps s for `seconds` (each moment into `accepted`); the frames
-    per camera."""
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    seq = 0
-    while loop.time() - start < seconds:
-        for camera in cameras:
-            accepted[(camera, seq)] = time.perf_counter()
-            sink.accept(frame(camera, seq))
-        seq += 1
-        await asyncio.sleep(max(0.0, start + seq / fps - loop.time()))
-    return seq
-
-
-async def watch(url: str, streams: list[str], arrived: dict[tuple[str, int], float]) -> None:
-    """Note when each entry of `streams` becomes visible (blocking XREAD), until cancelled."""
-    client = aioredis.Redis.from_url(url, decode_responses=True)
-    last = dict.fromkeys(streams, "0-0")
-    try:
-        while True:
-            reply = await client.xread(last, count=1000, block=1000)  # type: ignore[arg-type]
-            now = time.perf_counter()
-            for stream, entries in cast("list[tuple[str, list[tuple[str, dict[str, str]]]]]", reply or []):
-                for entry_id, fields in entries:
-                    last[stream] = entry_id
-                    arrived[(fields["camera"], int(fields["seq"]))] = now
-    finally:
-        await client.aclose()
 
 
 async def one_run(server: RedisServer, args: argparse.Namespace, *, refuse: bool) -> tuple[list[float], list[int]]:
@@ -97,10 +47,10 @@ async def one_run(server: RedisServer, args: argparse.Namespace, *, refuse: bool
     accepted: dict[tuple[str, int], float] = {}
     arrived: dict[tuple[str, int], float] = {}
     healthy = [f"beltsight:detections:{c}" for c in cameras[1:]]
-    watcher = asyncio.create_task(watch(server.url, healthy, arrived))
+    watcher = asyncio.create_task(watch(aioredis.Redis.from_url(server.url, decode_responses=True), healthy, arrived))
     task = asyncio.create_task(sink.run())
     try:
-        frames = await feed(sink, cameras, args.fps, args.seconds, accepted)
+        frames, _ = await feed(sink, cameras, args.fps, args.seconds, accepted)
         if refuse:
             admin.delete(key)
         for _ in range(1200):  # up to 60 s for what is left (cam0's held entries)
@@ -122,11 +72,6 @@ async def one_run(server: RedisServer, args: argparse.Namespace, *, refuse: bool
     held = [int(f["seq"]) for _, f in read_stream(admin, key)]
     assert held == list(range(frames)), f"{REFUSED}: {len(held)} of {frames}, in order: {held == sorted(held)}"
     return latencies, held
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def main(args: argparse.Namespace) -> None:

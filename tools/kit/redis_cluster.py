@@ -73,11 +73,15 @@ class RedisClusterProcs:
     def url(self) -> str:
         return self.nodes[0].url
 
+    def cli_options(self) -> list[str]:
+        """redis-cli's options before its command (a subclass adds TLS); none here."""
+        return []
+
     def create(self) -> RedisClusterProcs:
         cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
         addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
         proc = subprocess.run(
-            [cli, "--cluster", "create", *addrs, "--cluster-replicas", "1", "--cluster-yes"],
+            [cli, *self.cli_options(), "--cluster", "create", *addrs, "--cluster-replicas", "1", "--cluster-yes"],
             capture_output=True,
             text=True,
             timeout=60,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -68,6 +68,43 @@ def seqs(cluster: RedisClusterProcs, camera: str) -> list[int]:
     return [int(f["seq"]) for _i, f in entries(cluster, camera)]
 
 
+def held_only_while(
+    cluster: RedisClusterProcs,
+    cfg: RedisConfig,
+    victim: str,
+    others: list[str],
+    fault: Callable[[], Awaitable[None]],
+    heal: Callable[[], Awaitable[None]],
+    code: str,
+) -> None:
+    """Publish, `fault`, publish (the others' entries all arrive, the victim's are held), `heal`, publish;
+    then every camera's entries are there exactly once, in order, and only the victim was refused `code`."""
+    producer = Producer([victim, *others])
+    metrics = Metrics()
+
+    async def scenario() -> None:
+        async with running(make_sink(cfg, metrics)) as sink:
+            await producer.run(sink, 0.3)
+            await async_wait_until(lambda: sink.buffered == 0, timeout_s=20)
+            await fault()
+            await producer.run(sink, 1.0)
+            for camera in others:  # everything, while the victim's streams are still not served
+                await async_wait_until(lambda c=camera: len(seqs(cluster, c)) == producer.sent[c], timeout_s=30)
+            assert sample(metrics, "beltsight_sink_held_entries", camera=victim) > 0
+            assert sink.connected
+            await heal()
+            await producer.run(sink, 0.3)
+            await async_wait_until(lambda: sink.buffered == 0 and sink.connected, timeout_s=60)
+
+    asyncio.run(scenario())
+    for camera, sent in producer.sent.items():
+        assert seqs(cluster, camera) == list(range(sent)), camera
+        assert sample(metrics, "beltsight_entries_published_total", camera=camera) == sent
+    assert sample(metrics, "beltsight_sink_stream_refusals_total", camera=victim, code=code) >= 1
+    for camera in others:
+        assert sample(metrics, "beltsight_sink_stream_refusals_total", camera=camera, code=code) == 0
+
+
 @pytest.mark.slow
 def test_a_shard_down_holds_only_its_camera_and_the_rest_publish_everything(
     redis_cluster: Callable[..., RedisClusterProcs],
@@ -77,33 +114,17 @@ def test_a_shard_down_holds_only_its_camera_and_the_rest_publish_everything(
     victim, others = victim_and_others("down-", cfg)
     master = cluster.master_of(cfg.stream_for(victim))
     replica = cluster.replica_of(master)
-    producer = Producer([victim, *others])
-    metrics = Metrics()
 
-    async def scenario() -> None:
-        async with running(make_sink(cfg, metrics)) as sink:
-            await producer.run(sink, 0.3)
-            await async_wait_until(lambda: sink.buffered == 0, timeout_s=20)
-            replica.kill()
-            master.kill()  # the shard has no node left: nothing can take its slots over
-            await producer.run(sink, 1.0)
-            for camera in others:  # everything, while the victim's shard is still down
-                await async_wait_until(lambda c=camera: len(seqs(cluster, c)) == producer.sent[c], timeout_s=30)
-            assert sample(metrics, "beltsight_sink_held_entries", camera=victim) > 0
-            assert sink.connected
-            await asyncio.to_thread(master.restart)
-            await asyncio.to_thread(replica.restart)
-            await asyncio.to_thread(cluster.wait_replicated, 60)
-            await producer.run(sink, 0.3)
-            await async_wait_until(lambda: sink.buffered == 0 and sink.connected, timeout_s=60)
+    async def kill_shard() -> None:
+        replica.kill()
+        master.kill()  # the shard has no node left: nothing can take its slots over
 
-    asyncio.run(scenario())
-    for camera, sent in producer.sent.items():
-        assert seqs(cluster, camera) == list(range(sent)), camera
-        assert sample(metrics, "beltsight_entries_published_total", camera=camera) == sent
-    assert sample(metrics, "beltsight_sink_stream_refusals_total", camera=victim, code="NODE_DOWN") >= 1
-    for camera in others:
-        assert sample(metrics, "beltsight_sink_stream_refusals_total", camera=camera, code="NODE_DOWN") == 0
+    async def restart_shard() -> None:
+        await asyncio.to_thread(master.restart)
+        await asyncio.to_thread(replica.restart)
+        await asyncio.to_thread(cluster.wait_replicated, 60)
+
+    held_only_while(cluster, cfg, victim, others, kill_shard, restart_shard, "NODE_DOWN")
 
 
 @pytest.mark.slow
@@ -116,28 +137,12 @@ def test_a_slot_not_served_holds_only_its_camera_until_it_is_served_again(
     victim, others = victim_and_others("slot-", cfg)
     slot = str(key_slot(cfg.stream_for(victim).encode()))
     owner = cluster.master_of(cfg.stream_for(victim))
-    producer = Producer([victim, *others])
-    metrics = Metrics()
 
-    async def scenario() -> None:
-        async with running(make_sink(cfg, metrics)) as sink:
-            await producer.run(sink, 0.3)
-            await async_wait_until(lambda: sink.buffered == 0, timeout_s=20)
-            for node in cluster.alive():  # every node forgets the slot: "CLUSTERDOWN Hash slot not served"
-                await asyncio.to_thread(node.ask, "CLUSTER", "DELSLOTS", slot)
-            await producer.run(sink, 1.0)
-            for camera in others:
-                await async_wait_until(lambda c=camera: len(seqs(cluster, c)) == producer.sent[c], timeout_s=30)
-            assert sample(metrics, "beltsight_sink_held_entries", camera=victim) > 0
-            assert sink.connected
-            await asyncio.to_thread(owner.ask, "CLUSTER", "ADDSLOTS", slot)
-            await producer.run(sink, 0.3)
-            await async_wait_until(lambda: sink.buffered == 0 and sink.connected, timeout_s=60)
+    async def forget_slot() -> None:
+        for node in cluster.alive():  # every node forgets the slot: "CLUSTERDOWN Hash slot not served"
+            await asyncio.to_thread(node.ask, "CLUSTER", "DELSLOTS", slot)
 
-    asyncio.run(scenario())
-    for camera, sent in producer.sent.items():
-        assert seqs(cluster, camera) == list(range(sent)), camera
-        assert sample(metrics, "beltsight_entries_published_total", camera=camera) == sent
-    assert sample(metrics, "beltsight_sink_stream_refusals_total", camera=victim, code="CLUSTERDOWN") >= 1
-    for camera in others:
-        assert sample(metrics, "beltsight_sink_stream_refusals_total", camera=camera, code="CLUSTERDOWN") == 0
+    async def serve_slot() -> None:
+        await asyncio.to_thread(owner.ask, "CLUSTER", "ADDSLOTS", slot)
+
+    held_only_while(cluster, cfg, victim, others, forget_slot, serve_slot, "CLUSTERDOWN")

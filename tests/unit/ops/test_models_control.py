@@ -14,34 +14,12 @@ import pytest
 from daemon.config.models import ModelConfig
 from daemon.config.models_dropin import SwapEntry, read, write
 from daemon.config.settings import Settings, load_settings
-from daemon.core.model_spec import ModelOverrides
-from daemon.inference.swap import SwapError, Swapped
+from daemon.inference.swap import SwapError
 from daemon.ops.models import ModelsControl, StaleError
 from tests.support.daemon_harness import MODELS, write_config
+from tests.support.model_swap import RecordingSwap
 
 FP16 = MODELS[640].parent / "conveyor-640-fp16.onnx"
-
-
-class RecordingSwap:
-    """A `ModelSwap` that serves whatever it is given (refusing `refuse`), and remembers each path."""
-
-    def __init__(self, refuse: set[Path] | None = None) -> None:
-        self.asked: list[tuple[int, Path, str]] = []
-        self.refuse = refuse or set()
-
-    async def swap(
-        self,
-        size: int,
-        path: Path,
-        *,
-        allow_new_classes: bool = False,
-        overrides: ModelOverrides | None = None,
-        by: str = "api",
-    ) -> Swapped:
-        self.asked.append((size, path, by))
-        if path in self.refuse:
-            raise SwapError(422, f"{path}: refused")
-        return Swapped(size, "old", path.stem, "1", "ab" * 32, str(path), 0.0)
 
 
 def settings(tmp_path: Path, dropin: Path | None = None) -> Settings:
@@ -74,10 +52,10 @@ def test_a_swap_is_persisted_and_one_that_cannot_be_written_is_undone(tmp_path: 
         assert read(tmp_path / "models.toml") == {} and (await control.state(640))["source"] == "config"
 
         # a precondition that does not hold: nothing asked of the swapper
-        asked = len(swapper.asked)
+        asked = len(swapper.calls)
         with pytest.raises(StaleError) as stale:
             await control.swap(640, FP16, precondition=lambda state: False)
-        assert stale.value.current["path"] == str(MODELS[640]) and len(swapper.asked) == asked
+        assert stale.value.current["path"] == str(MODELS[640]) and len(swapper.calls) == asked
 
     asyncio.run(scenario())
 
@@ -89,7 +67,7 @@ def test_a_swap_is_persisted_and_one_that_cannot_be_written_is_undone(tmp_path: 
         with pytest.raises(SwapError) as refused:
             await control.swap(640, FP16)
         assert refused.value.status == 500 and "the swap was undone" in refused.value.reason
-        assert [(p, by.split(" ")[0]) for _s, p, by in swapper.asked] == [(FP16, "api"), (MODELS[640], "api")]
+        assert [(p, by.split(" ")[0]) for _s, p, _allow, by in swapper.calls] == [(FP16, "api"), (MODELS[640], "api")]
         assert control.running()[640] == ModelConfig(path=MODELS[640])
 
     asyncio.run(cannot_write())
@@ -106,7 +84,7 @@ def test_a_reload_compares_against_what_serves(tmp_path: Path) -> None:
         (tmp_path / "models.toml").unlink()  # the operator deletes the drop-in and reloads: the file's model
         assert await control.reload(load_settings(tmp_path / "beltsight.toml")) == ["models.640"]
         assert control.running()[640] == ModelConfig(path=MODELS[640])
-        assert [p for _s, p, _by in swapper.asked] == [FP16, MODELS[640]]
+        assert [p for _s, p, _allow, _by in swapper.calls] == [FP16, MODELS[640]]
 
     asyncio.run(scenario())
 
