@@ -33,7 +33,7 @@ from typing import Any
 from aiohttp import web
 
 from daemon.inference.swap import SwapError
-from daemon.ops.http.preconditions import etag_of, if_match, set_etag, tagged
+from daemon.ops.http.preconditions import etag_of, if_match, quoted_etag, set_etag, tagged
 from daemon.ops.http.server import HealthServer
 from daemon.ops.http.writes import json_reply, refused, writer
 from daemon.ops.models import ModelsControl, StaleError
@@ -81,7 +81,7 @@ class ModelsApi:
 
     async def listing(self, _request: web.BaseRequest, _params: dict[str, str]) -> web.StreamResponse:
         states = [await self._control.state(size) for size in self._control.sizes]
-        return json_reply(200, {"models": [{**state, "etag": f'"{etag_of(state)}"'} for state in states]})
+        return json_reply(200, {"models": [{**state, "etag": quoted_etag(state)} for state in states]})
 
     async def handle(self, request: web.BaseRequest, params: dict[str, str]) -> web.StreamResponse:
         size = int(params["size"])

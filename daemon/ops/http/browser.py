@@ -43,6 +43,7 @@ HOST_FREE_PATHS = frozenset({"/healthz", "/health"})
 REFUSAL_LOG_INTERVAL_S = 60.0
 REASONS = ("host", "origin", "content_type")
 JSON_TYPE = "application/json"
+JSON_PROBLEM = f"a write's body must be JSON: send it with Content-Type: {JSON_TYPE} (curl: --json)"
 ORIGIN_PROBLEM = "writes are accepted from this endpoint's own pages only"
 _FOREIGN_FETCH_SITES = frozenset({"cross-site", "same-site"})
 
@@ -132,7 +133,7 @@ class BrowserGuard:
         if request.body_exists or request.method != "DELETE":
             media = request.headers.get("Content-Type", "").partition(";")[0].strip().lower()
             if media != JSON_TYPE:
-                return self._refuse(request, "content_type", 415, f"a write's body must be {JSON_TYPE}")
+                return self._refuse(request, "content_type", 415, JSON_PROBLEM)
         return None
 
     def _refuse(self, request: web.BaseRequest, reason: str, status: int, problem: str) -> web.Response:

@@ -45,9 +45,14 @@ def if_match(request: web.BaseRequest) -> Callable[[str], bool] | None:
     return matches
 
 
+def quoted_etag(state: Any) -> str:
+    """`state`'s tag as a header carries it: in quotes."""
+    return f'"{etag_of(state)}"'
+
+
 def set_etag(response: web.StreamResponse, state: Any) -> None:
     """The `ETag` header of `state` (spelt as RFC 9110 does; aiohttp's setter writes `Etag`)."""
-    response.headers["ETag"] = f'"{etag_of(state)}"'
+    response.headers["ETag"] = quoted_etag(state)
 
 
 def tagged(status: int, state: dict[str, Any]) -> web.Response:
@@ -57,4 +62,4 @@ def tagged(status: int, state: dict[str, Any]) -> web.Response:
     return response
 
 
-__all__ = ["ANY", "etag_of", "if_match", "set_etag", "tagged"]
+__all__ = ["ANY", "etag_of", "if_match", "quoted_etag", "set_etag", "tagged"]
