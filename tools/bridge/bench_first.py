@@ -104,11 +104,13 @@ async def _subscribe(client: Client, arrivals: Arrivals) -> None:
     )
 
 
-async def _poll_modbus(port: int, arrivals: Arrivals) -> None:
+async def _poll_modbus(port: int, arrivals: Arrivals, stop: asyncio.Event) -> None:
+    """Until `stop` is set. Not cancelled: pymodbus can swallow a cancellation that lands inside a
+    request and go on polling, which left the measurement's clean-up waiting for ever (a CI hang)."""
     client = AsyncModbusTcpClient("127.0.0.1", port=port)
     await client.connect()
     try:
-        while True:
+        while not stop.is_set():
             reply = await client.read_holding_registers(0, count=2, device_id=1)
             if not reply.isError():  # busy until the snapshot is loaded
                 for n in range(1, words_u32(reply.registers[0], reply.registers[1]) + 1):
@@ -159,7 +161,8 @@ async def first_crossing_latencies(
     assert bridge.opcua is not None and bridge.modbus is not None
     arrivals = Arrivals()
     endpoint = f"opc.tcp://127.0.0.1:{bridge.opcua.port}/beltsight"
-    poller = asyncio.create_task(_poll_modbus(bridge.modbus.port, arrivals))
+    stop_polling = asyncio.Event()
+    poller = asyncio.create_task(_poll_modbus(bridge.modbus.port, arrivals, stop_polling))
     proc, feed = await _node_client(endpoint, node, arrivals) if node != "off" else (None, None)
     sent: dict[int, tuple[float, bool]] = {}
     try:
@@ -180,7 +183,7 @@ async def first_crossing_latencies(
                         break  # counted as missed
                     await asyncio.sleep(0.01)
     finally:
-        poller.cancel()
+        stop_polling.set()
         await asyncio.gather(poller, return_exceptions=True)
         if proc is not None and feed is not None:
             proc.kill()
