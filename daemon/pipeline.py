@@ -51,7 +51,7 @@ from daemon.publish.snapshots import SnapshotWriter
 from daemon.thermal.monitor import ThermalMonitor
 from daemon.tracking.stage import TrackingStage
 
-log = structlog.get_logger("beltsight.app")
+log = structlog.get_logger("beltsight.pipeline")
 
 
 @dataclass(slots=True)

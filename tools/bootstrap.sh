@@ -69,6 +69,11 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 python=${PYTHON:-python3}
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "bootstrap: BeltSight needs Python 3.11 or later; $python is $("$python" --version 2>&1)." >&2
+  echo "  Debian 12 and Ubuntu 24.04 ship one; elsewhere set PYTHON=/path/to/python3.11" >&2
+  exit 1
+fi
 if [ ! -x .venv/bin/python ]; then
   echo "==> creating .venv with $($python --version)"
   "$python" -m venv .venv

@@ -2,8 +2,8 @@
 
 What the room is for: turning batches of letterboxed frames into `FrameResult`s, one lane per
 model size, kept serving through GPU faults. It may import `daemon.core` and `daemon.config`
-only (not ingest, batching, publish or thermal: app wires those to it through the Protocols in
-`protocols`).
+only (not ingest, batching, publish or thermal: the builder, `daemon.pipeline`, wires those to
+it through the Protocols in `protocols`).
 
 Entry points (what `daemon.pipeline`, the builder, and `daemon.ops` use):
 - `build.prove_models`: every model file checked and the configured provider proved on a real
@@ -19,7 +19,7 @@ Entry points (what `daemon.pipeline`, the builder, and `daemon.ops` use):
 - `stage.InferenceStage`: fill the batch, run, decode + NMS (`postprocess`), per-camera rules;
   `device_stage.DeviceInference` its device path;
 - `lanes.Lanes`: every lane's workers, started on first use; results leave through the one
-  `publish` callable app wires;
+  `publish` callable the builder wires;
 - `swap.ModelSwapper` (`ModelSwap`, `SwapError`): a model of one size swapped between two batches
   after its checks, warm-up and canary (the models API and a reload).
 

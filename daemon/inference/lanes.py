@@ -31,7 +31,7 @@ from daemon.inference.providers import lane_workers, worker_batch
 from daemon.inference.serving import ServingEngine
 from daemon.inference.stage import InferenceStage
 
-log = structlog.get_logger("beltsight.app")
+log = structlog.get_logger("beltsight.inference")
 
 WorkerBuilder = Callable[[int, int], tuple[ServingEngine, InferenceStage]]
 """(size, worker index) -> the worker's engine and stage; called in the worker's thread

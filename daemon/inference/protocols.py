@@ -5,7 +5,7 @@ from what builds one, and what the inference stage needs from the serving engine
 `EngineFactory` satisfies `EngineBuilder`; `daemon.inference.serving.ServingEngine` (a lane
 worker's engine: rebuilds, breaker, CPU fallback) satisfies `DeviceEngine`; tests use fakes.
 `BatchSource` and `ResultOrder` are what a lane (`daemon.inference.lanes`) needs from batching,
-which this room may not import: app wires `daemon.batching`'s in.
+which this room may not import: the builder (`daemon.pipeline`) wires `daemon.batching`'s in.
 """
 
 from __future__ import annotations

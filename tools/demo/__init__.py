@@ -9,5 +9,5 @@
 `parts` each camera's counting lines, belt speed and last crossing from its objects stream,
 `scale` the cameras' `mm_per_px` from the synthetic scenes' scale, `plc` the OPC UA and Modbus
 reader of the running demo's bridge.
-Servers are started with tools/common's launchers; clips are rendered by tools/synth/video.py.
+Servers are started with tools/kit's launchers; clips are rendered by tools/kit/synth/video.py.
 """

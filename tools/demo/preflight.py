@@ -3,7 +3,7 @@
 - the ports it needs are free on 127.0.0.1 (and if not, which process probably holds one and the
   option that chooses another);
 - `redis-server` is installed, and the system Python can import GStreamer's RTSP server and the
-  elements `tools/common/rtsp_server.py` uses (and if not, which Debian packages `tools/bootstrap.sh`
+  elements `tools/kit/rtsp_server.py` uses (and if not, which Debian packages `tools/bootstrap.sh`
   would install).
 """
 
@@ -22,7 +22,7 @@ GST_PACKAGES = (
     "python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base gstreamer1.0-plugins-good "
     "gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly"
 )
-# What tools/common/rtsp_server.py builds its pipelines from.
+# What tools/kit/rtsp_server.py builds its pipelines from.
 GST_PROBE = """
 import gi
 gi.require_version("Gst", "1.0")

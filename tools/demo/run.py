@@ -5,10 +5,10 @@
     .venv/bin/python -m tools.demo ...     (the same; tools/demo.py runs this)
 
 1. checks that its ports are free and that redis-server and GStreamer's RTSP server are installed,
-2. renders three demo clips with tools/synth/video.py (once; cached in demo-data/; a clip is
+2. renders three demo clips with tools/kit/synth/video.py (once; cached in demo-data/; a clip is
    written under a temporary name and renamed when complete, so Ctrl-C leaves no half clip),
-3. starts redis-server and the GStreamer RTSP server (tools/common/rtsp_server.py, run by Debian's
-   python3, which has GStreamer's bindings) on 127.0.0.1 (tools/common's launchers),
+3. starts redis-server and the GStreamer RTSP server (tools/kit/rtsp_server.py, run by Debian's
+   python3, which has GStreamer's bindings) on 127.0.0.1 (tools/kit's launchers),
 4. runs `beltsight bridge` (OPC UA without security and Modbus TCP, on 127.0.0.1; log in
    demo-data/bridge.log) and `beltsight run`, both with configs/demo.toml (ports substituted; the
    daemon's JSON logs in demo-data/daemon.log), and says how a PLC would look (`tools.demo.plc`),

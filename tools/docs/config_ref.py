@@ -186,6 +186,21 @@ def _heading(section: str) -> str:
     return f"[[{toml}]]" if section.endswith("[]") else f"[{toml}]"
 
 
+def _sections_table(model: type[BaseModel]) -> list[str]:
+    """One row per top-level table of the settings (what it is for, from its docstring), linked to its
+    keys below: the configuration page's list of sections, which cannot omit one."""
+    notes = _class_notes(model)
+    rows = ["## Sections", "", "| section | what it is for |", "|---|---|"]
+    for name, info in model.model_fields.items():
+        tables = _models_in(info.annotation)
+        if not tables:
+            continue
+        title = _heading(f"{name}{tables[0][0]}")
+        anchor = re.sub(r"[^a-z0-9 -]", "", f"`{title}`".lower()).replace(" ", "-")
+        rows.append(f"| [`{title}`](#{anchor}) | {_cell(notes.get(name, ''))} |")
+    return [*rows, ""]
+
+
 def render() -> str:
     model = settings_model()
     all_keys = keys(model)
@@ -205,6 +220,7 @@ def render() -> str:
         "For how the sections fit together, see [Configuration](index.md).",
         "",
     ]
+    lines += _sections_table(model)
     sections: dict[str, list[Key]] = {}
     for key in all_keys:
         if key.default == "`(table)`" and key.type == "table":
