@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from daemon.core.clock import SYSTEM_CLOCK, Clock
+from daemon.core.drop_reasons import DropReason
 from daemon.core.frames import Frame
 from daemon.core.metrics import Metrics
 
@@ -151,10 +152,12 @@ class FrameHub:
         self._metrics.stage_cpu.batching.stop(started)
         return taken
 
-    def drain(self) -> list[tuple[str, str]]:
+    def drain(self) -> list[tuple[str, DropReason]]:
         """Empty every slot at shutdown; returns (camera, reason) for each frame left unprocessed."""
         with self._cond:
-            left = [(cam, "shutdown") for cam, s in self._slots.items() if s.frame is not None]
+            left: list[tuple[str, DropReason]] = [
+                (cam, "shutdown") for cam, s in self._slots.items() if s.frame is not None
+            ]
             for slot in self._slots.values():
                 slot.frame = None
             self._cond.notify_all()

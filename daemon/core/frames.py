@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from daemon.core.objects import ObjectEvent
+from daemon.core.status_kinds import StatusKind
 
 MODEL_SIZES: tuple[int, ...] = (416, 640, 800)
 """Input sizes (square, pixels) of the models the daemon knows how to route to."""
@@ -176,7 +177,7 @@ class FrameResult:
 class StatusEvent:
     """A status change for `beltsight:events` (camera up/down, breaker, throttle, rebuild...)."""
 
-    kind: str
+    kind: StatusKind
     detail: str
     camera_id: str | None = None
     at_ms: int = 0

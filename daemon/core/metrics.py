@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from daemon.core.drop_reasons import DropReason
 from daemon.core.stagecpu import StageCpu
 
 
@@ -262,14 +263,6 @@ class Metrics:
             "beltsight_throttle_seconds", "Seconds spent at each throttle level", ["level"], registry=r
         )
 
-    def dropped(self, camera_id: str, reason: str, n: int = 1) -> None:
-        """Count `n` frames dropped for `reason`: `superseded` (a newer frame of the camera replaced
-        it before it was batched), `stale` (older than engine.max_age_ms when its batch would
-        start), `no_model` (its resolution routes to no configured model), `engine_error`
-        (inference failed for its batch), `buffer_full` (the sink's memory buffer was full),
-        `spool_full` (the spool's cap or a full disk: not kept on disk), `stream_refused` (held
-        apart beyond its hold's bound while Redis refused the camera's stream key),
-        `shutdown` (unpublished when the grace period ended), `thermal` (inference was paused),
-        `frame_lost` (a GigE camera's frame that never arrived: a gap in its block ids),
-        `incomplete` (a GigE frame with packets the resend could not recover: never handed on)."""
+    def dropped(self, camera_id: str, reason: DropReason, n: int = 1) -> None:
+        """Count `n` frames dropped for `reason` (their meanings: `daemon.core.drop_reasons`)."""
         self.frames_dropped.labels(camera=camera_id, reason=reason).inc(n)

@@ -13,13 +13,14 @@ import structlog
 
 from daemon.core.clock import Clock, time_ms
 from daemon.core.frames import StatusEvent
+from daemon.core.status_kinds import StatusKind
 
 StatusCallback = Callable[[StatusEvent], None]
 
 log = structlog.get_logger("beltsight.status")
 
 
-def emit_status(on_status: StatusCallback, clock: Clock, kind: str, detail: str) -> None:
+def emit_status(on_status: StatusCallback, clock: Clock, kind: StatusKind, detail: str) -> None:
     """Send a StatusEvent stamped with `clock`'s wall time; a failing listener is logged, not raised."""
     try:
         on_status(StatusEvent(kind=kind, detail=detail, at_ms=time_ms(clock)))

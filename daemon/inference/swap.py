@@ -34,6 +34,7 @@ import structlog
 from daemon.core.clock import SYSTEM_CLOCK, time_ms
 from daemon.core.frames import StatusEvent
 from daemon.core.model_spec import ModelOverrides
+from daemon.core.status_kinds import StatusKind
 from daemon.inference.build import LaneWorkers
 from daemon.inference.lanes import Lanes
 from daemon.inference.model_file import ModelError, ModelInfo, load_model_info
@@ -238,7 +239,7 @@ class ModelSwapper:
     def _sizes(self) -> list[int]:
         return sorted(self._workers.models.infos)
 
-    def _event(self, kind: str, detail: dict[str, Any]) -> None:
+    def _event(self, kind: StatusKind, detail: dict[str, Any]) -> None:
         text = json.dumps(detail, separators=(",", ":"), sort_keys=True)
         self._on_event(StatusEvent(kind, text, None, time_ms(SYSTEM_CLOCK)))
 

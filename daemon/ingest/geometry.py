@@ -7,6 +7,7 @@ from collections.abc import Callable
 import structlog
 
 from daemon.core.frames import Letterbox, Router
+from daemon.core.status_kinds import StatusKind
 
 log = structlog.get_logger("beltsight.source")
 
@@ -19,7 +20,7 @@ class SourceGeometry:
     one `camera_no_model` warning per size.
     """
 
-    def __init__(self, camera_id: str, route: Router, status: Callable[[str, str], None]) -> None:
+    def __init__(self, camera_id: str, route: Router, status: Callable[[StatusKind, str], None]) -> None:
         self._camera_id = camera_id
         self._route = route
         self._status = status

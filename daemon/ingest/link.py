@@ -16,6 +16,7 @@ from typing import Protocol
 from daemon.core.clock import Clock
 from daemon.core.frames import FrameConsumer
 from daemon.core.metrics import Metrics
+from daemon.core.status_kinds import StatusKind
 from daemon.ingest.geometry import SourceGeometry
 from daemon.ingest.reader import OnUp, Outcome
 
@@ -30,7 +31,7 @@ class LinkParts:
     clock: Clock
     stop: threading.Event
     on_up: OnUp
-    status: Callable[[str, str], None]
+    status: Callable[[StatusKind, str], None]
 
 
 class Link(Protocol):

@@ -40,6 +40,7 @@ from daemon.config.cameras import CameraConfig
 from daemon.core.clock import Clock, time_ms
 from daemon.core.frames import Frame, FrameConsumer
 from daemon.core.metrics import Metrics
+from daemon.core.status_kinds import StatusKind
 from daemon.ingest.decoding import ConnectionLostError, describe_error, scale, set_decoder_threads
 from daemon.ingest.geometry import SourceGeometry
 
@@ -94,7 +95,7 @@ class FrameReader:
         clock: Clock,
         stop: threading.Event,
         on_up: OnUp,
-        status: Callable[[str, str], None],
+        status: Callable[[StatusKind, str], None],
         keep_decoded: bool,
     ) -> None:
         """`keep_decoded` (the device path): each frame carries its decoded planes (`Frame.decoded`)."""

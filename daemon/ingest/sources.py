@@ -24,6 +24,7 @@ from daemon.core.log_repeat import RepeatSummary
 from daemon.core.metrics import Metrics
 from daemon.core.redaction import SECRETS
 from daemon.core.status import StatusCallback
+from daemon.core.status_kinds import StatusKind
 from daemon.ingest.decoding import ConnectionLostError
 from daemon.ingest.geometry import SourceGeometry
 from daemon.ingest.hwdecode import HwDecode
@@ -238,7 +239,7 @@ class CameraSource:
         )
         self._status("camera_up", detail)
 
-    def _status(self, kind: str, detail: str) -> None:
+    def _status(self, kind: StatusKind, detail: str) -> None:
         at_ms = time_ms(self._clock)
         event = StatusEvent(kind=kind, detail=SECRETS.scrub(detail), camera_id=self.camera_id, at_ms=at_ms)
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from daemon.core.drop_reasons import DROP_REASONS, reasons
 from tools.docs.discover import module_defining
 
 PAGE = "docs/operations/metrics.md"
@@ -29,9 +30,12 @@ def render() -> str:
         " `beltsight_entries_published_total` or `beltsight_frames_dropped_total{reason}`, so the counters"
         " reconcile with `beltsight_frames_decoded_total`.",
         "",
-        "Drop reasons: `superseded` (a newer frame replaced it in its slot), `stale`, `no_model`, `engine_error`,"
-        " `buffer_full`, `spool_full`, `shutdown`, `thermal`. What to watch per instance, and the Grafana"
-        " dashboard that charts these: [Health, live view and dashboard](health.md).",
+        "What to watch per instance, and the Grafana dashboard that charts these: [Health, live view and"
+        " dashboard](health.md).",
+        "",
+        "Drop reasons (the `reason` of `beltsight_frames_dropped_total`, from `daemon/core/drop_reasons.py`):",
+        "",
+        *[f"- `{reason}`: {DROP_REASONS[reason]}" for reason in reasons()],
         "",
         "| metric | type | what it counts |",
         "|---|---|---|",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tools.docs import config_ref, layout_ref, log_events_ref, metrics_ref
+from tools.docs import config_ref, layout_ref, log_events_ref, metrics_ref, status_ref
 from tools.docs.discover import ROOT
 
 REPORTS = ROOT / "tools" / "reports"
@@ -10,7 +10,7 @@ PLOTS = "docs/reports/img"
 
 
 def generated() -> dict[str, bytes]:
-    pages = {m.PAGE: m.render().encode() for m in (config_ref, metrics_ref, log_events_ref, layout_ref)}
+    pages = {m.PAGE: m.render().encode() for m in (config_ref, metrics_ref, log_events_ref, layout_ref, status_ref)}
     for png in sorted([*REPORTS.glob("*.png"), *REPORTS.glob("*.svg")]):
         pages[f"{PLOTS}/{png.name}"] = png.read_bytes()
     return pages

@@ -21,6 +21,7 @@ import structlog
 
 from daemon.config.redis import RedisConfig
 from daemon.core.clock import SYSTEM_CLOCK, Clock
+from daemon.core.drop_reasons import DropReason
 from daemon.core.frames import FrameResult
 from daemon.core.ratelimit import RateLimited
 from daemon.publish.schema import EntryId
@@ -131,11 +132,11 @@ class Buffer(Generic[T]):
         return slots
 
 
-Drops = dict[tuple[str, str], int]
+Drops = dict[tuple[str, DropReason], int]
 """Entries dropped, per (camera, reason): `buffer_full` (memory) or `spool_full` (the spool's cap,
 or a disk that takes no more)."""
-BUFFER_FULL = "buffer_full"
-SPOOL_FULL = "spool_full"
+BUFFER_FULL: DropReason = "buffer_full"
+SPOOL_FULL: DropReason = "spool_full"
 
 
 class Backlog:
@@ -308,7 +309,7 @@ class Backlog:
             if not quiet and self._spool_errors.allow() is not None:
                 log.error("spool_write_failed", directory=str(spool.directory), reason=str(exc))
 
-    def _drop_one(self, drops: Drops, reason: str) -> bool:
+    def _drop_one(self, drops: Drops, reason: DropReason) -> bool:
         dropped = self.memory.drop_oldest_idle()
         if dropped is None:  # everything is in flight: settle() enforces the bound again
             return False
@@ -356,7 +357,7 @@ def open_spool(cfg: RedisConfig) -> Spool | None:
         return None
 
 
-def _add(drops: Drops, per_camera: dict[str, int], reason: str) -> None:
+def _add(drops: Drops, per_camera: dict[str, int], reason: DropReason) -> None:
     for camera, n in per_camera.items():
         drops[(camera, reason)] = drops.get((camera, reason), 0) + n
 

@@ -36,6 +36,7 @@ from prometheus_client import Gauge
 
 from daemon.core.backoff import Backoff
 from daemon.core.clock import SYSTEM_CLOCK, Clock
+from daemon.core.drop_reasons import DropReason
 from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.ratelimit import RateLimited
 from daemon.publish.sink.backlog import Drops, Slot
@@ -45,7 +46,7 @@ from daemon.publish.spool.store import Spool
 
 log = structlog.get_logger("beltsight.sink")
 
-STREAM_REFUSED = "stream_refused"
+STREAM_REFUSED: DropReason = "stream_refused"
 """The drop reason of a held entry beyond its hold's bound."""
 HELD_LOG_INTERVAL_S = 300.0
 """A hold that lasts is logged again (with what it holds) at most this often, per key and cause."""
@@ -382,7 +383,7 @@ def _prefix(flags: list[bool]) -> int:
     return next((i for i, ok in enumerate(flags) if not ok), len(flags))
 
 
-def _count(drops: Drops, per_camera: dict[str, int], reason: str) -> None:
+def _count(drops: Drops, per_camera: dict[str, int], reason: DropReason) -> None:
     for camera, n in per_camera.items():
         drops[(camera, reason)] = drops.get((camera, reason), 0) + n
 
