@@ -20,7 +20,6 @@ configuration invalid, with the file's path before each problem.
 from __future__ import annotations
 
 import json
-import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from pydantic import ValidationError
 from daemon.config.base import Section
 from daemon.config.lines_dropin import problem_text
 from daemon.config.models import ModelConfig
+from daemon.core.durable import replace_durably
 
 HEADER = (
     "# Written by beltsight (POST /api/models/{size}): it overrides [models.<size>] while that is what it replaced."
@@ -120,18 +120,7 @@ def to_toml(entries: Mapping[int, SwapEntry]) -> str:
 
 def write(path: Path, entries: Mapping[int, SwapEntry]) -> None:
     """Replace the drop-in with `entries` atomically and durably; OSError when it cannot be written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(to_toml(entries))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    replace_durably(path, to_toml(entries).encode())
 
 
 def describe(resolved: Resolved, path: Path) -> list[str]:

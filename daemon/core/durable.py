@@ -2,8 +2,8 @@
 
 `replace_durably(path, data)` writes a temporary file beside `path`, fsyncs it, renames it over
 `path` and fsyncs the directory, so a power cut leaves the old file or the new one, never a mix or
-an empty file. Used by the tracking state (`daemon/tracking/state.py`), the lines drop-ins
-(`daemon/config/lines_dropin.py`) and the Sparkplug bdSeq (`daemon/bridge/sparkplug_bdseq.py`).
+an empty file. Used by the tracking state (`daemon/tracking/state.py`), the lines and models drop-ins
+(`daemon/config/lines_dropin.py`, `models_dropin.py`) and the Sparkplug bdSeq (`daemon/bridge/sparkplug_bdseq.py`).
 """
 
 from __future__ import annotations
