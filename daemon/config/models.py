@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from daemon.config.base import Section
-from daemon.core.model_spec import ModelOverrides
+from daemon.core.model_spec import Color, LayoutChoice, ModelOverrides, Padding
 
 
 class ModelConfig(Section):
@@ -38,15 +38,15 @@ class ModelConfig(Section):
 
     path: Path
     """The ONNX file (a relative path is relative to the config file)."""
-    layout: Literal["auto", "yolov8", "yolov5", "yolox", "end2end"] = "auto"
+    layout: LayoutChoice = "auto"
     """How the outputs are decoded; auto: the file's metadata `layout`, else recognised from the graph
     at startup (output shapes, metadata, a probe run)."""
-    color: Literal["rgb", "bgr"] | None = None
+    color: Color | None = None
     """Channel order the model takes (None: the file's metadata, else BGR for YOLOX files, RGB otherwise)."""
     scale: float | None = Field(None, gt=0)
     """Multiplier for 0..255 pixel values, 1/255 for a 0..1 input (None: the file's metadata, else
     1.0 for YOLOX files, 1/255 otherwise)."""
-    padding: Literal["symmetric", "top-left"] | None = None
+    padding: Padding | None = None
     """Where the letterbox puts the image: centred, or at the top-left with the padding right and
     below (None: the file's metadata, else top-left for YOLOX files, symmetric otherwise)."""
     pad_value: int | None = Field(None, ge=0, le=255)

@@ -8,6 +8,10 @@ from typing import Literal
 
 Color = Literal["rgb", "bgr"]
 Padding = Literal["symmetric", "top-left"]
+LayoutName = Literal["yolov8", "yolov5", "yolox", "end2end"]
+"""The output layout families, named once: `[models.<size>] layout` accepts them (or `auto`) and
+`daemon.inference.layouts.registry.FAMILIES` holds one family for each."""
+LayoutChoice = Literal["auto", LayoutName]
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from daemon.core.metrics import Metrics
 from daemon.core.xp import GpuUnavailableError, get_xp, is_device_array, to_host
 from daemon.inference import iobinding, tensorrt_cache
 from daemon.inference.layouts import warm_up_mismatch
+from daemon.inference.layouts.registry import family_of
 from daemon.inference.model_file import ModelError, ModelInfo
 from daemon.inference.postprocess import join_outputs
 from daemon.inference.providers import (
@@ -46,6 +47,8 @@ from daemon.inference.providers import (
 log = structlog.get_logger("beltsight.engine")
 
 HostArray = npt.NDArray[np.float32]
+_ORT_FLOAT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64"}
+"""ONNX Runtime's output type names -> the array dtype a preallocated output buffer takes."""
 
 
 class InferenceError(EngineError):
@@ -235,10 +238,7 @@ class Engine:
             stream = self.cuda_stream if self.cuda_stream is not None else current
             with stream:
                 images = cupy.ascontiguousarray(cupy.asarray(batch, dtype=dtype))
-                fixed = {}
-                if self.info.decoding.form == "channels-first" and len(self.info.output_names) == 1:
-                    shape = (images.shape[0], 4 + self.info.num_classes, self.info.anchors)
-                    fixed[self.info.output_name] = cupy.empty(shape, cupy.float32)
+                fixed = self._preallocated(cupy, session, int(images.shape[0]))
                 if self.cuda_stream is None:
                     stream.synchronize()  # ORT runs on its own stream: the upload must be complete
             try:
@@ -256,6 +256,17 @@ class Engine:
                 raise InferenceError(f"model {self.info.name} on {self._providers[0]}: {_first_line(exc)}") from exc
             with stream:
                 return join_outputs(cupy, outs, self.info.decoding)
+
+    def _preallocated(self, cupy: Any, session: ort.InferenceSession, batch: int) -> dict[str, Any]:
+        """The output buffer the layout family knows the shape of, in the type the graph declares
+        for it (float16 exports get a float16 buffer); {} where ONNX Runtime must allocate."""
+        layout = self.info.decoding
+        shape = family_of(layout).output_shape(layout, batch)
+        if shape is None or len(layout.outputs) != 1:
+            return {}
+        declared = {o.name: o.type for o in session.get_outputs()}.get(layout.outputs[0], "")
+        dtype = _ORT_FLOAT_TYPES.get(declared)
+        return {} if dtype is None else {layout.outputs[0]: cupy.empty(shape, getattr(cupy, dtype))}
 
     def _live_session(self) -> ort.InferenceSession:
         if self._session is None:

@@ -30,7 +30,6 @@ from daemon.inference.layouts import (
     ModelLayout,
     OutputInfo,
     family_of,
-    yolov8_layout,
 )
 from daemon.inference.model_meta import (
     MetadataError,
@@ -76,10 +75,11 @@ class ModelInfo:
     anchors: int
     batch: int | None
     """Fixed batch size of the input, or None when the batch dimension is dynamic."""
+    model_layout: ModelLayout
+    """How the outputs are read (recognised, or named by config or metadata)."""
     version: str = ""
     description: str = ""
     pad_value: int = LETTERBOX_PAD_VALUE
-    model_layout: ModelLayout | None = None
     convention: InputConvention = field(default_factory=InputConvention)
     labels_origin: str = "metadata"
     class_agnostic_nms: bool = False
@@ -89,14 +89,12 @@ class ModelInfo:
 
     @property
     def decoding(self) -> ModelLayout:
-        """The output layout post-processing reads (the demo's yolov8 layout when not recognised)."""
-        if self.model_layout is not None:
-            return self.model_layout
-        return yolov8_layout(self.size, self.num_classes, self.strides)
+        """The output layout post-processing reads."""
+        return self.model_layout
 
     @property
     def output_names(self) -> tuple[str, ...]:
-        return self.decoding.outputs if self.model_layout is not None else (self.output_name,)
+        return self.model_layout.outputs
 
     @property
     def input_dtype(self) -> Any:

@@ -26,7 +26,6 @@ from daemon.core.frames import Detection, Letterbox
 from daemon.core.xp import ArrayModule, to_host
 from daemon.inference.layouts.base import Decode, ModelLayout
 from daemon.inference.layouts.registry import family_of
-from daemon.inference.layouts.yolov8 import bare_layout
 
 Rows = npt.NDArray[np.float32]
 """(N, 6) float32: x1, y1, x2, y2, score, class (model-input pixels)."""
@@ -155,13 +154,13 @@ def decode_batch(
     iou_threshold: float,
     max_det: int,
     class_mask: Any | None = None,
+    layout: ModelLayout,
     max_candidates: int = DEFAULT_MAX_CANDIDATES,
-    layout: ModelLayout | None = None,
     images: int | None = None,
     class_agnostic: bool = False,
     iou_offset: float | Any | None = None,
 ) -> list[Rows]:
-    """Decode a model output (by `layout`; default: YOLOv8 `[B, 4 + C, A]`) into per-image rows.
+    """Decode a model output (as its `layout` says) into per-image rows.
 
     Dense layouts: best class per anchor (objectness x class score for yolov5/yolox), boxes
     decoded (a YOLOX raw head with its grid and strides), then class-aware NMS. End-to-end
@@ -176,10 +175,6 @@ def decode_batch(
     in camera pixels, i.e. + the letterbox scale in model-input pixels. Returns that many host arrays
     (N <= max_det, 6) float32, best first.
     """
-    if layout is None:
-        if output.ndim != 3 or output.shape[1] < 5:
-            raise ValueError(f"expected output [B, 4 + C, A], got shape {tuple(output.shape)}")
-        layout = bare_layout(output)
     batch = images if images is not None else int(output.shape[0])
     family = family_of(layout)
     img, boxes, scores, cls = family.decode(

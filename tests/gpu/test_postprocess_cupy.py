@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from daemon.core.xp import GpuUnavailableError, get_xp, is_device_array, to_host
+from daemon.inference.layouts.yolov8 import bare_layout
 from daemon.inference.postprocess import decode_batch, greedy_nms
 from tests.support.postprocess_refs import C, make_output, random_boxes, reference_nms
 
@@ -22,6 +23,8 @@ pytestmark = pytest.mark.gpu
 
 def both(output: np.ndarray, **kwargs: Any) -> tuple[list[np.ndarray], list[np.ndarray]]:
     args: dict[str, Any] = {"conf_threshold": 0.25, "iou_threshold": 0.5, "max_det": 300} | kwargs
+    if "layout" not in args:
+        args["layout"] = bare_layout(output)
     on_cpu = decode_batch(np, output, **args)
     gpu_args = {k: (cupy.asarray(v) if isinstance(v, np.ndarray) else v) for k, v in args.items()}
     on_gpu = decode_batch(xp_gpu, cupy.asarray(output), **gpu_args)

@@ -121,8 +121,9 @@ def run_cli(*args: str, timeout_s: float = 60, env: dict[str, str] | None = None
 
 
 # -- an independent offline reference: PIL letterbox, ORT, numpy decode + per-class NMS ----------
-def _nms(boxes: np.ndarray, scores: np.ndarray, iou: float) -> list[int]:
-    """Textbook greedy NMS (one class)."""
+def oracle_nms(boxes: np.ndarray, scores: np.ndarray, iou: float) -> list[int]:
+    """Textbook greedy NMS (one class): the test oracle the daemon's `grouped_nms` is checked against,
+    written independently of it on purpose."""
     areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
     order = np.argsort(-scores)
     keep: list[int] = []
@@ -161,7 +162,7 @@ def offline_detections(
     result = []
     for cls in np.unique(classes):
         idx = np.nonzero(classes == cls)[0]
-        for k in _nms(boxes[idx], scores[idx], iou):
+        for k in oracle_nms(boxes[idx], scores[idx], iou):
             b = boxes[idx[k]]
             box = [
                 float(np.clip((b[0] - px) * w / nw, 0, w)),

@@ -90,7 +90,7 @@ def run_naive(
             lb = letterboxes.get(cam.camera_id) or Letterbox.fit(rgb.shape[1], rgb.shape[0], info.size)
             letterboxes[cam.camera_id] = lb
             out = session.run([info.output_name], {info.input_name: letterbox_nearest(rgb, lb)})[0]
-            rows = decode_batch(np, out, conf_threshold=conf, iou_threshold=iou, max_det=300)[0]
+            rows = decode_batch(np, out, conf_threshold=conf, iou_threshold=iou, max_det=300, layout=info.decoding)[0]
             dets = to_detections(rows, lb, info.names, conf_threshold=conf)
             result = FrameResult(
                 camera_id=cam.camera_id,

@@ -24,6 +24,7 @@ import numpy as np
 import onnxruntime as ort
 from PIL import Image
 
+from daemon.inference.postprocess import grouped_nms
 from tools.kit.synth.parts import NAMES
 from tools.kit.synth.scene import render_scene
 from tools.model.coco_eval import evaluate
@@ -48,30 +49,12 @@ def letterbox(frame: np.ndarray, size: int, pad: int = PAD) -> tuple[np.ndarray,
     return canvas.transpose(2, 0, 1).astype(np.float32) / 255.0, r, (left, top)
 
 
-def nms(boxes: np.ndarray, scores: np.ndarray, iou: float) -> np.ndarray:
-    """Greedy NMS; boxes [N, 4] xyxy, returns kept indices (by descending score)."""
-    order = np.argsort(-scores)
-    keep = []
-    x1, y1, x2, y2 = boxes.T
-    areas = (x2 - x1) * (y2 - y1)
-    while order.size:
-        i = order[0]
-        keep.append(i)
-        rest = order[1:]
-        iw = np.clip(np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest]), 0, None)
-        ih = np.clip(np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest]), 0, None)
-        inter = iw * ih
-        ov = inter / (areas[i] + areas[rest] - inter + 1e-9)
-        order = rest[ov <= iou]
-    return np.asarray(keep, dtype=np.int64)
-
-
 def decode(
     out: np.ndarray, conf: float = 0.001, iou: float = 0.65, max_det: int = 300, pre_nms: int = 3000
 ) -> np.ndarray:
     """One image's output [4 + nc, A] -> detections [N, 6] = (x1, y1, x2, y2, score, cls) in model pixels.
 
-    Class-aware NMS (boxes offset per class)."""
+    Class-aware NMS: the daemon's own (`grouped_nms`), so the evaluation measures what it runs."""
     scores_all = out[4:]
     cls = scores_all.argmax(0)
     score = scores_all[cls, np.arange(out.shape[1])]
@@ -84,7 +67,8 @@ def decode(
         top = np.argpartition(-score, pre_nms)[:pre_nms]
         cx, cy, w, h, score, cls = cx[top], cy[top], w[top], h[top], score[top], cls[top]
     boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], 1)
-    keep = nms(boxes + cls[:, None] * 10_000.0, score, iou)[:max_det]
+    kept = grouped_nms(np, boxes.astype(np.float32), score, cls, iou_threshold=iou, cap=pre_nms)
+    keep = kept[np.argsort(-score[kept], kind="stable")][:max_det]
     return np.concatenate([boxes[keep], score[keep, None], cls[keep, None].astype(np.float32)], 1)
 
 

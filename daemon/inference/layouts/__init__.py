@@ -12,6 +12,7 @@ A `ModelLayout` (how to read the output; post-processing reads it) is recognised
 print. Boxes are always in model-input pixels.
 """
 
+from daemon.core.model_spec import LayoutName
 from daemon.inference.layouts.base import (
     MAX_LOG_WH,
     BoxMapping,
@@ -19,7 +20,6 @@ from daemon.inference.layouts.base import (
     InputDtype,
     LayoutError,
     LayoutFamily,
-    LayoutName,
     ModelLayout,
     OutputInfo,
     anchor_grid,

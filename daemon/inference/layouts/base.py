@@ -21,7 +21,6 @@ from typing import Any, ClassVar, Literal, NamedTuple
 from daemon.core.model_spec import Color, Padding
 from daemon.core.xp import ArrayModule
 
-LayoutName = Literal["yolov8", "yolov5", "yolox", "end2end"]
 """The built-in families (`daemon.inference.layouts.registry.FAMILIES` holds every family)."""
 InputDtype = Literal["float32", "float16"]
 BoxMapping = Literal["content", "ratio", "ratio-centred"]
@@ -199,6 +198,12 @@ class LayoutFamily(ABC):
     def boxes(self, padding: Padding) -> BoxMapping:
         """How the ecosystem maps its boxes back to camera pixels for an input padded this way."""
         return "content"
+
+    def output_shape(self, layout: ModelLayout, batch: int) -> tuple[int, ...] | None:
+        """The exact shape of the one output of a `batch`-image run, where the family knows it before
+        the run (the device path preallocates that buffer, in the output's own type); None: several
+        outputs, or a shape only the run decides (ONNX Runtime allocates it)."""
+        return None
 
     @abstractmethod
     def mismatch(self, layout: ModelLayout, shape: tuple[int, ...], batch: int) -> str:

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.core.model_spec import Color, Padding
+from daemon.core.model_spec import Color, LayoutName, Padding
 from daemon.inference.layouts.base import LayoutError, LayoutFamily, ModelLayout
 from daemon.inference.layouts.end2end import End2End
 from daemon.inference.layouts.yolov5 import YoloV5
 from daemon.inference.layouts.yolov8 import YoloV8
 from daemon.inference.layouts.yolox import Yolox
 
-FAMILIES: dict[str, LayoutFamily] = {
+FAMILIES: dict[LayoutName, LayoutFamily] = {
     "yolov8": YoloV8(),
     "yolov5": YoloV5(),
     "yolox": Yolox(),
@@ -21,7 +21,7 @@ FAMILIES: dict[str, LayoutFamily] = {
 }
 
 
-def names() -> tuple[str, ...]:
+def names() -> tuple[LayoutName, ...]:
     """The families' names, in registry order (what `layout` in config or metadata may say)."""
     return tuple(FAMILIES)
 
@@ -31,10 +31,10 @@ def families() -> tuple[LayoutFamily, ...]:
 
 
 def family(name: str) -> LayoutFamily:
-    try:
-        return FAMILIES[name]
-    except KeyError:
-        raise LayoutError(f"layout {name!r} is not one of {list(FAMILIES)}") from None
+    found = next((f for n, f in FAMILIES.items() if n == name), None)
+    if found is None:
+        raise LayoutError(f"layout {name!r} is not one of {list(FAMILIES)}")
+    return found
 
 
 def family_of(layout: ModelLayout) -> LayoutFamily:

@@ -59,9 +59,12 @@ class YoloV8(LayoutFamily):
     def expected(self, anchors: int) -> tuple[str, ...]:
         return f"[N, 4 + C, {anchors}] (yolov8)", f"[N, {anchors}, 4 + C] (yolov8 transposed)"
 
+    def output_shape(self, layout: ModelLayout, batch: int) -> tuple[int, ...]:
+        width = BOX + layout.num_classes + layout.extra  # trailing mask or keypoint values included
+        return (batch, width, layout.rows) if layout.form == "channels-first" else (batch, layout.rows, width)
+
     def mismatch(self, layout: ModelLayout, shape: tuple[int, ...], batch: int) -> str:
-        width = BOX + layout.num_classes + layout.extra
-        expected = (batch, width, layout.rows) if layout.form == "channels-first" else (batch, layout.rows, width)
+        expected = self.output_shape(layout, batch)
         return "" if shape == expected else f"expected {list(expected)}"
 
     def decode(self, xp: ArrayModule, output: Any, layout: ModelLayout, how: Decode) -> Candidates:
@@ -82,6 +85,9 @@ def yolov8_layout(size: int, num_classes: int, strides: tuple[int, ...] = (8, 16
 
 
 def bare_layout(output: Any) -> ModelLayout:
-    """The YOLOv8 layout of a bare `[B, 4 + C, A]` output (callers that pass no layout)."""
+    """The YOLOv8 layout of a bare `[B, 4 + C, A]` output (for tests and tools holding only an
+    output); ValueError for any other shape."""
+    if output.ndim != 3 or output.shape[1] < BOX + 1:
+        raise ValueError(f"expected output [B, 4 + C, A], got shape {tuple(output.shape)}")
     rows, anchors = int(output.shape[1]), int(output.shape[2])
     return ModelLayout("yolov8", "channels-first", ("output0",), rows - BOX, anchors, 0, (), 0, "default")

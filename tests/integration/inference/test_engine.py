@@ -161,7 +161,7 @@ def test_cpu_engine_warms_up_and_runs_a_batch(good_model: Path) -> None:
     out = engine.run(batch)
     assert out.shape == (3, 8, ANCHORS) and out.dtype == np.float32
     np.testing.assert_allclose(out[:, 4, 0], [0.0, 0.25, 0.5], atol=1e-6)  # image order is kept
-    rows = decode_batch(np, out, conf_threshold=0.2, iou_threshold=0.5, max_det=10)
+    rows = decode_batch(np, out, conf_threshold=0.2, iou_threshold=0.5, max_det=10, layout=info.decoding)
     assert [len(r) for r in rows] == [1, 2, 2]
     np.testing.assert_allclose(rows[0][0], [80, 90, 120, 150, 0.8, 0], atol=1e-5)
     engine.close()
@@ -289,7 +289,7 @@ def test_demo_model_finds_parts_in_a_rendered_scene() -> None:
     output = engine.run(batch)
     if output[:, 4:].max() < 0.05:
         pytest.skip(f"the demo model in models/ looks untrained (max score {output[:, 4:].max():.4f})")
-    all_rows = decode_batch(np, output, conf_threshold=0.25, iou_threshold=0.5, max_det=300)
+    all_rows = decode_batch(np, output, conf_threshold=0.25, iou_threshold=0.5, max_det=300, layout=info.decoding)
     for (_, labels), rows in zip(scenes, all_rows, strict=True):
         dets = to_detections(rows, letterbox, info.names, conf_threshold=0.25)
         found = sum(any(d.cls == gt["cls"] and _iou(d.box, gt["box"]) > 0.5 for d in dets) for gt in labels)

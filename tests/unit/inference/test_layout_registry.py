@@ -9,8 +9,10 @@ from typing import Any, get_args
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from daemon.config.models import ModelConfig
+from daemon.core.model_spec import LayoutName
 from daemon.core.xp import ArrayModule
 from daemon.inference.layouts import FAMILIES, ModelLayout, family, names, warm_up_mismatch
 from daemon.inference.layouts.base import Candidates, Claim, Decode, Found, LayoutFamily, OutputInfo
@@ -110,8 +112,11 @@ def test_without_the_registry_line_the_family_is_unknown(tmp_path: Path) -> None
         load_model_info(path, SIZE)
 
 
-def test_the_configs_layout_choices_are_the_registrys_families() -> None:
-    """The config room cannot import the inference room, so `[models.<size>] layout` lists the
-    families itself: it must name exactly the registered ones (plus `auto`)."""
-    choices = set(get_args(ModelConfig.model_fields["layout"].annotation))
-    assert choices == {"auto", *names()}
+def test_the_layout_names_are_defined_once_and_the_registry_serves_each() -> None:
+    """`daemon.core.model_spec.LayoutName` names the families once; the config accepts exactly those
+    (plus `auto`) and the registry has one family for each, in that order."""
+    assert names() == get_args(LayoutName)
+    with pytest.raises(ValidationError, match="layout"):
+        ModelConfig.model_validate({"path": "m.onnx", "layout": "yolov9"})
+    for name in ("auto", *names()):
+        assert ModelConfig.model_validate({"path": "m.onnx", "layout": name}).layout == name

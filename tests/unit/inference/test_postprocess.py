@@ -9,12 +9,16 @@ import numpy.typing as npt
 import pytest
 
 from daemon.core.frames import Letterbox
+from daemon.inference.layouts.yolov8 import bare_layout
 from daemon.inference.postprocess import decode_batch, greedy_nms, to_detections
 from tests.support.postprocess_refs import NAMES, A, C, make_output, random_boxes, reference_nms
 
 
 def decode(output: Any, **kwargs: Any) -> list[npt.NDArray[np.float32]]:
+    """YOLOv8 `[B, 4 + C, A]` unless the test names another layout."""
     args: dict[str, Any] = {"conf_threshold": 0.25, "iou_threshold": 0.5, "max_det": 300} | kwargs
+    if "layout" not in args:
+        args["layout"] = bare_layout(output)
     return decode_batch(np, output, **args)
 
 

@@ -21,6 +21,7 @@ from daemon.core.frames import StatusEvent
 from daemon.core.memory import MemorySample, read_rss_mb
 from daemon.core.metrics import Metrics
 from daemon.inference.engine import InferenceError
+from daemon.inference.layouts.yolov8 import yolov8_layout
 from daemon.inference.model_file import ModelInfo
 from daemon.inference.providers import EngineError, Placement
 from daemon.inference.serving import ServingEngine
@@ -40,6 +41,7 @@ INFO = ModelInfo(
     num_classes=1,
     anchors=3549,
     batch=None,
+    model_layout=yolov8_layout(416, 1),
 )
 
 
