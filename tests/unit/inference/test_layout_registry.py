@@ -120,3 +120,14 @@ def test_the_layout_names_are_defined_once_and_the_registry_serves_each() -> Non
         ModelConfig.model_validate({"path": "m.onnx", "layout": "yolov9"})
     for name in ("auto", *names()):
         assert ModelConfig.model_validate({"path": "m.onnx", "layout": name}).layout == name
+
+
+def test_the_output_shape_the_device_path_preallocates_comes_from_the_family() -> None:
+    """A pose export's keypoint channels count (the IO binding used to assume `4 + C`); a transposed
+    export is anchors-first; families whose shape only the run decides preallocate nothing."""
+    pose = ModelLayout("yolov8", "channels-first", ("output0",), 1, 8400, 640, (8, 16, 32), extra=51)
+    assert family("yolov8").output_shape(pose, 3) == (3, 4 + 1 + 51, 8400)
+    flipped = ModelLayout("yolov8", "anchors-first", ("output0",), 2, 8400, 640, (8, 16, 32))
+    assert family("yolov8").output_shape(flipped, 1) == (1, 8400, 6)
+    rows = ModelLayout("end2end", "rows", ("output0",), 2, 0, 640, ())
+    assert family("end2end").output_shape(rows, 1) is None
