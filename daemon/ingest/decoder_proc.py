@@ -4,7 +4,9 @@ threads of the single-process path, with frames written into shared memory (`shm
 The daemon (`daemon.ingest.decoders.DecoderPool`) starts it with the `spawn` context and talks to
 it over one duplex pipe. Commands in: `("attempt", camera_config)` (open one connection and read it
 to its end), `("stop", camera_id)`, `("routed", camera_id, letterbox, ring_name, slots)` (the
-answer to a route request), `("exit",)`. Messages out, one small tuple each, never pixels:
+answer to a route request), `("taken", camera_id)` (a `realtime = false` replay's frame was taken by
+the daemon's consumer: the reader goes on, as `put(wait=True)` does in a thread), `("exit",)`.
+Messages out, one small tuple each, never pixels:
 
 - `("route", camera, w, h)`: a frame of a size not yet routed; the reader waits for `routed`.
   Routing, its log lines and status events stay in the daemon (`SourceGeometry`).
@@ -77,6 +79,7 @@ class _Camera:
     outbox: _Outbox
     stop: threading.Event = field(default_factory=threading.Event)
     answer: threading.Event = field(default_factory=threading.Event)
+    taken: threading.Event = field(default_factory=threading.Event)
     pending: _Routed | None = None
     routes: dict[tuple[int, int], _Routed] = field(default_factory=dict)
     current: _Routed | None = None
@@ -121,7 +124,12 @@ class _Camera:
             raise
         reader = self.link.reader if self.link is not None else None
         frames, fps = (reader.frames, reader.fps) if reader is not None else (0, 0.0)
+        if wait:
+            self.taken.clear()
         self.outbox.send(("frame", self.id, slot, frame.seq, frame.captured_ms, frame.captured_mono, frames, fps))
+        while wait and not self.taken.wait(0.1):  # a replay: on once the daemon's consumer took it
+            if self.stop.is_set():
+                return False
         return True
 
     def discard(self, camera_id: str) -> None:
@@ -172,6 +180,10 @@ class _Process:
             camera = self.cameras.get(command[1])
             if camera is not None:
                 camera.stop.set()
+        elif kind == "taken":
+            camera = self.cameras.get(command[1])
+            if camera is not None:
+                camera.taken.set()
         elif kind == "routed":
             _, camera_id, letterbox, ring_name, slots = command
             camera = self.cameras.get(camera_id)

@@ -291,7 +291,7 @@ class ProcessLink:
             self._ring_of = proc
         self._pool._send(proc, ("routed", self.camera.id, letterbox, self._ring.name, self._ring.slots))
 
-    def _frame(self, message: Sequence[Any], stop: threading.Event) -> bool:
+    def _frame(self, proc: _Process, message: Sequence[Any], stop: threading.Event) -> bool:
         """Hand one frame on; False when a replay's put was stopped."""
         _, camera_id, slot, seq, captured_ms, captured_mono, frames, fps = message
         self.frames, self._fps, self.last_frame_mono = frames, fps, captured_mono
@@ -301,9 +301,12 @@ class ProcessLink:
         view = ring.lease(slot)
         frame = Frame(camera_id, seq, captured_ms, captured_mono, letterbox, (view[0], view[1], view[2]))
         del view
-        if self.camera.is_file and not self.camera.realtime:
-            return self._parts.consumer.put(frame, wait=True, stop=stop)
-        self._parts.consumer.put(frame, wait=False)
+        if not (self.camera.is_file and not self.camera.realtime):
+            self._parts.consumer.put(frame, wait=False)
+            return True
+        if not self._parts.consumer.put(frame, wait=True, stop=stop):
+            return False
+        self._pool._send(proc, ("taken", camera_id))
         return True
 
     def died(self) -> None:
@@ -332,7 +335,7 @@ class _Attempt:
                 continue
             kind = message[0]
             if kind == "frame":
-                if not self._link._frame(message, stop):
+                if not self._link._frame(self._proc, message, stop):
                     self._ask_stop()
             elif kind == "route":
                 self._link._route(self._proc, message[2], message[3])
