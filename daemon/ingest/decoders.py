@@ -56,14 +56,14 @@ def plan_processes(setting: int | str, cameras: int, cpus: int | None = None) ->
     A count is taken as it is. `auto`: the readers' load, `cameras x AUTO_FPS x AUTO_FRAME_CPU_S`
     cores, stays in the daemon while it is at most `AUTO_THREAD_SHARE` of a core; beyond that,
     one decoder process per `AUTO_THREAD_SHARE` of a core of it, beside the daemon's own, at most
-    one process per CPU core (16 cameras: 0.79 cores, two decoder processes, three with the
-    daemon where the cores allow)."""
+    one process per CPU core this process may run on (16 cameras: 0.79 cores, two decoder
+    processes, three with the daemon where the cores allow). The count is planned once, at start."""
     if setting != "auto":
         return int(setting), "configured"
     load = cameras * AUTO_FPS * AUTO_FRAME_CPU_S
     if load <= AUTO_THREAD_SHARE:
         return 1, f"{cameras} cameras: readers {load:.2f} of a core, within {AUTO_THREAD_SHARE}"
-    cores = cpus if cpus is not None else (os.cpu_count() or 1)
+    cores = cpus if cpus is not None else len(os.sched_getaffinity(0))
     wanted = 1 + math.ceil(load / AUTO_THREAD_SHARE)
     count = max(1, min(wanted, cores))
     return count, f"{cameras} cameras: readers {load:.2f} of a core, {cores} cores"
@@ -102,7 +102,12 @@ class _Process:
 
 
 class DecoderPool:
-    """The decoder processes and the cameras each serves (cameras spread round-robin in order of arrival)."""
+    """The decoder processes and the cameras each serves (cameras spread round-robin in order of arrival).
+
+    A camera added while the daemon runs starts in either mode the same way: a `CameraSource` given
+    the pipeline's pool (`decoders=`, None on the single-process path) takes its link from `link`;
+    one removed for good is stopped and joined like any source, then `forget` drops it here. The
+    processes start at their first camera's first attempt and stop at `close`."""
 
     def __init__(self, processes: int, metrics: Metrics, log_setup: Callable[[], None] | None = None) -> None:
         if processes < 1:

@@ -40,12 +40,18 @@ def _replay(
         assert (decoders is not None) == (processes > 1)
         if decoders is not None:
             assert len(decoders.pids()) == processes - 1
-        metrics = d.metrics
-        decoded = {cam: metrics.frames_decoded.labels(camera=cam)._value.get() for cam in clips}
+        registry = d.metrics.registry
+        wait_until(
+            lambda: all(
+                (registry.get_sample_value("beltsight_frames_decoded_total", {"camera": cam}) or 0) >= clip.frames
+                for cam, clip in clips.items()
+            ),
+            30,
+            "the reader's counters in the daemon's registry",
+            d,
+        )
     got = {cam: entries(redis, cam) for cam in clips}
     redis.client().flushall()
-    for cam, clip in clips.items():
-        assert decoded[cam] >= clip.frames, "the decoder process's counters reach the daemon's metrics"
     return got
 
 
