@@ -6,13 +6,16 @@ paths can be compared entry by entry) and real RTSP cameras (a decoder process k
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.support.daemon_harness import InProcessDaemon, write_config
+from PIL import Image
+
+from tests.support.daemon_harness import InProcessDaemon, http_get, write_config
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip, RtspServer
 from tests.support.http_api import events
@@ -36,6 +39,7 @@ def _replay(
             "every frame of every replay in Redis",
             d,
         )
+        live = _live_view(d, next(iter(clips)))
         decoders = d.daemon.pipeline.decoders if d.daemon.pipeline is not None else None
         assert (decoders is not None) == (processes > 1)
         if decoders is not None:
@@ -52,7 +56,20 @@ def _replay(
         )
     got = {cam: entries(redis, cam) for cam in clips}
     redis.client().flushall()
+    assert live in {e["seq"] for e in got[next(iter(clips))]}, "the live view shows a published frame"
     return got
+
+
+def _live_view(d: InProcessDaemon, camera: str) -> str:
+    """The live view's JPEG of `camera` (drawn from the frame's planes, a shared-memory slot with
+    processes): its seq, once it decodes as an image."""
+    assert d.daemon.health is not None
+    reply = http_get(d.daemon.health.port, f"/cameras/{camera}/snapshot.jpg")
+    assert reply.status == 200
+    with Image.open(io.BytesIO(reply.body)) as image:
+        image.load()
+        assert image.width > 0 and image.height > 0
+    return reply.headers["X-Beltsight-Seq"]
 
 
 def test_two_processes_publish_what_one_process_publishes(
