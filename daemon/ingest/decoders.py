@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import queue
 import threading
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection as Pipe
@@ -31,6 +32,7 @@ import structlog
 from daemon.config.cameras import CameraConfig
 from daemon.core.frames import Frame, Letterbox
 from daemon.core.metrics import Metrics
+from daemon.core.redaction import SECRETS
 from daemon.ingest import decoder_proc
 from daemon.ingest.decoding import ConnectionLostError
 from daemon.ingest.link import LinkParts
@@ -122,6 +124,9 @@ class DecoderPool:
         self._lock = threading.Lock()
         self._closed = False
         self._links: list[ProcessLink] = []
+        self._direct: dict[str, ProcessLink] = {}
+        """Cameras whose frames the pipe's thread hands to the consumer itself (latest-frame-wins
+        `put`s never block); a `realtime = false` replay's go through its own thread, which waits."""
         self.restarts = 0
 
     def link(self, camera: CameraConfig, parts: LinkParts) -> ProcessLink:
@@ -131,6 +136,8 @@ class DecoderPool:
             self._inboxes[camera.id] = queue.SimpleQueue()
             link = ProcessLink(camera, parts, self)
             self._links.append(link)
+            if not (camera.is_file and not camera.realtime):
+                self._direct[camera.id] = link
         return link
 
     def forget(self, camera_id: str) -> None:
@@ -138,6 +145,7 @@ class DecoderPool:
         with self._lock:
             self._assigned.pop(camera_id, None)
             self._inboxes.pop(camera_id, None)
+            self._direct.pop(camera_id, None)
             self._links = [link for link in self._links if link.camera.id != camera_id]
 
     def pids(self) -> list[int]:
@@ -188,6 +196,10 @@ class DecoderPool:
                 if message[0] == "metrics":
                     self._relay(message[1])
                     continue
+                direct = self._direct.get(message[1]) if message[0] == "frame" else None
+                if direct is not None:  # a live camera's frame: to the consumer from here, one thread wake less
+                    self._hand_on(direct, proc, message)
+                    continue
                 inbox = self._inboxes.get(message[1])
                 if inbox is not None:
                     inbox.put(message)
@@ -204,6 +216,14 @@ class DecoderPool:
                 inbox = self._inboxes.get(camera_id)
                 if inbox is not None:
                     inbox.put(("died", camera_id, proc))
+
+    @staticmethod
+    def _hand_on(link: ProcessLink, proc: _Process, message: tuple[Any, ...]) -> None:
+        try:
+            link._frame(proc, message, link._parts.stop)
+        except Exception as exc:  # a bug: this camera's frame is lost, never the process's pipe
+            trace = SECRETS.scrub("".join(traceback.format_exception(exc)))
+            log.error("camera_thread_crashed", camera=link.camera.id, error=type(exc).__name__, traceback=trace)
 
     def _relay(self, deltas: Mapping[tuple[str, tuple[tuple[str, str], ...]], float]) -> None:
         counters = {
