@@ -7,8 +7,9 @@ daemon keeps the whole lifecycle (state, reconnect with backoff, status events, 
 `attempt` asks the camera's process to read one connection, then turns what comes back into what
 `AvLink` would have done in the thread: routing (`SourceGeometry`, here), `camera_up`, status
 events, frames to the consumer (their planes leased from the camera's `SlotRing`, never pickled),
-and the attempt's end. The decoder's counters come back as deltas (`metrics` messages) into the
-daemon's registry, so the metrics read the same in both modes.
+and the attempt's end. A live camera's frames are handed on by the thread that reads the process's
+pipe (latest-frame-wins puts never block it); a replay's by the camera's thread, which waits. The
+decoder's counters come back as deltas (`metrics` messages) into the daemon's registry.
 
 A decoder process that dies ends its cameras' connections (`decoder process exited`: camera_down,
 as a lost connection); the next attempt starts a new process. The daemon never stops for it.
