@@ -10,7 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
+from daemon.config.engine import EngineConfig
 from daemon.ingest.decoders import plan_processes
 from daemon.ingest.shm_ring import FREE, HELD, WRITING, SlotRing
 
@@ -126,3 +128,12 @@ def test_auto_adds_a_process_per_share_of_a_core_that_the_readers_need(
     count, reason = plan_processes(setting, cameras, cpus)
     assert count == expected
     assert reason
+
+
+def test_engine_processes_takes_auto_or_a_count_from_toml_or_the_environment() -> None:
+    assert EngineConfig().processes == "auto"
+    assert EngineConfig.model_validate({"processes": "2"}).processes == 2  # BELTSIGHT_ENGINE__PROCESSES=2
+    assert EngineConfig.model_validate({"processes": 3}).processes == 3
+    for bad in (0, 65, "many"):
+        with pytest.raises(ValidationError):
+            EngineConfig.model_validate({"processes": bad})
