@@ -186,6 +186,8 @@ class Daemon:
         await p.sink.close()
         p.lanes.close()
         p.workers.close()
+        if p.decoders is not None:
+            await asyncio.get_running_loop().run_in_executor(None, p.decoders.close)
 
 
 def _join_sources(sources: tuple[CameraSource, ...], timeout_s: float) -> None:

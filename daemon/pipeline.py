@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import structlog
@@ -34,6 +35,7 @@ from daemon.inference.lanes import Batching, Lanes, Observe, Publish
 from daemon.inference.protocols import EngineBuilder
 from daemon.inference.providers import lane_workers, worker_batch
 from daemon.inference.swap import ModelSwapper
+from daemon.ingest.decoders import DecoderPool, decoder_pool
 from daemon.ingest.hwdecode import source_decode
 from daemon.ingest.sources import CameraSource
 from daemon.ops.http import HealthServer, HttpLimits, health_report
@@ -42,6 +44,7 @@ from daemon.ops.http.api_lines import LinesApi
 from daemon.ops.http.api_models import ModelsApi
 from daemon.ops.lines import LinesControl
 from daemon.ops.liveview import LiveView
+from daemon.ops.logging import configure_logging
 from daemon.ops.models import ModelsControl
 from daemon.ops.reload import Reloader
 from daemon.ops.systemd import SystemdNotifier
@@ -81,6 +84,8 @@ class Pipeline:
     sink: RedisSink
     thermal: ThermalMonitor
     sources: tuple[CameraSource, ...]
+    decoders: DecoderPool | None
+    """The decoder processes (`[engine] processes` above 1); None: every camera in a thread."""
     health: HealthServer | None
     snapshots: SnapshotWriter | None
     """The crossing snapshots' writer (`[snapshots] enabled`); None when off."""
@@ -152,7 +157,7 @@ def _wire(
         on_status=notifier.status,
     )
     _lanes_on_demand(hub, lanes, loop)
-    sources = _sources(settings, models, hub, metrics, on_status)
+    sources, decoders = _sources(settings, models, hub, metrics, on_status)
     report = _report(phase := Phase(), sources, sink, lanes, thermal)
     health = _health(settings, metrics, report, liveview, snapshots)
     lines = _lines(settings, tracking, liveview, sink, health)
@@ -171,6 +176,7 @@ def _wire(
         sink=sink,
         thermal=thermal,
         sources=sources,
+        decoders=decoders,
         health=health,
         snapshots=snapshots,
         capture=capture,
@@ -320,14 +326,23 @@ def _batching(settings: Settings, hub: FrameHub, metrics: Metrics) -> Batching:
     return batching
 
 
+def _decoders(settings: Settings, models: ProvedModels, metrics: Metrics) -> DecoderPool | None:
+    """The decoder processes `[engine] processes` asks for (`daemon.ingest.decoders.decoder_pool`)."""
+    on_device = source_decode(models.device, settings.engine.cuda.device_id) is not None
+    logs = partial(configure_logging, settings.logging.format, settings.logging.level)
+    cameras = settings.instance_cameras()
+    return decoder_pool(settings.engine.processes, cameras, metrics, on_device=on_device, log_setup=logs)
+
+
 def _sources(
     settings: Settings,
     models: ProvedModels,
     hub: FrameHub,
     metrics: Metrics,
     on_status: Callable[[StatusEvent], None],
-) -> tuple[CameraSource, ...]:
-    """This instance's cameras ([instance], daemon.config.sharding), routed to a model size each."""
+) -> tuple[tuple[CameraSource, ...], DecoderPool | None]:
+    """This instance's cameras ([instance], daemon.config.sharding), routed to a model size each, and
+    the decoder processes that read them (None: each in a thread of the daemon)."""
     cameras = settings.instance_cameras()
     inst = settings.instance
     metrics.instance_cameras.labels(shard=str(inst.shard), shards=str(inst.shards)).set(len(cameras))
@@ -341,10 +356,14 @@ def _sources(
         )
     router = ModelRouter(models.infos, {c.id: c.model for c in cameras if c.model is not None})
     hw = source_decode(models.device, settings.engine.cuda.device_id)  # None: the CPU path
-    return tuple(
-        CameraSource(camera, consumer=hub, route=router, on_status=on_status, metrics=metrics, hwdecode=hw)
+    decoders = _decoders(settings, models, metrics)
+    sources = tuple(
+        CameraSource(
+            camera, consumer=hub, route=router, on_status=on_status, metrics=metrics, hwdecode=hw, decoders=decoders
+        )
         for camera in cameras
     )
+    return sources, decoders
 
 
 def _health(

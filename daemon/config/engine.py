@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
@@ -91,6 +91,19 @@ class EngineConfig(Section):
     `daemon.inference.pixel_input`). "graph" applies with `device = "cpu"` and without TensorRT;
     elsewhere the file runs as it is. Needs the `onnx` package (`pip install onnx`), which the
     daemon does not otherwise need."""
+    processes: Literal["auto"] | Annotated[int, Field(ge=1, le=64)] = "auto"
+    """Processes the daemon runs, itself included: 1 reads every camera in a thread of the daemon
+    (the single-process path); N > 1 reads the RTSP cameras and files in N - 1 decoder processes
+    (started with `spawn`, cameras spread round-robin), each decoding and scaling its cameras'
+    frames to the model's planes into shared memory (`daemon.ingest.decoders`), so the decoders
+    no longer compete with inference, tracking and publishing for one interpreter lock. Streams,
+    entries, ids, `seq`, metrics, status events and the live view are the same in both; a decoder
+    process that dies is started again and its cameras report `camera_down` / `camera_up` as on a
+    reconnect. GigE cameras, and lanes that decode on the device (NVDEC), stay in threads.
+    "auto": the readers' estimated load, cameras x 15 fps x 3.3 ms (decode and scale of a 640x480
+    frame), stays in the daemon up to 0.7 of a core; beyond it, one decoder process per 0.7 of a
+    core of it, at most one process per CPU core (`daemon.ingest.decoders.plan_processes`; the
+    choice and its reason are logged as `engine_processes`)."""
     allow_fallback: bool = False
     """A session that did not get the first provider: false refuses to start (`provider_unavailable`,
     exit 69); true runs on what it got and logs an ERROR `provider_fallback`."""

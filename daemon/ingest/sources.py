@@ -25,6 +25,7 @@ from daemon.core.metrics import Metrics
 from daemon.core.redaction import SECRETS
 from daemon.core.status import StatusCallback
 from daemon.core.status_kinds import StatusKind
+from daemon.ingest.decoders import DecoderPool
 from daemon.ingest.decoding import ConnectionLostError
 from daemon.ingest.geometry import SourceGeometry
 from daemon.ingest.hwdecode import HwDecode
@@ -68,9 +69,12 @@ class CameraSource:
         clock: Clock = SYSTEM_CLOCK,
         backoff: Backoff | None = None,
         hwdecode: HwDecode | None = None,
+        decoders: DecoderPool | None = None,
     ) -> None:
         """`hwdecode` (lanes on the device only): open streams for NVDEC and hand each frame's
-        decoded planes on (`Frame.decoded`); None keeps the CPU path's `av.open` and frames."""
+        decoded planes on (`Frame.decoded`); None keeps the CPU path's `av.open` and frames.
+        `decoders` (`[engine] processes` above 1): an RTSP camera's or a file's connections are read
+        in a decoder process (`daemon.ingest.decoders`); this thread keeps the lifecycle."""
         self.camera = camera
         self._consumer = consumer
         self._on_status = on_status
@@ -82,7 +86,7 @@ class CameraSource:
         self._state: State = "connecting"
         self.geometry = SourceGeometry(camera.id, route, self._status)
         parts = LinkParts(consumer, self.geometry, metrics, clock, self._stop, self._on_up, self._status)
-        self._link = make_link(camera, parts, hwdecode)
+        self._link = make_link(camera, parts, hwdecode, decoders)
         self._last_down_reason: str | None = None
         self._down_log = RepeatSummary(clock=self._clock)
         self.finished = False

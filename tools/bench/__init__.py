@@ -5,7 +5,7 @@
         [--naive-seconds S] [--stage-ab-seconds 10] [--ab EXPERIMENT] [--no-lines] [--snapshots]
         [--flame FILE.svg] [--scaling 1,2,4,8,16] [--preprocess host|graph] [--out DIR]
     .venv/bin/python -m tools.bench --null-model [--cameras 8,16,24,32] [--seconds 20] [--preprocess host|graph|both]
-        [--boxes 7] [--gil] [--ab EXPERIMENT]
+        [--boxes 7] [--gil] [--ab EXPERIMENT] [--processes 1,auto]
 
 1. renders K synthetic clips (cached in runs/bench-cache), starts redis-server and tools/kit/rtsp_server.py;
 2. runs the real daemon in-process (CPU provider, `model` forced per camera; tracking on, and with
@@ -44,7 +44,8 @@ and RSS per camera count into scaling.png, and names the knee (the last count se
 daemon at each `--cameras` count up to and past saturation beside a decode-only run of the same
 streams, one table (frames/s, CPU per frame by stage and outside decoding and the model's run, the
 busiest thread, freshness p50/p99, least/most served camera, RSS, decode-only fps and CPU);
-`--preprocess both` runs each count with `engine.preprocess` "host" and "graph"; `--gil` adds
+`--preprocess both` runs each count with `engine.preprocess` "host" and "graph", `--processes 1,auto`
+with each `engine.processes` value (the daemon's CPU, threads and RSS include its decoder processes); `--gil` adds
 `tools/bench/gil.py` (where each thread role waits for the interpreter lock, from py-spy).
 
 Modules: `phase` (the daemon in-process, sampled), `budget` (stage budget, counters' cost, scaling),
@@ -52,6 +53,8 @@ Modules: `phase` (the daemon in-process, sampled), `budget` (stage budget, count
 servers, clips, /proc readers, percentiles), `report` (checks, table, plot); `python -m
 tools.bench.decoders URL ...` and `python -m tools.bench.preprocess` are the decoding load and the
 pre-processing micro-bench;
+`python -m tools.bench.redis_parser` measures the sink's pipelines with redis-py's Python parser
+against hiredis';
 `python -m tools.bench.lines_apply` measures lines applied live (a PUT to the next frame) and a
 reload under the load of 4 cameras.
 """

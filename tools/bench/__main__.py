@@ -72,6 +72,12 @@ def parse_args() -> argparse.Namespace:
         help="engine.preprocess for the daemon phases; 'both' (--null-model only): a phase with each per "
         "camera count, one after the other",
     )
+    p.add_argument(
+        "--processes",
+        default="1",
+        help="engine.processes for the daemon phases (1, a count or auto); with --null-model a comma list "
+        "(e.g. 1,auto): a phase with each per camera count, one after the other",
+    )
     p.add_argument("--fps", type=int, default=15)
     p.add_argument("--size", default="640x480")
     p.add_argument("--seconds", type=float, default=60)

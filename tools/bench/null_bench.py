@@ -1,7 +1,7 @@
 """`python -m tools.bench --null-model`: what the daemon costs around a model that costs nothing.
 
     .venv/bin/python -m tools.bench --null-model [--cameras 8,16,24,32] [--seconds 20] [--model 640|FILE.onnx]
-        [--boxes 7] [--fps 15] [--size 640x480] [--out DIR]
+        [--boxes 7] [--fps 15] [--size 640x480] [--processes 1,auto] [--out DIR]
 
 The model (`--model`, a 416/640/800 demo model or a file of one of those sizes) is replaced by its
 null model (`tools.bench.null_model`: same input, output and metadata, a few fixed boxes, cached in
@@ -14,7 +14,9 @@ of it lies outside decoding and the (null) model's run, the busiest thread's sha
 freshness (published - captured) p50/p99, the least and most served camera's fps, RSS, and the
 decode-only run; then the stage budget per frame for each count. Writes null-report.json into --out.
 With `engine.preprocess = "graph"` the pixel prefix runs inside `session.run`, so "outside" leaves it
-out: compare the process CPU per frame between the two paths.
+out: compare the process CPU per frame between the two paths. `--processes 1,auto` runs each count
+with each `[engine] processes` value in turn; the daemon's CPU, threads and RSS then include its
+decoder processes (`tools.bench.procs.daemon_cpu_s`).
 """
 
 from __future__ import annotations
@@ -122,7 +124,7 @@ def row(phase: dict[str, Any], decode: dict[str, Any]) -> dict[str, Any]:
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
     head = (
-        f"{'cams':>4} {'pre':>5} {'offered':>7} {'fps':>7} {'cores':>5} {'ms/frame':>8} {'outside':>7}"
+        f"{'cams':>4} {'pre':>5} {'procs':>5} {'offered':>7} {'fps':>7} {'cores':>5} {'ms/frame':>8} {'outside':>7}"
         f" {'busiest thread':>29} {'p50':>6} {'p99':>6} {'cam fps min-max':>15} {'RSS MB':>7}"
         f" | {'decode-only fps':>15} {'cores':>5} {'ms/fr':>5}"
     )
@@ -130,7 +132,8 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         b, d = r["busiest_thread"], r["decode_only"]
         lines.append(
-            f"{r['cameras']:>4} {r['preprocess']:>5} {r['offered_fps']:>7} {r['fps']:>7.1f} {r['process_cores']:>5.2f}"
+            f"{r['cameras']:>4} {r['preprocess']:>5} {r['processes']:>5} {r['offered_fps']:>7}"
+            f" {r['fps']:>7.1f} {r['process_cores']:>5.2f}"
             f" {r['cpu_ms_per_frame']:>8.2f} {r['cpu_ms_outside_decode_and_run']:>7.2f}"
             f" {str(b['name'])[:22]:>22} {b['core_pct']:>5.1f}%"
             f" {r['freshness_ms']['p50']:>6.0f} {r['freshness_ms']['p99']:>6.0f}"
@@ -140,12 +143,12 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     lines += [
         "",
         "CPU per published frame by stage, ms (thread CPU where each stage runs; untimed = the rest of the process):",
-        f"{'cams':>4} {'pre':>5} " + " ".join(f"{k:>11}" for k in SHOWN_STAGES) + f" {'untimed':>8}",
+        f"{'cams':>4} {'pre':>5} {'procs':>5} " + " ".join(f"{k:>11}" for k in SHOWN_STAGES) + f" {'untimed':>8}",
     ]
     for r in rows:
         st = r["stages_ms_per_frame"]
         lines.append(
-            f"{r['cameras']:>4} {r['preprocess']:>5} "
+            f"{r['cameras']:>4} {r['preprocess']:>5} {r['processes']:>5} "
             + " ".join(f"{st[k]:>11.2f}" for k in SHOWN_STAGES)
             + f" {r['untimed_ms_per_frame']:>8.2f}"
         )
@@ -155,7 +158,11 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """The null-model bench (`args` from `tools.bench.__main__.parse_args`)."""
     counts = [int(v) for v in (args.cameras or DEFAULT_COUNTS).split(",")]
-    modes = ["host", "graph"] if args.preprocess == "both" else [args.preprocess]
+    modes = [
+        (pre, procs)
+        for pre in (["host", "graph"] if args.preprocess == "both" else [args.preprocess])
+        for procs in str(args.processes).split(",")
+    ]
     source = MODELS[args.model]
     null = make_null_model(source, CACHE / f"null-{source.stem}.onnx", args.boxes)
     MODELS[args.model] = null  # the daemon's config and every phase read the harness's model table
@@ -169,12 +176,16 @@ def run(args: argparse.Namespace) -> int:
         srv.start([clips[i % len(clips)] for i in range(max(counts))], args.out)
         for k in counts:
             done = []
-            for mode in modes:
+            for mode, procs in modes:
                 redis.Redis(port=srv.redis_port).flushall()
-                args.preprocess = mode
-                print(f"bench: null model, daemon phase, {k} cameras, preprocess {mode}, {args.seconds} s", flush=True)
+                args.preprocess, args.processes = mode, procs
+                print(
+                    f"bench: null model, daemon phase, {k} cameras, preprocess {mode}, processes {procs},"
+                    f" {args.seconds} s",
+                    flush=True,
+                )
                 spy = GilProfile(args.seconds) if args.gil else None
-                phases[f"{k}-{mode}"] = phase = daemon_phase(
+                phases[f"{k}-{mode}-{procs}"] = phase = daemon_phase(
                     k, args, srv, args.out, on_window=spy.start if spy is not None else None
                 )
                 if spy is not None:
@@ -188,11 +199,11 @@ def run(args: argparse.Namespace) -> int:
                         f" (pairs {e['fps_ratios']}), CPU per frame {e['cpu_per_frame_on_over_off']}",
                         flush=True,
                     )
-                done.append((mode, phase))
+                done.append((mode, procs, phase))
             print(f"bench: null model, decode only, {k} streams, {args.seconds} s", flush=True)
             decode = decode_only(srv.urls[:k], args.seconds)
             print(f"bench:   decode only {decode['fps']} fps", flush=True)
-            rows += [{"preprocess": mode, **row(phase, decode)} for mode, phase in done]
+            rows += [{"preprocess": mode, "processes": procs, **row(phase, decode)} for mode, procs, phase in done]
     finally:
         srv.close()
     print(

@@ -31,9 +31,9 @@ from tools.bench.procs import (
     Servers,
     busiest_thread,
     cpu_clocks,
+    daemon_cpu_s,
+    daemon_rss_mb,
     pct,
-    proc_cpu_s,
-    proc_rss_mb,
     split_window,
     thread_cpu_s,
     thread_times_s,
@@ -123,7 +123,7 @@ class Segments:
             experiment.apply(False)
 
     def _state(self) -> tuple[float, float, dict[Any, float], dict[str, float]]:
-        return time.time(), proc_cpu_s(), snapshot(self._metrics), role_seconds(thread_times_s())
+        return time.time(), daemon_cpu_s(), snapshot(self._metrics), role_seconds(thread_times_s())
 
     def tick(self) -> None:
         if self._seconds and time.time() - self._start[0] >= self._seconds:
@@ -203,6 +203,7 @@ def daemon_phase(
     engine["workers"] = args.workers
     engine["worker_batch"] = args.worker_batch
     engine["preprocess"] = getattr(args, "preprocess", None) or "host"
+    engine["processes"] = _processes(getattr(args, "processes", None) or "1")
     config = write_config(
         out / f"daemon-k{k}.toml",
         redis_url=f"redis://127.0.0.1:{srv.redis_port}/{k % 16}",
@@ -241,7 +242,7 @@ def daemon_phase(
                     "cpu_pct": round(100 * own / wall, 1),
                     "servers_cpu_pct": round(100 * servers / wall, 1),
                     "others_cpu_pct": round(100 * (machine - own - servers) / wall, 1),
-                    "rss_mb": round(proc_rss_mb(), 1),
+                    "rss_mb": round(daemon_rss_mb(), 1),
                 }
             )
             prev = cur
@@ -286,6 +287,12 @@ def daemon_phase(
     share = phase["inference_cpu_s"] / workers_cpu if workers_cpu else None
     phase["session_run_share_of_workers_cpu"] = None if share is None else round(share, 3)
     return phase
+
+
+def _processes(value: str) -> int | str:
+    """`--processes`' value as `[engine] processes` takes it."""
+    first = value.split(",", maxsplit=1)[0]
+    return first if first == "auto" else int(first)
 
 
 def summarize_phase(

@@ -3,12 +3,14 @@
 `Servers` starts redis-server and tools/kit/rtsp_server.py (run by Debian's python3) with
 tools/kit's launchers and stops them;
 `render_clips` renders the synthetic clips they serve (cached in runs/bench-cache); the /proc
-readers give CPU seconds (this process, its threads, another process, the whole machine) and RSS;
+readers give CPU seconds (this process, its threads, another process, the whole machine) and RSS,
+the daemon's counting its decoder processes (`[engine] processes`, this process's children);
 `pct` and `split_window` are the latency percentiles both phases report.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import threading
@@ -32,6 +34,22 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 def proc_cpu_s(pid: int | str = "self") -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+
+
+def decoder_pids() -> list[int]:
+    """This process's `multiprocessing` children: the daemon's decoder processes (`[engine] processes`)."""
+    return [p.pid for p in multiprocessing.active_children() if p.pid is not None]
+
+
+def daemon_cpu_s() -> float:
+    """CPU seconds of this process (the daemon runs in it) and of its decoder processes."""
+    total = proc_cpu_s()
+    for pid in decoder_pids():
+        try:
+            total += proc_cpu_s(pid)
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+    return total
 
 
 def thread_times_s() -> dict[str, tuple[float, float]]:
@@ -66,6 +84,16 @@ def thread_cpu_s() -> dict[int, tuple[str, float]]:
             out[int(tid)] = (names.get(int(tid), "native"), proc_cpu_s(f"self/task/{tid}"))
         except (OSError, IndexError):
             continue  # the thread ended meanwhile
+    for pid in decoder_pids():  # a decoder process's threads (their ids are unique machine-wide)
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                out[int(tid)] = ("decoder process", proc_cpu_s(f"{pid}/task/{tid}"))
+            except (OSError, IndexError):
+                continue
     return out
 
 
@@ -89,11 +117,22 @@ def machine_busy_s() -> float:
 
 def cpu_clocks(srv: Servers) -> tuple[float, float, float, float]:
     """(wall s, this process, the servers, the whole machine) CPU seconds."""
-    return time.time(), proc_cpu_s(), sum(proc_cpu_s(pid) for pid in srv.pids), machine_busy_s()
+    return time.time(), daemon_cpu_s(), sum(proc_cpu_s(pid) for pid in srv.pids), machine_busy_s()
 
 
 def proc_rss_mb(pid: int | str = "self") -> float:
     return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE / 2**20
+
+
+def daemon_rss_mb() -> float:
+    """RSS of this process and its decoder processes (shared memory counted where each maps it)."""
+    total = proc_rss_mb()
+    for pid in decoder_pids():
+        try:
+            total += proc_rss_mb(pid)
+        except (OSError, IndexError):
+            continue
+    return total
 
 
 class Servers:

@@ -19,6 +19,24 @@ INGEST_EVENTS: tuple[LogEvent, ...] = (
         "(or every few minutes at the cap), `suppressed` counts the attempts not logged since",
         ("camera", "reason", "failures", "retry_in_s", "suppressed"),
     ),
+    LogEvent(
+        "decoder_process_exited",
+        "error",
+        "a decoder process (`[engine] processes`) ended unasked; its cameras reconnect through a new one",
+        ("process", "exitcode"),
+    ),
+    LogEvent(
+        "decoder_process_started",
+        "info",
+        "a decoder process started (`restarts`: how many the pool started again after one ended)",
+        ("process", "pid", "restarts"),
+    ),
+    LogEvent(
+        "engine_processes",
+        "info",
+        "how many processes read the cameras (`[engine] processes`), the daemon included, and why",
+        ("processes", "setting", "reason"),
+    ),
     LogEvent("camera_finished", "info", "a file source reached its end and does not loop", ("camera", "reason")),
     LogEvent("camera_no_model", "warning", "no configured model serves this camera's frame size", ("camera", "size")),
     LogEvent(
