@@ -37,6 +37,7 @@ from daemon.inference.swap import ModelSwapper
 from daemon.ingest.hwdecode import source_decode
 from daemon.ingest.sources import CameraSource
 from daemon.ops.http import HealthServer, HttpLimits, health_report
+from daemon.ops.http import clips as clip_route
 from daemon.ops.http import snapshots as snapshot_route
 from daemon.ops.http.api_lines import LinesApi
 from daemon.ops.http.api_models import ModelsApi
@@ -46,6 +47,7 @@ from daemon.ops.models import ModelsControl
 from daemon.ops.reload import Reloader
 from daemon.ops.systemd import SystemdNotifier
 from daemon.publish.capture import FrameCapture
+from daemon.publish.clips import ClipRecorder
 from daemon.publish.sink import RedisSink
 from daemon.publish.snapshots import SnapshotWriter
 from daemon.thermal.monitor import ThermalMonitor
@@ -86,6 +88,8 @@ class Pipeline:
     """The crossing snapshots' writer (`[snapshots] enabled`); None when off."""
     capture: FrameCapture | None
     """The frame capture (`[[capture.strategies]]` listed); None when off."""
+    clips: ClipRecorder | None
+    """The crossing clips (`[clips] enabled`): the recorder and its writer; None when off."""
     report: Callable[[], dict[str, Any]]
     """The /healthz JSON."""
     reloader: Reloader
@@ -133,6 +137,7 @@ def _wire(
     liveview = _liveview(settings, metrics, tracking)
     snapshots = SnapshotWriter(settings.snapshots, metrics) if settings.snapshots.enabled else None
     capture = _capture(settings, metrics, models)
+    clips = ClipRecorder.build(settings.clips, [c.id for c in settings.instance_cameras()], metrics)
     on_status = _status_to(sink, loop)
     workers = LaneWorkers(settings, factory, models, metrics, on_status)
     lanes = Lanes(
@@ -140,7 +145,7 @@ def _wire(
         metrics,
         build=workers,
         batching=_batching(settings, hub, metrics),
-        publish=_publish(tracking, liveview, sink, snapshots, capture),
+        publish=_publish(tracking, liveview, sink, snapshots, capture, clips=clips),
         observe=_observe(liveview, snapshots, capture),
     )
     thermal = ThermalMonitor(
@@ -152,9 +157,9 @@ def _wire(
         on_status=notifier.status,
     )
     _lanes_on_demand(hub, lanes, loop)
-    sources = _sources(settings, models, hub, metrics, on_status)
+    sources = _sources(settings, models, hub, metrics, on_status, clips=clips)
     report = _report(phase := Phase(), sources, sink, lanes, thermal)
-    health = _health(settings, metrics, report, liveview, snapshots)
+    health = _health(settings, metrics, report, liveview, snapshots, clips=clips)
     lines = _lines(settings, tracking, liveview, sink, health)
     return Pipeline(
         settings=settings,
@@ -174,6 +179,7 @@ def _wire(
         health=health,
         snapshots=snapshots,
         capture=capture,
+        clips=clips,
         report=report,
         reloader=_reloader(settings, workers, lanes, sink, health=health, tracking=tracking, lines=lines),
     )
@@ -272,15 +278,20 @@ def _publish(
     sink: RedisSink,
     snapshots: SnapshotWriter | None,
     capture: FrameCapture | None,
+    *,
+    clips: ClipRecorder | None,
 ) -> Publish:
     def publish(results: list[FrameResult]) -> None:
-        """Where results leave the lanes, in order: tracked, captured, snapshots queued, shown, published."""
+        """Where results leave the lanes, in order: tracked, captured, snapshots queued, clips named, shown,
+        published."""
         for result in results:
             tracked = tracking.process(result)
             if capture is not None:
                 capture.offer(result, tracked)  # before tracking (its weak detections) and after
             if snapshots is not None:
                 tracked = snapshots.attach(tracked)
+            if clips is not None:
+                tracked = clips.attach(tracked)
             liveview.tracked(tracked)
             sink.accept(tracked)
 
@@ -326,6 +337,8 @@ def _sources(
     hub: FrameHub,
     metrics: Metrics,
     on_status: Callable[[StatusEvent], None],
+    *,
+    clips: ClipRecorder | None,
 ) -> tuple[CameraSource, ...]:
     """This instance's cameras ([instance], daemon.config.sharding), routed to a model size each."""
     cameras = settings.instance_cameras()
@@ -341,9 +354,12 @@ def _sources(
         )
     router = ModelRouter(models.infos, {c.id: c.model for c in cameras if c.model is not None})
     hw = source_decode(models.device, settings.engine.cuda.device_id)  # None: the CPU path
+    rings = clips.rings if clips is not None else {}
     return tuple(
-        CameraSource(camera, consumer=hub, route=router, on_status=on_status, metrics=metrics, hwdecode=hw)
-        for camera in cameras
+        CameraSource(
+            c, consumer=hub, route=router, on_status=on_status, metrics=metrics, hwdecode=hw, packets=rings.get(c.id)
+        )
+        for c in cameras
     )
 
 
@@ -353,8 +369,11 @@ def _health(
     report: Callable[[], dict[str, Any]],
     liveview: LiveView,
     snapshots: SnapshotWriter | None,
+    *,
+    clips: ClipRecorder | None,
 ) -> HealthServer | None:
-    """The health endpoint (/healthz, /metrics, the live view, the snapshots), when `[health] listen` is set."""
+    """The health endpoint (/healthz, /metrics, the live view, the snapshots, the clips), when `[health] listen`
+    is set."""
     cfg = settings.health
     if not cfg.listen:
         return None
@@ -375,4 +394,6 @@ def _health(
     liveview.register(server, report)
     if snapshots is not None:
         snapshot_route.register(server, snapshots.root)
+    if clips is not None:
+        clip_route.register(server, clips.root)
     return server

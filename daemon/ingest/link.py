@@ -16,6 +16,7 @@ from typing import Protocol
 from daemon.core.clock import Clock
 from daemon.core.frames import FrameConsumer
 from daemon.core.metrics import Metrics
+from daemon.core.packets import PacketRing
 from daemon.ingest.geometry import SourceGeometry
 from daemon.ingest.reader import OnUp, Outcome
 
@@ -31,6 +32,8 @@ class LinkParts:
     stop: threading.Event
     on_up: OnUp
     status: Callable[[str, str], None]
+    packets: PacketRing | None = None
+    """The camera's packet ring ([clips]): links that read encoded video (RTSP, files) feed it."""
 
 
 class Link(Protocol):

@@ -22,6 +22,7 @@ from daemon.core.clock import SYSTEM_CLOCK, Clock, time_ms
 from daemon.core.frames import FrameConsumer, Router, StatusEvent
 from daemon.core.log_repeat import RepeatSummary
 from daemon.core.metrics import Metrics
+from daemon.core.packets import PacketRing
 from daemon.core.redaction import SECRETS
 from daemon.core.status import StatusCallback
 from daemon.ingest.decoding import ConnectionLostError
@@ -67,9 +68,11 @@ class CameraSource:
         clock: Clock = SYSTEM_CLOCK,
         backoff: Backoff | None = None,
         hwdecode: HwDecode | None = None,
+        packets: PacketRing | None = None,
     ) -> None:
         """`hwdecode` (lanes on the device only): open streams for NVDEC and hand each frame's
-        decoded planes on (`Frame.decoded`); None keeps the CPU path's `av.open` and frames."""
+        decoded planes on (`Frame.decoded`); None keeps the CPU path's `av.open` and frames.
+        `packets` ([clips]): the ring the reader keeps the camera's encoded packets in."""
         self.camera = camera
         self._consumer = consumer
         self._on_status = on_status
@@ -80,7 +83,7 @@ class CameraSource:
         self._thread: threading.Thread | None = None
         self._state: State = "connecting"
         self.geometry = SourceGeometry(camera.id, route, self._status)
-        parts = LinkParts(consumer, self.geometry, metrics, clock, self._stop, self._on_up, self._status)
+        parts = LinkParts(consumer, self.geometry, metrics, clock, self._stop, self._on_up, self._status, packets)
         self._link = make_link(camera, parts, hwdecode)
         self._last_down_reason: str | None = None
         self._down_log = RepeatSummary(clock=self._clock)

@@ -40,17 +40,22 @@ def h264_writer(
     crf: int = 20,
     preset: str = "veryfast",
     maxrate: str | None = None,
+    codec: str = "libx264",
 ) -> Iterator[Callable[[np.ndarray], None]]:
     """Yield `write(rgb_frame)` appending frames to an H.264 MP4 made for live replay:
     constant frame rate, no B-frames (decode order = display order), a keyframe every second.
-    `maxrate` (e.g. "1M") caps the bit rate as an IP camera's encoder does (VBV buffer of 2 s)."""
+    `maxrate` (e.g. "1M") caps the bit rate as an IP camera's encoder does (VBV buffer of 2 s).
+    `codec="libx265"` makes the same shape of clip in H.265 (tagged `hvc1`)."""
     with av.open(str(path), mode="w") as container:
-        stream = container.add_stream("libx264", rate=fps)
+        stream = container.add_stream(codec, rate=fps)
         stream.width, stream.height = width, height
         stream.pix_fmt = "yuv420p"
         stream.time_base = Fraction(1, fps)
         stream.codec_context.gop_size = fps
         stream.options = {"bf": "0", "g": str(fps), "crf": str(crf), "preset": preset}
+        if codec == "libx265":
+            stream.codec_tag = "hvc1"
+            stream.options |= {"x265-params": f"keyint={fps}:min-keyint={fps}:bframes=0:log-level=error"}
         if maxrate:
             rate = _bits(maxrate)
             stream.options |= {"maxrate": str(rate), "bufsize": str(2 * rate)}
