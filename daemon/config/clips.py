@@ -30,7 +30,9 @@ class ClipsConfig(Section):
     """Seconds of video after the crossing."""
     max_s: float = Field(default=60.0, gt=0, le=600)
     """The longest a clip grows: a crossing inside an open clip extends it to its own `post_s` while the clip
-    stays within `max_s` from its first packet; beyond that the crossing opens a clip of its own."""
+    stays within `max_s` from its first packet (and within 3 s past its first crossing's `post_s`, so that
+    every crossing it names finds it complete within `post_s` + 5 s); beyond that the crossing opens a clip
+    of its own."""
     lines: list[str] = Field(default_factory=list)
     """Line ids whose crossings get clips (on any camera); empty: every line."""
     labels: list[str] = Field(default_factory=list)

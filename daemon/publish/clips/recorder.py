@@ -5,9 +5,11 @@ Policy:
   ring (a short scan under its lock) and, for a crossing that opens a clip, offers one job to the writer's
   bounded queue without waiting.
 - A crossing on a selected line (`lines`; every line when empty) of a selected label (`labels`) that falls
-  inside its camera's open clip, while that clip stays within `max_s`, extends it to the crossing's own
-  `post_s`; any other opens a clip from the keyframe at or before `pre_s` before it (the oldest one held
-  when the ring covers less: just after a connection opened). So a busy belt makes one clip for many parts.
+  inside its camera's open clip extends it to the crossing's own `post_s`, while the clip stays within
+  `max_s` and within `EXTEND_MS` past its first crossing's `post_s` (each crossing a clip names finds it
+  complete within `post_s` + 5 s); any other opens a clip from the keyframe at or before `pre_s` before it
+  (the oldest one held when the ring covers less: just after a connection opened). So a busy belt makes
+  one clip for the parts of a few seconds, not one per part.
 - The event names the clip when its path is decided, before it is published (`clip`, `clip_offset_ms`:
   the crossing's time in the clip, from the packets' own timestamps); the file appears when the clip is
   complete, at most `post_s` + 5 s after the crossing.
@@ -39,6 +41,9 @@ LOG_INTERVAL_S = 60.0
 RING_SLACK_MS = 3000
 """A packet ring keeps `pre_s` plus this (a crossing reaches the recorder some hundreds of ms after its frame
 was read) plus at most one keyframe interval."""
+EXTEND_MS = 3000
+"""How far past its first crossing's `post_s` a clip may be extended: every crossing a clip names must find it
+complete within `post_s` + 5 s (the contract), and the writer needs the rest (a frame past the end, a poll)."""
 RING_MAX_BYTES = 64 * 2**20
 """A packet ring's byte bound: 8 s of a 64 Mbit/s camera; beyond it the ring keeps less than `pre_s`."""
 
@@ -102,7 +107,8 @@ class ClipRecorder:
             return event
         start = located.start
         path = clip_path(event.camera, start.wall_ms, at_ms)
-        clip = OpenClip(path, ring, located.info, start, end_ms=end_ms, limit_ms=start.wall_ms + self._max_ms)
+        limit_ms = min(start.wall_ms + self._max_ms, end_ms + EXTEND_MS)
+        clip = OpenClip(path, ring, located.info, start, end_ms=end_ms, limit_ms=limit_ms)
         if not self.writer.offer(clip):
             self._dropped("queue_full")
             return event

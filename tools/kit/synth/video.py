@@ -74,6 +74,17 @@ def h264_writer(
             container.mux(packet)
 
 
+def reencode(src: Path, dst: Path, *, codec: str = "libx265", crf: int = 23) -> None:
+    """`src` (any MP4 PyAV decodes) re-encoded by `h264_writer` with `codec` at its frame rate: the same
+    scene as an H.265 camera would send it (`codec="libx265"`), for the clips' and decoders' tests."""
+    with av.open(str(src)) as inp:
+        stream = inp.streams.video[0]
+        fps = round(float(stream.average_rate or 10))
+        with h264_writer(dst, stream.width, stream.height, fps, crf=crf, preset="ultrafast", codec=codec) as write:
+            for frame in inp.decode(stream):
+                write(frame.to_ndarray(format="rgb24"))
+
+
 RAMP_S = 0.3  # a stopping or starting belt changes speed linearly over this long
 
 
