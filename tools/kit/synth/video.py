@@ -17,6 +17,7 @@ from typing import Any
 
 import av
 import numpy as np
+from av.video.stream import VideoStream
 
 from tools.kit.synth.belt import lighting, make_belt
 from tools.kit.synth.parts import MIN_VISIBLE, NAMES, place_parts
@@ -48,6 +49,7 @@ def h264_writer(
     `codec="libx265"` makes the same shape of clip in H.265 (tagged `hvc1`)."""
     with av.open(str(path), mode="w") as container:
         stream = container.add_stream(codec, rate=fps)
+        assert isinstance(stream, VideoStream)
         stream.width, stream.height = width, height
         stream.pix_fmt = "yuv420p"
         stream.time_base = Fraction(1, fps)
@@ -78,10 +80,10 @@ def reencode(src: Path, dst: Path, *, codec: str = "libx265", crf: int = 23) -> 
     """`src` (any MP4 PyAV decodes) re-encoded by `h264_writer` with `codec` at its frame rate: the same
     scene as an H.265 camera would send it (`codec="libx265"`), for the clips' and decoders' tests."""
     with av.open(str(src)) as inp:
-        stream = inp.streams.video[0]
-        fps = round(float(stream.average_rate or 10))
-        with h264_writer(dst, stream.width, stream.height, fps, crf=crf, preset="ultrafast", codec=codec) as write:
-            for frame in inp.decode(stream):
+        video = inp.streams.video[0]
+        fps = round(float(video.average_rate or 10))
+        with h264_writer(dst, video.width, video.height, fps, crf=crf, preset="ultrafast", codec=codec) as write:
+            for frame in inp.decode(video):
                 write(frame.to_ndarray(format="rgb24"))
 
 
