@@ -92,8 +92,6 @@ def thread_cpu_s(thread: threading.Thread) -> float:
 
 def clips_cpu(path: Path, *, seconds: float, per_s: float, workdir: Path) -> dict[str, float]:
     container, stream, packets = packets_of(path)
-    assert stream.time_base is not None
-    tb_ms = float(stream.time_base * 1000)
     ring = PacketRing("bench", keep_ms=8000, max_bytes=2**30)
     cfg = ClipsConfig(enabled=True, dir=workdir / "clips")
     metrics = Metrics()
