@@ -28,6 +28,7 @@ from pathlib import Path
 import av
 import numpy as np
 import onnxruntime as ort
+from av.video.stream import VideoStream
 
 from daemon.config.clips import ClipsConfig
 from daemon.core.frames import FrameResult
@@ -51,7 +52,7 @@ def make_stream(path: Path, *, mbit: float, fps: int, seconds: float) -> None:
             write(noise[dy : dy + HEIGHT, dx : dx + WIDTH])
 
 
-def packets_of(path: Path) -> tuple[av.container.InputContainer, av.video.stream.VideoStream, list[av.Packet]]:
+def packets_of(path: Path) -> tuple[av.container.InputContainer, VideoStream, list[av.Packet[VideoStream]]]:
     container = av.open(str(path))
     stream = container.streams.video[0]
     return container, stream, [p for p in container.demux(stream) if p.size]
@@ -132,7 +133,10 @@ def clips_cpu(path: Path, *, seconds: float, per_s: float, workdir: Path) -> dic
         "writer_ms_per_s": writer_s / seconds * 1000,
         "crossings": track,
         "clips": written,
-        "dropped": sum(s.value for s in metrics.clips_dropped.collect()[0].samples if s.name.endswith("_total")),
+        "dropped": sum(
+            metrics.registry.get_sample_value("beltsight_clips_dropped_total", {"reason": r}) or 0.0
+            for r in ("queue_full", "no_packets", "late", "disk_full", "write_error")
+        ),
     }
 
 
