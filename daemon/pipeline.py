@@ -138,8 +138,7 @@ def _wire(
     snapshots = SnapshotWriter(settings.snapshots, metrics) if settings.snapshots.enabled else None
     capture = _capture(settings, metrics, models)
     clips = ClipRecorder.build(settings.clips, [c.id for c in settings.instance_cameras()], metrics)
-    on_status = _status_to(sink, loop)
-    workers = LaneWorkers(settings, factory, models, metrics, on_status)
+    workers = LaneWorkers(settings, factory, models, metrics, on_status := _status_to(sink, loop))
     lanes = Lanes(
         settings.engine,
         metrics,
@@ -282,8 +281,7 @@ def _publish(
     clips: ClipRecorder | None,
 ) -> Publish:
     def publish(results: list[FrameResult]) -> None:
-        """Where results leave the lanes, in order: tracked, captured, snapshots queued, clips named, shown,
-        published."""
+        """Where results leave the lanes, in order: tracked, captured, snapshots and clips named, shown, published."""
         for result in results:
             tracked = tracking.process(result)
             if capture is not None:
@@ -372,8 +370,7 @@ def _health(
     *,
     clips: ClipRecorder | None,
 ) -> HealthServer | None:
-    """The health endpoint (/healthz, /metrics, the live view, the snapshots, the clips), when `[health] listen`
-    is set."""
+    """The health endpoint (/healthz, /metrics, the live view, snapshots, clips), when `[health] listen` is set."""
     cfg = settings.health
     if not cfg.listen:
         return None
