@@ -60,6 +60,11 @@ class OpenClip:
             self._end_ms = max(self._end_ms, end_ms)
             return True
 
+    def close(self) -> None:
+        """The writer ended it early (a reconnect, a lost packet, a failure): no more extensions."""
+        with self._lock:
+            self._closed = True
+
     def close_at(self, end_ms: int) -> bool:
         """The writer wrote up to `end_ms`: closed (True) unless an extension moved the end meanwhile."""
         with self._lock:

@@ -125,6 +125,7 @@ class ClipWriter:
             if tag is not None:
                 stream.codec_tag = tag
         except (OSError, av.error.FFmpegError) as exc:
+            clip.close()
             self._failed(None, part, exc)
             return
         writing = _Writing(clip, part, out, stream, last_index=clip.start.index - 1)
@@ -183,6 +184,7 @@ class ClipWriter:
 
     def _finish(self, writing: _Writing) -> None:
         """Close the file and give it its final name."""
+        writing.clip.close()
         self._writing.remove(writing)
         target = self.root / writing.clip.path
         try:
@@ -198,6 +200,7 @@ class ClipWriter:
         self._metrics.clips_bytes.set(self._retention.total_bytes)
 
     def _drop(self, writing: _Writing, reason: str, error: str | None = None) -> None:
+        writing.clip.close()
         self._writing.remove(writing)
         with contextlib.suppress(OSError, av.error.FFmpegError):
             writing.out.close()

@@ -183,3 +183,26 @@ def test_retention_by_age_and_size_and_unfinished_clips_recovered(
     assert removed >= 1 and len(kept) == 5 + 1 - removed  # the recovered one counts with the others
     newest = rec.root / str(events[-1].clip)
     assert newest in kept
+
+
+def test_a_clip_that_cannot_be_written_is_dropped_and_counted_the_event_keeps_its_fields(
+    tmp_path: Path, stream_file: Callable[[str], Path]
+) -> None:
+    ring = PacketRing("cam1", keep_ms=60_000, max_bytes=2**30)
+    first, _last = fill_ring(ring, stream_file("libx264"))
+    (tmp_path / "clips").write_bytes(b"a file where the clip directory should be")
+    rec, metrics = recorder(tmp_path, ring, pre_s=1, post_s=1)
+    event = rec.attach(result(crossed(first + 5000))).objects[0]
+    assert event.clip is not None  # named when opened; the file then never appears
+    rec.start()
+    try:
+        wait_until(
+            lambda: metrics.registry.get_sample_value("beltsight_clips_dropped_total", {"reason": "write_error"}) == 1,
+            30,
+            "the clip dropped as a write error",
+        )
+    finally:
+        rec.stop()
+    assert metrics.registry.get_sample_value("beltsight_clips_written_total", {"camera": "cam1"}) is None
+    later = rec.attach(result(crossed(first + 5500, 2))).objects[0]
+    assert later.clip != event.clip  # a failed clip takes no more crossings
