@@ -137,7 +137,7 @@ def _wire(
     liveview = _liveview(settings, metrics, tracking)
     snapshots = SnapshotWriter(settings.snapshots, metrics) if settings.snapshots.enabled else None
     capture = _capture(settings, metrics, models)
-    clips = ClipRecorder.build(settings.clips, [c.id for c in settings.instance_cameras()], metrics)
+    clips = ClipRecorder.build(settings.clips, [c.id for c in settings.instance_cameras() if c.kind != "gige"], metrics)
     workers = LaneWorkers(settings, factory, models, metrics, on_status := _status_to(sink, loop))
     lanes = Lanes(
         settings.engine,

@@ -69,7 +69,8 @@ class ClipRecorder:
 
     @classmethod
     def build(cls, cfg: ClipsConfig, camera_ids: Iterable[str], metrics: Metrics) -> ClipRecorder | None:
-        """The recorder with a packet ring per camera (for their readers), or None when clips are off."""
+        """The recorder with a packet ring per camera (for their readers), or None when clips are off.
+        `camera_ids`: the cameras that send encoded video (a GigE Vision camera sends raw frames: no clips)."""
         if not cfg.enabled:
             return None
         keep_ms = round(cfg.pre_s * 1000) + RING_SLACK_MS
