@@ -8,8 +8,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
+from av.video.stream import VideoStream
 
 from daemon.config.clips import ClipsConfig
 from daemon.core.frames import FrameResult
@@ -206,3 +208,35 @@ def test_a_clip_that_cannot_be_written_is_dropped_and_counted_the_event_keeps_it
     assert metrics.registry.get_sample_value("beltsight_clips_written_total", {"camera": "cam1"}) is None
     later = rec.attach(result(crossed(first + 5500, 2))).objects[0]
     assert later.clip != event.clip  # a failed clip takes no more crossings
+
+
+def test_a_camera_with_b_frames_gets_a_clip_on_the_same_timeline_as_its_offset(tmp_path: Path) -> None:
+    """Decode order differs from display order: the clip's zero is its first keyframe's dts, so its first
+    frame shows a little after 0 and `clip_offset_ms` is on that same timeline."""
+    path = tmp_path / "bframes.mp4"
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=FPS)
+        assert isinstance(stream, VideoStream)
+        stream.width, stream.height, stream.pix_fmt = 320, 240, "yuv420p"
+        stream.options = {"bf": "2", "g": str(FPS), "crf": "30", "preset": "ultrafast"}
+        for i in range(20 * FPS):
+            img = np.full((240, 320, 3), 40, np.uint8)
+            img[:, (i * 4) % 280 : (i * 4) % 280 + 40] = 255
+            frame = av.VideoFrame.from_ndarray(img, format="rgb24")
+            frame.pts = i
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    ring = PacketRing("cam1", keep_ms=60_000, max_bytes=2**30)
+    first, _last = fill_ring(ring, path)
+    assert any(p.pts != p.dts for p in ring.since(-1)[1])
+    rec, _metrics = recorder(tmp_path, ring)
+    event = rec.attach(result(crossed(first + 9_000))).objects[0]
+    assert event.clip is not None and event.clip_offset_ms is not None
+    rec.start()
+    try:
+        wait_until(lambda: resolve(rec.root, str(event.clip)) is not None, 30, "the clip on disk")
+    finally:
+        rec.stop()
+    facts = clip_facts(rec.root / event.clip)
+    assert facts.first_s > 0
+    check_contract(facts, offset_ms=event.clip_offset_ms, pre_s=5, post_s=5, keyframe_interval_ms=KEY_MS)
