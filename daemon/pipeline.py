@@ -39,6 +39,7 @@ from daemon.ingest.decoders import DecoderPool, decoder_pool
 from daemon.ingest.hwdecode import source_decode
 from daemon.ingest.sources import CameraSource
 from daemon.ops.http import HealthServer, HttpLimits, health_report
+from daemon.ops.http import clips as clip_route
 from daemon.ops.http import snapshots as snapshot_route
 from daemon.ops.http.api_lines import LinesApi
 from daemon.ops.http.api_models import ModelsApi
@@ -49,6 +50,7 @@ from daemon.ops.models import ModelsControl
 from daemon.ops.reload import Reloader
 from daemon.ops.systemd import SystemdNotifier
 from daemon.publish.capture import FrameCapture
+from daemon.publish.clips import ClipRecorder
 from daemon.publish.sink import RedisSink
 from daemon.publish.snapshots import SnapshotWriter
 from daemon.thermal.monitor import ThermalMonitor
@@ -91,6 +93,8 @@ class Pipeline:
     """The crossing snapshots' writer (`[snapshots] enabled`); None when off."""
     capture: FrameCapture | None
     """The frame capture (`[[capture.strategies]]` listed); None when off."""
+    clips: ClipRecorder | None
+    """The crossing clips (`[clips] enabled`): the recorder and its writer; None when off."""
     report: Callable[[], dict[str, Any]]
     """The /healthz JSON."""
     reloader: Reloader
@@ -138,14 +142,14 @@ def _wire(
     liveview = _liveview(settings, metrics, tracking)
     snapshots = SnapshotWriter(settings.snapshots, metrics) if settings.snapshots.enabled else None
     capture = _capture(settings, metrics, models)
-    on_status = _status_to(sink, loop)
-    workers = LaneWorkers(settings, factory, models, metrics, on_status)
+    clips = ClipRecorder.build(settings.clips, [c.id for c in settings.instance_cameras() if c.kind != "gige"], metrics)
+    workers = LaneWorkers(settings, factory, models, metrics, on_status := _status_to(sink, loop))
     lanes = Lanes(
         settings.engine,
         metrics,
         build=workers,
         batching=_batching(settings, hub, metrics),
-        publish=_publish(tracking, liveview, sink, snapshots, capture),
+        publish=_publish(tracking, liveview, sink, snapshots, capture, clips=clips),
         observe=_observe(liveview, snapshots, capture),
     )
     thermal = ThermalMonitor(
@@ -157,9 +161,9 @@ def _wire(
         on_status=notifier.status,
     )
     _lanes_on_demand(hub, lanes, loop)
-    sources, decoders = _sources(settings, models, hub, metrics, on_status)
+    sources, decoders = _sources(settings, models, hub, metrics, on_status, clips=clips)
     report = _report(phase := Phase(), sources, sink, lanes, thermal)
-    health = _health(settings, metrics, report, liveview, snapshots)
+    health = _health(settings, metrics, report, liveview, snapshots, clips=clips)
     lines = _lines(settings, tracking, liveview, sink, health)
     return Pipeline(
         settings=settings,
@@ -180,6 +184,7 @@ def _wire(
         health=health,
         snapshots=snapshots,
         capture=capture,
+        clips=clips,
         report=report,
         reloader=_reloader(settings, workers, lanes, sink, health=health, tracking=tracking, lines=lines),
     )
@@ -278,15 +283,19 @@ def _publish(
     sink: RedisSink,
     snapshots: SnapshotWriter | None,
     capture: FrameCapture | None,
+    *,
+    clips: ClipRecorder | None,
 ) -> Publish:
     def publish(results: list[FrameResult]) -> None:
-        """Where results leave the lanes, in order: tracked, captured, snapshots queued, shown, published."""
+        """Where results leave the lanes, in order: tracked, captured, snapshots and clips named, shown, published."""
         for result in results:
             tracked = tracking.process(result)
             if capture is not None:
                 capture.offer(result, tracked)  # before tracking (its weak detections) and after
             if snapshots is not None:
                 tracked = snapshots.attach(tracked)
+            if clips is not None:
+                tracked = clips.attach(tracked)
             liveview.tracked(tracked)
             sink.accept(tracked)
 
@@ -340,9 +349,12 @@ def _sources(
     hub: FrameHub,
     metrics: Metrics,
     on_status: Callable[[StatusEvent], None],
+    *,
+    clips: ClipRecorder | None,
 ) -> tuple[tuple[CameraSource, ...], DecoderPool | None]:
     """This instance's cameras ([instance], daemon.config.sharding), routed to a model size each, and
-    the decoder processes that read them (None: each in a thread of the daemon)."""
+    the decoder processes that read them (None: each in a thread of the daemon; a camera recording
+    clips always is, its packet ring beside the recorder)."""
     cameras = settings.instance_cameras()
     inst = settings.instance
     metrics.instance_cameras.labels(shard=str(inst.shard), shards=str(inst.shards)).set(len(cameras))
@@ -357,11 +369,19 @@ def _sources(
     router = ModelRouter(models.infos, {c.id: c.model for c in cameras if c.model is not None})
     hw = source_decode(models.device, settings.engine.cuda.device_id)  # None: the CPU path
     decoders = _decoders(settings, models, metrics)
+    rings = clips.rings if clips is not None else {}
     sources = tuple(
         CameraSource(
-            camera, consumer=hub, route=router, on_status=on_status, metrics=metrics, hwdecode=hw, decoders=decoders
+            c,
+            consumer=hub,
+            route=router,
+            on_status=on_status,
+            metrics=metrics,
+            hwdecode=hw,
+            decoders=decoders,
+            packets=rings.get(c.id),
         )
-        for camera in cameras
+        for c in cameras
     )
     return sources, decoders
 
@@ -372,8 +392,10 @@ def _health(
     report: Callable[[], dict[str, Any]],
     liveview: LiveView,
     snapshots: SnapshotWriter | None,
+    *,
+    clips: ClipRecorder | None,
 ) -> HealthServer | None:
-    """The health endpoint (/healthz, /metrics, the live view, the snapshots), when `[health] listen` is set."""
+    """The health endpoint (/healthz, /metrics, the live view, snapshots, clips), when `[health] listen` is set."""
     cfg = settings.health
     if not cfg.listen:
         return None
@@ -394,4 +416,6 @@ def _health(
     liveview.register(server, report)
     if snapshots is not None:
         snapshot_route.register(server, snapshots.root)
+    if clips is not None:
+        clip_route.register(server, clips.root)
     return server

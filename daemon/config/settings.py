@@ -30,6 +30,7 @@ from daemon.config.base import Seconds
 from daemon.config.bridge import BridgeConfig
 from daemon.config.cameras import CameraConfig
 from daemon.config.capture import CaptureConfig
+from daemon.config.clips import ClipsConfig
 from daemon.config.engine import EngineConfig
 from daemon.config.health import HealthConfig
 from daemon.config.lines_dropin import LinesInvalidError, with_dropins
@@ -76,6 +77,8 @@ class Settings(BaseSettings):
     """Tracker defaults for every camera (daemon/tracking); lines and gates are per camera."""
     snapshots: SnapshotsConfig = SnapshotsConfig()
     """The `[snapshots]` section: a JPEG per line crossing (daemon/publish/snapshots)."""
+    clips: ClipsConfig = ClipsConfig()
+    """The `[clips]` section: a video clip around each line crossing, remuxed (daemon/publish/clips)."""
     capture: CaptureConfig = CaptureConfig()
     """The `[capture]` section: frames the model is unsure of, as a YOLO dataset (daemon/publish/capture)."""
     cameras: list[CameraConfig] = Field(default_factory=list)

@@ -27,6 +27,7 @@ class Metrics:
         self._thermal_metrics(self.registry)
         self._tracking_metrics(self.registry)
         self._snapshot_metrics(self.registry)
+        self._clip_metrics(self.registry)
         self._capture_metrics(self.registry)
         self._stage_metrics(self.registry)
 
@@ -37,7 +38,7 @@ class Metrics:
             "Thread CPU time spent in each pipeline stage, measured in the thread that runs it: decode,"
             " handoff (to the batcher's slot), batching, letterbox (scale and fill the batch), session_run,"
             " postprocess (decode and NMS), tracking, encode (the entries), redis (the pipeline's round"
-            " trip on the event loop), snapshot, capture",
+            " trip on the event loop), snapshot, capture, clip (muxing on the clip writer's thread)",
             ["stage"],
             registry=r,
         )
@@ -87,6 +88,29 @@ class Metrics:
         )
         self.snapshots_bytes = Gauge(
             "beltsight_snapshots_bytes", "Bytes the snapshot directory's JPEGs take", registry=r
+        )
+
+    def _clip_metrics(self, r: CollectorRegistry) -> None:
+        """Crossing clips ([clips]): written, dropped (never a frame or an event), removed, the packet rings."""
+        self.clips_written = Counter(
+            "beltsight_clips_written_total", "Crossing clips written to disk (complete)", ["camera"], registry=r
+        )
+        self.clips_dropped = Counter(
+            "beltsight_clips_dropped_total",
+            "Crossing clips not written (their crossings published without `clip`, or naming a file that never"
+            " appears), by reason (queue_full, no_packets, late, disk_full, write_error)",
+            ["reason"],
+            registry=r,
+        )
+        self.clips_removed = Counter(
+            "beltsight_clips_removed_total", "Clips removed by retention, by reason (age, size)", ["reason"], registry=r
+        )
+        self.clips_bytes = Gauge("beltsight_clips_bytes", "Bytes the clip directory's MP4s take", registry=r)
+        self.clip_ring_bytes = Gauge(
+            "beltsight_clip_ring_bytes",
+            "Bytes each camera's packet ring holds (encoded packets kept for clips, with their bookkeeping)",
+            ["camera"],
+            registry=r,
         )
 
     def _capture_metrics(self, r: CollectorRegistry) -> None:

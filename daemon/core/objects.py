@@ -6,7 +6,10 @@ seen, the interpolated crossing, last seen). ``crossed`` adds ``line``, ``direct
 ``count`` (running total for the line and direction), ``speed_px_s`` (signed, along the line's direction),
 ``speed_mm_s`` (only when calibrated) and ``eta`` (compact JSON object gate id -> Unix ms; only when the
 line has gates and a speed was usable) and ``snapshot`` (only with ``[snapshots]`` on and the JPEG queued:
-its path relative to the snapshot directory, served at ``GET /snapshots/<path>``). ``end`` adds ``first_ms``,
+its path relative to the snapshot directory, served at ``GET /snapshots/<path>``), ``clip`` and ``clip_offset_ms``
+(only with ``[clips]`` on and the clip opened: its path relative to the clips directory, served at
+``GET /clips/<path>`` and complete at most ``post_s`` + 5 s after the crossing, and the crossing's time in it,
+ms from its first frame). ``end`` adds ``first_ms``,
 ``last_ms`` and ``frames``.
 """
 
@@ -23,7 +26,7 @@ EventKind = Literal["new", "crossed", "end"]
 CONTRACT_VERSION = "1"
 COMMON_FIELDS = ("v", "camera", "track", "label", "cls", "score", "event", "at_ms")
 CROSSED_REQUIRED = ("line", "direction", "count", "speed_px_s")
-CROSSED_OPTIONAL = ("speed_mm_s", "eta", "snapshot")
+CROSSED_OPTIONAL = ("speed_mm_s", "eta", "snapshot", "clip", "clip_offset_ms")
 END_FIELDS = ("first_ms", "last_ms", "frames")
 _INT = re.compile(r"-?[0-9]+")
 
@@ -50,6 +53,10 @@ class ObjectEvent:
     frames: int | None = None
     snapshot: str | None = None
     """`crossed` only: the snapshot's path relative to `[snapshots] dir` (daemon.publish.snapshots)."""
+    clip: str | None = None
+    """`crossed` only: the clip's path relative to `[clips] dir` (daemon.publish.clips), with `clip_offset_ms`."""
+    clip_offset_ms: int | None = None
+    """`crossed` only, with `clip`: where in the clip the crossing is, ms from its first frame."""
 
     def __post_init__(self) -> None:
         _check(self)
@@ -79,6 +86,9 @@ class ObjectEvent:
                 out["eta"] = json.dumps(dict(self.eta), separators=(",", ":"))
             if self.snapshot is not None:
                 out["snapshot"] = self.snapshot
+            if self.clip is not None:
+                out["clip"] = self.clip
+                out["clip_offset_ms"] = str(self.clip_offset_ms)
         elif self.event == "end":
             out |= {"first_ms": str(self.first_ms), "last_ms": str(self.last_ms), "frames": str(self.frames)}
         return out
@@ -104,7 +114,13 @@ def _check(e: ObjectEvent) -> None:
     if not (math.isfinite(e.score) and 0.0 <= e.score <= 1.0):
         raise ValueError("score: must be in 0..1")
     crossed = {"line": e.line, "direction": e.direction, "count": e.count, "speed_px_s": e.speed_px_s}
-    extra = {"speed_mm_s": e.speed_mm_s, "eta": e.eta, "snapshot": e.snapshot}
+    extra = {
+        "speed_mm_s": e.speed_mm_s,
+        "eta": e.eta,
+        "snapshot": e.snapshot,
+        "clip": e.clip,
+        "clip_offset_ms": e.clip_offset_ms,
+    }
     end = {"first_ms": e.first_ms, "last_ms": e.last_ms, "frames": e.frames}
     for name, value in (crossed | extra | end).items():
         belongs = (name in crossed and e.event == "crossed") or (name in end and e.event == "end")
@@ -112,6 +128,10 @@ def _check(e: ObjectEvent) -> None:
             raise ValueError(f"{name}: required for {e.event!r}")
         if value is not None and not belongs and not (name in extra and e.event == "crossed"):
             raise ValueError(f"{name}: not allowed for {e.event!r}")
+    if (e.clip is None) != (e.clip_offset_ms is None):
+        raise ValueError("clip_offset_ms: goes with clip")
+    if e.clip_offset_ms is not None and e.clip_offset_ms < 0:
+        raise ValueError("clip_offset_ms: negative")
     if e.event == "crossed":
         if e.direction not in ("in", "out"):
             raise ValueError(f"direction: 'in' or 'out', got {e.direction!r}")
@@ -225,4 +245,6 @@ def parse_fields(fields: dict[str, str]) -> ObjectEvent:
         speed_mm_s=_float(fields, "speed_mm_s") if "speed_mm_s" in fields else None,
         eta=_eta(fields["eta"]) if "eta" in fields else None,
         snapshot=_get(fields, "snapshot") if "snapshot" in fields else None,
+        clip=_get(fields, "clip") if "clip" in fields else None,
+        clip_offset_ms=_int(fields, "clip_offset_ms", 0) if "clip_offset_ms" in fields else None,
     )

@@ -38,10 +38,11 @@ STAGES: Final = (
     "redis",
     "snapshot",
     "capture",
+    "clip",
 )
 """Every stage, in the order a frame meets them; `snapshot` is recorded on the snapshot writer's
 thread (daemon.publish.snapshots), `capture` on the
-frame capture's (daemon.publish.capture)."""
+frame capture's (daemon.publish.capture), `clip` on the clip writer's (daemon.publish.clips)."""
 
 
 class _Attributed(threading.local):
@@ -112,3 +113,4 @@ class StageCpu:
     redis: Stage
     snapshot: Stage
     capture: Stage
+    clip: Stage

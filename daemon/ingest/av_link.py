@@ -16,6 +16,7 @@ from daemon.config.cameras import CameraConfig
 from daemon.ingest.decoding import ConnectionLostError, describe_error
 from daemon.ingest.hwdecode import HwDecode
 from daemon.ingest.link import LinkParts
+from daemon.ingest.packet_tap import PacketTap
 from daemon.ingest.reader import FrameReader, Outcome
 
 
@@ -38,6 +39,7 @@ class AvLink:
             on_up=parts.on_up,
             status=parts.status,
             keep_decoded=hwdecode is not None,
+            packets=PacketTap(parts.packets) if parts.packets is not None else None,
         )
 
     @property

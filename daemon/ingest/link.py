@@ -16,6 +16,7 @@ from typing import Protocol
 from daemon.core.clock import Clock
 from daemon.core.frames import FrameConsumer
 from daemon.core.metrics import Metrics
+from daemon.core.packets import PacketRing
 from daemon.core.status_kinds import StatusKind
 from daemon.ingest.geometry import SourceGeometry
 from daemon.ingest.reader import OnUp, Outcome
@@ -32,6 +33,8 @@ class LinkParts:
     stop: threading.Event
     on_up: OnUp
     status: Callable[[StatusKind, str], None]
+    packets: PacketRing | None = None
+    """The camera's packet ring ([clips]): links that read encoded video (RTSP, files) feed it."""
 
 
 class Link(Protocol):

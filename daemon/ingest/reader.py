@@ -43,6 +43,7 @@ from daemon.core.metrics import Metrics
 from daemon.core.status_kinds import StatusKind
 from daemon.ingest.decoding import ConnectionLostError, describe_error, scale, set_decoder_threads
 from daemon.ingest.geometry import SourceGeometry
+from daemon.ingest.packet_tap import PacketTap
 
 log = structlog.get_logger("beltsight.source")
 
@@ -97,8 +98,10 @@ class FrameReader:
         on_up: OnUp,
         status: Callable[[StatusKind, str], None],
         keep_decoded: bool,
+        packets: PacketTap | None = None,
     ) -> None:
-        """`keep_decoded` (the device path): each frame carries its decoded planes (`Frame.decoded`)."""
+        """`keep_decoded` (the device path): each frame carries its decoded planes (`Frame.decoded`);
+        `packets` ([clips]): each connection's stream and each demuxed packet go to it before decoding."""
         self.camera = camera
         self._last_file_ms: int | None = None  # a file source's newest captured_ms, across loops
         self._consumer = consumer
@@ -109,6 +112,7 @@ class FrameReader:
         self._on_up = on_up
         self._status = status
         self._keep_decoded = keep_decoded
+        self._packets = packets
         self._frame_interval_s: float | None = None
         self.conn: Connection | None = None
         """The connection being read (None between connections)."""
@@ -137,7 +141,12 @@ class FrameReader:
         rate = stream.average_rate or stream.guessed_rate
         conn = Connection(stream.codec_context.name, now, now, float(rate) if rate else 25.0)
         self.conn = conn
+        packets = self._packets
+        if packets is not None:
+            packets.start(stream)
         for packet in container.demux(stream):
+            if packets is not None:
+                packets.add(packet, time_ms(self._clock))
             for vframe in self._decode(packet, conn):
                 if not self._handle(vframe, conn):
                     return self._stopped(conn)

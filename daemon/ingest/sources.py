@@ -22,6 +22,7 @@ from daemon.core.clock import SYSTEM_CLOCK, Clock, time_ms
 from daemon.core.frames import FrameConsumer, Router, StatusEvent
 from daemon.core.log_repeat import RepeatSummary
 from daemon.core.metrics import Metrics
+from daemon.core.packets import PacketRing
 from daemon.core.redaction import SECRETS
 from daemon.core.status import StatusCallback
 from daemon.core.status_kinds import StatusKind
@@ -70,11 +71,14 @@ class CameraSource:
         backoff: Backoff | None = None,
         hwdecode: HwDecode | None = None,
         decoders: DecoderPool | None = None,
+        packets: PacketRing | None = None,
     ) -> None:
         """`hwdecode` (lanes on the device only): open streams for NVDEC and hand each frame's
         decoded planes on (`Frame.decoded`); None keeps the CPU path's `av.open` and frames.
         `decoders` (`[engine] processes` above 1): an RTSP camera's or a file's connections are read
-        in a decoder process (`daemon.ingest.decoders`); this thread keeps the lifecycle."""
+        in a decoder process (`daemon.ingest.decoders`); this thread keeps the lifecycle.
+        `packets` ([clips]): the ring the reader keeps the camera's encoded packets in (a camera
+        with one is read in this process, where the clip recorder is)."""
         self.camera = camera
         self._consumer = consumer
         self._on_status = on_status
@@ -85,8 +89,8 @@ class CameraSource:
         self._thread: threading.Thread | None = None
         self._state: State = "connecting"
         self.geometry = SourceGeometry(camera.id, route, self._status)
-        parts = LinkParts(consumer, self.geometry, metrics, clock, self._stop, self._on_up, self._status)
-        self._link = make_link(camera, parts, hwdecode, decoders)
+        parts = LinkParts(consumer, self.geometry, metrics, clock, self._stop, self._on_up, self._status, packets)
+        self._link = make_link(camera, parts, hwdecode, decoders if packets is None else None)
         self._last_down_reason: str | None = None
         self._down_log = RepeatSummary(clock=self._clock)
         self.finished = False

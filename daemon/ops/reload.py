@@ -41,7 +41,7 @@ log = structlog.get_logger("beltsight.reload")
 
 LIVE_CAMERA_FIELDS = frozenset({"lines", "mm_per_px", "conf_threshold"})
 """A camera's keys a reload applies; any other key of a camera changed needs a restart."""
-_SECTIONS = ("redis", "models", "engine", "health", "thermal", "bridge", "instance", "logging", "tracking")
+_SECTIONS = ("redis", "models", "engine", "health", "thermal", "bridge", "instance", "logging", "tracking", "clips")
 _LIVE_KEYS = {
     "engine": {"conf_threshold"},
     "health": {"basic_auth_users", "allowed_hosts", "allowed_origins"},

@@ -1,4 +1,4 @@
-"""A real RTSP server that loops H.264 MP4 files, for tests and the demo.
+"""A real RTSP server that loops H.264 (or H.265) MP4 files, for tests and the demo.
 
 Run it with Debian's interpreter (a virtualenv cannot import ``gi``)::
 
@@ -19,7 +19,8 @@ so every connection starts at the file's first frame, a keyframe, and decodes at
 units are replayed through ``appsrc ! h264parse config-interval=-1 ! rtph264pay`` with timestamps
 shifted by one file duration per pass, forever, paced at the native frame rate by the pipeline
 clock. ``h264parse config-interval=-1`` repeats SPS/PPS in band before every IDR (FFmpeg shows
-green half frames when the payloader does it instead).
+green half frames when the payloader does it instead). An H.265 MP4 is served alike through
+``h265parse config-interval=-1 ! rtph265pay`` (VPS/SPS/PPS in band before every IRAP).
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ gi.require_version("Gst", "1.0")
 gi.require_version("GstRtspServer", "1.0")
 from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
 
-LAUNCH = "( appsrc name=src is-live=false format=time ! h264parse config-interval=-1 ! rtph264pay name=pay0 pt=96 )"
+LAUNCH = (
+    "( appsrc name=src is-live=false format=time ! {codec}parse config-interval=-1 ! rtp{codec}pay name=pay0 pt=96 )"
+)
+"""The media of one client; `{codec}` is h264 or h265, from the clip's caps."""
 
 
 @dataclass(frozen=True)
@@ -57,8 +61,10 @@ class Clip:
 
 
 def demux(path: Path) -> Clip:
-    """Read every H.264 access unit of the MP4's video track into memory."""
-    pipeline = Gst.parse_launch("filesrc name=file ! qtdemux ! video/x-h264 ! appsink name=sink sync=false")
+    """Read every H.264 or H.265 access unit of the MP4's video track into memory."""
+    pipeline = Gst.parse_launch(
+        "filesrc name=file ! qtdemux ! video/x-h264;video/x-h265 ! appsink name=sink sync=false"
+    )
     pipeline.get_by_name("file").set_property("location", str(path))
     sink = pipeline.get_by_name("sink")
     pipeline.set_state(Gst.State.PLAYING)
@@ -82,7 +88,7 @@ def demux(path: Path) -> Clip:
     finally:
         pipeline.set_state(Gst.State.NULL)
     if not units or caps is None:
-        raise RuntimeError(f"no H.264 video found in {path}")
+        raise RuntimeError(f"no H.264 or H.265 video found in {path}")
     first = units[0].pts
     if not units[0].keyframe:
         raise RuntimeError(f"{path} does not start with a keyframe")
@@ -127,7 +133,8 @@ class LoopFactory(GstRtspServer.RTSPMediaFactory):
     def __init__(self, clip: Clip) -> None:
         super().__init__()
         self.clip = clip
-        self.set_launch(LAUNCH)
+        codec = "h265" if clip.caps.get_structure(0).get_name() == "video/x-h265" else "h264"
+        self.set_launch(LAUNCH.format(codec=codec))
         self.set_shared(False)
         self.connect("media-configure", self.on_media_configure)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import av
 import numpy as np
+from av.video.stream import VideoStream
 
 from tools.kit.synth.belt import lighting, make_belt
 from tools.kit.synth.parts import MIN_VISIBLE, NAMES, place_parts
@@ -40,17 +41,23 @@ def h264_writer(
     crf: int = 20,
     preset: str = "veryfast",
     maxrate: str | None = None,
+    codec: str = "libx264",
 ) -> Iterator[Callable[[np.ndarray], None]]:
     """Yield `write(rgb_frame)` appending frames to an H.264 MP4 made for live replay:
     constant frame rate, no B-frames (decode order = display order), a keyframe every second.
-    `maxrate` (e.g. "1M") caps the bit rate as an IP camera's encoder does (VBV buffer of 2 s)."""
+    `maxrate` (e.g. "1M") caps the bit rate as an IP camera's encoder does (VBV buffer of 2 s).
+    `codec="libx265"` makes the same shape of clip in H.265 (tagged `hvc1`)."""
     with av.open(str(path), mode="w") as container:
-        stream = container.add_stream("libx264", rate=fps)
+        stream = container.add_stream(codec, rate=fps)
+        assert isinstance(stream, VideoStream)
         stream.width, stream.height = width, height
         stream.pix_fmt = "yuv420p"
         stream.time_base = Fraction(1, fps)
         stream.codec_context.gop_size = fps
         stream.options = {"bf": "0", "g": str(fps), "crf": str(crf), "preset": preset}
+        if codec == "libx265":
+            stream.codec_tag = "hvc1"
+            stream.options |= {"x265-params": f"keyint={fps}:min-keyint={fps}:bframes=0:log-level=error"}
         if maxrate:
             rate = _bits(maxrate)
             stream.options |= {"maxrate": str(rate), "bufsize": str(2 * rate)}
@@ -67,6 +74,17 @@ def h264_writer(
         yield write
         for packet in stream.encode():
             container.mux(packet)
+
+
+def reencode(src: Path, dst: Path, *, codec: str = "libx265", crf: int = 23) -> None:
+    """`src` (any MP4 PyAV decodes) re-encoded by `h264_writer` with `codec` at its frame rate: the same
+    scene as an H.265 camera would send it (`codec="libx265"`), for the clips' and decoders' tests."""
+    with av.open(str(src)) as inp:
+        video = inp.streams.video[0]
+        fps = round(float(video.average_rate or 10))
+        with h264_writer(dst, video.width, video.height, fps, crf=crf, preset="ultrafast", codec=codec) as write:
+            for frame in inp.decode(video):
+                write(frame.to_ndarray(format="rgb24"))
 
 
 RAMP_S = 0.3  # a stopping or starting belt changes speed linearly over this long

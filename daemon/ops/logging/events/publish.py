@@ -109,6 +109,28 @@ PUBLISH_EVENTS: tuple[LogEvent, ...] = (
         ("spilled", "dropped"),
     ),
     LogEvent(
+        "clip_dropped",
+        "warning",
+        "a crossing's clip was not written (`reason`: queue_full, no_packets, late, disk_full, write_error); "
+        "frames and events are not affected (a crossing whose clip could not be opened is published without "
+        "`clip`); at most once a minute per reason, `held_back` counts the ones not logged (all are in "
+        "beltsight_clips_dropped_total)",
+        ("reason", "held_back", "error"),
+    ),
+    LogEvent(
+        "clips_dir_failed",
+        "error",
+        "the `[clips] dir` could not be created; each clip then fails as `write_error`",
+        ("dir", "error"),
+    ),
+    LogEvent(
+        "clips_started",
+        "info",
+        "the clip writer's thread started, indexed the directory (`files` found there) and renamed the "
+        "`recovered` clips a crash had left unfinished (fragmented MP4s, playable up to their last fragment)",
+        ("dir", "files", "recovered"),
+    ),
+    LogEvent(
         "snapshot_dropped",
         "warning",
         "a crossing's snapshot was not written (`reason`: queue_full, no_frame, disk_full, write_error, "
