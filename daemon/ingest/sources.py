@@ -90,7 +90,7 @@ class CameraSource:
         self._state: State = "connecting"
         self.geometry = SourceGeometry(camera.id, route, self._status)
         parts = LinkParts(consumer, self.geometry, metrics, clock, self._stop, self._on_up, self._status, packets)
-        self._link = make_link(camera, parts, hwdecode, decoders if packets is None else None)
+        self._link = make_link(camera, parts, hwdecode, decoders)
         self._last_down_reason: str | None = None
         self._down_log = RepeatSummary(clock=self._clock)
         self.finished = False

@@ -1,0 +1,42 @@
+"""Which link reads a camera (daemon/ingest/kinds.make_link): a decoder process where the pool is
+given, except for a camera whose packet ring feeds clips (the ring must be in the recorder's process)."""
+
+from __future__ import annotations
+
+import threading
+
+from daemon.config.cameras import CameraConfig
+from daemon.core.clock import SYSTEM_CLOCK
+from daemon.core.metrics import Metrics
+from daemon.core.packets import PacketRing
+from daemon.ingest.av_link import AvLink
+from daemon.ingest.decoders import DecoderPool
+from daemon.ingest.geometry import SourceGeometry
+from daemon.ingest.kinds import make_link
+from daemon.ingest.link import LinkParts
+
+
+def _parts(packets: PacketRing | None) -> LinkParts:
+    geometry = SourceGeometry("cam1", lambda w, h: 640, lambda kind, detail: None)
+    return LinkParts(
+        None,  # type: ignore[arg-type]  # the consumer is never reached: no link is started
+        geometry,
+        Metrics(),
+        SYSTEM_CLOCK,
+        threading.Event(),
+        lambda *a: None,
+        lambda kind, detail: None,
+        packets,
+    )
+
+
+def test_a_camera_recording_clips_is_read_in_the_daemons_process_the_others_in_the_pool() -> None:
+    camera = CameraConfig(id="cam1", url="rtsp://127.0.0.1:8554/cam1")
+    pool = DecoderPool(2, Metrics())
+    try:
+        assert not isinstance(make_link(camera, _parts(None), None, pool), AvLink)
+        ring = PacketRing("cam1", keep_ms=8000, max_bytes=1 << 20)
+        assert isinstance(make_link(camera, _parts(ring), None, pool), AvLink)
+        assert isinstance(make_link(camera, _parts(None), None, None), AvLink)
+    finally:
+        pool.close()
