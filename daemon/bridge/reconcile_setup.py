@@ -5,7 +5,8 @@ Routes on the bridge's endpoint (`[bridge] health_listen`):
 - `GET /api/counts?bucket=1h|shift&since_ms=N`: each reconciled line's state and last window, and the
   persisted counts (`vision` and `reference` side by side) per bucket from `since_ms` (default: a day back);
 - `GET /api/counts/report.csv?start_ms=N&end_ms=M`: the shift report, the windows that disagreed between
-  the two times (default: the last complete shift, else the last 24 h) with the crossings in them.
+  the two times (default: the last complete shift, else the last 24 h; with `start_ms` alone: up to now)
+  with the crossings in them.
 """
 
 from __future__ import annotations
@@ -111,6 +112,8 @@ def add_routes(server: HealthServer, service: ReconcileService) -> None:
             default_start, default_end = bucket_start(current - 1, "shift", store.shifts), current
         else:
             default_start, default_end = now - DAY_MS, now
+        if "start_ms" in request.query:  # from a given time: up to now unless said
+            default_end = now
         start = _int_query(request, "start_ms", default_start)
         end = _int_query(request, "end_ms", default_end)
         return web.Response(text=store.report_csv(start, end), content_type="text/csv")
