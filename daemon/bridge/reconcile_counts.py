@@ -150,12 +150,12 @@ class CountsStore:
 
     def report_csv(self, start_ms: int, end_ms: int) -> str:
         """The shift report: one row per disagreeing window between the two times, its crossings'
-        stream ids joined by spaces (each names the crossing's entry and, through it, its snapshot)."""
+        crossings joined by ";", each its stream id and, where it has one, its snapshot path after a space."""
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(REPORT_FIELDS)
         for row in self.disagreeing(start_ms, end_ms):
-            writer.writerow([*(row[f] for f in REPORT_FIELDS[:-1]), " ".join(row["crossings"])])
+            writer.writerow([*(row[f] for f in REPORT_FIELDS[:-1]), ";".join(row["crossings"])])
         return out.getvalue()
 
     def close(self) -> None:
