@@ -23,6 +23,7 @@ from daemon.bridge.machine_vision import MachineVision
 from daemon.bridge.modbus import ModbusBridgeServer
 from daemon.bridge.opcua import OpcUaBridgeServer
 from daemon.bridge.reader import StreamReader
+from daemon.bridge.reconcile_opcua import ReconcileNodes
 from daemon.bridge.reconcile_setup import add_routes, build_reconcile, reconcile_problems
 from daemon.bridge.reference import Reference
 from daemon.bridge.registers import RegisterMap
@@ -189,8 +190,12 @@ class Bridge:
 
     async def start(self) -> None:
         users = read_users(self.config)
+        reconcile_nodes: ReconcileNodes | None = None
         if self.opcua is not None:
             await self.opcua.start(users)
+            if self.reconcile is not None:
+                reconcile_nodes = ReconcileNodes(self.opcua, self.reconcile)
+                await reconcile_nodes.build()
         if self.modbus is not None:
             await self.modbus.start()
         if self.sparkplug is not None:
@@ -209,6 +214,8 @@ class Bridge:
             self._tasks.append(asyncio.create_task(self.sparkplug.run(), name="bridge-sparkplug"))
         if self.reconcile is not None:
             self._tasks.append(asyncio.create_task(self.reconcile.run(), name="bridge-reconcile"))
+        if reconcile_nodes is not None:
+            self._tasks.append(asyncio.create_task(reconcile_nodes.run(), name="bridge-reconcile-opcua"))
         self.notifier.ready("serving")
         log.info(
             "bridge_started",

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
+from asyncua import Client
 
 from daemon.bridge.service import Bridge
-from daemon.config.bridge import BridgeConfig
+from daemon.config.bridge import BridgeConfig, OpcUaConfig
 from daemon.config.redis import RedisConfig
-from tests.support.bridge_harness import LAYOUT, factory, wait_for
+from tests.support.bridge_harness import LAYOUT, factory, read, wait_for
 from tests.support.fixtures_redis import RedisServer, RedisServerFactory, free_port
 from tools.plcsim.counter import PlcCounter
 from tools.plcsim.rig import CameraFeed
@@ -130,6 +131,13 @@ def test_a_25_percent_drift_is_caught_and_cleared_and_a_wrap_and_a_reset_are_not
     asyncio.run(scenario())
 
 
+async def wait_until_read(client: Client, path: str, value: Any, within_s: float = 30) -> None:
+    deadline = time.monotonic() + within_s
+    while await read(client, path) != value:
+        assert time.monotonic() < deadline, f"{path} never read {value!r}"
+        await asyncio.sleep(0.2)
+
+
 async def wait_for_events(client: aioredis.Redis, kind: str, within_s: float) -> None:
     deadline = time.monotonic() + within_s  # a deadline: the bounds are asserted on the entries' own times
     while not await _events(client, kind):
@@ -152,6 +160,8 @@ def test_an_opc_ua_plc_gone_is_reference_down_never_a_mismatch(
         client = factory(server)()
         feed = CameraFeed(client, "beltsight:objects:cam1", "cam1", "L1")
         config = _config(tmp_path, {"opcua": plc.url, "node": plc.node, "timeout_s": 1.0})
+        served = f"127.0.0.1:{free_port()}"
+        config = config.model_copy(update={"opcua": OpcUaConfig(listen=served, security="none")})
         bridge = await _bridge(config, server)
         assert bridge.reconcile is not None
         rec = bridge.reconcile.reconcilers["cam1/L1/in"]
@@ -162,11 +172,17 @@ def test_an_opc_ua_plc_gone_is_reference_down_never_a_mismatch(
             await wait_for(lambda: rec.state == "agrees", 60)
             await plc.stop()
             await wait_for_events(client, "reference_down", 30)
-            await asyncio.sleep(20)
+            async with Client(f"opc.tcp://{served}/beltsight") as ua_client:
+                assert await read(ua_client, "BeltSight/cam1/L1/CountInState") in ("agrees", "reference_down")
+                await wait_until_read(ua_client, "BeltSight/cam1/L1/CountInState", "reference_down")
+            await asyncio.sleep(15)
             plc = OpcUaPlc(sim, port=plc.port)
             await plc.start()
             await wait_for_events(client, "reference_up", 30)
             await wait_for(lambda: rec.state == "agrees" and rec.last is not None and rec.last.end_ms > 0, 60)
+            async with Client(f"opc.tcp://{served}/beltsight") as ua_client:
+                await wait_until_read(ua_client, "BeltSight/cam1/L1/CountInState", "agrees")
+                assert abs(await read(ua_client, "BeltSight/cam1/L1/CountInDrift")) <= 2
         finally:
             feeder.cancel()
             await bridge.stop()
