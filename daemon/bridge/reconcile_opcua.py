@@ -8,7 +8,7 @@ for the reconciled direction `Dir` (`In` or `Out`):
 | `Count<Dir>State` | String | `unknown`, `agrees`, `count_mismatch` or `reference_down` |
 | `Count<Dir>Drift` | Int64 | camera minus plant counter over the last judged window (parts) |
 | `Count<Dir>ReferenceRaw` | UInt64 | the plant counter's last raw reading |
-| `Count<Dir>LastShiftVision`, `Count<Dir>LastShiftReference` | UInt64 | the last complete shift's totals (`[bridge] shifts`) |
+| `Count<Dir>LastShiftVision`, `...LastShiftReference` | UInt64 | the last complete shift's totals |
 | `Count<Dir>LastShiftStartMs` | Int64 | that shift's start (Unix ms; 0: none yet) |
 
 Written every `REFRESH_S` (a PLC subscribes to data changes; unchanged values send nothing).
