@@ -11,8 +11,8 @@ readers and Redis add is measured by tests/integration/bridge/test_reconcile.py 
 
 1. Drift: for each part rate and missed share, the camera misses that share of parts from 60 s after
    the first full window on (evenly, as a lens slowly covered does on average); printed: seconds from
-   the drift's start to `count_mismatch`, or "-" when not caught within 5 minutes. Two settings: the contract's (window 15 s,
-   tolerance 2 parts) and a slow one for small drifts (window 300 s, tolerance 2 parts or 1 %).
+   the drift's start to `count_mismatch`, or "-" when not caught within 5 minutes. Two settings: the
+   contract's (window 15 s, tolerance 2 parts) and a slow one for small drifts (window 300 s, tolerance 2 parts or 1 %).
 2. False alarms: `--hours` of a stop-and-go belt (runs of 20-90 s, stops of 5-60 s, random), both settings,
    no drift: verdicts other than none are false alarms; also the largest |drift| of any window.
 """
