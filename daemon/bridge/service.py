@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
+from daemon.bridge import reconcile_sparkplug
 from daemon.bridge.layout import BridgeLayout, validate_layout
 from daemon.bridge.machine_vision import MachineVision
 from daemon.bridge.modbus import ModbusBridgeServer
@@ -180,6 +181,8 @@ class Bridge:
         spb = config.sparkplug
         self.sparkplug = SparkplugEdge(spb, layout, self.state, config.state_dir) if spb.enabled else None
         on_changes = self.reconcile.on_changes if self.reconcile is not None else None
+        if self.sparkplug is not None and self.reconcile is not None:
+            reconcile_sparkplug.attach(self.sparkplug, self.reconcile)
         self.servers = _Servers(
             self.state, self.registers, self.opcua, self.sparkplug, config.resume_grace_s, on_changes=on_changes
         )

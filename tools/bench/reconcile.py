@@ -30,7 +30,7 @@ from tools.plcsim.scene import Belt, Miss, seen_by_camera
 LAG_S = 2.0
 DRIFT_AFTER_FULL_WINDOW_S = 60.0
 CATCH_WITHIN_S = 300.0
-SETTINGS = {
+SETTINGS: dict[str, dict[str, float]] = {
     "contract (window 15 s, tol 2)": {"window_s": 15, "tolerance": 2},
     "slow (window 300 s, tol 2 or 1 %)": {"window_s": 300, "tolerance": 2, "tolerance_share": 0.01},
 }
@@ -64,7 +64,7 @@ def drift_table(jitter_s: float, seed: int) -> None:
     for name, over in SETTINGS.items():
         for rate in (1.0, 3.0, 8.0):
             cells = []
-            drift_at = float(over["window_s"]) + DRIFT_AFTER_FULL_WINDOW_S  # judged windows before it starts
+            drift_at = over["window_s"] + DRIFT_AFTER_FULL_WINDOW_S  # judged windows before it starts
             for share in shares:
                 duration = drift_at + CATCH_WITHIN_S + 1
                 parts = Belt(rate_per_s=rate, min_gap_s=0.05, seed=seed).crossings(0, duration)

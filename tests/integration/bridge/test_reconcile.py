@@ -21,6 +21,9 @@ from daemon.config.bridge import BridgeConfig, OpcUaConfig
 from daemon.config.redis import RedisConfig
 from tests.support.bridge_harness import LAYOUT, factory, read, wait_for
 from tests.support.fixtures_redis import RedisServer, RedisServerFactory, free_port
+from tests.support.mosquitto import MosquittoFactory, SparkplugHost
+from tests.support.sparkplug_edge import config as sparkplug_config
+from tests.support.sparkplug_edge import start as sparkplug_start
 from tools.plcsim.counter import PlcCounter
 from tools.plcsim.rig import CameraFeed
 from tools.plcsim.scene import Belt
@@ -190,5 +193,38 @@ def test_an_opc_ua_plc_gone_is_reference_down_never_a_mismatch(
             kinds = [f["kind"] for _, f in await client.xrange(EVENTS)]
             await client.aclose()
         assert kinds == ["reference_down", "reference_up"]
+
+    asyncio.run(scenario())
+
+
+def test_the_line_state_on_sparkplug_birth_and_data(
+    mosquitto: MosquittoFactory, redis_server: RedisServerFactory, tmp_path: Path
+) -> None:
+    """The reconciled line's `L1/CountInState` and `L1/CountInDrift` are in cam1's DBIRTH, and a DDATA
+    carries the new state when the PLC stops answering (a host decoding with Tahu's sparkplug-payload)."""
+    broker, server = mosquitto(), redis_server()
+    sim = PlcSim(PlcCounter([], bits=16))
+
+    async def scenario() -> None:
+        plc = ModbusPlc(sim)
+        port = await plc.start()
+        spb = sparkplug_config(tmp_path, broker.url)
+        reconcile = _config(tmp_path, {"modbus": f"127.0.0.1:{port}", "timeout_s": 0.5}).reconcile
+        with SparkplugHost(broker.url) as host:
+            bridge = await sparkplug_start(spb.model_copy(update={"reconcile": reconcile}), server)
+            try:
+                await host.wait(lambda ms: any(m.kind == "DBIRTH" and m.device == "cam1" for m in ms))
+                birth = host.of("DBIRTH", "cam1")[0].metrics()
+                assert birth["L1/CountInState"] in ("unknown", "agrees") and birth["L1/CountInDrift"] == 0
+                sim.hung = True
+                await host.wait(
+                    lambda ms: any(
+                        m.kind == "DDATA" and m.metrics().get("L1/CountInState") == "reference_down" for m in ms
+                    )
+                )
+            finally:
+                sim.hung = False
+                await bridge.stop()
+                await plc.stop()
 
     asyncio.run(scenario())
