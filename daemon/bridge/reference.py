@@ -20,6 +20,7 @@ from pymodbus.exceptions import ModbusException
 
 from daemon.config.reconcile import ReconcileConfig
 from daemon.core.netaddr import parse_host_port
+from daemon.core.redaction import SECRETS
 
 
 class ReferenceReadError(Exception):
@@ -86,6 +87,7 @@ class OpcUaReference:
             client.set_user(cfg.opcua_user)
             password = cfg.password()
             if password is not None:
+                SECRETS.add(password)  # scrubbed from every log line from now on
                 client.set_password(password)
         if cfg.opcua_security == "basic256sha256":
             if self._certificate is None:
