@@ -24,6 +24,7 @@ from daemon.bridge.machine_vision import MachineVision
 from daemon.bridge.modbus import ModbusBridgeServer
 from daemon.bridge.opcua import OpcUaBridgeServer
 from daemon.bridge.reader import StreamReader
+from daemon.bridge.reconcile_mv import MismatchCondition
 from daemon.bridge.reconcile_opcua import ReconcileNodes
 from daemon.bridge.reconcile_setup import add_routes, build_reconcile, reconcile_problems
 from daemon.bridge.reference import Reference
@@ -188,6 +189,7 @@ class Bridge:
         )
         self.reader = StreamReader(config, redis, self.state, self.servers, redis_client_factory)
         self.health: HealthServer | None = None
+        self.mismatch_condition: MismatchCondition | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.heartbeats = 0
 
@@ -199,6 +201,11 @@ class Bridge:
             if self.reconcile is not None:
                 reconcile_nodes = ReconcileNodes(self.opcua, self.reconcile)
                 await reconcile_nodes.build()
+                if self.opcua.machine_vision is not None and self.opcua.server is not None:
+                    self.mismatch_condition = MismatchCondition(
+                        self.opcua.server, self.opcua.machine_vision, self.reconcile
+                    )
+                    await self.mismatch_condition.attach()
         if self.modbus is not None:
             await self.modbus.start()
         if self.sparkplug is not None:
@@ -301,6 +308,8 @@ class Bridge:
                 log.error("bridge_task_failed", task=task.get_name(), error=repr(task.exception())[:300])
         self._tasks = []
         await self.servers.close()
+        if self.mismatch_condition is not None:
+            await self.mismatch_condition.close()
         if self.health is not None:
             await self.health.close()
         if self.modbus is not None:

@@ -14,14 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
-from asyncua import Client
+from asyncua import Client, ua
 
+from daemon.bridge.reconcile_mv import VISION_WARNING_CONDITION_TYPE
 from daemon.bridge.service import Bridge
 from daemon.config.bridge import BridgeConfig, OpcUaConfig
 from daemon.config.redis import RedisConfig
-from tests.support.bridge_harness import LAYOUT, factory, read, wait_for
+from tests.support.bridge_harness import LAYOUT, Events, factory, read, wait_for
 from tests.support.fixtures_redis import RedisServer, RedisServerFactory, free_port
 from tests.support.mosquitto import MosquittoFactory, SparkplugHost
+from tests.support.mv_harness import mv_ns, vision_system
 from tests.support.sparkplug_edge import config as sparkplug_config
 from tests.support.sparkplug_edge import start as sparkplug_start
 from tools.plcsim.counter import PlcCounter
@@ -226,5 +228,50 @@ def test_the_line_state_on_sparkplug_birth_and_data(
                 sim.hung = False
                 await bridge.stop()
                 await plc.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_mismatch_is_a_machine_vision_condition_that_comes_and_goes(
+    redis_server: RedisServerFactory, tmp_path: Path
+) -> None:
+    """With `machine_vision = true`: count_mismatch fires a VisionWarningConditionType event (Retain true)
+    from the camera's VisionSystemType object, count_agrees the same condition cleared (Retain false)."""
+    server = redis_server()
+    parts = Belt(rate_per_s=3.0, seed=23).crossings(0, 300)
+    sim = PlcSim(PlcCounter([t + LAG_S for t in parts], bits=32))
+
+    async def scenario() -> None:
+        plc = ModbusPlc(sim)
+        port = await plc.start()
+        client = factory(server)()
+        feed = CameraFeed(client, "beltsight:objects:cam1", "cam1", "L1", missing=0.5)
+        served = f"127.0.0.1:{free_port()}"
+        config = _config(tmp_path, {"modbus": f"127.0.0.1:{port}"}).model_copy(
+            update={"opcua": OpcUaConfig(listen=served, security="none", machine_vision=True)}
+        )
+        bridge = await _bridge(config, server)
+        handler = Events()
+        feed.start()
+        sim.t0 = feed.t0_mono
+        feeder = asyncio.create_task(feed.run(parts))
+        try:
+            async with Client(f"opc.tcp://{served}/beltsight") as ua_client:
+                ns = await mv_ns(ua_client)
+                etype = ua_client.get_node(ua.NodeId(VISION_WARNING_CONDITION_TYPE, ns))
+                sub = await ua_client.create_subscription(10, handler)
+                await sub.subscribe_events(await vision_system(ua_client, "cam1"), etype, queuesize=100)
+                await wait_for(lambda: any(e.ErrorString == "count_mismatch" for e in handler.events), 90)
+                feed.missing = 0.0
+                await wait_for(lambda: any(e.ErrorString == "count_agrees" for e in handler.events), 90)
+        finally:
+            feeder.cancel()
+            await bridge.stop()
+            await plc.stop()
+            await client.aclose()
+        raised, cleared = handler.events[0], handler.events[-1]
+        assert (raised.Retain, raised.Severity, raised.ConditionName) == (True, 700, "CountMismatch L1/in")
+        assert (cleared.Retain, cleared.Severity) == (False, 100)
+        assert [e.ErrorString for e in handler.events] == ["count_mismatch", "count_agrees"]
 
     asyncio.run(scenario())
