@@ -22,6 +22,7 @@ import structlog
 
 from daemon.bridge.layout import BridgeLayout, layout_from_data, layout_problems
 from daemon.bridge.reader import read_streams
+from daemon.bridge.reconcile_setup import reconcile_problems
 from daemon.bridge.service import read_users, run_bridge
 from daemon.bridge.sparkplug import read_password
 from daemon.bridge.topology import AckLayout
@@ -41,6 +42,7 @@ def load(path: Path) -> tuple[Settings, BridgeLayout]:
     modbus = settings.bridge.modbus
     layout = layout_from_data(settings.cameras)
     errors = [str(p) for p in layout_problems(layout, base_register=modbus.base_register, block_size=modbus.block_size)]
+    errors += [str(p) for p in reconcile_problems(settings.bridge, layout)]
     errors += AckLayout.of(settings.bridge, settings.redis, read_streams(layout, settings.redis)).problems()
     for check in (lambda: read_users(settings.bridge), lambda: read_password(settings.bridge.sparkplug)):
         try:

@@ -18,11 +18,16 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
+from daemon.bridge import reconcile_sparkplug
 from daemon.bridge.layout import BridgeLayout, validate_layout
 from daemon.bridge.machine_vision import MachineVision
 from daemon.bridge.modbus import ModbusBridgeServer
 from daemon.bridge.opcua import OpcUaBridgeServer
 from daemon.bridge.reader import StreamReader
+from daemon.bridge.reconcile_mv import MismatchCondition
+from daemon.bridge.reconcile_opcua import ReconcileNodes
+from daemon.bridge.reconcile_setup import add_routes, build_reconcile, reconcile_problems
+from daemon.bridge.reference import Reference
 from daemon.bridge.registers import RegisterMap
 from daemon.bridge.sparkplug import SparkplugEdge
 from daemon.bridge.state import BridgeState, Change, Crossing
@@ -52,6 +57,8 @@ class _Servers:
         opcua: OpcUaBridgeServer | None,
         sparkplug: SparkplugEdge | None = None,
         resume_grace_s: float = 0.0,
+        *,
+        on_changes: Callable[[list[Change]], None] | None = None,
     ) -> None:
         """`resume_grace_s`: at the first `serve` of this process with no OPC UA event subscriber, the
         events (only: the registers, variables and Sparkplug are served at once) are held until one
@@ -63,8 +70,11 @@ class _Servers:
         self._grace_s = resume_grace_s if opcua is not None else 0.0
         self._held: list[Crossing] | None = None
         self._release: asyncio.Task[None] | None = None
+        self.on_changes = on_changes
 
     async def serve(self, changes: list[Change]) -> None:
+        if self.on_changes is not None:
+            self.on_changes(changes)
         if self.sparkplug is not None:
             self.sparkplug.serve(changes)
         crossings: list[Crossing] = []
@@ -144,14 +154,21 @@ class Bridge:
         *,
         redis: RedisConfig,
         notifier: SystemdNotifier | None = None,
+        references: dict[str, Reference] | None = None,
     ) -> None:
-        """`redis` names the streams read (`objects_stream`, `events_stream`); the factory connects."""
+        """`redis` names the streams read (`objects_stream`, `events_stream`); the factory connects.
+        `references`: the plant counters' readers by reconcile key, instead of the network ones."""
         self.config = config
         self.layout = validate_layout(
             layout, base_register=config.modbus.base_register, block_size=config.modbus.block_size
         )
         self.notifier = notifier or SystemdNotifier()
+        problems = reconcile_problems(config, layout)
+        if problems:
+            raise problems[0]
         self.state = BridgeState(layout)
+        self.registry = CollectorRegistry()
+        self.reconcile = build_reconcile(config, redis, redis_client_factory, self.registry, references)
         self.registers = RegisterMap(
             layout, base_register=config.modbus.base_register, block_size=config.modbus.block_size
         )
@@ -164,23 +181,40 @@ class Bridge:
         self.modbus = ModbusBridgeServer(config.modbus, self.registers) if config.modbus.listen else None
         spb = config.sparkplug
         self.sparkplug = SparkplugEdge(spb, layout, self.state, config.state_dir) if spb.enabled else None
-        self.servers = _Servers(self.state, self.registers, self.opcua, self.sparkplug, config.resume_grace_s)
+        on_changes = self.reconcile.on_changes if self.reconcile is not None else None
+        if self.sparkplug is not None and self.reconcile is not None:
+            reconcile_sparkplug.attach(self.sparkplug, self.reconcile)
+        self.servers = _Servers(
+            self.state, self.registers, self.opcua, self.sparkplug, config.resume_grace_s, on_changes=on_changes
+        )
         self.reader = StreamReader(config, redis, self.state, self.servers, redis_client_factory)
         self.health: HealthServer | None = None
+        self.mismatch_condition: MismatchCondition | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.heartbeats = 0
 
     async def start(self) -> None:
         users = read_users(self.config)
+        reconcile_nodes: ReconcileNodes | None = None
         if self.opcua is not None:
             await self.opcua.start(users)
+            if self.reconcile is not None:
+                reconcile_nodes = ReconcileNodes(self.opcua, self.reconcile)
+                await reconcile_nodes.build()
+                if self.opcua.machine_vision is not None and self.opcua.server is not None:
+                    self.mismatch_condition = MismatchCondition(
+                        self.opcua.server, self.opcua.machine_vision, self.reconcile
+                    )
+                    await self.mismatch_condition.attach()
         if self.modbus is not None:
             await self.modbus.start()
         if self.sparkplug is not None:
             self.sparkplug.start()
         if self.config.health_listen:
             host, port = parse_host_port(self.config.health_listen)
-            self.health = HealthServer(host, port, CollectorRegistry(), self.report)
+            self.health = HealthServer(host, port, self.registry, self.report)
+            if self.reconcile is not None:
+                add_routes(self.health, self.reconcile)
             await self.health.start()
         self._tasks = [
             asyncio.create_task(self.reader.run(), name="bridge-reader"),
@@ -188,6 +222,10 @@ class Bridge:
         ]
         if self.sparkplug is not None:
             self._tasks.append(asyncio.create_task(self.sparkplug.run(), name="bridge-sparkplug"))
+        if self.reconcile is not None:
+            self._tasks.append(asyncio.create_task(self.reconcile.run(), name="bridge-reconcile"))
+        if reconcile_nodes is not None:
+            self._tasks.append(asyncio.create_task(reconcile_nodes.run(), name="bridge-reconcile-opcua"))
         self.notifier.ready("serving")
         log.info(
             "bridge_started",
@@ -211,7 +249,7 @@ class Bridge:
         restart = sorted(f"bridge.opcua.{k}" for k in old if old[k] != new[k])
         restart += sorted(
             f"bridge.{k}"
-            for k in ("modbus", "sparkplug", "group", "consumer", "snapshot_key")
+            for k in ("modbus", "sparkplug", "group", "consumer", "snapshot_key", "reconcile", "shifts")
             if getattr(self.config, k) != getattr(config, k)
         )
         if bool(users) != bool(self.config.opcua.users):
@@ -257,6 +295,7 @@ class Bridge:
             },
             "heartbeat": self.heartbeats,
             "sparkplug": asdict(self.sparkplug.stats) if self.sparkplug is not None else None,
+            "reconcile": self.reconcile.report() if self.reconcile is not None else None,
         }
 
     async def stop(self) -> None:
@@ -269,6 +308,8 @@ class Bridge:
                 log.error("bridge_task_failed", task=task.get_name(), error=repr(task.exception())[:300])
         self._tasks = []
         await self.servers.close()
+        if self.mismatch_condition is not None:
+            await self.mismatch_condition.close()
         if self.health is not None:
             await self.health.close()
         if self.modbus is not None:

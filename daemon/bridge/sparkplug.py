@@ -34,11 +34,13 @@ import functools
 import ssl
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import paho.mqtt.client as paho
 import structlog
+from pysparkplug import Metric
 
 from daemon.bridge import sparkplug_bdseq as bdseq
 from daemon.bridge import sparkplug_payloads as sp
@@ -122,6 +124,8 @@ class SparkplugEdge:
         self._host_log = RateLimited(DROP_LOG_INTERVAL_S)
         self._bd_seq_path = bdseq.path_in(state_dir) if state_dir is not None else None
         self._bd_seq_log = RateLimited(DROP_LOG_INTERVAL_S)
+        self.birth_extra: Callable[[str], Sequence[Metric]] | None = None
+        """More metrics for a camera's DBIRTH (the reconciled lines', daemon.bridge.reconcile_service)."""
 
     def start(self) -> None:
         """Read the password (ValueError when it cannot be read) and the last bdSeq used."""
@@ -149,6 +153,12 @@ class SparkplugEdge:
                     sp.topic(*self._ids("DDATA", change.camera)), sp.state_data(change.status, *self._stamp())
                 )
                 self.stats.ddata += 1
+
+    def publish_metrics(self, camera: str, metrics: Sequence[Metric]) -> None:
+        """DDATA of metrics the camera's DBIRTH holds (via `birth_extra`); dropped while offline (the
+        next birth carries the current values)."""
+        if self._publish(sp.topic(*self._ids("DDATA", camera)), sp.metrics_data(metrics, *self._stamp())):
+            self.stats.ddata += 1
 
     def _crossing(self, crossing: Crossing, *, historical: bool) -> None:
         client = self._client
@@ -200,7 +210,8 @@ class SparkplugEdge:
         _, now = self._stamp()
         client.publish(sp.topic(*self._ids("NBIRTH")), sp.node_birth(self.stats.bd_seq, now), qos=0)
         for camera in self.layout.cameras:
-            payload = sp.device_birth(camera, self.state.cameras[camera.id], *self._stamp())
+            extra = self.birth_extra(camera.id) if self.birth_extra is not None else ()
+            payload = sp.device_birth(camera, self.state.cameras[camera.id], *self._stamp(), extra=extra)
             client.publish(sp.topic(*self._ids("DBIRTH", camera.id)), payload, qos=0)
         self.stats.births += 1
 

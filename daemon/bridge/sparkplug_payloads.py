@@ -12,6 +12,8 @@ a later one.
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pysparkplug import DataType, DBirth, DData, Metric, NBirth, NCmd, NDeath
@@ -67,11 +69,14 @@ def _line_metrics(line: LineLayout, state: LineState, at_ms: int) -> list[Metric
     return metrics
 
 
-def device_birth(camera: CameraLayout, state: CameraState, seq: int, now_ms: int) -> bytes:
-    """DBIRTH of one camera: every metric with its served value."""
+def device_birth(
+    camera: CameraLayout, state: CameraState, seq: int, now_ms: int, extra: Sequence[Metric] = ()
+) -> bytes:
+    """DBIRTH of one camera: every metric with its served value (`extra`: the reconciled lines')."""
     metrics = [_metric("State", DataType.STRING, state.status, now_ms, False)]
     for line in camera.lines:
         metrics += _line_metrics(line, state.lines.get(line.id, LineState()), now_ms)
+    metrics += extra
     return DBirth(timestamp=now_ms, seq=seq, metrics=tuple(metrics)).encode(include_dtypes=True)
 
 
@@ -90,6 +95,26 @@ def crossing_data(crossing: Crossing, gates: tuple[str, ...], seq: int, now_ms: 
     metrics += [
         _metric(f"{name}/{gate}{ETA_SUFFIX}", DataType.INT64, eta.get(gate, 0), at, historical) for gate in gates
     ]
+    return DData(timestamp=now_ms, seq=seq, metrics=tuple(metrics)).encode(include_dtypes=True)
+
+
+def reconcile_metrics(items: Sequence[tuple[str, str, str, int]], now_ms: int) -> list[Metric]:
+    """`<line>/Count<Dir>State` (String) and `<line>/Count<Dir>Drift` (Int64) for each reconciled
+    (line, direction, state, drift) of a camera (daemon.bridge.reconcile_service)."""
+    metrics: list[Metric] = []
+    for line, direction, state, drift in items:
+        name = f"{line}/Count{direction.capitalize()}"
+        metrics.append(_metric(f"{name}State", DataType.STRING, state, now_ms, False))
+        metrics.append(_metric(f"{name}Drift", DataType.INT64, drift, now_ms, False))
+    return metrics
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def metrics_data(metrics: Sequence[Metric], seq: int, now_ms: int) -> bytes:
+    """DDATA of some metrics already in the DBIRTH."""
     return DData(timestamp=now_ms, seq=seq, metrics=tuple(metrics)).encode(include_dtypes=True)
 
 

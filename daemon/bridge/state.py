@@ -91,6 +91,8 @@ class Crossing:
     entry_id: str
     snapshot: str = ""
     """The crossing's snapshot path (relative to `[snapshots] dir`); "" when the entry has none."""
+    speed_mm_s: float = 0.0
+    """The part's belt speed at the crossing (0: not measured, no `mm_per_px`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,8 +313,7 @@ def _parse_crossing(fields: dict[str, str], camera: str, entry_id: str) -> Cross
     if direction not in ("in", "out"):
         raise MalformedEntryError(f"field 'direction' is {direction[:10]!r}, not in/out")
     _float(fields, "speed_px_s")
-    if fields.get("speed_mm_s"):
-        _float(fields, "speed_mm_s")
+    speed_mm_s = _float(fields, "speed_mm_s") if fields.get("speed_mm_s") else 0.0
     eta_raw = fields.get("eta") or ""
     parse_eta(eta_raw)
     return Crossing(
@@ -327,6 +328,7 @@ def _parse_crossing(fields: dict[str, str], camera: str, entry_id: str) -> Cross
         eta_json=eta_raw,
         entry_id=entry_id,
         snapshot=fields.get("snapshot", ""),
+        speed_mm_s=speed_mm_s,
     )
 
 

@@ -31,11 +31,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
-from pydantic import AfterValidator, Field, SecretStr, model_validator
+from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
 
 from daemon.config.base import Section, read_secret_file
+from daemon.config.reconcile import ReconcileConfig
 from daemon.config.sparkplug import SparkplugConfig
 from daemon.core.netaddr import parse_host_port
+from daemon.core.shifts import parse_shifts
 
 
 def _listen(v: str | None) -> str | None:
@@ -155,9 +157,29 @@ class BridgeConfig(Section):
     """The `[bridge.modbus]` section: the Modbus TCP server."""
     sparkplug: SparkplugConfig = SparkplugConfig()
     """The `[bridge.sparkplug]` section: MQTT Sparkplug B edge node (daemon.bridge.sparkplug); off by default."""
+    reconcile: list[ReconcileConfig] = Field(default_factory=list)
+    """`[[bridge.reconcile]]`: camera lines whose counts are checked live against the plant's own counter
+    (daemon.bridge.reconcile); none by default."""
+    shifts: list[str] = Field(default_factory=list)
+    """Local shift start times ("HH:MM", the last shift wrapping past midnight) for the reconciled counts
+    kept per shift (daemon.core.shifts); none: counts are kept per hour only."""
+
+    @field_validator("shifts")
+    @classmethod
+    def _shifts(cls, v: list[str]) -> list[str]:
+        parse_shifts(v)
+        return v
+
+    @model_validator(mode="after")
+    def _reconcile_unique(self) -> Self:
+        keys = [r.key for r in self.reconcile]
+        doubles = sorted({k for k in keys if keys.count(k) > 1})
+        if doubles:
+            raise ValueError(f"reconcile: {', '.join(doubles)} given twice")
+        return self
 
     def snapshot_key_name(self) -> str:
         return self.snapshot_key.replace("{group}", self.group)
 
 
-__all__ = ["BridgeConfig", "Listen", "ModbusConfig", "OpcUaConfig", "OpcUaUser", "SparkplugConfig"]
+__all__ = ["BridgeConfig", "Listen", "ModbusConfig", "OpcUaConfig", "OpcUaUser", "ReconcileConfig", "SparkplugConfig"]

@@ -147,7 +147,7 @@ class Settings(BaseSettings):
 
     def redacted(self) -> dict[str, Any]:
         """The effective config as plain data with every secret replaced (for check-config)."""
-        data = self.model_dump(mode="json")
+        data = self.model_dump(mode="json", by_alias=True)  # keys as written in TOML (`register`)
         data["redis"]["url"] = redact_url(self.redis.url.get_secret_value())
         for cam_data, cam in zip(data["cameras"], self.cameras, strict=True):
             cam_data["url"] = cam.safe_url()

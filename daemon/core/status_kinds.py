@@ -21,6 +21,16 @@ StatusKind = Literal[
     "model_swapped",
     "model_swap_failed",
     "lines_changed",
+    "camera_added",
+    "camera_changed",
+    "camera_removed",
+    "count_mismatch",
+    "count_agrees",
+    "reference_down",
+    "reference_up",
+    "reference_wrapped",
+    "reference_reset",
+    "reference_jump",
 ]
 
 STATUS_KINDS: Final[dict[StatusKind, str]] = {
@@ -42,6 +52,26 @@ STATUS_KINDS: Final[dict[StatusKind, str]] = {
     "(`detail`: JSON with the reason)",
     "lines_changed": "a camera's counting lines were changed live (`detail`: JSON with who and the lines "
     "before and after)",
+    "camera_added": "a camera was added to the running daemon (API or reload; `detail`: JSON with who and "
+    "where from, no secret)",
+    "camera_changed": "a running camera's configuration changed (`detail`: JSON with who and the names of "
+    "the keys changed, never their values)",
+    "camera_removed": "a camera was removed (or disabled) and drained: its frames already accepted were "
+    "published (`detail`: JSON with who)",
+    "count_mismatch": "written by `beltsight bridge`: a line's count drifted from the plant's own counter "
+    "beyond its tolerance (`detail`: JSON with `line`, `direction`, `vision`, `reference`, `drift`, "
+    "`allowed`, `window`)",
+    "count_agrees": "written by `beltsight bridge`: the line's count agrees with the plant's counter again "
+    "(`detail` as for `count_mismatch`)",
+    "reference_down": "written by `beltsight bridge`: the plant counter a line is checked against cannot be "
+    "read (never a mismatch)",
+    "reference_up": "written by `beltsight bridge`: the plant counter answers again",
+    "reference_wrapped": "written by `beltsight bridge`: the plant counter wrapped past its word size "
+    "(counted on, never a mismatch)",
+    "reference_reset": "written by `beltsight bridge`: the PLC reset its counter (counted on from the new "
+    "value, never a mismatch)",
+    "reference_jump": "written by `beltsight bridge`: the plant counter jumped forward faster than parts can "
+    "pass (a preset; counted on from the new value)",
 }
 
 __all__ = ["STATUS_KINDS", "StatusKind", "kinds"]

@@ -157,12 +157,13 @@ def keys(model: type[BaseModel] | None = None, prefix: str = "", env: str | None
     model = model or settings_model()
     notes = _class_notes(model)
     out: list[Key] = []
-    for name, info in model.model_fields.items():
+    for field_name, info in model.model_fields.items():
+        name = info.alias or field_name  # the key as written in TOML
         path = f"{prefix}{name}"
         var = f"{env}{name.upper()}" if env is not None else ""
         kind = _type_name(info.annotation)
         limits = _constraints(info)
-        out.append(Key(path, f"{kind} ({limits})" if limits else kind, _default(info), notes.get(name, ""), var))
+        out.append(Key(path, f"{kind} ({limits})" if limits else kind, _default(info), notes.get(field_name, ""), var))
         for suffix, sub in _models_in(info.annotation):
             # environment overrides reach nested tables by `__`; inside lists and dicts only as JSON of the whole
             nested_env = f"{var}__" if env is not None and suffix == "" else None

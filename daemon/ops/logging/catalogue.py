@@ -19,6 +19,7 @@ from daemon.ops.logging.events.ingest import INGEST_EVENTS
 from daemon.ops.logging.events.ops import OPS_EVENTS
 from daemon.ops.logging.events.process import PROCESS_EVENTS
 from daemon.ops.logging.events.publish import PUBLISH_EVENTS
+from daemon.ops.logging.events.reconcile import RECONCILE_EVENTS
 from daemon.ops.logging.events.thermal import THERMAL_EVENTS
 from daemon.ops.logging.events.tracking import TRACKING_EVENTS
 
@@ -31,7 +32,9 @@ DAEMON_EVENTS: tuple[LogEvent, ...] = (
     *PUBLISH_EVENTS,
     *THERMAL_EVENTS,
 )
-EVENTS: tuple[LogEvent, ...] = tuple(sorted((*DAEMON_EVENTS, *BRIDGE_EVENTS), key=lambda ev: ev.name))
+EVENTS: tuple[LogEvent, ...] = tuple(
+    sorted((*DAEMON_EVENTS, *BRIDGE_EVENTS, *RECONCILE_EVENTS), key=lambda ev: ev.name)
+)
 __all__ = [
     "CATALOGUE",
     "DAEMON_EVENTS",

@@ -1,0 +1,73 @@
+"""The reconciliation as an OPC 40100 Machine Vision condition (with `[bridge.opcua] machine_vision`).
+
+A reconciled line entering `count_mismatch` fires a `VisionWarningConditionType` event from its
+camera's `VisionSystemType` object (`Objects/BeltSight/MachineVision/<camera>`): `ConditionName`
+`CountMismatch <line>/<direction>`, `ErrorString` `count_mismatch`, `Message` with both counts,
+`Severity` 700, `Retain` true. `count_agrees` fires the same condition cleared: `ErrorString`
+`count_agrees`, `Severity` 100, `Retain` false. A PLC subscribed to the object's events (the same
+subscription that receives its `ResultReadyEventType` events) sees the alarm come and go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from asyncua import ua
+from asyncua.server.server import Server
+
+from daemon.bridge.machine_vision import FOLDER, MachineVision, node_id
+from daemon.bridge.reconcile_service import LineVerdict, ReconcileService
+
+VISION_WARNING_CONDITION_TYPE = 1034
+SEVERITY_ACTIVE = 700
+SEVERITY_CLEARED = 100
+
+
+class MismatchCondition:
+    def __init__(self, server: Server, mv: MachineVision, service: ReconcileService) -> None:
+        self.server = server
+        self.mv = mv
+        self.service = service
+        self._gens: dict[str, Any] = {}
+        self._pending: set[asyncio.Task[None]] = set()
+        self.fired = 0
+
+    async def attach(self) -> None:
+        """Event generators for the reconciled cameras; listen to the service's verdicts."""
+        etype = self.server.get_node(node_id(VISION_WARNING_CONDITION_TYPE, self.mv.mv_ns))
+        for camera in {e.camera for e in self.service.entries}:
+            source = node_id(f"BeltSight/{FOLDER}/{camera}", self.mv.ns)
+            self._gens[camera] = await self.server.get_event_generator(etype, source)
+        self.service.listeners.append(self._on_verdict)
+
+    def _on_verdict(self, verdict: LineVerdict) -> None:
+        if verdict.state not in ("count_mismatch", "agrees") or verdict.camera not in self._gens:
+            return
+        task = asyncio.get_running_loop().create_task(self._fire(verdict), name="reconcile-mv-condition")
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _fire(self, verdict: LineVerdict) -> None:
+        active = verdict.state == "count_mismatch"
+        rec = self.service.reconcilers[f"{verdict.camera}/{verdict.line}/{verdict.direction}"]
+        window = rec.last
+        counts = f"vision {window.vision}, reference {window.reference}" if window is not None else ""
+        ev = self._gens[verdict.camera].event
+        for name in ("ConditionName", "ErrorString"):  # typed here: asyncua leaves them without a type
+            ev.data_types[name] = ua.VariantType.String
+        ev.ConditionName = f"CountMismatch {verdict.line}/{verdict.direction}"
+        ev.ErrorString = "count_mismatch" if active else "count_agrees"
+        ev.Message = ua.LocalizedText(f"{ev.ErrorString} on {verdict.line}/{verdict.direction}: {counts}")
+        ev.Severity = SEVERITY_ACTIVE if active else SEVERITY_CLEARED
+        ev.Retain = active
+        await self._gens[verdict.camera].trigger()
+        self.fired += 1
+
+    async def close(self) -> None:
+        for task in list(self._pending):
+            task.cancel()
+        await asyncio.gather(*self._pending, return_exceptions=True)
+
+
+__all__ = ["MismatchCondition"]
