@@ -34,8 +34,9 @@ from daemon.inference.lanes import Batching, Lanes, Observe, Publish
 from daemon.inference.protocols import EngineBuilder
 from daemon.inference.providers import lane_workers, worker_batch
 from daemon.inference.swap import ModelSwapper
-from daemon.ingest.hwdecode import source_decode
 from daemon.ingest.sources import CameraSource
+from daemon.ops.camera_wiring import instance_sources, source_factory, wire_cameras
+from daemon.ops.cameras import CameraParts, CamerasControl
 from daemon.ops.http import HealthServer, HttpLimits, health_report
 from daemon.ops.http import snapshots as snapshot_route
 from daemon.ops.http.api_lines import LinesApi
@@ -80,7 +81,10 @@ class Pipeline:
     liveview: LiveView
     sink: RedisSink
     thermal: ThermalMonitor
-    sources: tuple[CameraSource, ...]
+    sources: list[CameraSource]
+    """The running readers (changed in place as cameras are added and removed: `cameras`)."""
+    cameras: CamerasControl
+    """The camera set, changed live (the cameras API's and a reload's)."""
     health: HealthServer | None
     snapshots: SnapshotWriter | None
     """The crossing snapshots' writer (`[snapshots] enabled`); None when off."""
@@ -152,10 +156,18 @@ def _wire(
         on_status=notifier.status,
     )
     _lanes_on_demand(hub, lanes, loop)
-    sources = _sources(settings, models, hub, metrics, on_status)
+    router = ModelRouter(models.infos, {c.id: c.model for c in settings.instance_cameras() if c.model is not None})
+    make_source = source_factory(settings, models.device, hub=hub, router=router, metrics=metrics, on_status=on_status)
+    sources = instance_sources(settings, metrics, make_source)
     report = _report(phase := Phase(), sources, sink, lanes, thermal)
     health = _health(settings, metrics, report, liveview, snapshots)
     lines = _lines(settings, tracking, liveview, sink, health)
+    parts = CameraParts(
+        sources, make_source, hub, router, tracking, lines, liveview, lanes, workers.set_rules,
+        labels=lambda: {size: info.names for size, info in models.infos.items()},
+        metrics=metrics, on_event=sink.accept_event, resume=sink.resume_points,
+    )  # fmt: skip
+    cameras = wire_cameras(settings, parts, liveview, health)
     return Pipeline(
         settings=settings,
         metrics=metrics,
@@ -171,11 +183,14 @@ def _wire(
         sink=sink,
         thermal=thermal,
         sources=sources,
+        cameras=cameras,
         health=health,
         snapshots=snapshots,
         capture=capture,
         report=report,
-        reloader=_reloader(settings, workers, lanes, sink, health=health, tracking=tracking, lines=lines),
+        reloader=_reloader(
+            settings, workers, lanes, sink, health=health, tracking=tracking, lines=lines, cameras=cameras
+        ),
     )
 
 
@@ -210,6 +225,7 @@ def _reloader(
     health: HealthServer | None,
     tracking: TrackingStage,
     lines: LinesControl,
+    cameras: CamerasControl,
 ) -> Reloader:
     """The reloader, with model swaps (`daemon.inference.swap`, kept in the models drop-in by
     `daemon.ops.models`) and, on the endpoint, their API (`daemon.ops.http.api_models`)."""
@@ -218,7 +234,15 @@ def _reloader(
     models.prune()
     if health is not None:
         ModelsApi(health, models).register()
-    return Reloader(settings, tracking=tracking, lines=lines, health=health, set_rules=workers.set_rules, models=models)
+    return Reloader(
+        settings,
+        tracking=tracking,
+        lines=lines,
+        health=health,
+        set_rules=workers.set_rules,
+        models=models,
+        cameras=cameras,
+    )
 
 
 def _liveview(settings: Settings, metrics: Metrics, tracking: TrackingStage) -> LiveView:
@@ -288,7 +312,7 @@ def _publish(
 
 
 def _report(
-    phase: Phase, sources: tuple[CameraSource, ...], sink: RedisSink, lanes: Lanes, thermal: ThermalMonitor
+    phase: Phase, sources: list[CameraSource], sink: RedisSink, lanes: Lanes, thermal: ThermalMonitor
 ) -> Callable[[], dict[str, Any]]:
     def report() -> dict[str, Any]:
         """The /healthz JSON."""
@@ -318,33 +342,6 @@ def _batching(settings: Settings, hub: FrameHub, metrics: Metrics) -> Batching:
         return Batcher(size, hub, policy, asyncio.get_running_loop(), metrics=metrics), InOrder()
 
     return batching
-
-
-def _sources(
-    settings: Settings,
-    models: ProvedModels,
-    hub: FrameHub,
-    metrics: Metrics,
-    on_status: Callable[[StatusEvent], None],
-) -> tuple[CameraSource, ...]:
-    """This instance's cameras ([instance], daemon.config.sharding), routed to a model size each."""
-    cameras = settings.instance_cameras()
-    inst = settings.instance
-    metrics.instance_cameras.labels(shard=str(inst.shard), shards=str(inst.shards)).set(len(cameras))
-    if inst.shards > 1:
-        log.info(
-            "instance_cameras",
-            shard=inst.shard,
-            shards=inst.shards,
-            cameras=[c.id for c in cameras],
-            of=len(settings.enabled_cameras()),
-        )
-    router = ModelRouter(models.infos, {c.id: c.model for c in cameras if c.model is not None})
-    hw = source_decode(models.device, settings.engine.cuda.device_id)  # None: the CPU path
-    return tuple(
-        CameraSource(camera, consumer=hub, route=router, on_status=on_status, metrics=metrics, hwdecode=hw)
-        for camera in cameras
-    )
 
 
 def _health(

@@ -1,0 +1,74 @@
+"""The camera set's wiring: each camera's reader made the same way at start and when added live, and
+the control of the set (`daemon.ops.cameras`) listed by the live view and served by its API."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import structlog
+
+from daemon.batching.hub import FrameHub
+from daemon.batching.router import ModelRouter
+from daemon.config.cameras import CameraConfig
+from daemon.config.settings import Settings
+from daemon.core.frames import StatusEvent
+from daemon.core.metrics import Metrics
+from daemon.core.xp import DeviceChoice
+from daemon.ingest.hwdecode import source_decode
+from daemon.ingest.sources import CameraSource
+from daemon.ops.cameras import CameraParts, CamerasControl
+from daemon.ops.http import HealthServer
+from daemon.ops.http.api_cameras import CamerasApi
+from daemon.ops.liveview import LiveView
+
+log = structlog.get_logger("beltsight.app")
+
+
+def source_factory(
+    settings: Settings,
+    device: DeviceChoice,
+    *,
+    hub: FrameHub,
+    router: ModelRouter,
+    metrics: Metrics,
+    on_status: Callable[[StatusEvent], None],
+) -> Callable[[CameraConfig], CameraSource]:
+    """A camera's reader, handing frames to the hub, routed to a model size (at start and when added live)."""
+    hw = source_decode(device, settings.engine.cuda.device_id)  # None: the CPU path
+
+    def make(camera: CameraConfig) -> CameraSource:
+        return CameraSource(camera, consumer=hub, route=router, on_status=on_status, metrics=metrics, hwdecode=hw)
+
+    return make
+
+
+def instance_sources(
+    settings: Settings, metrics: Metrics, make: Callable[[CameraConfig], CameraSource]
+) -> list[CameraSource]:
+    """The readers of this instance's cameras ([instance], daemon.config.sharding), none started."""
+    cameras = settings.instance_cameras()
+    inst = settings.instance
+    metrics.instance_cameras.labels(shard=str(inst.shard), shards=str(inst.shards)).set(len(cameras))
+    if inst.shards > 1:
+        log.info(
+            "instance_cameras",
+            shard=inst.shard,
+            shards=inst.shards,
+            cameras=[c.id for c in cameras],
+            of=len(settings.enabled_cameras()),
+        )
+    return [make(camera) for camera in cameras]
+
+
+def wire_cameras(
+    settings: Settings, parts: CameraParts, liveview: LiveView, health: HealthServer | None
+) -> CamerasControl:
+    """The camera set (`daemon.ops.cameras`), listed by the live view and, on the endpoint, its API."""
+    cameras = CamerasControl(settings, parts)
+    liveview.configured_from(cameras.listing)
+    if health is not None:
+        CamerasApi(health, cameras).register()
+    return cameras
+
+
+__all__ = ["instance_sources", "source_factory", "wire_cameras"]

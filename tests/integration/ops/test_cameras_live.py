@@ -1,0 +1,110 @@
+"""Cameras added, changed and removed on the running daemon (in-process) through `PUT`/`DELETE
+/api/cameras/{id}`, with real RTSP servers (password-protected) and a real Redis: an untouched camera
+never reconnects (its `seq` keeps counting), the added camera publishes, the changed one is reopened
+alone, the removed one stops and its metric series go; every change is persisted as a drop-in and
+audited in `beltsight:events`; no answer, event or log line carries the password."""
+
+from __future__ import annotations
+
+import json
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.config.settings import load_settings
+from tests.support.daemon_harness import InProcessDaemon, write_config
+from tests.support.fixtures_redis import RedisServer
+from tests.support.fixtures_rtsp import Clip, RtspServer
+from tests.support.http_api import events, request, running
+from tests.support.streams import entries
+from tests.support.waits import wait_until
+
+pytestmark = pytest.mark.slow
+
+PASSWORD = "s3cret-Pw"
+
+
+def seqs(redis: RedisServer, camera: str) -> list[int]:
+    return [int(e["seq"]) for e in entries(redis, camera)]
+
+
+def restarts(values: list[int]) -> int:
+    """How many times a camera's `seq` went back (a new connection starts again at 0)."""
+    return sum(1 for a, b in zip(values, values[1:], strict=False) if b <= a)
+
+
+def test_a_camera_added_changed_and_removed_live_leaves_the_untouched_one_counting(
+    tmp_path: Path,
+    redis_server: Callable[..., RedisServer],
+    rtsp_server: Callable[..., RtspServer],
+    clip_factory: Callable[..., Clip],
+) -> None:
+    redis = redis_server()
+    clip = clip_factory(320, 240, fps=10, seconds=4.0, seed=5, synthetic=False)
+    server = rtsp_server({"a": clip.path, "b": clip.path, "c": clip.path}, user="op", password=PASSWORD)
+    cameras_dir = tmp_path / "cameras"
+    config = write_config(
+        tmp_path / "beltsight.toml",
+        redis_url=redis.url,
+        cameras=[{"id": "a", "url": server.url("a")}, {"id": "b", "url": server.url("b")}],
+        tracking={"lines_dir": str(tmp_path / "lines")},
+        cameras_dir=cameras_dir,
+    )
+    text = config.read_text()
+    with InProcessDaemon(config) as d:
+        port = running(d)
+        wait_until(lambda: len(seqs(redis, "a")) >= 10 and len(seqs(redis, "b")) >= 5, 60, "a and b publishing", d)
+
+        # added: 201, publishing, listed, its password nowhere
+        status, added = request(port, "/api/cameras/c", "PUT", {"url": server.url("c"), "read_timeout_s": 3})
+        assert status == 201, added
+        assert added["id"] == "c" and added["source"] == f"drop-in {cameras_dir / 'c.toml'}"
+        wait_until(lambda: len(seqs(redis, "c")) >= 5, 60, "the added camera publishing", d)
+        status, listing = request(port, "/api/cameras")
+        assert status == 200 and sorted(c["id"] for c in listing["cameras"]) == ["a", "b", "c"]
+        assert all(c["enabled"] is True for c in listing["cameras"])
+
+        # changed: a reader key reopens b alone (its seq starts again), a is untouched
+        b_before = len(seqs(redis, "b"))
+        status, changed = request(port, "/api/cameras/b", "PUT", {"url": server.url("b"), "stall_s": 6})
+        assert status == 200 and changed["stall_s"] == 6
+        wait_until(lambda: restarts(seqs(redis, "b")) >= 1, 60, "b reopened", d)
+        wait_until(lambda: len(seqs(redis, "b")) > b_before + 5, 60, "b publishing again", d)
+
+        # removed: 200, no longer listed nor served, its series retired, a removal mark kept
+        assert request(port, "/api/cameras/c", "DELETE") == (200, {"removed": "c"})
+        assert request(port, "/api/cameras/c", "DELETE")[0] == 404
+        assert request(port, "/api/cameras/c")[0] == 404
+        assert sorted(c["id"] for c in request(port, "/api/cameras")[1]["cameras"]) == ["a", "b"]
+        assert d.metrics.registry.get_sample_value("beltsight_frames_decoded_total", {"camera": "c"}) is None
+        c_count = len(seqs(redis, "c"))
+        a_count = len(seqs(redis, "a"))
+        wait_until(lambda: len(seqs(redis, "a")) > a_count + 10, 60, "a still publishing", d)
+        assert len(seqs(redis, "c")) == c_count  # nothing after its removal was confirmed
+
+        # the untouched camera: one connection all along (seq never went back, no reconnect)
+        assert restarts(seqs(redis, "a")) == 0
+        assert d.counter("beltsight_camera_reconnects_total", camera="a") == 0
+        assert [e["camera"] for e in events(redis, "camera_up")].count("a") == 1
+
+        audit = {kind: events(redis, kind) for kind in ("camera_added", "camera_changed", "camera_removed")}
+        assert [e["camera"] for e in audit["camera_added"]] == ["c"]
+        assert [e["camera"] for e in audit["camera_removed"]] == ["c"]
+        (change,) = audit["camera_changed"]
+        assert change["camera"] == "b" and json.loads(change["detail"])["changed"] == ["stall_s"]
+        assert json.loads(audit["camera_added"][0]["detail"])["user"].startswith("local")
+
+        everything: list[Any] = [listing, added, changed, audit, request(port, "/api/cameras/b")[1]]
+        assert PASSWORD not in json.dumps(everything)
+
+    # persisted without touching the operator's file: b's drop-in (owner-only), c's removal
+    assert config.read_text() == text
+    assert sorted(p.name for p in cameras_dir.iterdir()) == ["b.toml", "c.removed"]
+    assert stat.S_IMODE((cameras_dir / "b.toml").stat().st_mode) == 0o600
+    reloaded = load_settings(config)
+    assert [c.id for c in reloaded.cameras] == ["a", "b"]
+    assert reloaded.cameras[1].stall_s == 6
+    assert reloaded.camera_sources == {"a": "the config file", "b": f"drop-in {cameras_dir / 'b.toml'}"}
