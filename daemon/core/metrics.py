@@ -292,5 +292,6 @@ class Metrics:
         apart beyond its hold's bound while Redis refused the camera's stream key),
         `shutdown` (unpublished when the grace period ended), `thermal` (inference was paused),
         `frame_lost` (a GigE camera's frame that never arrived: a gap in its block ids),
-        `incomplete` (a GigE frame with packets the resend could not recover: never handed on)."""
+        `incomplete` (a GigE frame with packets the resend could not recover: never handed on),
+        `removed` (left in the slot of a camera removed live when its drain timed out)."""
         self.frames_dropped.labels(camera=camera_id, reason=reason).inc(n)

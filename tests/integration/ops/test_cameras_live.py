@@ -6,6 +6,7 @@ audited in `beltsight:events`; no answer, event or log line carries the password
 
 from __future__ import annotations
 
+import itertools
 import json
 import stat
 from collections.abc import Callable
@@ -33,7 +34,7 @@ def seqs(redis: RedisServer, camera: str) -> list[int]:
 
 def restarts(values: list[int]) -> int:
     """How many times a camera's `seq` went back (a new connection starts again at 0)."""
-    return sum(1 for a, b in zip(values, values[1:], strict=False) if b <= a)
+    return sum(1 for a, b in itertools.pairwise(values) if b <= a)
 
 
 def test_a_camera_added_changed_and_removed_live_leaves_the_untouched_one_counting(
