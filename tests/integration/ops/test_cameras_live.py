@@ -109,3 +109,52 @@ def test_a_camera_added_changed_and_removed_live_leaves_the_untouched_one_counti
     assert [c.id for c in reloaded.cameras] == ["a", "b"]
     assert reloaded.cameras[1].stall_s == 6
     assert reloaded.camera_sources == {"a": "the config file", "b": f"drop-in {cameras_dir / 'b.toml'}"}
+
+
+def test_a_reload_applies_cameras_added_removed_and_changed_in_the_file_and_refuses_a_bad_set(
+    tmp_path: Path,
+    redis_server: Callable[..., RedisServer],
+    rtsp_server: Callable[..., RtspServer],
+    clip_factory: Callable[..., Clip],
+) -> None:
+    redis = redis_server()
+    clip = clip_factory(320, 240, fps=10, seconds=4.0, seed=5, synthetic=False)
+    server = rtsp_server({"a": clip.path, "b": clip.path, "c": clip.path})
+    a, b, c = ({"id": m, "url": server.url(m)} for m in ("a", "b", "c"))
+
+    def config(*cameras: dict[str, Any]) -> Path:
+        return write_config(
+            tmp_path / "beltsight.toml",
+            redis_url=redis.url,
+            cameras=list(cameras),
+            tracking={"lines_dir": str(tmp_path / "lines")},
+        )
+
+    path = config(a, b)
+    with InProcessDaemon(path) as d:
+        running(d)
+        wait_until(lambda: len(seqs(redis, "a")) >= 10 and len(seqs(redis, "b")) >= 5, 60, "a and b publishing", d)
+        config(a, {**b, "stall_s": 6}, c)
+        d.reload()
+        wait_until(lambda: len(seqs(redis, "c")) >= 5, 60, "c, added to the file, publishing", d)
+        wait_until(lambda: restarts(seqs(redis, "b")) >= 1, 60, "b, changed in the file, reopened", d)
+
+        path.write_text(path.read_text() + '\n[[cameras]]\nid = "a"\nurl = "rtsp://127.0.0.1:1/dup"\n')
+        d.reload()  # a duplicate id: config_reload_failed, nothing changed
+        config(a, {**b, "stall_s": 6, "enabled": False})
+        d.reload()  # c removed, b disabled (kept, idle)
+        wait_until(lambda: len(events(redis, "camera_removed")) >= 1, 60, "c removed", d)
+        wait_until(lambda: d.daemon.pipeline is not None and len(d.daemon.sources) == 1, 60, "b idle", d)
+        a_count = len(seqs(redis, "a"))
+        wait_until(lambda: len(seqs(redis, "a")) > a_count + 10, 60, "a still publishing", d)
+        assert restarts(seqs(redis, "a")) == 0
+        assert d.counter("beltsight_camera_reconnects_total", camera="a") == 0
+        assert [e["camera"] for e in events(redis, "camera_added")] == ["c"]
+        assert [e["camera"] for e in events(redis, "camera_removed")] == ["c"]
+        changed = [(e["camera"], json.loads(e["detail"])) for e in events(redis, "camera_changed")]
+        assert changed == [
+            ("b", {"user": "reload", "changed": ["stall_s"]}),
+            ("b", {"user": "reload", "changed": ["enabled"]}),
+        ]
+        listing = {cam["id"]: cam for cam in request(running(d), "/api/cameras")[1]["cameras"]}
+        assert listing["b"]["enabled"] is False and listing["b"]["state"] == "idle" and "c" not in listing
