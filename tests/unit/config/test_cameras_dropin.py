@@ -91,3 +91,22 @@ def test_load_settings_applies_the_dropins_and_checks_them_against_the_config(tm
     with pytest.raises(ConfigError) as caught:
         load_settings(config)
     assert caught.value.errors == ["cameras.n: is pinned to shard 3; [instance] shards is 1"]
+
+
+def test_check_config_says_where_each_camera_comes_from(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from daemon.__main__ import main  # noqa: PLC0415
+
+    cameras_dir = tmp_path / "cameras"
+    config = write_config(
+        tmp_path / "beltsight.toml",
+        redis_url="redis://127.0.0.1:1",
+        cameras=[{"id": "a", "url": "rtsp://127.0.0.1:1/a"}, {"id": "b", "url": "rtsp://127.0.0.1:1/b"}],
+        tracking={"lines_dir": str(tmp_path / "lines")},
+        cameras_dir=cameras_dir,
+    )
+    write(cameras_dir, cam("b", url="rtsp://op:hunter2@127.0.0.1:1/b", enabled=False))
+    assert main(["check-config", "-c", str(config)]) == 0
+    captured = capsys.readouterr()
+    assert "camera a: from the config file\n" in captured.err
+    assert f"camera b: from drop-in {cameras_dir / 'b.toml'} (enabled = false)\n" in captured.err
+    assert "hunter2" not in captured.out + captured.err
