@@ -146,7 +146,7 @@ class CamerasControl:
                 "url": c.safe_url(),
                 "source": self._sources_of.get(cid, FILE),
             }
-            | {"size": "unknown"}
+            | {"size": "unknown", "fps": 0.0, "frames": 0}
             for cid, c in sorted(self._configured.items())
         }
 
