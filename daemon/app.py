@@ -162,6 +162,7 @@ class Daemon:
         grace = self.settings.shutdown_grace_s
         deadline = SYSTEM_CLOCK.monotonic() + grace
         log.info("shutdown_started", grace_s=grace)
+        await p.cameras.close()  # a camera change still being applied ends here
         for source in p.sources:
             source.stop()
         await asyncio.get_running_loop().run_in_executor(None, _join_sources, list(p.sources), grace / 2)

@@ -29,14 +29,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from daemon.batching.hub import FrameHub
-from daemon.batching.router import ModelRouter
 from daemon.config import lines_dropin
 from daemon.config.cameras import CameraConfig
 from daemon.config.cameras_dropin import FILE, CamerasInvalidError, remove, write
@@ -45,25 +42,17 @@ from daemon.config.settings import Settings
 from daemon.config.sharding import runs
 from daemon.core.clock import SYSTEM_CLOCK, time_ms
 from daemon.core.frames import StatusEvent
-from daemon.core.metrics import Metrics
-from daemon.core.objects import ObjectsResume
-from daemon.inference.lanes import Lanes
-from daemon.ingest.sources import CameraSource
-from daemon.ops.lines import LinesControl
-from daemon.ops.liveview import LiveView
-from daemon.tracking.stage import TrackingStage
+from daemon.ops.camera_runner import CameraParts, CameraRunner, changed_keys
 
 log = structlog.get_logger("beltsight.cameras")
 
-LIVE_KEYS = frozenset({"lines", "mm_per_px", "conf_threshold", "classes", "tracking", "enabled", "shard"})
-"""A camera's keys applied without reopening its reader; any other key changed reopens it."""
-DRAIN_TIMEOUT_S = 10.0
-"""The longest wait for a removed camera's last frame to be batched and its batches published."""
-RESUME_TIMEOUT_S = 5.0
+API_WAIT_S = 2.5
+"""The longest an API write waits for its change to be applied once it is recorded (the endpoint's
+request deadline is 5 s by default); the apply goes on after it."""
 
 Precondition = Callable[[dict[str, Any]], bool]
 """Whether a write may replace the camera as it stands (given its view, None-free); see `put`."""
-Resume = Callable[[dict[str, set[tuple[str, str]]], float], Awaitable[tuple[dict[str, ObjectsResume], bool]]]
+Record = Callable[[], Awaitable[tuple[CameraConfig | None, CameraConfig | None]]]
 
 
 class StaleError(Exception):
@@ -72,34 +61,6 @@ class StaleError(Exception):
     def __init__(self, current: dict[str, Any] | None) -> None:
         self.current = current
         super().__init__("the camera changed since it was read")
-
-
-@dataclass(frozen=True, slots=True)
-class CameraParts:
-    """The stages a camera change reaches (wired by `daemon.pipeline`)."""
-
-    sources: list[CameraSource]
-    """The running readers (the pipeline's list, changed in place)."""
-    make_source: Callable[[CameraConfig], CameraSource]
-    hub: FrameHub
-    router: ModelRouter
-    tracking: TrackingStage
-    lines: LinesControl
-    liveview: LiveView
-    lanes: Lanes
-    set_rules: Callable[[Settings], None]
-    labels: Callable[[], dict[int, tuple[str, ...]]]
-    """Each served size's class labels (a camera's `classes` must name some)."""
-    metrics: Metrics
-    on_event: Callable[[StatusEvent], None]
-    resume: Resume | None = None
-
-
-def changed_keys(before: CameraConfig, after: CameraConfig) -> list[str]:
-    """The keys whose values differ (the URL compared with its secret)."""
-    was, now = before.model_dump(), after.model_dump()
-    was["url"], now["url"] = before.url.get_secret_value(), after.url.get_secret_value()
-    return sorted(k for k in was if was[k] != now[k])
 
 
 class CamerasControl:
@@ -112,7 +73,8 @@ class CamerasControl:
         self._sources_of = dict(settings.camera_sources)
         self.cameras_dir = settings.cameras_dir
         self._lock = asyncio.Lock()
-        self._retained: set[str] = set()
+        self._runner = CameraRunner(parts, lambda: self._settings)
+        self._changes: set[asyncio.Task[None]] = set()
 
     # -- what is configured ----------------------------------------------------------------
     @property
@@ -165,32 +127,80 @@ class CamerasControl:
     # -- the API's writes ----------------------------------------------------------------
     async def put(self, camera: CameraConfig, user: str, precondition: Precondition | None = None) -> bool:
         """Persist `camera` as its drop-in, then apply it; True when it was added (not replaced).
-        CamerasInvalidError (nothing changed), OSError (not written: nothing changed), StaleError."""
+        CamerasInvalidError (nothing changed), OSError (not written: nothing changed), StaleError.
+        Returns once the change is recorded and has been applied, or after `API_WAIT_S` of its apply
+        (a drain can take seconds; it goes on, still holding the set's lock)."""
         if problems := self.problems(camera):
             raise CamerasInvalidError(problems)
-        async with self._lock:
+
+        async def record() -> tuple[CameraConfig | None, CameraConfig | None]:
             self._check(camera.id, precondition)
-            before = self._configured.get(camera.id)
-            running_lines = self._parts.lines.current(camera.id) if camera.id in self._parts.lines.camera_ids else None
-            if running_lines is not None and not ({"lines", "mm_per_px"} & camera.model_fields_set):
-                camera = camera.model_copy(update=dict(running_lines))  # keep what the line editor set
-            loop = asyncio.get_running_loop()
-            path = await loop.run_in_executor(None, self._persist, camera)
+            before, after = self._configured.get(camera.id), camera
+            running = self._parts.lines.current(camera.id) if camera.id in self._parts.lines.camera_ids else None
+            if running is not None and not ({"lines", "mm_per_px"} & camera.model_fields_set):
+                after = camera.model_copy(update=dict(running))  # keep what the line editor set
+            path = await asyncio.get_running_loop().run_in_executor(None, self._persist, after)
             self._sources_of[camera.id] = f"drop-in {path}"
-            await self._apply(camera.id, before, camera, user)
+            return before, after
+
+        before, _after = await self._write(camera.id, record, user)
         return before is None
 
     async def delete(self, camera_id: str, user: str, precondition: Precondition | None = None) -> bool:
-        """Record the removal, then remove the camera; False when there is no such camera (nothing done)."""
-        async with self._lock:
+        """Record the removal, then remove the camera; False when there is no such camera (nothing done).
+        Returns as `put` does."""
+
+        async def record() -> tuple[CameraConfig | None, CameraConfig | None]:
             before = self._configured.get(camera_id)
             if before is None:
-                return False
+                return None, None
             self._check(camera_id, precondition)
             await asyncio.get_running_loop().run_in_executor(None, remove, self.cameras_dir, camera_id)
             self._sources_of.pop(camera_id, None)
-            await self._apply(camera_id, before, None, user)
-        return True
+            return before, None
+
+        before, _after = await self._write(camera_id, record, user)
+        return before is not None
+
+    async def _write(
+        self, camera_id: str, record: Record, user: str
+    ) -> tuple[CameraConfig | None, CameraConfig | None]:
+        """Under the set's lock: `record` (check, persist: its exceptions are the caller's), then the
+        apply, in a task the caller waits for at most `API_WAIT_S` once the change is recorded."""
+        decided: asyncio.Future[tuple[CameraConfig | None, CameraConfig | None]] = (
+            asyncio.get_running_loop().create_future()
+        )
+
+        async def run() -> None:
+            async with self._lock:
+                try:
+                    before, after = await record()
+                except BaseException as exc:
+                    decided.set_exception(exc)
+                    return
+                self._record(camera_id, after)
+                decided.set_result((before, after))
+                if before is not None or after is not None:
+                    await self._apply(camera_id, before, after, user)
+
+        task = asyncio.create_task(run(), name=f"camera-change-{camera_id}")
+        self._changes.add(task)
+        task.add_done_callback(self._finished)
+        result = await decided
+        await asyncio.wait({task}, timeout=API_WAIT_S)
+        return result
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._changes.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("camera_change_failed", change=task.get_name(), error=f"{type(exc).__name__}: {exc}")
+
+    async def close(self) -> None:
+        """At shutdown: end the changes still being applied (the daemon stops every reader next)."""
+        for task in list(self._changes):
+            task.cancel()
+        if self._changes:
+            await asyncio.wait(self._changes)
 
     def _persist(self, camera: CameraConfig) -> Path:
         """The camera's drop-in; and its lines drop-in where it has one, so a restart runs the same lines."""
@@ -230,21 +240,17 @@ class CamerasControl:
     # -- one camera ------------------------------------------------------------------------
     async def _apply(self, camera_id: str, before: CameraConfig | None, after: CameraConfig | None, user: str) -> str:
         """Run `after` in place of `before` (None: absent); the change's name ('' when none)."""
-        if after is None:
-            self._configured.pop(camera_id, None)
-        else:
-            self._configured[camera_id] = after
-        self._settings = self._settings.model_copy(update={"cameras": list(self._configured.values())})
+        self._record(camera_id, after)
         ran = before is not None and self.runs_here(before)
         run = after is not None and self.runs_here(after)
         if ran and not run:
-            await self._stop(camera_id)
+            await self._runner.stop(camera_id)
         elif run and not ran:
             assert after is not None
-            await self._start(after)
+            await self._runner.start(after)
         elif run and ran:
             assert before is not None and after is not None
-            await self._change(before, after, user)
+            await self._runner.change(before, after, user)
         if before is None:
             kind, keys = "camera_added", sorted(after.model_fields_set if after is not None else ())
         elif after is None:
@@ -256,97 +262,13 @@ class CamerasControl:
         self._audit(kind, camera_id, user, keys)
         return f"cameras.{camera_id} {kind.removeprefix('camera_')}"
 
-    async def _start(self, camera: CameraConfig) -> None:
-        p = self._parts
-        p.set_rules(self._settings)
-        p.router.set_override(camera.id, camera.model)
-        p.tracking.add_camera(camera, await self._resume_point(camera))
-        p.lines.add(camera)
-        source = p.make_source(camera)
-        p.sources.append(source)
-        self._count_running()
-        source.start()
-
-    async def _change(self, before: CameraConfig, after: CameraConfig, user: str) -> None:
-        p = self._parts
-        keys = set(changed_keys(before, after))
-        p.set_rules(self._settings)
-        p.tracking.add_camera(after, await self._resume_point(after))
-        if {"lines", "mm_per_px"} & keys:
-            p.lines.apply(after.id, CameraLines.of(after), user)
-        if keys - LIVE_KEYS:
-            old = self._source(after.id)
-            p.router.set_override(after.id, after.model)
-            if old is not None:
-                old.stop()
-                await self._join(old)
-                p.sources.remove(old)
-            source = p.make_source(after)
-            p.sources.append(source)
-            source.start()
-
-    async def _stop(self, camera_id: str) -> None:
-        p = self._parts
-        source = self._source(camera_id)
-        if source is not None:
-            source.stop()
-            await self._join(source)
-            p.sources.remove(source)
-        drained = await self._drain(camera_id)
-        p.tracking.remove_camera(camera_id)
-        self._retained.add(camera_id)
-        p.lines.remove(camera_id)
-        p.liveview.forget(camera_id)
-        p.router.set_override(camera_id, None)
-        p.set_rules(self._settings)
-        self._count_running()
-        p.metrics.retire_camera(camera_id)
-        if not drained:
-            log.warning("camera_drain_incomplete", camera=camera_id, timeout_s=DRAIN_TIMEOUT_S)
-
-    async def _drain(self, camera_id: str) -> bool:
-        """Its last frame batched and every batch taken so far published; then its slot goes."""
-        p = self._parts
-        deadline = SYSTEM_CLOCK.monotonic() + DRAIN_TIMEOUT_S
-        while p.hub.holds(camera_id):  # a frame handed over by another thread: polled
-            if SYSTEM_CLOCK.monotonic() >= deadline:
-                break
-            await asyncio.sleep(0.01)
-        settled = await p.lanes.settled(max(0.0, deadline - SYSTEM_CLOCK.monotonic()))
-        left = p.hub.forget(camera_id)
-        if left:
-            p.metrics.dropped(camera_id, "removed")
-        return settled and not left
-
-    async def _join(self, source: CameraSource) -> None:
-        c = source.camera
-        timeout_s = c.open_timeout_s + 2 * c.read_timeout_s + 1.0
-        ended = await asyncio.get_running_loop().run_in_executor(None, source.join, timeout_s)
-        if not ended:
-            log.warning("camera_reader_slow_to_stop", camera=c.id, waited_s=timeout_s)
-
-    async def _resume_point(self, camera: CameraConfig) -> ObjectsResume | None:
-        """Where a tracked camera's ids and counts continue: None for one whose tracker runs or that
-        was removed earlier in this process (the stage keeps those); else its objects stream's."""
-        p = self._parts
-        if self._parts.resume is None or camera.id in self._retained or camera.id in p.tracking.camera_ids:
-            return None
-        if not camera.tracked(self._settings.tracking):
-            return None
-        keys = {(line.id, d) for line in camera.lines for d in ("in", "out")}
-        found, read = await self._parts.resume({camera.id: keys}, RESUME_TIMEOUT_S)
-        start = found.get(camera.id, ObjectsResume())
-        if not read and start.next_track_id <= 1:  # as after a restart without the stream: ids from the clock
-            start = ObjectsResume(int(SYSTEM_CLOCK.time()) * 1000, start.counts)
-        return start
-
-    def _source(self, camera_id: str) -> CameraSource | None:
-        return next((s for s in self._parts.sources if s.camera_id == camera_id), None)
-
-    def _count_running(self) -> None:
-        inst = self._settings.instance
-        gauge = self._parts.metrics.instance_cameras.labels(shard=str(inst.shard), shards=str(inst.shards))
-        gauge.set(len(self._parts.sources))
+    def _record(self, camera_id: str, after: CameraConfig | None) -> None:
+        """`after` is the camera's configuration from now on (what the API answers; None: absent)."""
+        if after is None:
+            self._configured.pop(camera_id, None)
+        else:
+            self._configured[camera_id] = after
+        self._settings = self._settings.model_copy(update={"cameras": list(self._configured.values())})
 
     def _audit(self, kind: str, camera_id: str, user: str, keys: list[str]) -> None:
         log.info(kind, camera=camera_id, user=user, changed=keys)
@@ -354,4 +276,4 @@ class CamerasControl:
         self._parts.on_event(StatusEvent(kind, detail, camera_id, time_ms(SYSTEM_CLOCK)))
 
 
-__all__ = ["LIVE_KEYS", "CameraParts", "CamerasControl", "Precondition", "StaleError", "changed_keys"]
+__all__ = ["CameraParts", "CamerasControl", "Precondition", "StaleError", "changed_keys"]

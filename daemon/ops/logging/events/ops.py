@@ -70,6 +70,13 @@ OPS_EVENTS: tuple[LogEvent, ...] = (
         ("camera", "timeout_s"),
     ),
     LogEvent(
+        "camera_change_failed",
+        "error",
+        "applying a camera's change (the cameras API) failed after it was recorded: the drop-in holds it, the"
+        " running pipeline may not; a reload or a restart applies it",
+        ("change", "error"),
+    ),
+    LogEvent(
         "camera_reader_slow_to_stop",
         "warning",
         "a removed or reopened camera's reader thread had not ended after its open and read timeouts; the change"
