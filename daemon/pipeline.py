@@ -23,6 +23,7 @@ import structlog
 from daemon.batching.batcher import Batcher, BatchPolicy, InOrder
 from daemon.batching.hub import FrameHub
 from daemon.batching.router import ModelRouter
+from daemon.config.cameras import CameraConfig
 from daemon.config.settings import Settings
 from daemon.core.frames import Frame, FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
@@ -147,18 +148,9 @@ def _wire(
         publish=_publish(tracking, liveview, sink, snapshots, capture),
         observe=_observe(liveview, snapshots, capture),
     )
-    thermal = ThermalMonitor(
-        settings.thermal,
-        settings.engine,
-        metrics,
-        apply=lanes.set_share,
-        on_event=sink.accept_event,
-        on_status=notifier.status,
-    )
+    thermal = _thermal(settings, metrics, lanes, sink, notifier)
     _lanes_on_demand(hub, lanes, loop)
-    router = ModelRouter(models.infos, {c.id: c.model for c in settings.instance_cameras() if c.model is not None})
-    make_source = source_factory(settings, models.device, hub=hub, router=router, metrics=metrics, on_status=on_status)
-    sources = instance_sources(settings, metrics, make_source)
+    router, make_source, sources = _camera_sources(settings, models, hub=hub, metrics=metrics, on_status=on_status)
     report = _report(phase := Phase(), sources, sink, lanes, thermal)
     health = _health(settings, metrics, report, liveview, snapshots)
     lines = _lines(settings, tracking, liveview, sink, health)
@@ -167,7 +159,8 @@ def _wire(
         labels=lambda: {size: info.names for size, info in models.infos.items()},
         metrics=metrics, on_event=sink.accept_event, resume=sink.resume_points,
     )  # fmt: skip
-    cameras = wire_cameras(settings, parts, liveview, health)
+    cameras = wire_cameras(settings, parts, health)
+    reloader = _reloader(settings, workers, lanes, sink, health=health, tracking=tracking, lines=lines, cameras=cameras)
     return Pipeline(
         settings=settings,
         metrics=metrics,
@@ -188,10 +181,36 @@ def _wire(
         snapshots=snapshots,
         capture=capture,
         report=report,
-        reloader=_reloader(
-            settings, workers, lanes, sink, health=health, tracking=tracking, lines=lines, cameras=cameras
-        ),
+        reloader=reloader,
     )
+
+
+def _thermal(
+    settings: Settings, metrics: Metrics, lanes: Lanes, sink: RedisSink, notifier: SystemdNotifier
+) -> ThermalMonitor:
+    return ThermalMonitor(
+        settings.thermal,
+        settings.engine,
+        metrics,
+        apply=lanes.set_share,
+        on_event=sink.accept_event,
+        on_status=notifier.status,
+    )
+
+
+def _camera_sources(
+    settings: Settings,
+    models: ProvedModels,
+    *,
+    hub: FrameHub,
+    metrics: Metrics,
+    on_status: Callable[[StatusEvent], None],
+) -> tuple[ModelRouter, Callable[[CameraConfig], CameraSource], list[CameraSource]]:
+    """The cameras' router to a model size, the maker of a camera's reader (at start and when one is
+    added live, `daemon.ops.cameras`) and this instance's readers."""
+    router = ModelRouter(models.infos, {c.id: c.model for c in settings.instance_cameras() if c.model is not None})
+    make_source = source_factory(settings, models.device, hub=hub, router=router, metrics=metrics, on_status=on_status)
+    return router, make_source, instance_sources(settings, metrics, make_source)
 
 
 def _status_to(sink: RedisSink, loop: asyncio.AbstractEventLoop) -> Callable[[StatusEvent], None]:

@@ -19,7 +19,6 @@ from daemon.ingest.sources import CameraSource
 from daemon.ops.cameras import CameraParts, CamerasControl
 from daemon.ops.http import HealthServer
 from daemon.ops.http.api_cameras import CamerasApi
-from daemon.ops.liveview import LiveView
 
 log = structlog.get_logger("beltsight.app")
 
@@ -60,12 +59,10 @@ def instance_sources(
     return [make(camera) for camera in cameras]
 
 
-def wire_cameras(
-    settings: Settings, parts: CameraParts, liveview: LiveView, health: HealthServer | None
-) -> CamerasControl:
+def wire_cameras(settings: Settings, parts: CameraParts, health: HealthServer | None) -> CamerasControl:
     """The camera set (`daemon.ops.cameras`), listed by the live view and, on the endpoint, its API."""
     cameras = CamerasControl(settings, parts)
-    liveview.configured_from(cameras.listing)
+    parts.liveview.configured_from(cameras.listing)
     if health is not None:
         CamerasApi(health, cameras).register()
     return cameras
