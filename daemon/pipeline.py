@@ -22,8 +22,6 @@ import structlog
 
 from daemon.batching.batcher import Batcher, BatchPolicy, InOrder
 from daemon.batching.hub import FrameHub
-from daemon.batching.router import ModelRouter
-from daemon.config.cameras import CameraConfig
 from daemon.config.settings import Settings
 from daemon.core.frames import Frame, FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
@@ -36,7 +34,7 @@ from daemon.inference.protocols import EngineBuilder
 from daemon.inference.providers import lane_workers, worker_batch
 from daemon.inference.swap import ModelSwapper
 from daemon.ingest.sources import CameraSource
-from daemon.ops.camera_wiring import instance_sources, source_factory, wire_cameras
+from daemon.ops.camera_wiring import camera_sources, wire_cameras
 from daemon.ops.cameras import CameraParts, CamerasControl
 from daemon.ops.http import HealthServer, HttpLimits, health_report
 from daemon.ops.http import snapshots as snapshot_route
@@ -136,8 +134,7 @@ def _wire(
     sink = RedisSink(settings.redis, metrics)
     tracking = TrackingStage(settings.instance_cameras(), settings.tracking, metrics)
     liveview = _liveview(settings, metrics, tracking)
-    snapshots = SnapshotWriter(settings.snapshots, metrics) if settings.snapshots.enabled else None
-    capture = _capture(settings, metrics, models)
+    snapshots, capture = _writers(settings, metrics, models)
     on_status = _status_to(sink, loop)
     workers = LaneWorkers(settings, factory, models, metrics, on_status)
     lanes = Lanes(
@@ -150,7 +147,7 @@ def _wire(
     )
     thermal = _thermal(settings, metrics, lanes, sink, notifier)
     _lanes_on_demand(hub, lanes, loop)
-    router, make_source, sources = _camera_sources(settings, models, hub=hub, metrics=metrics, on_status=on_status)
+    router, make_source, sources = camera_sources(settings, models, hub=hub, metrics=metrics, on_status=on_status)
     report = _report(phase := Phase(), sources, sink, lanes, thermal)
     health = _health(settings, metrics, report, liveview, snapshots)
     lines = _lines(settings, tracking, liveview, sink, health)
@@ -158,6 +155,7 @@ def _wire(
         sources, make_source, hub, router, tracking, lines, liveview, lanes, workers.set_rules,
         labels=lambda: {size: info.names for size, info in models.infos.items()},
         metrics=metrics, on_event=sink.accept_event, resume=sink.resume_points,
+        capture_threshold=None if capture is None else capture.sampler.set_threshold,
     )  # fmt: skip
     cameras = wire_cameras(settings, parts, health)
     reloader = _reloader(settings, workers, lanes, sink, health=health, tracking=tracking, lines=lines, cameras=cameras)
@@ -196,21 +194,6 @@ def _thermal(
         on_event=sink.accept_event,
         on_status=notifier.status,
     )
-
-
-def _camera_sources(
-    settings: Settings,
-    models: ProvedModels,
-    *,
-    hub: FrameHub,
-    metrics: Metrics,
-    on_status: Callable[[StatusEvent], None],
-) -> tuple[ModelRouter, Callable[[CameraConfig], CameraSource], list[CameraSource]]:
-    """The cameras' router to a model size, the maker of a camera's reader (at start and when one is
-    added live, `daemon.ops.cameras`) and this instance's readers."""
-    router = ModelRouter(models.infos, {c.id: c.model for c in settings.instance_cameras() if c.model is not None})
-    make_source = source_factory(settings, models.device, hub=hub, router=router, metrics=metrics, on_status=on_status)
-    return router, make_source, instance_sources(settings, metrics, make_source)
 
 
 def _status_to(sink: RedisSink, loop: asyncio.AbstractEventLoop) -> Callable[[StatusEvent], None]:
@@ -280,6 +263,14 @@ def _lanes_on_demand(hub: FrameHub, lanes: Lanes, loop: asyncio.AbstractEventLoo
         loop.call_soon_threadsafe(lanes.ensure, size)
 
     hub.on_new_size(lane_needed)
+
+
+def _writers(
+    settings: Settings, metrics: Metrics, models: ProvedModels
+) -> tuple[SnapshotWriter | None, FrameCapture | None]:
+    """The crossing snapshots' writer and the frame capture, each None when off."""
+    snapshots = SnapshotWriter(settings.snapshots, metrics) if settings.snapshots.enabled else None
+    return snapshots, _capture(settings, metrics, models)
 
 
 def _capture(settings: Settings, metrics: Metrics, models: ProvedModels) -> FrameCapture | None:

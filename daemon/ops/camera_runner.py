@@ -55,6 +55,8 @@ class CameraParts:
     metrics: Metrics
     on_event: Callable[[StatusEvent], None]
     resume: Resume | None = None
+    capture_threshold: Callable[[str, float | None], None] | None = None
+    """The frame capture's per-camera threshold (`Sampler.set_threshold`); None without `[capture]`."""
 
 
 def changed_keys(before: CameraConfig, after: CameraConfig) -> list[str]:
@@ -75,7 +77,7 @@ class CameraRunner:
 
     async def start(self, camera: CameraConfig) -> None:
         p = self._parts
-        p.set_rules(self._settings())
+        self._rules(camera.id, camera)
         p.router.set_override(camera.id, camera.model)
         p.tracking.add_camera(camera, await self._resume_point(camera))
         p.lines.add(camera)
@@ -87,7 +89,7 @@ class CameraRunner:
     async def change(self, before: CameraConfig, after: CameraConfig, user: str) -> None:
         p = self._parts
         keys = set(changed_keys(before, after))
-        p.set_rules(self._settings())
+        self._rules(after.id, after)
         p.tracking.add_camera(after, await self._resume_point(after))
         if {"lines", "mm_per_px"} & keys:
             p.lines.apply(after.id, CameraLines.of(after), user)
@@ -102,6 +104,15 @@ class CameraRunner:
             p.sources.append(source)
             source.start()
 
+    def _rules(self, camera_id: str, camera: CameraConfig | None) -> None:
+        """The lanes' rules of the set as it is now, and the frame capture's threshold of this camera."""
+        settings = self._settings()
+        self._parts.set_rules(settings)
+        if self._parts.capture_threshold is not None:
+            own = None if camera is None else camera.conf_threshold
+            threshold = settings.engine.conf_threshold if own is None else own
+            self._parts.capture_threshold(camera_id, None if camera is None else threshold)
+
     async def stop(self, camera_id: str) -> None:
         p = self._parts
         source = self._source(camera_id)
@@ -115,7 +126,7 @@ class CameraRunner:
         p.lines.remove(camera_id)
         p.liveview.forget(camera_id)
         p.router.set_override(camera_id, None)
-        p.set_rules(self._settings())
+        self._rules(camera_id, None)
         self._count_running()
         p.metrics.retire_camera(camera_id)
         if not drained:

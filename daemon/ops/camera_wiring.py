@@ -14,6 +14,7 @@ from daemon.config.settings import Settings
 from daemon.core.frames import StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.core.xp import DeviceChoice
+from daemon.inference.build import ProvedModels
 from daemon.ingest.hwdecode import source_decode
 from daemon.ingest.sources import CameraSource
 from daemon.ops.cameras import CameraParts, CamerasControl
@@ -59,6 +60,21 @@ def instance_sources(
     return [make(camera) for camera in cameras]
 
 
+def camera_sources(
+    settings: Settings,
+    models: ProvedModels,
+    *,
+    hub: FrameHub,
+    metrics: Metrics,
+    on_status: Callable[[StatusEvent], None],
+) -> tuple[ModelRouter, Callable[[CameraConfig], CameraSource], list[CameraSource]]:
+    """The cameras' router to a model size, the maker of a camera's reader (at start and when one is
+    added live, `daemon.ops.cameras`) and this instance's readers."""
+    router = ModelRouter(models.infos, {c.id: c.model for c in settings.instance_cameras() if c.model is not None})
+    make_source = source_factory(settings, models.device, hub=hub, router=router, metrics=metrics, on_status=on_status)
+    return router, make_source, instance_sources(settings, metrics, make_source)
+
+
 def wire_cameras(settings: Settings, parts: CameraParts, health: HealthServer | None) -> CamerasControl:
     """The camera set (`daemon.ops.cameras`), listed by the live view and, on the endpoint, its API."""
     cameras = CamerasControl(settings, parts)
@@ -68,4 +84,4 @@ def wire_cameras(settings: Settings, parts: CameraParts, health: HealthServer | 
     return cameras
 
 
-__all__ = ["instance_sources", "source_factory", "wire_cameras"]
+__all__ = ["camera_sources", "instance_sources", "source_factory", "wire_cameras"]
