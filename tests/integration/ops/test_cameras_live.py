@@ -85,6 +85,7 @@ def test_a_camera_added_changed_and_removed_live_leaves_the_untouched_one_counti
         a_count = len(seqs(redis, "a"))
         wait_until(lambda: len(seqs(redis, "a")) > a_count + 10, 60, "a still publishing", d)
         assert len(seqs(redis, "c")) == c_count  # nothing after its removal was confirmed
+        assert len(set(seqs(redis, "c"))) == c_count  # its frames, drained, each published once
 
         # the untouched camera: one connection all along (seq never went back, no reconnect)
         assert restarts(seqs(redis, "a")) == 0
