@@ -35,6 +35,7 @@ from tests.support.daemon_harness import MODELS, InProcessDaemon, write_config
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip
 from tests.support.http_api import events, request, running
+from tests.support.streams import entries
 from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.slow
@@ -74,6 +75,16 @@ def test_problems_unknown_cameras_an_unreachable_one_and_concurrent_writers(
         assert listed(port).keys() == {"replay"} and not cameras_dir.exists()
         assert request(port, "/api/cameras/new")[0] == 404
         assert request(port, "/api/cameras/new", "DELETE")[0] == 404
+
+        # a camera on a size no lane serves yet: its lane is built beside the running one; its lines API answers
+        assert 800 not in d.daemon.lanes
+        status, _ = request(port, "/api/cameras/big", "PUT", {"url": str(clip.path), "loop": True, "model": 800})
+        assert status == 201
+        wait_until(lambda: len(entries(redis, "big")) >= 3, 90, "the camera on the new lane publishing", d)
+        assert {e["model"].split(":")[0] for e in entries(redis, "big")} == {"800"} and 800 in d.daemon.lanes
+        assert request(port, "/api/cameras/big/lines") == (200, {"mm_per_px": None, "lines": []})
+        assert request(port, "/api/cameras/big", "DELETE")[0] == 200
+        assert request(port, "/api/cameras/big/lines")[0] == 404
 
         # a camera that cannot be reached: added (201) and reported down, as at start
         status, _ = request(port, "/api/cameras/dead", "PUT", {"url": "rtsp://127.0.0.1:9/dead", "open_timeout_s": 1})
