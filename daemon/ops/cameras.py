@@ -271,7 +271,12 @@ class CamerasControl:
         self._settings = self._settings.model_copy(update={"cameras": list(self._configured.values())})
 
     def _audit(self, kind: str, camera_id: str, user: str, keys: list[str]) -> None:
-        log.info(kind, camera=camera_id, user=user, changed=keys)
+        if kind == "camera_added":
+            log.info("camera_added", camera=camera_id, user=user, changed=keys)
+        elif kind == "camera_removed":
+            log.info("camera_removed", camera=camera_id, user=user, changed=keys)
+        else:
+            log.info("camera_changed", camera=camera_id, user=user, changed=keys)
         detail = json.dumps({"user": user, "changed": keys}, separators=(",", ":"))
         self._parts.on_event(StatusEvent(kind, detail, camera_id, time_ms(SYSTEM_CLOCK)))
 

@@ -41,6 +41,13 @@ BRIDGE_EVENTS: tuple[LogEvent, ...] = (
         "the OPC 40100 MachineVision nodeset is imported and each camera has its VisionSystemType object",
         ("cameras", "namespace"),
     ),
+    LogEvent(
+        "bridge_modbus_blocks_renumbered",
+        "warning",
+        "the Modbus blocks kept in <state_dir>/modbus_blocks.json could not be read or written, or would pass"
+        " register 65535: the map is numbered in the layout's order this time (blocks may have moved)",
+        ("path", "reason"),
+    ),
     LogEvent("bridge_modbus_listening", "info", "the Modbus TCP server listens", ("address", "unit_id")),
     LogEvent(
         "bridge_modbus_shed",
@@ -57,13 +64,6 @@ BRIDGE_EVENTS: tuple[LogEvent, ...] = (
         "info",
         "the OPC UA server certificate in use (generated when none is configured) and the trusted client certificates",
         ("cert_file", "trusted_dir"),
-    ),
-    LogEvent(
-        "bridge_modbus_blocks_renumbered",
-        "warning",
-        "the Modbus blocks kept in <state_dir>/modbus_blocks.json could not be read or written, or would pass"
-        " register 65535: the map is numbered in the layout's order this time (blocks may have moved)",
-        ("path", "reason"),
     ),
     LogEvent("bridge_opcua_insecure", "warning", 'security = "none": the OPC UA endpoint is unencrypted', ("listen",)),
     LogEvent("bridge_opcua_listening", "info", "the OPC UA server listens", ("endpoint", "security")),
