@@ -153,7 +153,7 @@ def _wire(
     lines = _lines(settings, tracking, liveview, sink, health)
     parts = CameraParts(
         sources, make_source, hub, router, tracking, lines, liveview, lanes, workers.set_rules,
-        labels=lambda: {size: info.names for size, info in models.infos.items()},
+        models=models.infos,
         metrics=metrics, on_event=sink.accept_event, resume=sink.resume_points,
         capture_threshold=None if capture is None else capture.sampler.set_threshold,
     )  # fmt: skip

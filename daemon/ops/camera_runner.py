@@ -21,6 +21,7 @@ from daemon.core.frames import StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.core.objects import ObjectsResume
 from daemon.inference.lanes import Lanes
+from daemon.inference.model_file import ModelInfo
 from daemon.ingest.sources import CameraSource
 from daemon.ops.lines import LinesControl
 from daemon.ops.liveview import LiveView
@@ -50,8 +51,9 @@ class CameraParts:
     liveview: LiveView
     lanes: Lanes
     set_rules: Callable[[Settings], None]
-    labels: Callable[[], dict[int, tuple[str, ...]]]
-    """Each served size's class labels (a camera's `classes` must name some)."""
+    models: dict[int, ModelInfo]
+    """The served sizes' models (the proved ones, shared with the lanes' builder: a size added by a
+    reload is added here); a camera's `classes` must name their labels."""
     metrics: Metrics
     on_event: Callable[[StatusEvent], None]
     resume: Resume | None = None

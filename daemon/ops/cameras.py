@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from daemon.config.settings import Settings
 from daemon.config.sharding import runs
 from daemon.core.clock import SYSTEM_CLOCK, time_ms
 from daemon.core.frames import StatusEvent
+from daemon.inference.model_file import ModelError, ModelInfo, load_model_info
 from daemon.ops.camera_runner import CameraParts, CameraRunner, changed_keys
 
 log = structlog.get_logger("beltsight.cameras")
@@ -118,7 +120,7 @@ class CamerasControl:
         problem = self._settings.camera_problem(camera)
         if problem is not None:
             out.append(f"{'model' if problem.startswith('asks') else 'shard'}: {problem}")
-        for size, names in sorted(self._parts.labels().items()):
+        for size, names in sorted((size, info.names) for size, info in self._parts.models.items()):
             unknown = sorted(set(camera.classes or ()) - set(names))
             if unknown:
                 out.append(f"classes: {unknown} not in model {size}'s labels {list(names)}")
@@ -216,6 +218,36 @@ class CamerasControl:
             raise StaleError(view)
 
     # -- a reload's ------------------------------------------------------------------------
+    async def load_models(self, new: Settings) -> tuple[dict[int, ModelInfo], list[str]]:
+        """The models of the sizes `new` adds to `[models]`, read and checked (off the loop), and the
+        problems (a file that is not a model of its size, class names other than the served models')."""
+        loaded: dict[int, ModelInfo] = {}
+        problems: list[str] = []
+        names = {info.names for info in self._parts.models.values()}
+        for size in sorted(new.models.keys() - self._parts.models.keys()):
+            model = new.models[size]
+            call = partial(load_model_info, model.path, expected_size=size, overrides=model.overrides())
+            try:
+                info = await asyncio.get_running_loop().run_in_executor(None, call)
+            except ModelError as exc:
+                problems.append(f"models.{size}: {exc}")
+                continue
+            if names and info.names not in names:
+                problems.append(f"models.{size}: class names {list(info.names)} differ from the served models'")
+                continue
+            loaded[size] = info
+        return loaded, problems
+
+    def add_models(self, loaded: dict[int, ModelInfo], new: Settings) -> list[str]:
+        """Serve the sizes loaded (`load_models`): cameras are routed to them from their next connection
+        or resolution change on, each size's lane built on its first frame. `models.<size> added` each."""
+        for size, info in loaded.items():
+            self._parts.models[size] = info
+        self._parts.router.add_sizes(loaded)
+        models = {**self._settings.models, **{size: new.models[size] for size in loaded}}
+        self._settings = self._settings.model_copy(update={"models": models})
+        return [f"models.{size} added" for size in sorted(loaded)]
+
     def follow(self, new: Settings) -> None:
         """The engine's and tracking's settings of a reload, for the rules of cameras changed from now on."""
         self._settings = self._settings.model_copy(update={"engine": new.engine, "tracking": new.tracking})

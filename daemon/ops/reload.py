@@ -10,11 +10,12 @@ basic_auth_users`. A size whose `[models.<size>]` (with the models drop-in over 
 `daemon.config.models_dropin`) is not the entry that serves now (a new path, or its layout and labels)
 is swapped to it without stopping the line (`daemon.ops.models.ModelsControl.reload`: the comparison is
 against what serves, a swap through the API included, not against the file at start) and named below
-when the swap is refused. Everything else that differs from what the daemon started with (models
-added or removed, Redis, the engine, the endpoint's address, `[instance]` ...) is named in one
-`config_restart_needed` line and left as it runs until a restart. A file
-that does not load (the config or a drop-in invalid) changes nothing: `config_reload_failed` with
-every problem.
+when the swap is refused. Sizes added to `[models]` are served (their files checked, cameras routed
+to them from their next connection on, each lane built on its first frame: `CamerasControl.add_models`).
+Everything else that differs from what the daemon started with (models removed, Redis, the engine,
+the endpoint's address, `[instance]` ...) is named in one `config_restart_needed` line and left as it
+runs until a restart. A file that does not load (the config or a drop-in invalid, a camera's classes
+or an added model unknown) changes nothing: `config_reload_failed` with every problem.
 
 The file is read off the event loop; the changes are applied on it (between two frames of each camera).
 Reloads run one at a time: requests that arrive during one are folded into the next.
@@ -34,6 +35,7 @@ from daemon.config.cameras import CameraConfig
 from daemon.config.lines_dropin import CameraLines
 from daemon.config.settings import ConfigError, Settings, load_settings
 from daemon.config.tracking import TrackingConfig
+from daemon.inference.model_file import ModelInfo
 from daemon.ops.cameras import CamerasControl
 from daemon.ops.http import HealthServer
 from daemon.ops.lines import LinesControl
@@ -57,7 +59,8 @@ def _dump(value: Any) -> Any:
 
 def restart_needed(started: Settings, new: Settings) -> list[str]:
     """The keys that differ between the settings the daemon started with and `new`, and that a reload
-    does not apply (`section.key`, `models` for sizes added or removed); `models.<size>` for a changed
+    does not apply (`section.key`, `models` for sizes removed; added ones are compared after the
+    reloader served them); `models.<size>` for a changed
     model, which a reload tries to swap. Cameras are all applied live (`daemon.ops.cameras`)."""
     out = []
     for section in _SECTIONS:
@@ -127,17 +130,30 @@ class Reloader:
         except ConfigError as exc:
             log.error("config_reload_failed", path=str(path), problems=exc.errors)
             return False
-        problems = [] if self._cameras is None else self._cameras.check_set(new)
+        loaded, problems = ({}, []) if self._cameras is None else await self._cameras.load_models(new)
+        problems += [] if self._cameras is None else self._cameras.check_set(new)
         if problems:
             log.error("config_reload_failed", path=str(path), problems=problems)
             return False
-        changed = await self.apply_cameras(new)
+        changed = self.add_models(loaded, new) + await self.apply_cameras(new)
         changed += self.apply(new) + await self.swap_models(new)
         restart = restart_needed(self._started, new)
         if restart:
             log.warning("config_restart_needed", changed=restart)
         log.info("config_reloaded", path=str(path), changed=changed, restart_needed=restart)
         return True
+
+    def add_models(self, loaded: dict[int, ModelInfo], new: Settings) -> list[str]:
+        """Serve the sizes `new` adds to `[models]` (loaded and checked: `CamerasControl.load_models`)."""
+        if self._cameras is None or not loaded:
+            return []
+        added = self._cameras.add_models(loaded, new)
+        for size in loaded:
+            if self._models is not None:
+                self._models.add(size, new.models[size])
+        models = {**self._started.models, **{size: new.models[size] for size in loaded}}
+        self._started = self._started.model_copy(update={"models": models})
+        return added
 
     async def apply_cameras(self, new: Settings) -> list[str]:
         """Apply `new`'s camera set (`cameras.<id> added`, `removed`, `changed` for each)."""

@@ -151,7 +151,7 @@ def bare_control(tmp_path: Path) -> CamerasControl:
         liveview=liveview,
         lanes=Lanes(EngineConfig(), m, build=never, batching=never, publish=never, observe=never),
         set_rules=lambda s: None,
-        labels=dict,
+        models={},
         metrics=m,
         on_event=lambda e: None,
     )

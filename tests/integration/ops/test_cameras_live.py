@@ -159,3 +159,34 @@ def test_a_reload_applies_cameras_added_removed_and_changed_in_the_file_and_refu
         ]
         listing = {cam["id"]: cam for cam in request(running(d), "/api/cameras")[1]["cameras"]}
         assert listing["b"]["enabled"] is False and listing["b"]["state"] == "idle" and "c" not in listing
+
+
+def test_a_reload_adds_a_model_size_and_a_camera_that_asks_for_it(
+    tmp_path: Path, redis_server: Callable[..., RedisServer], clip_factory: Callable[..., Clip]
+) -> None:
+    redis = redis_server()
+    clip = clip_factory(320, 240, fps=10, seconds=2.0, seed=3, synthetic=False)
+    replay = {"id": "replay", "url": str(clip.path), "loop": True}
+
+    def config(*cameras: dict[str, Any], without: str = "") -> Path:
+        path = write_config(
+            tmp_path / "beltsight.toml",
+            redis_url=redis.url,
+            cameras=list(cameras),
+            tracking={"lines_dir": str(tmp_path / "lines")},
+        )
+        path.write_text(
+            "\n".join(line for line in path.read_text().splitlines() if not line.startswith(without or "\0"))
+        )
+        return path
+
+    path = config(replay, without="800 = ")
+    with InProcessDaemon(path) as d:
+        port = running(d)
+        assert request(port, "/api/cameras/big", "PUT", {"url": str(clip.path), "model": 800})[0] == 400
+        wait_until(lambda: len(seqs(redis, "replay")) >= 3, 60, "replay publishing", d)
+        config(replay, {"id": "big", "url": str(clip.path), "loop": True, "model": 800})
+        d.reload()
+        wait_until(lambda: len(entries(redis, "big")) >= 3, 90, "the camera on the added size publishing", d)
+        assert {e["model"].split(":")[0] for e in entries(redis, "big")} == {"800"} and 800 in d.daemon.lanes
+        assert [m["size"] for m in request(port, "/api/models")[1]["models"]] == [416, 640, 800]

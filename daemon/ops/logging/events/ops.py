@@ -94,7 +94,7 @@ OPS_EVENTS: tuple[LogEvent, ...] = (
     LogEvent(
         "config_restart_needed",
         "warning",
-        "a reload found changes that need a restart (model sizes added or removed, a model swap refused, Redis,"
+        "a reload found changes that need a restart (model sizes removed, a model swap refused, Redis,"
         " the engine, the endpoint's address, [instance] ...): they are named here and left as they run until"
         " the daemon restarts",
         ("changed",),
