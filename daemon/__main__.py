@@ -78,6 +78,10 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         print("invalid model files:\n" + "\n".join(f"  - {e}" for e in errors), file=sys.stderr)
         return EX_CONFIG
     print(f"config OK: {len(settings.enabled_cameras())} cameras, models {sorted(settings.models)}", file=sys.stderr)
+    sources = settings.camera_sources
+    for camera in settings.cameras:
+        state = "" if camera.enabled else " (enabled = false)"
+        print(f"camera {camera.id}: from {sources[camera.id]}{state}", file=sys.stderr)
     enabled = settings.enabled_cameras()
     for line in describe([c.id for c in enabled], settings.instance, {c.id: c.shard for c in enabled}):
         print(line, file=sys.stderr)

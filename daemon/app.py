@@ -72,7 +72,7 @@ class Daemon:
 
     @property
     def sources(self) -> tuple[CameraSource, ...]:
-        return () if self.pipeline is None else self.pipeline.sources
+        return () if self.pipeline is None else tuple(self.pipeline.sources)
 
     @property
     def health(self) -> HealthServer | None:
@@ -164,9 +164,10 @@ class Daemon:
         grace = self.settings.shutdown_grace_s
         deadline = SYSTEM_CLOCK.monotonic() + grace
         log.info("shutdown_started", grace_s=grace)
+        await p.cameras.close()  # a camera change still being applied ends here
         for source in p.sources:
             source.stop()
-        await asyncio.get_running_loop().run_in_executor(None, _join_sources, p.sources, grace / 2)
+        await asyncio.get_running_loop().run_in_executor(None, _join_sources, list(p.sources), grace / 2)
         await p.lanes.stop(deadline)
         for camera_id, reason in p.hub.drain():
             self.metrics.dropped(camera_id, reason)
@@ -185,7 +186,7 @@ class Daemon:
             await asyncio.get_running_loop().run_in_executor(None, p.capture.stop)
         if p.clips is not None:
             await asyncio.get_running_loop().run_in_executor(None, p.clips.stop)
-        for source in p.sources:
+        for source in list(p.sources):
             source.stop()
         await p.sink.close()
         p.lanes.close()
@@ -194,7 +195,7 @@ class Daemon:
             await asyncio.get_running_loop().run_in_executor(None, p.decoders.close)
 
 
-def _join_sources(sources: tuple[CameraSource, ...], timeout_s: float) -> None:
+def _join_sources(sources: list[CameraSource], timeout_s: float) -> None:
     deadline = SYSTEM_CLOCK.monotonic() + timeout_s
     for source in sources:
         source.join(max(0.0, deadline - SYSTEM_CLOCK.monotonic()))

@@ -16,14 +16,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import structlog
 
 from daemon.batching.batcher import Batcher, BatchPolicy, InOrder
 from daemon.batching.hub import FrameHub
-from daemon.batching.router import ModelRouter
 from daemon.config.settings import Settings
 from daemon.core.frames import Frame, FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
@@ -35,9 +33,10 @@ from daemon.inference.lanes import Batching, Lanes, Observe, Publish
 from daemon.inference.protocols import EngineBuilder
 from daemon.inference.providers import lane_workers, worker_batch
 from daemon.inference.swap import ModelSwapper
-from daemon.ingest.decoders import DecoderPool, decoder_pool
-from daemon.ingest.hwdecode import source_decode
+from daemon.ingest.decoders import DecoderPool
 from daemon.ingest.sources import CameraSource
+from daemon.ops.camera_wiring import Readers, camera_sources, decoders, wire_cameras
+from daemon.ops.cameras import CameraParts, CamerasControl
 from daemon.ops.http import HealthServer, HttpLimits, health_report
 from daemon.ops.http import clips as clip_route
 from daemon.ops.http import snapshots as snapshot_route
@@ -45,12 +44,12 @@ from daemon.ops.http.api_lines import LinesApi
 from daemon.ops.http.api_models import ModelsApi
 from daemon.ops.lines import LinesControl
 from daemon.ops.liveview import LiveView
-from daemon.ops.logging import configure_logging
 from daemon.ops.models import ModelsControl
 from daemon.ops.reload import Reloader
 from daemon.ops.systemd import SystemdNotifier
 from daemon.publish.capture import FrameCapture
 from daemon.publish.clips import ClipRecorder
+from daemon.publish.evidence import evidence_writers
 from daemon.publish.sink import RedisSink
 from daemon.publish.snapshots import SnapshotWriter
 from daemon.thermal.monitor import ThermalMonitor
@@ -85,9 +84,12 @@ class Pipeline:
     liveview: LiveView
     sink: RedisSink
     thermal: ThermalMonitor
-    sources: tuple[CameraSource, ...]
+    sources: list[CameraSource]
+    """The running readers (changed in place as cameras are added and removed: `cameras`)."""
     decoders: DecoderPool | None
     """The decoder processes (`[engine] processes` above 1); None: every camera in a thread."""
+    cameras: CamerasControl
+    """The camera set, changed live (the cameras API's and a reload's)."""
     health: HealthServer | None
     snapshots: SnapshotWriter | None
     """The crossing snapshots' writer (`[snapshots] enabled`); None when off."""
@@ -140,10 +142,11 @@ def _wire(
     sink = RedisSink(settings.redis, metrics)
     tracking = TrackingStage(settings.instance_cameras(), settings.tracking, metrics)
     liveview = _liveview(settings, metrics, tracking)
-    snapshots = SnapshotWriter(settings.snapshots, metrics) if settings.snapshots.enabled else None
-    capture = _capture(settings, metrics, models)
-    clips = ClipRecorder.build(settings.clips, [c.id for c in settings.instance_cameras() if c.kind != "gige"], metrics)
-    workers = LaneWorkers(settings, factory, models, metrics, on_status := _status_to(sink, loop))
+    names = max((info.names for info in models.infos.values()), key=len, default=())  # every size: one list
+    evidence = evidence_writers(settings, metrics, names)
+    snapshots, capture, clips = evidence.snapshots, evidence.capture, evidence.clips
+    on_status = _status_to(sink, loop)
+    workers = LaneWorkers(settings, factory, models, metrics, on_status)
     lanes = Lanes(
         settings.engine,
         metrics,
@@ -152,19 +155,24 @@ def _wire(
         publish=_publish(tracking, liveview, sink, snapshots, capture, clips=clips),
         observe=_observe(liveview, snapshots, capture),
     )
-    thermal = ThermalMonitor(
-        settings.thermal,
-        settings.engine,
-        metrics,
-        apply=lanes.set_share,
-        on_event=sink.accept_event,
-        on_status=notifier.status,
-    )
+    thermal = _thermal(settings, metrics, lanes, sink, notifier)
     _lanes_on_demand(hub, lanes, loop)
-    sources, decoders = _sources(settings, models, hub, metrics, on_status, clips=clips)
+    readers = Readers(decoders(settings, models, metrics), clips)
+    router, make_source, sources = camera_sources(
+        settings, models, hub=hub, metrics=metrics, on_status=on_status, readers=readers
+    )
     report = _report(phase := Phase(), sources, sink, lanes, thermal)
     health = _health(settings, metrics, report, liveview, snapshots, clips=clips)
     lines = _lines(settings, tracking, liveview, sink, health)
+    parts = CameraParts(
+        sources, make_source, hub, router, tracking, lines, liveview, lanes, workers.set_rules,
+        models=models.infos,
+        metrics=metrics, on_event=sink.accept_event, resume=sink.resume_points,
+        capture_threshold=None if capture is None else capture.sampler.set_threshold,
+        forget=readers.forgetters(),
+    )  # fmt: skip
+    cameras = wire_cameras(settings, parts, health)
+    reloader = _reloader(settings, workers, lanes, sink, health=health, tracking=tracking, lines=lines, cameras=cameras)
     return Pipeline(
         settings=settings,
         metrics=metrics,
@@ -180,13 +188,27 @@ def _wire(
         sink=sink,
         thermal=thermal,
         sources=sources,
-        decoders=decoders,
+        decoders=readers.decoders,
+        cameras=cameras,
         health=health,
         snapshots=snapshots,
         capture=capture,
         clips=clips,
         report=report,
-        reloader=_reloader(settings, workers, lanes, sink, health=health, tracking=tracking, lines=lines),
+        reloader=reloader,
+    )
+
+
+def _thermal(
+    settings: Settings, metrics: Metrics, lanes: Lanes, sink: RedisSink, notifier: SystemdNotifier
+) -> ThermalMonitor:
+    return ThermalMonitor(
+        settings.thermal,
+        settings.engine,
+        metrics,
+        apply=lanes.set_share,
+        on_event=sink.accept_event,
+        on_status=notifier.status,
     )
 
 
@@ -221,6 +243,7 @@ def _reloader(
     health: HealthServer | None,
     tracking: TrackingStage,
     lines: LinesControl,
+    cameras: CamerasControl,
 ) -> Reloader:
     """The reloader, with model swaps (`daemon.inference.swap`, kept in the models drop-in by
     `daemon.ops.models`) and, on the endpoint, their API (`daemon.ops.http.api_models`)."""
@@ -229,7 +252,15 @@ def _reloader(
     models.prune()
     if health is not None:
         ModelsApi(health, models).register()
-    return Reloader(settings, tracking=tracking, lines=lines, health=health, set_rules=workers.set_rules, models=models)
+    return Reloader(
+        settings,
+        tracking=tracking,
+        lines=lines,
+        health=health,
+        set_rules=workers.set_rules,
+        models=models,
+        cameras=cameras,
+    )
 
 
 def _liveview(settings: Settings, metrics: Metrics, tracking: TrackingStage) -> LiveView:
@@ -248,19 +279,6 @@ def _lanes_on_demand(hub: FrameHub, lanes: Lanes, loop: asyncio.AbstractEventLoo
         loop.call_soon_threadsafe(lanes.ensure, size)
 
     hub.on_new_size(lane_needed)
-
-
-def _capture(settings: Settings, metrics: Metrics, models: ProvedModels) -> FrameCapture | None:
-    """The frame capture, when strategies are listed: with the models' class names (the longest list:
-    every size serves the same classes) and each camera's `conf_threshold`."""
-    if not settings.capture.enabled:
-        return None
-    default = settings.engine.conf_threshold
-    thresholds = {
-        c.id: c.conf_threshold if c.conf_threshold is not None else default for c in settings.instance_cameras()
-    }
-    names = max((info.names for info in models.infos.values()), key=len, default=())
-    return FrameCapture(settings.capture, metrics, names=names, thresholds=thresholds)
 
 
 def _observe(liveview: LiveView, *writers: SnapshotWriter | FrameCapture | None) -> Observe:
@@ -303,7 +321,7 @@ def _publish(
 
 
 def _report(
-    phase: Phase, sources: tuple[CameraSource, ...], sink: RedisSink, lanes: Lanes, thermal: ThermalMonitor
+    phase: Phase, sources: list[CameraSource], sink: RedisSink, lanes: Lanes, thermal: ThermalMonitor
 ) -> Callable[[], dict[str, Any]]:
     def report() -> dict[str, Any]:
         """The /healthz JSON."""
@@ -333,57 +351,6 @@ def _batching(settings: Settings, hub: FrameHub, metrics: Metrics) -> Batching:
         return Batcher(size, hub, policy, asyncio.get_running_loop(), metrics=metrics), InOrder()
 
     return batching
-
-
-def _decoders(settings: Settings, models: ProvedModels, metrics: Metrics) -> DecoderPool | None:
-    """The decoder processes `[engine] processes` asks for (`daemon.ingest.decoders.decoder_pool`)."""
-    on_device = source_decode(models.device, settings.engine.cuda.device_id) is not None
-    logs = partial(configure_logging, settings.logging.format, settings.logging.level)
-    cameras = settings.instance_cameras()
-    return decoder_pool(settings.engine.processes, cameras, metrics, on_device=on_device, log_setup=logs)
-
-
-def _sources(
-    settings: Settings,
-    models: ProvedModels,
-    hub: FrameHub,
-    metrics: Metrics,
-    on_status: Callable[[StatusEvent], None],
-    *,
-    clips: ClipRecorder | None,
-) -> tuple[tuple[CameraSource, ...], DecoderPool | None]:
-    """This instance's cameras ([instance], daemon.config.sharding), routed to a model size each, and
-    the decoder processes that read them (None: each in a thread of the daemon; a camera recording
-    clips always is, its packet ring beside the recorder)."""
-    cameras = settings.instance_cameras()
-    inst = settings.instance
-    metrics.instance_cameras.labels(shard=str(inst.shard), shards=str(inst.shards)).set(len(cameras))
-    if inst.shards > 1:
-        log.info(
-            "instance_cameras",
-            shard=inst.shard,
-            shards=inst.shards,
-            cameras=[c.id for c in cameras],
-            of=len(settings.enabled_cameras()),
-        )
-    router = ModelRouter(models.infos, {c.id: c.model for c in cameras if c.model is not None})
-    hw = source_decode(models.device, settings.engine.cuda.device_id)  # None: the CPU path
-    decoders = _decoders(settings, models, metrics)
-    rings = clips.rings if clips is not None else {}
-    sources = tuple(
-        CameraSource(
-            c,
-            consumer=hub,
-            route=router,
-            on_status=on_status,
-            metrics=metrics,
-            hwdecode=hw,
-            decoders=decoders,
-            packets=rings.get(c.id),
-        )
-        for c in cameras
-    )
-    return sources, decoders
 
 
 def _health(

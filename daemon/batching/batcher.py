@@ -223,6 +223,16 @@ class InOrder(Generic[T]):
         return ready
 
     @property
+    def issued(self) -> int:
+        """Tickets handed out so far."""
+        return self._issued
+
+    @property
+    def published(self) -> int:
+        """Tickets whose results were released (every ticket below this one)."""
+        return self._next
+
+    @property
     def held(self) -> int:
         """Batches finished but waiting for an earlier one."""
         return len(self._done)

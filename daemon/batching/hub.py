@@ -109,6 +109,20 @@ class FrameHub:
                 slot.size = None
             self._cond.notify_all()
 
+    def holds(self, camera_id: str) -> bool:
+        """Whether a frame of `camera_id` waits in its slot (a removed camera's drain waits for it to go)."""
+        with self._cond:
+            slot = self._slots.get(camera_id)
+            return slot is not None and slot.frame is not None
+
+    def forget(self, camera_id: str) -> bool:
+        """Remove the camera's slot (a camera removed live, once its reader ended and its frame was
+        taken); True when a frame was still waiting in it (the caller counts it as dropped)."""
+        with self._cond:
+            slot = self._slots.pop(camera_id, None)
+            self._cond.notify_all()
+        return slot is not None and slot.frame is not None
+
     # -- consumer side (one batcher per model size) ---------------------------------------
     def pending(self, size: int) -> Pending:
         with self._cond:

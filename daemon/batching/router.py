@@ -17,6 +17,18 @@ class ModelRouter:
         self._sizes = tuple(sorted(available_sizes))
         self._overrides = dict(overrides)
 
+    def set_override(self, camera_id: str, size: int | None) -> None:
+        """`camera_id`'s configured size from its next resolution change on (None: by resolution);
+        a camera added or changed live (its reader is opened anew, so its first frame is routed again)."""
+        if size is None:
+            self._overrides.pop(camera_id, None)
+        else:
+            self._overrides[camera_id] = size
+
+    def add_sizes(self, sizes: Iterable[int]) -> None:
+        """Route to `sizes` too (models added by a reload)."""
+        self._sizes = tuple(sorted(set(self._sizes) | set(sizes)))
+
     @property
     def sizes(self) -> tuple[int, ...]:
         return self._sizes

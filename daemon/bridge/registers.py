@@ -1,6 +1,7 @@
 """The Modbus holding-register map (pure encoding, no I/O).
 
-One block of `block_size` registers per (camera, line), cameras then lines in config order, the
+One block of `block_size` registers per (camera, line), cameras then lines in config order (or as
+`daemon.bridge.blocks` kept them: a block never moves, unused ones read 0 but the heartbeat), the
 first at `base_register` (protocol address 0 = 4x00001). 32-bit values are high word first and
 taken modulo 2**32. About the line's most recent crossing in stream order:
 
@@ -19,6 +20,8 @@ taken modulo 2**32. About the line's most recent crossing in stream order:
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from daemon.bridge.layout import BridgeLayout
 from daemon.bridge.state import LineState
@@ -61,14 +64,25 @@ def encode_line(line: LineState, first_gate: str | None, heartbeat: int) -> list
 class RegisterMap:
     """The registers of every block, kept current by `update_line` and `set_heartbeat`."""
 
-    def __init__(self, layout: BridgeLayout, *, base_register: int = 0, block_size: int = 16) -> None:
+    def __init__(
+        self,
+        layout: BridgeLayout,
+        *,
+        base_register: int = 0,
+        block_size: int = 16,
+        blocks: Mapping[tuple[str, str], int] | None = None,
+    ) -> None:
+        """`blocks`: each (camera, line)'s block number (`daemon.bridge.blocks`: kept across starts, with
+        unused blocks between); None numbers them in the layout's order."""
         self.base = base_register
         self.block_size = block_size
         self._offsets: dict[tuple[str, str], tuple[int, str | None]] = {}
         for index, cam in enumerate((c, line) for c in layout.cameras for line in c.lines):
             camera, line = cam
-            self._offsets[(camera.id, line.id)] = (index * block_size, line.gates[0] if line.gates else None)
-        self.values = [0] * (len(self._offsets) * block_size)
+            number = index if blocks is None else blocks[(camera.id, line.id)]
+            self._offsets[(camera.id, line.id)] = (number * block_size, line.gates[0] if line.gates else None)
+        count = max((start // block_size + 1 for start, _gate in self._offsets.values()), default=0)
+        self.values = [0] * (count * block_size)
         self.heartbeat = 0
         self.loaded = False
         """True once the served state is in the map (the snapshot from Redis, or none there): until then

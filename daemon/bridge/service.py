@@ -19,6 +19,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from daemon.bridge import reconcile_sparkplug
+from daemon.bridge.blocks import stable_blocks
 from daemon.bridge.layout import BridgeLayout, validate_layout
 from daemon.bridge.machine_vision import MachineVision
 from daemon.bridge.modbus import ModbusBridgeServer
@@ -169,8 +170,14 @@ class Bridge:
         self.state = BridgeState(layout)
         self.registry = CollectorRegistry()
         self.reconcile = build_reconcile(config, redis, redis_client_factory, self.registry, references)
+        modbus = config.modbus
+        blocks = (
+            stable_blocks(layout, config.state_dir, base_register=modbus.base_register, block_size=modbus.block_size)
+            if modbus.listen
+            else None
+        )
         self.registers = RegisterMap(
-            layout, base_register=config.modbus.base_register, block_size=config.modbus.block_size
+            layout, base_register=modbus.base_register, block_size=modbus.block_size, blocks=blocks
         )
         mv = MachineVision(layout, redis, redis_client_factory) if config.opcua.machine_vision else None
         self.opcua = (

@@ -134,7 +134,8 @@ class BridgeConfig(Section):
     the same transaction as the XACKs it reflects and loaded once when the bridge starts."""
     state_dir: Path = Path("/var/lib/beltsight-bridge")
     """Where the generated OPC UA certificate (`opcua/`), the trusted client certificates
-    (`opcua/trusted/`, unless `trusted_dir`) and the Sparkplug bdSeq (`sparkplug.json`) are kept."""
+    (`opcua/trusted/`, unless `trusted_dir`), the Sparkplug bdSeq (`sparkplug.json`) and the Modbus
+    map's block numbering (`modbus_blocks.json`: a block never moves, `daemon.bridge.blocks`) are kept."""
     read_count: int = Field(256, ge=1, le=10_000)
     """Entries per XREADGROUP call and stream."""
     reconnect_max_s: float = Field(5.0, ge=0.1)

@@ -29,6 +29,8 @@ from pydantic_settings import (
 from daemon.config.base import Seconds
 from daemon.config.bridge import BridgeConfig
 from daemon.config.cameras import CameraConfig
+from daemon.config.cameras_dropin import CamerasInvalidError
+from daemon.config.cameras_dropin import with_dropins as with_camera_dropins
 from daemon.config.capture import CaptureConfig
 from daemon.config.clips import ClipsConfig
 from daemon.config.engine import EngineConfig
@@ -83,6 +85,11 @@ class Settings(BaseSettings):
     """The `[capture]` section: frames the model is unsure of, as a YOLO dataset (daemon/publish/capture)."""
     cameras: list[CameraConfig] = Field(default_factory=list)
     """The `[[cameras]]` entries, one per camera (ids unique)."""
+    cameras_dir: Path = Path("/var/lib/beltsight/cameras")
+    """Where cameras added, replaced or removed live (`PUT`/`DELETE /api/cameras/{id}`) are kept: one
+    `<camera>.toml` per camera with the keys of its `[[cameras]]` table, which replaces or adds that
+    camera, and a `<camera>.removed` mark per camera removed, which takes it out of this file's list
+    (`daemon.config.cameras_dropin`), so this file is never rewritten."""
     bridge: BridgeConfig = BridgeConfig()
     """The `[bridge]` section: the PLC bridge (`beltsight bridge`), OPC UA and Modbus TCP."""
     instance: InstanceConfig = InstanceConfig()
@@ -91,6 +98,12 @@ class Settings(BaseSettings):
     """On SIGTERM/SIGINT: the time to finish in-flight batches and flush Redis (or spill to the
     spool) before exiting; what is left is logged as `unflushed`."""
     _models_resolved: Resolved | None = PrivateAttr(None)
+    _camera_sources: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def camera_sources(self) -> dict[str, str]:
+        """Where each camera comes from: `the config file` (the default) or `drop-in <path>`."""
+        return {c.id: self._camera_sources.get(c.id, "the config file") for c in self.cameras}
 
     @property
     def models_resolved(self) -> Resolved:
@@ -116,15 +129,19 @@ class Settings(BaseSettings):
             if cam.id in seen:
                 raise ValueError(f"camera id {cam.id!r} is used twice")
             seen.add(cam.id)
-            if cam.model is not None and cam.model not in self.models:
-                raise ValueError(f"camera {cam.id!r} asks for model {cam.model}, which [models] lacks")
-            if cam.shard is not None and cam.shard >= self.instance.shards:
-                raise ValueError(
-                    f"camera {cam.id!r} is pinned to shard {cam.shard}; [instance] shards is {self.instance.shards}"
-                )
+            if (problem := self.camera_problem(cam)) is not None:
+                raise ValueError(f"camera {cam.id!r} {problem}")
         if not self.models:
             raise ValueError("[models] is empty: configure at least one of 416, 640, 800")
         return self
+
+    def camera_problem(self, cam: CameraConfig) -> str | None:
+        """What these settings have against `cam` beyond its own model (its `model` size, its `shard`)."""
+        if cam.model is not None and cam.model not in self.models:
+            return f"asks for model {cam.model}, which [models] lacks"
+        if cam.shard is not None and cam.shard >= self.instance.shards:
+            return f"is pinned to shard {cam.shard}; [instance] shards is {self.instance.shards}"
+        return None
 
     @classmethod
     def settings_customise_sources(
@@ -188,8 +205,14 @@ def load_settings(path: Path) -> Settings:
         raise ConfigError(str(path), [_format_error(e) for e in exc.errors()]) from None
     except (ValueError, OSError) as exc:  # TOML syntax errors surface as ValueError (TOMLDecodeError)
         raise ConfigError(str(path), [f"cannot parse: {redact_url(str(exc))}"]) from None
-    try:  # the lines applied live ([tracking] lines_dir) override the file's
-        cameras = with_dropins(settings.cameras, settings.tracking.lines_dir)
+    try:  # the cameras put or removed live (cameras_dir), then their lines ([tracking] lines_dir), over the file's
+        cameras, camera_sources = with_camera_dropins(settings.cameras, settings.cameras_dir)
+        problems = [f"cameras.{c.id}: {p}" for c in cameras if (p := settings.camera_problem(c)) is not None]
+        if problems:
+            raise CamerasInvalidError(problems)
+        cameras = with_dropins(cameras, settings.tracking.lines_dir)
+    except CamerasInvalidError as exc:
+        raise ConfigError(str(path), exc.problems) from None
     except LinesInvalidError as exc:
         raise ConfigError(str(path), exc.problems) from None
     settings = _resolve_relative_paths(settings.model_copy(update={"cameras": cameras}), path.parent)
@@ -199,6 +222,7 @@ def load_settings(path: Path) -> Settings:
         raise ConfigError(str(path), exc.problems) from None
     settings = settings.model_copy(update={"models": resolved.models})
     settings._models_resolved = resolved
+    settings._camera_sources = camera_sources
     return settings
 
 

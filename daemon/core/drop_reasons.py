@@ -20,6 +20,7 @@ DropReason = Literal[
     "thermal",
     "frame_lost",
     "incomplete",
+    "removed",
 ]
 
 DROP_REASONS: Final[dict[DropReason, str]] = {
@@ -34,6 +35,7 @@ DROP_REASONS: Final[dict[DropReason, str]] = {
     "thermal": "inference was paused by the thermal governor",
     "frame_lost": "a GigE Vision camera's frame that never arrived (a gap in its block ids)",
     "incomplete": "a GigE Vision frame with packets the resend could not recover: never handed on",
+    "removed": "left in the slot of a camera removed live when its drain timed out",
 }
 
 __all__ = ["DROP_REASONS", "DropReason", "reasons"]

@@ -287,6 +287,27 @@ class Metrics:
             "beltsight_throttle_seconds", "Seconds spent at each throttle level", ["level"], registry=r
         )
 
+    def retire_camera(self, camera_id: str) -> int:
+        """Remove every series labelled `camera=camera_id` (a camera removed live: its series end
+        instead of standing still forever); the number of series removed."""
+        removed = 0
+        for metric in list(vars(self).values()):
+            if not isinstance(metric, Counter | Gauge | Histogram):
+                continue
+            names: tuple[str, ...] = tuple(metric._labelnames)  # no public way to list them
+            if "camera" not in names:
+                continue
+            series = {
+                tuple(sample.labels.get(n, "") for n in names)
+                for family in metric.collect()
+                for sample in family.samples
+                if sample.labels.get("camera") == camera_id
+            }
+            for values in series:
+                metric.remove(*values)
+            removed += len(series)
+        return removed
+
     def dropped(self, camera_id: str, reason: DropReason, n: int = 1) -> None:
         """Count `n` frames dropped for `reason` (their meanings: `daemon.core.drop_reasons`)."""
         self.frames_dropped.labels(camera=camera_id, reason=reason).inc(n)

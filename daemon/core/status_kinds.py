@@ -52,12 +52,12 @@ STATUS_KINDS: Final[dict[StatusKind, str]] = {
     "(`detail`: JSON with the reason)",
     "lines_changed": "a camera's counting lines were changed live (`detail`: JSON with who and the lines "
     "before and after)",
-    "camera_added": "a camera was added to the running daemon (API or reload; `detail`: JSON with who and "
-    "where from, no secret)",
-    "camera_changed": "a running camera's configuration changed (`detail`: JSON with who and the names of "
-    "the keys changed, never their values)",
-    "camera_removed": "a camera was removed (or disabled) and drained: its frames already accepted were "
-    "published (`detail`: JSON with who)",
+    "camera_added": "a camera was added to the running daemon by the cameras API or a reload (`detail`: "
+    "JSON with `user` and `changed`, the keys it was given; never a value)",
+    "camera_changed": "a running camera's configuration changed (`detail`: JSON with `user` and `changed`, "
+    "the names of the keys changed, never their values)",
+    "camera_removed": "a camera was removed and drained: its frames already accepted were published "
+    "(`detail`: JSON with `user`)",
     "count_mismatch": "written by `beltsight bridge`: a line's count drifted from the plant's own counter "
     "beyond its tolerance (`detail`: JSON with `line`, `direction`, `vision`, `reference`, `drift`, "
     "`allowed`, `window`)",

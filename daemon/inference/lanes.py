@@ -198,6 +198,17 @@ class Lanes:
             await asyncio.wait([lane.setup])
         return len(lane.workers) if lane is not None and lane.batches_from is not None else None
 
+    async def settled(self, timeout_s: float, poll_s: float = 0.01) -> bool:
+        """Wait until every batch taken so far has been published (a camera removed live: its frames
+        taken before this call are then through tracking and in the sink); False at the timeout."""
+        targets = [(lane.order, lane.order.issued) for lane in self.by_size.values() if lane.order is not None]
+        deadline = self._clock.monotonic() + timeout_s
+        while any(order.published < issued for order, issued in targets):
+            if self._clock.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(poll_s)
+        return True
+
     def started(self, size: int) -> bool:
         return size in self.by_size
 

@@ -63,6 +63,16 @@ class LinesControl:
     def camera_ids(self) -> list[str]:
         return list(self._current)
 
+    def add(self, camera: CameraConfig) -> None:
+        """Run `camera` (added live) on its own lines; its lines API answers from now on."""
+        self._current[camera.id] = CameraLines.of(camera)
+        self._liveview.set_lines(camera.id, camera.lines)
+
+    def remove(self, camera_id: str) -> None:
+        """`camera_id` was removed live: its lines API answers `404` from now on (its drop-in stays)."""
+        self._current.pop(camera_id, None)
+        self._locks.pop(camera_id, None)
+
     def current(self, camera_id: str) -> CameraLines:
         """What `camera_id` counts on now; KeyError for a camera this instance does not run."""
         return self._current[camera_id]

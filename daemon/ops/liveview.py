@@ -198,6 +198,7 @@ class LiveView:
         self._executor: ThreadPoolExecutor | None = None
         self._failing: set[str] = set()
         self._counts: Callable[[str], Counts] = lambda _camera_id: {}
+        self._configured: Callable[[], Mapping[str, Mapping[str, Any]]] = dict
         self._last_crossing: dict[str, ObjectEvent] = {}
 
     def count_from(self, counts: Callable[[str], Counts]) -> None:
@@ -207,6 +208,21 @@ class LiveView:
     def set_lines(self, camera_id: str, lines: Sequence[LineConfig]) -> None:
         """The counting lines drawn on `camera_id`'s view."""
         self._lines[camera_id] = tuple(lines)
+
+    def forget(self, camera_id: str) -> None:
+        """A camera removed live: its frame, lines and figures go."""
+        self._lines.pop(camera_id, None)
+        self._latest.pop(camera_id, None)
+        self._latency_s.pop(camera_id, None)
+        self._last_crossing.pop(camera_id, None)
+        for key in [k for k in self._cache if k[0] == camera_id]:
+            del self._cache[key]
+        self._failing.discard(camera_id)
+
+    def configured_from(self, configured: Callable[[], Mapping[str, Mapping[str, Any]]]) -> None:
+        """Where `/api/cameras` reads every configured camera's settings (enabled, model, redacted URL,
+        source), merged into each camera's entry; a configured camera that does not run is listed too."""
+        self._configured = configured
 
     def tracked(self, result: FrameResult) -> None:
         """The tracking stage's version of a result already offered (its boxes carry track ids);
@@ -342,7 +358,11 @@ class LiveView:
             return web.Response(body=body, content_type="text/javascript", charset="utf-8")
 
         async def api(_request: web.BaseRequest, _params: dict[str, str]) -> web.StreamResponse:
-            listing = [{"id": cid, **state, **self.camera_info(cid)} for cid, state in sorted(cameras().items())]
+            running, configured = cameras(), self._configured()
+            listing = [
+                {"id": cid, **configured.get(cid, {}), **running.get(cid, {"state": "idle"}), **self.camera_info(cid)}
+                for cid in sorted(running.keys() | configured.keys())
+            ]
             return web.json_response({"cameras": listing}, dumps=lambda v: json.dumps(v, sort_keys=True))
 
         async def snapshot(request: web.BaseRequest, params: dict[str, str]) -> web.StreamResponse:

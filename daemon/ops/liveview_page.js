@@ -139,6 +139,10 @@ async function poll() {
   try {
     const r = await fetch(here("/api/cameras"), {cache: "no-store"});
     const data = await r.json();
+    const listed = new Set(data.cameras.map((cam) => cam.id));
+    for (const [id, c] of cards) {  // a camera removed live: its card goes (unless its editor is open)
+      if (!listed.has(id) && !c.editor) { c.root.remove(); cards.delete(id); }
+    }
     for (const cam of data.cameras) {
       const c = card(cam.id);
       c.cam = cam;
@@ -146,7 +150,7 @@ async function poll() {
       c.fields.state.textContent = cam.state;
       c.fields.state.className = "fact-state state-" + cam.state;
       c.root.dataset.state = cam.state;
-      c.fields.fps.textContent = cam.fps.toFixed(1);
+      c.fields.fps.textContent = (cam.fps || 0).toFixed(1);
       c.fields.latency.textContent = cam.latency_ms === null ? "–" : cam.latency_ms.toFixed(0) + " ms";
       c.fields.model.textContent = cam.model === null ? "–" : cam.model;
       c.fields.detections.textContent = cam.detections === null ? "–" : String(cam.detections);

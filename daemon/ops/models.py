@@ -61,6 +61,11 @@ class ModelsControl:
     def sizes(self) -> list[int]:
         return sorted(self._running)
 
+    def add(self, size: int, model: ModelConfig) -> None:
+        """A size added by a reload (its model checked and served by then): listed and swappable from now on."""
+        self._running[size] = model
+        self._file[size] = model
+
     def running(self) -> dict[int, ModelConfig]:
         """Size -> the entry that serves now."""
         return dict(self._running)

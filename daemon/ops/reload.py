@@ -1,18 +1,21 @@
 """A reload (SIGHUP, `systemctl reload beltsight`): re-read the config and the lines drop-ins, apply what
 can change live, name the rest.
 
-Live, from the next frame or batch on: each camera's `mm_per_px`, lines and gates (`LinesControl.apply`,
+Live, from the next frame or batch on: the camera set (cameras added to, removed from or changed in
+the file or `cameras_dir`, each alone and between frames: `daemon.ops.cameras.CamerasControl.apply_set`;
+the others keep their connections), each camera's `mm_per_px`, lines and gates (`LinesControl.apply`,
 kept lines keep their counts), each camera's `conf_threshold` and `[engine] conf_threshold` (the lanes'
 rules), the `[tracking]` knobs (tracks, ids and counts stay), `[logging] level`, `[health]
 basic_auth_users`. A size whose `[models.<size>]` (with the models drop-in over it,
 `daemon.config.models_dropin`) is not the entry that serves now (a new path, or its layout and labels)
 is swapped to it without stopping the line (`daemon.ops.models.ModelsControl.reload`: the comparison is
 against what serves, a swap through the API included, not against the file at start) and named below
-when the swap is refused. Everything else that differs from what the daemon started with (cameras
-added or removed or otherwise changed, models added or removed, Redis, the engine, the endpoint's
-address ...) is named in one `config_restart_needed` line and left as it runs until a restart. A file
-that does not load (the config or a drop-in invalid) changes nothing: `config_reload_failed` with
-every problem.
+when the swap is refused. Sizes added to `[models]` are served (their files checked, cameras routed
+to them from their next connection on, each lane built on its first frame: `CamerasControl.add_models`).
+Everything else that differs from what the daemon started with (models removed, Redis, the engine,
+the endpoint's address, `[instance]` ...) is named in one `config_restart_needed` line and left as it
+runs until a restart. A file that does not load (the config or a drop-in invalid, a camera's classes
+or an added model unknown) changes nothing: `config_reload_failed` with every problem.
 
 The file is read off the event loop; the changes are applied on it (between two frames of each camera).
 Reloads run one at a time: requests that arrive during one are folded into the next.
@@ -32,6 +35,8 @@ from daemon.config.cameras import CameraConfig
 from daemon.config.lines_dropin import CameraLines
 from daemon.config.settings import ConfigError, Settings, load_settings
 from daemon.config.tracking import TrackingConfig
+from daemon.inference.model_file import ModelInfo
+from daemon.ops.cameras import CamerasControl
 from daemon.ops.http import HealthServer
 from daemon.ops.lines import LinesControl
 from daemon.ops.models import ModelsControl
@@ -39,8 +44,6 @@ from daemon.tracking.stage import TrackingStage
 
 log = structlog.get_logger("beltsight.reload")
 
-LIVE_CAMERA_FIELDS = frozenset({"lines", "mm_per_px", "conf_threshold"})
-"""A camera's keys a reload applies; any other key of a camera changed needs a restart."""
 _SECTIONS = ("redis", "models", "engine", "health", "thermal", "bridge", "instance", "logging", "tracking", "clips")
 _LIVE_KEYS = {
     "engine": {"conf_threshold"},
@@ -56,8 +59,9 @@ def _dump(value: Any) -> Any:
 
 def restart_needed(started: Settings, new: Settings) -> list[str]:
     """The keys that differ between the settings the daemon started with and `new`, and that a reload
-    does not apply (`section.key`, `cameras.<id>` added or removed, `cameras.<id>.key`, `models` for
-    sizes added or removed); `models.<size>` for a changed model, which a reload tries to swap."""
+    does not apply (`section.key`, `models` for sizes removed; added ones are compared after the
+    reloader served them); `models.<size>` for a changed
+    model, which a reload tries to swap. Cameras are all applied live (`daemon.ops.cameras`)."""
     out = []
     for section in _SECTIONS:
         was, now = _dump(getattr(started, section)), _dump(getattr(new, section))
@@ -72,13 +76,6 @@ def restart_needed(started: Settings, new: Settings) -> list[str]:
         out += [f"{section}.{k}" for k in sorted(set(was) | set(now)) if k not in live and was.get(k) != now.get(k)]
     if started.shutdown_grace_s != new.shutdown_grace_s:
         out.append("shutdown_grace_s")
-    before = {c.id: c for c in started.cameras}
-    after = {c.id: c for c in new.cameras}
-    out += [f"cameras.{cid} added" for cid in after if cid not in before]
-    out += [f"cameras.{cid} removed" for cid in before if cid not in after]
-    for cid in before.keys() & after.keys():
-        was, now = before[cid].model_dump(), after[cid].model_dump()
-        out += [f"cameras.{cid}.{k}" for k in sorted(was) if k not in LIVE_CAMERA_FIELDS and was[k] != now[k]]
     return sorted(out)
 
 
@@ -115,6 +112,7 @@ class Reloader:
         health: HealthServer | None,
         set_rules: Callable[[Settings], None],
         models: ModelsControl | None = None,
+        cameras: CamerasControl | None = None,
     ) -> None:
         self._started = settings
         self._live = settings
@@ -123,6 +121,7 @@ class Reloader:
         self._health = health
         self._set_rules = set_rules
         self._models = models
+        self._cameras = cameras
 
     async def reload(self, path: Path) -> bool:
         """Re-read `path` (and the drop-ins) and apply it; False when it is invalid (nothing changed)."""
@@ -131,12 +130,39 @@ class Reloader:
         except ConfigError as exc:
             log.error("config_reload_failed", path=str(path), problems=exc.errors)
             return False
-        changed = self.apply(new) + await self.swap_models(new)
+        loaded, problems = ({}, []) if self._cameras is None else await self._cameras.load_models(new)
+        problems += [] if self._cameras is None else self._cameras.check_set(new)
+        if problems:
+            log.error("config_reload_failed", path=str(path), problems=problems)
+            return False
+        changed = self.add_models(loaded, new) + await self.apply_cameras(new)
+        changed += self.apply(new) + await self.swap_models(new)
         restart = restart_needed(self._started, new)
         if restart:
             log.warning("config_restart_needed", changed=restart)
         log.info("config_reloaded", path=str(path), changed=changed, restart_needed=restart)
         return True
+
+    def add_models(self, loaded: dict[int, ModelInfo], new: Settings) -> list[str]:
+        """Serve the sizes `new` adds to `[models]` (loaded and checked: `CamerasControl.load_models`)."""
+        if self._cameras is None or not loaded:
+            return []
+        added = self._cameras.add_models(loaded, new)
+        for size in loaded:
+            if self._models is not None:
+                self._models.add(size, new.models[size])
+        models = {**self._started.models, **{size: new.models[size] for size in loaded}}
+        self._started = self._started.model_copy(update={"models": models})
+        return added
+
+    async def apply_cameras(self, new: Settings) -> list[str]:
+        """Apply `new`'s camera set (`cameras.<id> added`, `removed`, `changed` for each)."""
+        if self._cameras is None:
+            return []
+        changed = await self._cameras.apply_set(new)
+        self._cameras.follow(new)
+        self._started = self._started.model_copy(update={"cameras": list(new.cameras)})
+        return changed
 
     async def swap_models(self, new: Settings) -> list[str]:
         """Swap each size whose entry in `new` is not the one that serves (`models.<size>` for each
@@ -199,4 +225,4 @@ async def serve_reloads(reloader: Reloader, requested: asyncio.Event, path: Path
         await reloader.reload(path)
 
 
-__all__ = ["LIVE_CAMERA_FIELDS", "Reloader", "restart_needed", "rules_settings", "serve_reloads", "set_log_level"]
+__all__ = ["Reloader", "restart_needed", "rules_settings", "serve_reloads", "set_log_level"]

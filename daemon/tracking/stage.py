@@ -57,8 +57,11 @@ class TrackingStage:
     """Per-camera tracking of `FrameResult`s (event-loop only; see the module docstring)."""
 
     def __init__(self, cameras: Sequence[CameraConfig], cfg: TrackingConfig, metrics: Metrics) -> None:
+        self._cfg = cfg
         self._params = tracker_params(cfg)
         self._cameras = {c.id: c for c in tracked_cameras(cameras, cfg)}
+        self._retired: dict[str, ObjectsResume] = {}
+        """Where a camera removed live left its ids and counts (it continues from there when it comes back)."""
         self._lines = {cid: (line_specs(c.lines), c.mm_per_px) for cid, c in self._cameras.items()}
         self._trackers: dict[str, CameraTracker] = {}
         self._last_ms: dict[str, int] = {}
@@ -84,8 +87,40 @@ class TrackingStage:
         if tracker is not None:
             tracker.set_lines(specs, mm_per_px)
 
+    def add_camera(self, camera: CameraConfig, resume: ObjectsResume | None = None) -> bool:
+        """Track `camera` (added or changed live; on the loop) from its next frame on, when it is tracked
+        (`[tracking] enabled` or its own `tracking`): a running tracker keeps its tracks, ids and counts
+        and takes the camera's lines; a camera removed before continues its ids and counts from where it
+        left them, else from `resume` (the objects stream's), else from 1. False when it is not tracked
+        (a running tracker is then retired as by `remove_camera`)."""
+        if not camera.tracked(self._cfg):
+            self.remove_camera(camera.id)
+            return False
+        self._cameras[camera.id] = camera
+        if camera.id in self._trackers:
+            self.apply_lines(camera.id, camera.lines, camera.mm_per_px)
+            return True
+        self._lines[camera.id] = (line_specs(camera.lines), camera.mm_per_px)
+        start = self._retired.pop(camera.id, None) or resume
+        if start is not None:
+            self.resume(camera.id, start)
+        return True
+
+    def remove_camera(self, camera_id: str) -> ObjectsResume | None:
+        """Stop tracking `camera_id` (removed or disabled live, its frames drained; on the loop): its
+        tracker ends, its ids and counts are kept for its return and returned; None when it had none."""
+        self._cameras.pop(camera_id, None)
+        self._lines.pop(camera_id, None)
+        self._last_ms.pop(camera_id, None)
+        tracker = self._trackers.pop(camera_id, None)
+        if tracker is None:
+            return self._retired.get(camera_id)
+        kept = self._retired[camera_id] = ObjectsResume(tracker.next_track_id, tracker.counts)
+        return kept
+
     def set_params(self, cfg: TrackingConfig) -> None:
         """Track every camera with `cfg`'s knobs from its next frame on (tracks, ids and counts stay)."""
+        self._cfg = cfg
         self._params = tracker_params(cfg)
         for tracker in self._trackers.values():
             tracker.set_params(self._params)

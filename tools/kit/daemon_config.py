@@ -34,16 +34,19 @@ def write_config(
     redis: dict[str, Any] | None = None,
     tracking: dict[str, Any] | None = None,
     shutdown_grace_s: float = 5.0,
+    cameras_dir: Path | None = None,
     **engine: Any,
 ) -> Path:
     """A TOML config: the committed demo models, CPU provider unless overridden (`engine` keys);
     `health` adds keys to `[health]` (listen defaults to a free loopback port), `redis` to `[redis]`,
     `tracking` (when given) writes `[tracking]`; `extra` (TOML text) goes before the `[[cameras]]`.
     A camera's nested values (its `lines`, each with `gates`) are written as inline tables. The models
-    drop-in (`[engine] models_dropin`) is `models.toml` beside the config unless `engine` names one."""
+    drop-in (`[engine] models_dropin`) is `models.toml` beside the config unless `engine` names one, and
+    `cameras_dir` (the cameras API's drop-ins) is `cameras/` beside it unless given."""
     dropin = str(path.parent / "models.toml")
     engine = {"providers": ["cpu"], "max_batch": 4, "max_wait_ms": 20, "models_dropin": dropin, **engine}
     lines = [f"shutdown_grace_s = {json.dumps(shutdown_grace_s)}"]
+    lines.append(f"cameras_dir = {json.dumps(str(cameras_dir or path.parent / 'cameras'))}")
     lines += _table("redis", {"url": redis_url, **(redis or {})})
     lines += _table("models", {str(size): str(p) for size, p in MODELS.items()})
     lines += _table("engine", engine)

@@ -151,6 +151,17 @@ class Sampler:
         self._limits: dict[tuple[str, int], Limits] = {}
         self._confirmed: dict[str, tuple[Box, ...]] = {}
 
+    def set_threshold(self, camera: str, threshold: float | None) -> None:
+        """`camera`'s `conf_threshold` from its next frame on (a camera added or changed live; None: removed,
+        its frames no longer captured and its limits and last boxes forgotten)."""
+        if threshold is not None:
+            self._thresholds[camera] = threshold
+            return
+        self._thresholds.pop(camera, None)
+        self._confirmed.pop(camera, None)
+        for key in [k for k in self._limits if k[0] == camera]:
+            del self._limits[key]
+
     def choose(self, before: FrameResult, after: FrameResult) -> tuple[Pick | None, list[Refused]]:
         """The strategy that captures this frame (None: none), and the limits that refused it."""
         camera = after.camera_id

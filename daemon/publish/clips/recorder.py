@@ -55,8 +55,9 @@ class ClipRecorder:
         self, cfg: ClipsConfig, rings: Mapping[str, PacketRing], metrics: Metrics, clock: Clock = SYSTEM_CLOCK
     ) -> None:
         self.cfg = cfg
-        self.rings = rings
-        self.writer = ClipWriter(cfg, rings, metrics, clock)
+        self.rings = dict(rings)
+        """camera id -> its ring; the writer reads this same dict, so rings added live (`ring_for`) reach it."""
+        self.writer = ClipWriter(cfg, self.rings, metrics, clock)
         self.root = self.writer.root
         self._metrics = metrics
         self._pre_ms = round(cfg.pre_s * 1000)
@@ -76,6 +77,22 @@ class ClipRecorder:
         keep_ms = round(cfg.pre_s * 1000) + RING_SLACK_MS
         rings = {c: PacketRing(c, keep_ms=keep_ms, max_bytes=RING_MAX_BYTES) for c in camera_ids}
         return cls(cfg, rings, metrics)
+
+    def ring_for(self, camera_id: str, kind: str) -> PacketRing | None:
+        """The camera's ring, made when a camera is added live; None for a GigE Vision camera (raw
+        frames: nothing to remux)."""
+        if kind == "gige":
+            return None
+        ring = self.rings.get(camera_id)
+        if ring is None:
+            keep_ms = round(self.cfg.pre_s * 1000) + RING_SLACK_MS
+            ring = self.rings[camera_id] = PacketRing(camera_id, keep_ms=keep_ms, max_bytes=RING_MAX_BYTES)
+        return ring
+
+    def forget(self, camera_id: str) -> None:
+        """A camera removed live: its ring's memory goes (a clip being written keeps what it read)."""
+        self.rings.pop(camera_id, None)
+        self._open.pop(camera_id, None)
 
     def selected(self, event: ObjectEvent) -> bool:
         """A `crossed` event of a selected line and label."""

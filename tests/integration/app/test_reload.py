@@ -130,7 +130,9 @@ def test_sighup_applies_lines_threshold_and_log_level_names_the_rest_and_an_inva
         d.proc.send_signal(signal.SIGHUP)
         restart = d.wait_for("config_restart_needed")
         reloaded_at = int(time.time() * 1000)
-        assert restart["changed"] == ["cameras.extra added", "redis.maxlen"]
+        assert restart["changed"] == ["redis.maxlen"]  # the added camera runs at once (daemon.ops.cameras)
+        assert d.wait_for("camera_added")["camera"] == "extra"
+        wait_until(lambda: len(stream(redis, "extra")) >= 3, 60, "the camera added by the reload publishing")
         assert d.lines("replay")["lines"] == [{**moved, "gates": []}]
         # the threshold: every detection published from the next frames on scores at least 0.8
         wait_until(lambda: len(scores_after(redis, "replay", reloaded_at + 500)) >= 5, 60, "detections after")

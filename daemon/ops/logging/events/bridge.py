@@ -41,6 +41,13 @@ BRIDGE_EVENTS: tuple[LogEvent, ...] = (
         "the OPC 40100 MachineVision nodeset is imported and each camera has its VisionSystemType object",
         ("cameras", "namespace"),
     ),
+    LogEvent(
+        "bridge_modbus_blocks_renumbered",
+        "warning",
+        "the Modbus blocks kept in <state_dir>/modbus_blocks.json could not be read or written, or would pass"
+        " register 65535: the map is numbered in the layout's order this time (blocks may have moved)",
+        ("path", "reason"),
+    ),
     LogEvent("bridge_modbus_listening", "info", "the Modbus TCP server listens", ("address", "unit_id")),
     LogEvent(
         "bridge_modbus_shed",

@@ -35,21 +35,68 @@ OPS_EVENTS: tuple[LogEvent, ...] = (
     LogEvent(
         "config_reload_failed",
         "error",
-        "a reload (SIGHUP, `systemctl reload`) found the config or a lines drop-in invalid: nothing changed",
+        "a reload (SIGHUP, `systemctl reload`) found the config or a drop-in (lines, cameras) invalid, or a"
+        " camera's classes unknown to the models: nothing changed",
         ("path", "problems"),
+    ),
+    LogEvent(
+        "camera_added",
+        "info",
+        "a camera was added to the running daemon (the cameras API or a reload), started alone between frames;"
+        " `changed`: the keys it was given (never a value); also written to beltsight:events as kind camera_added",
+        ("camera", "user", "changed"),
+    ),
+    LogEvent(
+        "camera_changed",
+        "info",
+        "a camera's settings changed on the running daemon (the cameras API or a reload): reopened alone where"
+        " its reader's keys changed, else applied between two of its frames; `changed`: the keys (never a"
+        " value); also written to beltsight:events as kind camera_changed",
+        ("camera", "user", "changed"),
+    ),
+    LogEvent(
+        "camera_removed",
+        "info",
+        "a camera was removed from the running daemon (the cameras API or a reload): its reader stopped, its"
+        " frames drained and published, its tracker and metric series retired; also written to beltsight:events"
+        " as kind camera_removed",
+        ("camera", "user", "changed"),
+    ),
+    LogEvent(
+        "camera_drain_incomplete",
+        "warning",
+        "a camera removed live still had a frame waiting or a batch unpublished after the drain's timeout; a"
+        " frame left in its slot is counted as dropped (reason removed)",
+        ("camera", "timeout_s"),
+    ),
+    LogEvent(
+        "camera_change_failed",
+        "error",
+        "applying a camera's change (the cameras API) failed after it was recorded: the drop-in holds it, the"
+        " running pipeline may not; a reload or a restart applies it",
+        ("change", "error"),
+    ),
+    LogEvent(
+        "camera_reader_slow_to_stop",
+        "warning",
+        "a removed or reopened camera's reader thread had not ended after its open and read timeouts; the change"
+        " went on (the thread ends at its next packet or timeout)",
+        ("camera", "waited_s"),
     ),
     LogEvent(
         "config_reloaded",
         "info",
-        "a reload (SIGHUP) applied what changed and can change live (lines, mm_per_px, conf_threshold, the"
-        " tracking knobs, the log level, the endpoint's users); `changed` names each, `restart_needed` the rest",
+        "a reload (SIGHUP) applied what changed and can change live (cameras added, removed or changed, lines,"
+        " mm_per_px, conf_threshold, the tracking knobs, the log level, the endpoint's users); `changed` names"
+        " each, `restart_needed` the rest",
         ("path", "changed", "restart_needed"),
     ),
     LogEvent(
         "config_restart_needed",
         "warning",
-        "a reload found changes that need a restart (cameras added or removed, model sizes added or removed, a"
-        " model swap refused, Redis, ...): they are named here and left as they run until the daemon restarts",
+        "a reload found changes that need a restart (model sizes removed, a model swap refused, Redis,"
+        " the engine, the endpoint's address, [instance] ...): they are named here and left as they run until"
+        " the daemon restarts",
         ("changed",),
     ),
     LogEvent(
