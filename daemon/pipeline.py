@@ -49,7 +49,7 @@ from daemon.ops.reload import Reloader
 from daemon.ops.systemd import SystemdNotifier
 from daemon.publish.capture import FrameCapture
 from daemon.publish.clips import ClipRecorder
-from daemon.publish.evidence import evidence_writers
+from daemon.publish.evidence import Evidence, evidence_writers
 from daemon.publish.sink import RedisSink
 from daemon.publish.snapshots import SnapshotWriter
 from daemon.thermal.monitor import ThermalMonitor
@@ -144,31 +144,23 @@ def _wire(
     liveview = _liveview(settings, metrics, tracking)
     names = max((info.names for info in models.infos.values()), key=len, default=())  # every size: one list
     evidence = evidence_writers(settings, metrics, names)
-    snapshots, capture, clips = evidence.snapshots, evidence.capture, evidence.clips
     on_status = _status_to(sink, loop)
     workers = LaneWorkers(settings, factory, models, metrics, on_status)
-    lanes = Lanes(
-        settings.engine,
-        metrics,
-        build=workers,
-        batching=_batching(settings, hub, metrics),
-        publish=_publish(tracking, liveview, sink, snapshots, capture, clips=clips),
-        observe=_observe(liveview, snapshots, capture),
-    )
+    lanes = _lanes(settings, metrics, hub, workers, tracking=tracking, liveview=liveview, sink=sink, evidence=evidence)
     thermal = _thermal(settings, metrics, lanes, sink, notifier)
     _lanes_on_demand(hub, lanes, loop)
-    readers = Readers(decoders(settings, models, metrics), clips)
+    readers = Readers(decoders(settings, models, metrics), evidence.clips)
     router, make_source, sources = camera_sources(
         settings, models, hub=hub, metrics=metrics, on_status=on_status, readers=readers
     )
     report = _report(phase := Phase(), sources, sink, lanes, thermal)
-    health = _health(settings, metrics, report, liveview, snapshots, clips=clips)
+    health = _health(settings, metrics, report, liveview, evidence.snapshots, clips=evidence.clips)
     lines = _lines(settings, tracking, liveview, sink, health)
     parts = CameraParts(
         sources, make_source, hub, router, tracking, lines, liveview, lanes, workers.set_rules,
         models=models.infos,
         metrics=metrics, on_event=sink.accept_event, resume=sink.resume_points,
-        capture_threshold=None if capture is None else capture.sampler.set_threshold,
+        capture_threshold=None if evidence.capture is None else evidence.capture.sampler.set_threshold,
         forget=readers.forgetters(),
     )  # fmt: skip
     cameras = wire_cameras(settings, parts, health)
@@ -191,11 +183,33 @@ def _wire(
         decoders=readers.decoders,
         cameras=cameras,
         health=health,
-        snapshots=snapshots,
-        capture=capture,
-        clips=clips,
+        snapshots=evidence.snapshots,
+        capture=evidence.capture,
+        clips=evidence.clips,
         report=report,
         reloader=reloader,
+    )
+
+
+def _lanes(
+    settings: Settings,
+    metrics: Metrics,
+    hub: FrameHub,
+    workers: LaneWorkers,
+    *,
+    tracking: TrackingStage,
+    liveview: LiveView,
+    sink: RedisSink,
+    evidence: Evidence,
+) -> Lanes:
+    """Every model size's lane: batches from the hub, results tracked, with their evidence, to the sink."""
+    return Lanes(
+        settings.engine,
+        metrics,
+        build=workers,
+        batching=_batching(settings, hub, metrics),
+        publish=_publish(tracking, liveview, sink, evidence),
+        observe=_observe(liveview, evidence.snapshots, evidence.capture),
     )
 
 
@@ -295,15 +309,9 @@ def _observe(liveview: LiveView, *writers: SnapshotWriter | FrameCapture | None)
     return observe
 
 
-def _publish(
-    tracking: TrackingStage,
-    liveview: LiveView,
-    sink: RedisSink,
-    snapshots: SnapshotWriter | None,
-    capture: FrameCapture | None,
-    *,
-    clips: ClipRecorder | None,
-) -> Publish:
+def _publish(tracking: TrackingStage, liveview: LiveView, sink: RedisSink, evidence: Evidence) -> Publish:
+    snapshots, capture, clips = evidence.snapshots, evidence.capture, evidence.clips
+
     def publish(results: list[FrameResult]) -> None:
         """Where results leave the lanes, in order: tracked, captured, snapshots and clips named, shown, published."""
         for result in results:
