@@ -31,6 +31,8 @@ DEMO_MODULES = [
     "tools.demo.preflight",
     "tools.demo.parts",
     "tools.demo.plc",
+    "tools.demo.reference",
+    "tools.demo.clips",
     "tools.demo.scale",
     "tools.kit.ports",
     "tools.kit.redis_server",

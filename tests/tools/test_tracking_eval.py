@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from daemon.core.objects import ObjectEvent
+from tools.kit.synth.crossings import Crossing, gt_crossings
 from tools.kit.synth.video import belt_shift
 from tools.tracking import metrics
 from tools.tracking.daemon_run import Published, load_published, save_published
-from tools.tracking.metrics import Crossing, gt_crossings, id_metrics, match_crossings, track_parts, without_ignored
+from tools.tracking.metrics import id_metrics, match_crossings, track_parts, without_ignored
 
 
 def _box(x: float) -> list[float]:

@@ -44,8 +44,10 @@ import redis as redis_py
 from daemon.core.objects import parse_fields
 from daemon.publish.schema import decode_entry
 from daemon.publish.tail import format_entry
+from tools.demo.clips import CAMERAS, render_clips
 from tools.demo.parts import CameraParts, crossing_line
 from tools.demo.preflight import PortNeed, PreflightError, check_gstreamer, check_ports, check_redis_server
+from tools.demo.reference import DemoReference
 from tools.demo.view import CameraWindow, StatusBoard, Summary
 from tools.kit.redis_server import RedisServer
 from tools.kit.rtsp import SYSTEM_PYTHON, RtspServer
@@ -61,14 +63,6 @@ FIRST_CROSSING_S = 60.0
 LINES = ("count",)
 """The counting line of every demo camera (configs/demo.toml)."""
 
-# camera id -> (width, height, fps, seed): one camera per model size.
-CAMERAS = {
-    "line1-infeed": (1280, 720, 10, 101),
-    "line1-sorter": (640, 480, 10, 202),
-    "line2-reject": (480, 360, 10, 303),
-}
-CLIP_SECONDS = 12
-
 
 class DemoFailed(Exception):
     """The demo did not work; `str()` is the one-line reason."""
@@ -78,36 +72,15 @@ def say(message: str, *, err: bool = False) -> None:
     print(f"demo: {message}", file=sys.stderr if err else sys.stdout, flush=True)
 
 
-def render_clips(data: Path) -> dict[str, Path]:
-    from tools.kit.synth.video import render_video  # noqa: PLC0415 - Pillow and x264 only when rendering
-
-    data.mkdir(parents=True, exist_ok=True)
-    clips = {}
-    for cam, (w, h, fps, seed) in CAMERAS.items():
-        clip = data / f"{cam}-{w}x{h}.mp4"
-        if not clip.exists():
-            say(f"rendering {clip.name} ({w}x{h}, {fps} fps, {CLIP_SECONDS} s)")
-            partial, partial_gt = clip.with_suffix(".partial.mp4"), clip.with_suffix(".partial.json")
-            try:
-                render_video(partial, partial_gt, w, h, fps, CLIP_SECONDS, seed)
-                os.replace(partial_gt, clip.with_suffix(".json"))
-                os.replace(partial, clip)
-            finally:
-                partial.unlink(missing_ok=True)
-                partial_gt.unlink(missing_ok=True)
-        clips[cam] = clip
-    return clips
-
-
-def write_config(data: Path, ports: dict[str, int]) -> Path:
-    """configs/demo.toml with the chosen ports, next to the clips (relative paths still resolve)."""
+def write_config(data: Path, ports: dict[str, int], extra: str = "") -> Path:
+    """configs/demo.toml with the chosen ports (and `extra` appended), next to the clips."""
     text = CONFIG.read_text()
     for key, default in CONFIG_PORTS.items():
         text = text.replace(f"127.0.0.1:{default}", f"127.0.0.1:{ports[key]}")
     text = text.replace('"../models/', f'"{REPO / "models"}/')
     text = text.replace('state_dir = "bridge-state"', f'state_dir = "{data / "bridge-state"}"')
     config = data / "demo.toml"
-    config.write_text(text)
+    config.write_text(text + extra)
     return config
 
 
@@ -336,12 +309,17 @@ def run(args: argparse.Namespace) -> None:
     redis_server = check_redis_server()
     check_gstreamer(args.gst_python)
     data = Path(args.data_dir)
-    clips = render_clips(data)
-    config = write_config(data, chosen_ports(args))
+    clips = render_clips(data, say)
+    reference = DemoReference(clips, args.reference_miss_every) if args.reference else None
+    config = write_config(data, chosen_ports(args), reference.config_text() if reference else "")
     stops: list[Callable[[], None]] = []
     try:
         redis = start_redis(redis_server, args.redis_port)
         stops.append(lambda: redis.stop(timeout_s=15))
+        if reference is not None:
+            reference.start(args.redis_port)
+            stops.append(reference.stop)
+            say(f"simulated PLCs (photo-eye counters) on Modbus ports {[p.port for p in reference.plcs]}")
         rtsp = start_rtsp(args.gst_python, args.rtsp_port, clips, data / "rtsp.log")
         stops.append(lambda: rtsp.terminate(timeout_s=15))
         bridge_log = data / "bridge.log"
@@ -374,6 +352,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--data-dir", default=str(REPO / "demo-data"), help="clips, config and log (default: %(default)s)"
     )
     parser.add_argument("--gst-python", default=SYSTEM_PYTHON, help="the Python with GStreamer's bindings")
+    parser.add_argument("--reference", action="store_true", help="a simulated PLC counter per camera, reconciled")
+    parser.add_argument("--reference-miss-every", type=int, default=0, help="its photo-eye misses every K-th part")
     return parser.parse_args(argv)
 
 

@@ -10,7 +10,7 @@
    densities 0.18-0.3, one with a 1.5 s stop), modes file+drop, report ``tracking-eval-other.json``.
    ``rtsp`` mode uses the 0.2 w/s sparse and the stop-and-go clip.
 2. A vertical counting line at x = 0.5 (``direction`` +x); GT crossings: when each part's box centre passes
-   it, from the belt travel in the GT (``tools.tracking.metrics.gt_crossings``).
+   it, from the belt travel in the GT (``tools.kit.synth.crossings.gt_crossings``).
 3. The daemon (``python -m daemon run``, a real redis-server, config by ``tools.kit.daemon_config``, one
    daemon per mode with every clip as a camera, ``[tracking]`` defaults) in three modes:
    * ``file``: file sources, ``realtime = false``: every frame is processed (the reader waits).
@@ -61,6 +61,7 @@ import numpy as np
 
 from tools.kit.daemon_config import REPO
 from tools.kit.rtsp import RtspServer
+from tools.kit.synth.crossings import Crossing, gt_crossings
 from tools.tracking.clips import Scenario, decimate, load_gt, render
 from tools.tracking.daemon_run import (
     Published,
@@ -71,10 +72,8 @@ from tools.tracking.daemon_run import (
     save_published,
 )
 from tools.tracking.metrics import (
-    Crossing,
     Frames,
     first_seen,
-    gt_crossings,
     id_metrics,
     in_window,
     match_crossings,
