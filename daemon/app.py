@@ -128,6 +128,8 @@ class Daemon:
             p.snapshots.start()
         if p.capture is not None:
             p.capture.start()
+        if p.review is not None:
+            self._tasks.append(spawn(p.review.run(), "review"))
         self._tasks.append(spawn(p.thermal.run(), "thermal"))
         for size in p.workers.prebuilt_sizes:
             p.lanes.ensure(size)
@@ -181,6 +183,8 @@ class Daemon:
             await asyncio.get_running_loop().run_in_executor(None, p.snapshots.stop)
         if p.capture is not None:
             await asyncio.get_running_loop().run_in_executor(None, p.capture.stop)
+        if p.review is not None:
+            await asyncio.get_running_loop().run_in_executor(None, p.review.close)
         for source in p.sources:
             source.stop()
         await p.sink.close()

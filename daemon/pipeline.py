@@ -44,6 +44,8 @@ from daemon.ops.lines import LinesControl
 from daemon.ops.liveview import LiveView
 from daemon.ops.models import ModelsControl
 from daemon.ops.reload import Reloader
+from daemon.ops.review import wiring as review_wiring
+from daemon.ops.review.consumer import Recorder
 from daemon.ops.systemd import SystemdNotifier
 from daemon.publish.capture import FrameCapture
 from daemon.publish.sink import RedisSink
@@ -86,6 +88,8 @@ class Pipeline:
     """The crossing snapshots' writer (`[snapshots] enabled`); None when off."""
     capture: FrameCapture | None
     """The frame capture (`[[capture.strategies]]` listed); None when off."""
+    review: Recorder | None
+    """The per-part record (`[review] enabled`); None when off."""
     report: Callable[[], dict[str, Any]]
     """The /healthz JSON."""
     reloader: Reloader
@@ -174,6 +178,7 @@ def _wire(
         health=health,
         snapshots=snapshots,
         capture=capture,
+        review=review_wiring.recorder(settings, lines, health),
         report=report,
         reloader=_reloader(settings, workers, lanes, sink, health=health, tracking=tracking, lines=lines),
     )

@@ -191,12 +191,10 @@ class Recorder:
         """Each crossing with its part's box on its frame (from the detections stream), where it is still there."""
         if not crossings:
             return crossings
-        frames = await asyncio.gather(
-            *(
-                client.xrange(self._redis.stream_for(c.camera), frame_entry_id(c), frame_entry_id(c), count=1)
-                for c in crossings
-            )
-        )
+        async with client.pipeline(transaction=False) as pipe:  # one round trip, one connection
+            for c in crossings:
+                pipe.xrange(self._redis.stream_for(c.camera), frame_entry_id(c), frame_entry_id(c), count=1)
+            frames = await pipe.execute()
         return [_boxed(c, entries[0][1] if entries else None) for c, entries in zip(crossings, frames, strict=True)]
 
     def _with_line(self, crossing: Crossing) -> Crossing:
