@@ -85,9 +85,9 @@ function row(c) {
   const tr = el('tr', { class: 'crossing', 'data-id': c.id, 'data-line': c.line, 'data-camera': c.camera, tabindex: '0' });
   const thumb = el('td');
   if (c.snapshot) thumb.append(el('img', { class: 'thumb', loading: 'lazy', alt: `${c.label} on ${c.line}`, src: '/snapshots/' + pathURL(c.snapshot) }));
-  tr.append(thumb, el('td', {}, new Date(c.at_ms).toLocaleString()));
+  tr.append(thumb, el('td', { class: 'time' }, new Date(c.at_ms).toLocaleString()));
   for (const v of [c.camera, c.line, c.direction, c.label, String(c.track), String(c.count)]) tr.append(el('td', {}, v));
-  const link = el('a', { class: 'share', href: shareLink(c), title: 'a link to this crossing' }, c.clip ? 'clip ↗' : 'link ↗');
+  const link = el('a', { class: 'share', href: shareLink(c), title: 'a link to this crossing' }, 'link');
   link.addEventListener('click', (e) => e.stopPropagation());
   const cell = el('td');
   cell.append(link);
@@ -164,34 +164,36 @@ function openCrossing(c) {
   window.reviewOpen = c;
 }
 
+const BUCKET_MS = { '15m': 900000, '1h': 3600000, shift: 8 * 3600000 };
+
 async function loadCounts() {
   const span = state.bucket === 'shift' ? 7 * 86400000 : 86400000;
-  const since = state.since || String(Date.now() - span);
-  const data = await getJSON('/api/counts?' + query(['camera', 'line', 'label', 'direction', 'until'], { since, bucket: state.bucket }));
-  drawChart(data.buckets);
+  const until = Number(state.until) || Date.now();
+  const since = Number(state.since) || until - span;
+  const data = await getJSON('/api/counts?' + query(['camera', 'line', 'label', 'direction'], { since, until, bucket: state.bucket }));
+  drawChart(data.buckets, since, until + BUCKET_MS[state.bucket]); // room for the last bucket's bars
 }
 
-function drawChart(buckets) {
-  const W = 600, H = 180, top = 10, bottom = 20;
+function drawChart(buckets, since, until) { // bars at their time over [since, until): in, then out
+  const W = 600, H = 180, top = 12, bottom = 20;
   const svg = el('svg:svg', { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none', role: 'img', 'aria-label': 'counts' });
   const max = Math.max(1, ...buckets.map((b) => Math.max(b.in, b.out)));
-  const slot = W / Math.max(1, buckets.length);
-  const bar = Math.max(1, slot / 2 - 1);
-  buckets.forEach((b, i) => {
-    const x = i * slot;
+  const x = (ms) => ((ms - since) / Math.max(1, until - since)) * W;
+  const bar = Math.max(1.5, (x(since + BUCKET_MS[state.bucket]) - x(since)) / 2 - 0.5);
+  for (const b of buckets) {
     for (const [k, dx] of [['in', 0], ['out', bar]]) {
       const hgt = (b[k] / max) * (H - top - bottom);
-      const r = el('svg:rect', { class: `bar ${k}`, x: x + dx, y: H - bottom - hgt, width: bar, height: hgt, 'data-start': b.start, 'data-n': b[k] });
+      const r = el('svg:rect', { class: `bar ${k}`, x: Math.max(0, x(b.start)) + dx, y: H - bottom - hgt, width: bar, height: hgt, 'data-start': b.start, 'data-n': b[k] });
       r.append(el('svg:title', {}, `${new Date(b.start).toLocaleString()}: ${b[k]} ${k}`));
       svg.append(r);
     }
-    if (i % Math.ceil(buckets.length / 8) === 0) {
-      const d = new Date(b.start);
-      const label = state.bucket === 'shift' ? d.toLocaleDateString(undefined, { weekday: 'short' }) + ' ' + d.toTimeString().slice(0, 5) : d.toTimeString().slice(0, 5);
-      svg.append(el('svg:text', { x: x + 1, y: H - 5 }, label));
-    }
-  });
-  svg.append(el('svg:text', { x: 2, y: top + 2 }, String(max)));
+  }
+  for (let i = 0; i <= 4; i++) { // five time marks along the axis
+    const t = new Date(since + (i / 4) * (until - since));
+    const label = state.bucket === 'shift' ? t.toLocaleDateString(undefined, { weekday: 'short' }) + ' ' + t.toTimeString().slice(0, 5) : t.toTimeString().slice(0, 5);
+    svg.append(el('svg:text', { x: Math.min(W - 50, (i / 4) * W + 2), y: H - 5 }, label));
+  }
+  svg.append(el('svg:text', { x: 2, y: top - 2 }, `${max} per bucket`));
   $('#chart').replaceChildren(svg);
 }
 

@@ -6,9 +6,11 @@ before the crossing with the box and the line drawn over it; the crossing's link
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from importlib import resources
+from io import BytesIO
 from pathlib import Path
 
 import numpy as np
@@ -81,7 +83,20 @@ def page(redis_server: RedisServerFactory, tmp_path: Path) -> Iterator[tuple[Rev
             browser.close()
 
 
-def test_filter_to_a_line_open_a_crossing_and_its_clip_plays(page: tuple[ReviewEndpoint, Belt, Chromium]) -> None:
+def keep_screenshot(browser: Chromium, tmp_path: Path) -> None:
+    """The page as PNG: always under tmp_path, and into the docs when asked (`BELTSIGHT_DOCS_IMG=docs/img`)."""
+    png = browser.screenshot()
+    assert png.startswith(b"\x89PNG")
+    (tmp_path / "review.png").write_bytes(png)
+    if docs := os.environ.get("BELTSIGHT_DOCS_IMG"):  # small for the repository: 900 px wide, 128 colours
+        image = Image.open(BytesIO(png)).convert("RGB")
+        image = image.resize((900, round(image.height * 900 / image.width)), Image.Resampling.LANCZOS)
+        image.quantize(128).save(Path(docs) / "review.png", optimize=True)
+
+
+def test_filter_to_a_line_open_a_crossing_and_its_clip_plays(
+    page: tuple[ReviewEndpoint, Belt, Chromium], tmp_path: Path
+) -> None:
     api, _belt, browser = page
     browser.open(f"http://127.0.0.1:{api.port}/review")
     browser.wait_for(f"document.querySelectorAll('{ROWS}').length === 14", what="every crossing listed")
@@ -115,6 +130,7 @@ def test_filter_to_a_line_open_a_crossing_and_its_clip_plays(page: tuple[ReviewE
         " +l.getAttribute('x1')]; })()"
     )
     assert drawn == ["0 0 640 480", 300, 80, 0.2 * 640]
+    keep_screenshot(browser, tmp_path)
 
     link = browser.evaluate(f"document.querySelector('{ROWS}:first-child a.share').href")
     opened = browser.evaluate("window.reviewOpen.id")
