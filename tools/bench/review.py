@@ -161,13 +161,13 @@ def main(argv: list[str] | None = None) -> None:
         insert = fill(store, rows(args.cameras, args.per_s, args.days, start_ms), args.batch, total)
         store.close()
         size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+        rate, tail = insert["rows_per_s"], insert["last_tenth_rows_per_s"]
         print(
-            f"insert: {insert['rows_per_s']:,.0f} rows/s overall, {insert['last_tenth_rows_per_s']:,.0f} rows/s over the "
-            f"last tenth ({insert['seconds']:.0f} s); the recorder needs {args.cameras * args.per_s:.0f} rows/s"
+            f"insert: {rate:,.0f} rows/s overall, {tail:,.0f} rows/s over the last tenth ({insert['seconds']:.0f} s);"
         )
-        print(
-            f"file: {size / 2**20:,.0f} MiB, {size / args.days / 2**20:,.0f} MiB per day, {size / insert['rows']:.0f} B/row"
-        )
+        print(f"        the recorder needs {args.cameras * args.per_s:.0f} rows/s")
+        mib = size / 2**20
+        print(f"file: {mib:,.0f} MiB, {mib / args.days:,.0f} MiB per day, {size / insert['rows']:.0f} B/row")
         store = Store(path)  # reopened: the queries run on the file as it is on disk
         shifts = parse_shifts(["06:00", "14:00", "22:00"])
         results: dict[str, dict[str, float]] = {}
