@@ -88,7 +88,7 @@ COLUMNS = (
     "camera", "entry_ms", "entry_seq", "at_ms", "line", "direction", "label", "cls", "score", "track", "count",
     "speed_px_s", "speed_mm_s", "eta", "snapshot", "clip", "clip_offset_ms", "box", "frame_w", "frame_h", "line_xy",
 )  # fmt: skip
-_INSERT = f"INSERT OR IGNORE INTO crossings ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+INSERT = f"INSERT OR IGNORE INTO crossings ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 _ORDER = "ORDER BY at_ms DESC, camera DESC, entry_ms DESC, entry_seq DESC"
 MAX_LIMIT = 1000
 
@@ -210,7 +210,7 @@ class Store:
         """Store `crossings` (those already stored are skipped) and the streams' new positions, in one
         transaction; returns how many were new."""
         with self._transaction():
-            inserted = self._db.executemany(_INSERT, (c.row() for c in crossings)).rowcount  # the triggers' not counted
+            inserted = self._db.executemany(INSERT, (c.row() for c in crossings)).rowcount  # the triggers' not counted
             self._db.executemany(
                 "INSERT INTO positions VALUES (?, ?) ON CONFLICT DO UPDATE SET last_id = excluded.last_id",
                 positions.items(),
@@ -317,4 +317,4 @@ class _Transaction:
         self._db.execute("ROLLBACK" if kind is not None else "COMMIT")
 
 
-__all__ = ["COLUMNS", "MAX_LIMIT", "Crossing", "Cursor", "Filters", "Store"]
+__all__ = ["COLUMNS", "INSERT", "MAX_LIMIT", "SCHEMA", "Crossing", "Cursor", "Filters", "Store"]
