@@ -91,6 +91,7 @@ COLUMNS = (
 INSERT = f"INSERT OR IGNORE INTO crossings ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 _ORDER = "ORDER BY at_ms DESC, camera DESC, entry_ms DESC, entry_seq DESC"
 MAX_LIMIT = 1000
+"""The most crossings one page of the API holds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +248,7 @@ class Store:
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         rows = self._db.execute(
             f"SELECT {', '.join(COLUMNS)} FROM crossings {where} {_ORDER} LIMIT ?",
-            [*args, max(1, min(limit, MAX_LIMIT))],
+            [*args, max(1, min(limit, MAX_LIMIT + 1))],  # one more: whether a next page exists
         ).fetchall()
         return [Crossing(*row) for row in rows]
 

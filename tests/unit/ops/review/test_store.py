@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from daemon.core.shifts import bucket_start
-from daemon.ops.review.store import Crossing, Filters, Store
+from daemon.ops.review.store import MAX_LIMIT, Crossing, Filters, Store
 
 T0 = 1_765_000_000_000  # 2025-12-06T05:46:40Z
 
@@ -121,3 +121,8 @@ def test_prune_removes_old_crossings_and_their_counts(store: Store) -> None:
 def test_lines_on_record(store: Store) -> None:
     store.record([crossing(1, camera="b", line="x"), crossing(2, camera="a", line="y")], {})
     assert store.lines() == [("a", "y"), ("b", "x")]
+
+
+def test_a_full_page_of_the_largest_size_still_tells_there_is_more(store: Store) -> None:
+    store.record([crossing(i) for i in range(MAX_LIMIT + 5)], {})
+    assert len(store.crossings(Filters(), MAX_LIMIT + 1)) == MAX_LIMIT + 1
