@@ -9,9 +9,9 @@ crossings counted per minute.
   file (deleted, lost) it starts from each stream's first entry and rebuilds what the streams hold.
 - `minute_counts` holds each (camera, line, direction, minute)'s number of crossings, kept by
   triggers on insert and delete, so `counts()` over a week reads about 10,000 rows per line instead
-  of every crossing. Buckets are made from minutes (`daemon.core.shifts.bucket_start`: local time,
-  shifts start on a minute); a range that does not start or end on a minute counts its edge minutes
-  from the crossings themselves.
+  of every crossing. Buckets are made from minutes (`daemon.ops.review.buckets`, with
+  `daemon.core.shifts.bucket_start`: local time, shifts start on a minute); a range that does not
+  start or end on a minute counts its edge minutes from the crossings themselves.
 - Pages are newest first in the order `(at_ms, camera, entry_ms, entry_seq)`, descending; the cursor
   is that key of the page's last row, so following it visits each crossing of the range once, also
   across a rebuild of the file.
@@ -30,7 +30,8 @@ from datetime import time
 from pathlib import Path
 from typing import Any
 
-from daemon.core.shifts import Bucket, bucket_start
+from daemon.core.shifts import Bucket
+from daemon.ops.review.buckets import bucket_counts
 
 MINUTE_MS = 60_000
 SCHEMA_VERSION = 1
@@ -254,12 +255,7 @@ class Store:
 
     def counts(self, filters: Filters, bucket: Bucket, shifts: Sequence[time] = ()) -> list[tuple[int, dict[str, int]]]:
         """(bucket start ms, {"in": N, "out": M}) per bucket holding a crossing of `filters`, oldest first."""
-        out: dict[int, dict[str, int]] = {}
-        for minute_ms, direction, n in self._minutes(filters):
-            start = bucket_start(minute_ms, bucket, shifts)
-            per = out.setdefault(start, {"in": 0, "out": 0})
-            per[direction] = per.get(direction, 0) + n
-        return sorted(out.items())
+        return bucket_counts(self._minutes(filters), bucket, shifts)
 
     def _minutes(self, filters: Filters) -> list[tuple[int, str, int]]:
         """(minute, direction, crossings) from the minute counts, the range's partial edge minutes

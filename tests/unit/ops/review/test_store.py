@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time as time_module
 from collections import Counter
 from datetime import time
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from daemon.core.shifts import bucket_start
+from daemon.ops.review.buckets import bucket_counts
 from daemon.ops.review.store import MAX_LIMIT, Crossing, Filters, Store
 
 T0 = 1_765_000_000_000  # 2025-12-06T05:46:40Z
@@ -126,3 +128,28 @@ def test_lines_on_record(store: Store) -> None:
 def test_a_full_page_of_the_largest_size_still_tells_there_is_more(store: Store) -> None:
     store.record([crossing(i) for i in range(MAX_LIMIT + 5)], {})
     assert len(store.crossings(Filters(), MAX_LIMIT + 1)) == MAX_LIMIT + 1
+
+
+@pytest.mark.parametrize("zone", ["Europe/Berlin", "America/St_Johns", "Asia/Kathmandu", "UTC"])
+@pytest.mark.parametrize("bucket", ["15m", "1h", "shift"])
+def test_buckets_equal_bucket_start_per_minute_across_daylight_saving(
+    zone: str, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three days around each of Berlin's 2026 changes, every minute: the proved bucket ends give what
+    `bucket_start` gives minute by minute (shifts of unequal length, one starting off the quarter hour)."""
+    monkeypatch.setenv("TZ", zone)
+    time_module.tzset()
+    try:
+        shifts = (time(5, 50), time(14), time(22))
+        for change_ms in (1_774_746_000_000, 1_792_890_000_000):  # 2026-03-29 01:00Z, 2026-10-25 01:00Z
+            minutes = [(change_ms + m * 60_000, "in" if m % 3 else "out", 1) for m in range(-1440, 1440 * 2)]
+            want: dict[int, Counter[str]] = {}
+            for minute_ms, direction, n in minutes:
+                want.setdefault(bucket_start(minute_ms, bucket, shifts), Counter())[direction] += n  # type: ignore[arg-type]
+            got = bucket_counts(minutes, bucket, shifts)  # type: ignore[arg-type]
+            assert [(s, per["in"], per["out"]) for s, per in got] == [
+                (s, c["in"], c["out"]) for s, c in sorted(want.items())
+            ]
+    finally:
+        monkeypatch.undo()
+        time_module.tzset()
