@@ -12,13 +12,16 @@ the answer is always the one `bucket_start` gives per minute.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Sequence
 from datetime import time
 
 from daemon.core.shifts import Bucket, bucket_start
 
 MINUTE_MS = 60_000
 _FIXED_MS = {"15m": 15 * MINUTE_MS, "1h": 60 * MINUTE_MS}
+Span = tuple[int, int, str, int]
+"""(start ms, length ms, direction, crossings): crossings counted over a stretch of whole minutes."""
 
 
 def nominal_lengths_ms(bucket: Bucket, shifts: Sequence[time]) -> tuple[int, ...]:
@@ -30,17 +33,37 @@ def nominal_lengths_ms(bucket: Bucket, shifts: Sequence[time]) -> tuple[int, ...
     return tuple(sorted(g * MINUTE_MS for g in gaps))
 
 
+def chunk_ms(bucket: Bucket, shifts: Sequence[time]) -> int:
+    """The longest stretch that a bucket's start or end can fall on: 15 min (every zone's offset from UTC is
+    a multiple of it), or less where a shift starts off the quarter hour. Counts summed per chunk in SQL
+    are bucketed a chunk at a time (a chunk that straddles two buckets, per minute)."""
+    starts = [s.hour * 60 + s.minute for s in shifts] if bucket == "shift" else []
+    return math.gcd(15, *starts) * MINUTE_MS
+
+
 def bucket_counts(
-    minutes: Iterable[tuple[int, str, int]], bucket: Bucket, shifts: Sequence[time] = ()
+    spans: Iterable[Span],
+    bucket: Bucket,
+    shifts: Sequence[time] = (),
+    minutes: Callable[[int, str], Iterable[Span]] | None = None,
 ) -> list[tuple[int, dict[str, int]]]:
-    """(bucket start, {"in": N, "out": M}) from (minute ms, direction, crossings), oldest bucket first."""
+    """(bucket start, {"in": N, "out": M}) from (start ms, length ms, direction, crossings), oldest bucket
+    first. A span longer than a minute that does not lie in one bucket is asked of `minutes(start, direction)`."""
     lengths = nominal_lengths_ms(bucket, shifts)
     out: dict[int, dict[str, int]] = {}
     start = end = 0
-    for minute_ms, direction, n in sorted(minutes):
-        if not start <= minute_ms < end:
-            start = bucket_start(minute_ms, bucket, shifts)
+    for t, length, direction, n in sorted(spans):
+        if not (start <= t and t + length <= end):
+            start = bucket_start(t, bucket, shifts)
             end = _proved_end(start, bucket, shifts, lengths)
+            if t + length > end and length > MINUTE_MS:
+                if minutes is None:
+                    raise ValueError("a span straddles two buckets and its minutes cannot be read")
+                for m, _one, d, k in minutes(t, direction):
+                    per = out.setdefault(bucket_start(m, bucket, shifts), {"in": 0, "out": 0})
+                    per[d] = per.get(d, 0) + k
+                start = end = 0
+                continue
         per = out.setdefault(start, {"in": 0, "out": 0})
         per[direction] = per.get(direction, 0) + n
     return sorted(out.items())
@@ -55,4 +78,4 @@ def _proved_end(start: int, bucket: Bucket, shifts: Sequence[time], lengths: Seq
     return start
 
 
-__all__ = ["bucket_counts", "nominal_lengths_ms"]
+__all__ = ["Span", "bucket_counts", "chunk_ms", "nominal_lengths_ms"]

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.core.shifts import Bucket
-from daemon.ops.review.buckets import bucket_counts
+from daemon.ops.review.buckets import Span, bucket_counts, chunk_ms
 
 MINUTE_MS = 60_000
 SCHEMA_VERSION = 1
@@ -255,13 +255,23 @@ class Store:
 
     def counts(self, filters: Filters, bucket: Bucket, shifts: Sequence[time] = ()) -> list[tuple[int, dict[str, int]]]:
         """(bucket start ms, {"in": N, "out": M}) per bucket holding a crossing of `filters`, oldest first."""
-        return bucket_counts(self._minutes(filters), bucket, shifts)
+        span = chunk_ms(bucket, shifts)
 
-    def _minutes(self, filters: Filters) -> list[tuple[int, str, int]]:
-        """(minute, direction, crossings) from the minute counts, the range's partial edge minutes
-        counted from the crossings (all of it from the crossings with a `label`: the minutes are per line)."""
+        def minutes(start: int, direction: str) -> list[Span]:
+            """A chunk's minutes, for a chunk that straddles two buckets."""
+            since = start if filters.since is None else max(start, filters.since)
+            until = start + span if filters.until is None else min(start + span, filters.until)
+            scope = Filters(filters.camera, filters.line, filters.label, direction, since, until)
+            return self._spans(scope, MINUTE_MS)
+
+        return bucket_counts(self._spans(filters, span), bucket, shifts, minutes)
+
+    def _spans(self, filters: Filters, span_ms: int) -> list[Span]:
+        """(start, length, direction, crossings) per chunk of `span_ms` from the minute counts, the range's
+        partial edge minutes counted from the crossings (all of it from the crossings with a `label`: the
+        minute counts are per line)."""
         if filters.label is not None:
-            return self._counted(filters, filters.since, filters.until)
+            return self._counted(filters, filters.since, filters.until, span_ms)
         scope = Filters(filters.camera, filters.line, None, filters.direction)
         clauses, args = scope.where()
         edges: list[tuple[int, int]] = []
@@ -278,22 +288,27 @@ class Store:
             if last != filters.until and (filters.since is None or last >= filters.since):
                 edges.append((last if filters.since is None else max(last, filters.since), filters.until))
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        rows = self._db.execute(
-            f"SELECT minute_ms, direction, SUM(n) FROM minute_counts {where} GROUP BY minute_ms, direction",
-            args,
-        ).fetchall()
+        rows: list[Span] = [
+            (int(t), span_ms, str(d), int(n))
+            for t, d, n in self._db.execute(
+                f"SELECT minute_ms - minute_ms % ? AS t, direction, SUM(n) FROM minute_counts {where}"
+                " GROUP BY t, direction",
+                [span_ms, *args],
+            ).fetchall()
+            if n
+        ]
         for since, until in dict.fromkeys(edges):
-            rows.extend(self._counted(scope, since, until))
-        return [(int(m), str(d), int(n)) for m, d, n in rows if n]
+            rows.extend(self._counted(scope, since, until, MINUTE_MS))
+        return rows
 
-    def _counted(self, filters: Filters, since: int | None, until: int | None) -> list[tuple[int, str, int]]:
+    def _counted(self, filters: Filters, since: int | None, until: int | None, span_ms: int) -> list[Span]:
         clauses, args = Filters(filters.camera, filters.line, filters.label, filters.direction, since, until).where()
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         return [
-            (int(m), str(d), int(n))
-            for m, d, n in self._db.execute(
-                f"SELECT at_ms - at_ms % 60000 AS m, direction, COUNT(*) FROM crossings {where} GROUP BY m, direction",
-                args,
+            (int(t), span_ms, str(d), int(n))
+            for t, d, n in self._db.execute(
+                f"SELECT at_ms - at_ms % ? AS t, direction, COUNT(*) FROM crossings {where} GROUP BY t, direction",
+                [span_ms, *args],
             ).fetchall()
         ]
 

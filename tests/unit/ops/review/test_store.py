@@ -142,14 +142,49 @@ def test_buckets_equal_bucket_start_per_minute_across_daylight_saving(
     try:
         shifts = (time(5, 50), time(14), time(22))
         for change_ms in (1_774_746_000_000, 1_792_890_000_000):  # 2026-03-29 01:00Z, 2026-10-25 01:00Z
-            minutes = [(change_ms + m * 60_000, "in" if m % 3 else "out", 1) for m in range(-1440, 1440 * 2)]
+            minutes = [(change_ms + m * 60_000, 60_000, "in" if m % 3 else "out", 1) for m in range(-1440, 1440 * 2)]
             want: dict[int, Counter[str]] = {}
-            for minute_ms, direction, n in minutes:
+            for minute_ms, _one, direction, n in minutes:
                 want.setdefault(bucket_start(minute_ms, bucket, shifts), Counter())[direction] += n  # type: ignore[arg-type]
+            expected = [(s, c["in"], c["out"]) for s, c in sorted(want.items())]
             got = bucket_counts(minutes, bucket, shifts)  # type: ignore[arg-type]
-            assert [(s, per["in"], per["out"]) for s, per in got] == [
-                (s, c["in"], c["out"]) for s, c in sorted(want.items())
-            ]
+            assert [(s, per["in"], per["out"]) for s, per in got] == expected
+            chunks: Counter[tuple[int, str]] = Counter()  # 15 min chunks: some straddle the 05:50 shift start
+            for minute_ms, _one, direction, n in minutes:
+                chunks[(minute_ms - minute_ms % 900_000, direction)] += n
+
+            def of_chunk(
+                start: int, direction: str, minutes: list[tuple[int, int, str, int]] = minutes
+            ) -> list[tuple[int, int, str, int]]:
+                return [m for m in minutes if start <= m[0] < start + 900_000 and m[2] == direction]
+
+            spans = [(t, 900_000, d, n) for (t, d), n in chunks.items()]
+            got = bucket_counts(spans, bucket, shifts, of_chunk)  # type: ignore[arg-type]
+            assert [(s, per["in"], per["out"]) for s, per in got] == expected
+    finally:
+        monkeypatch.undo()
+        time_module.tzset()
+
+
+def test_counts_in_a_zone_off_the_hour_with_a_shift_off_the_quarter(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TZ", "Asia/Kathmandu")  # UTC+05:45
+    time_module.tzset()
+    try:
+        rng = random.Random(9)
+        rows = [crossing(i, at_ms=T0 + rng.randrange(2 * 86_400_000)) for i in range(3000)]
+        store.record(rows, {})
+        shifts = (time(5, 50), time(14, 5), time(22))
+        for bucket in ("15m", "1h", "shift"):
+            for since in (None, T0 + 7_777_777):
+                got = store.counts(Filters(line="count", since=since), bucket, shifts)
+                want: Counter[tuple[int, str]] = Counter(
+                    (bucket_start(c.at_ms, bucket, shifts), c.direction)
+                    for c in rows
+                    if since is None or c.at_ms >= since
+                )
+                assert {(s, d): n for s, per in got for d, n in per.items() if n} == dict(want)
     finally:
         monkeypatch.undo()
         time_module.tzset()
