@@ -130,6 +130,8 @@ class Daemon:
             p.capture.start()
         if p.clips is not None:
             p.clips.start()
+        if p.review is not None:
+            self._tasks.append(spawn(p.review.run(), "review"))
         self._tasks.append(spawn(p.thermal.run(), "thermal"))
         for size in p.workers.prebuilt_sizes:
             p.lanes.ensure(size)
@@ -186,6 +188,8 @@ class Daemon:
             await asyncio.get_running_loop().run_in_executor(None, p.capture.stop)
         if p.clips is not None:
             await asyncio.get_running_loop().run_in_executor(None, p.clips.stop)
+        if p.review is not None:
+            await asyncio.get_running_loop().run_in_executor(None, p.review.close)
         for source in list(p.sources):
             source.stop()
         await p.sink.close()

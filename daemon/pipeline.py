@@ -46,6 +46,8 @@ from daemon.ops.lines import LinesControl
 from daemon.ops.liveview import LiveView
 from daemon.ops.models import ModelsControl
 from daemon.ops.reload import Reloader
+from daemon.ops.review import wiring as review_wiring
+from daemon.ops.review.consumer import Recorder
 from daemon.ops.systemd import SystemdNotifier
 from daemon.publish.capture import FrameCapture
 from daemon.publish.clips import ClipRecorder
@@ -97,6 +99,8 @@ class Pipeline:
     """The frame capture (`[[capture.strategies]]` listed); None when off."""
     clips: ClipRecorder | None
     """The crossing clips (`[clips] enabled`): the recorder and its writer; None when off."""
+    review: Recorder | None
+    """The per-part record (`[review] enabled`); None when off."""
     report: Callable[[], dict[str, Any]]
     """The /healthz JSON."""
     reloader: Reloader
@@ -142,8 +146,7 @@ def _wire(
     sink = RedisSink(settings.redis, metrics)
     tracking = TrackingStage(settings.instance_cameras(), settings.tracking, metrics)
     liveview = _liveview(settings, metrics, tracking)
-    names = max((info.names for info in models.infos.values()), key=len, default=())  # every size: one list
-    evidence = evidence_writers(settings, metrics, names)
+    evidence = evidence_writers(settings, metrics, [info.names for info in models.infos.values()])
     on_status = _status_to(sink, loop)
     workers = LaneWorkers(settings, factory, models, metrics, on_status)
     lanes = _lanes(settings, metrics, hub, workers, tracking=tracking, liveview=liveview, sink=sink, evidence=evidence)
@@ -186,6 +189,7 @@ def _wire(
         snapshots=evidence.snapshots,
         capture=evidence.capture,
         clips=evidence.clips,
+        review=review_wiring.recorder(settings, lines, health),
         report=report,
         reloader=reloader,
     )

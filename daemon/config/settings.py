@@ -41,6 +41,7 @@ from daemon.config.models import ModelConfig
 from daemon.config.models_dropin import ModelsDropinInvalidError, Resolved, resolve
 from daemon.config.models_dropin import read as read_models_dropin
 from daemon.config.redis import RedisConfig
+from daemon.config.review import ReviewConfig
 from daemon.config.sharding import InstanceConfig, runs
 from daemon.config.snapshots import SnapshotsConfig
 from daemon.config.thermal import ThermalConfig
@@ -83,6 +84,8 @@ class Settings(BaseSettings):
     """The `[clips]` section: a video clip around each line crossing, remuxed (daemon/publish/clips)."""
     capture: CaptureConfig = CaptureConfig()
     """The `[capture]` section: frames the model is unsure of, as a YOLO dataset (daemon/publish/capture)."""
+    review: ReviewConfig = ReviewConfig()
+    """The `[review]` section: one record per crossing, its APIs and the review page (daemon/ops/review)."""
     cameras: list[CameraConfig] = Field(default_factory=list)
     """The `[[cameras]]` entries, one per camera (ids unique)."""
     cameras_dir: Path = Path("/var/lib/beltsight/cameras")

@@ -20,8 +20,10 @@ class Evidence:
     clips: ClipRecorder | None
 
 
-def evidence_writers(settings: Settings, metrics: Metrics, names: Sequence[str]) -> Evidence:
-    """`names`: the class names the frame capture labels its dataset with."""
+def evidence_writers(settings: Settings, metrics: Metrics, labels: Sequence[Sequence[str]]) -> Evidence:
+    """`labels`: each served model's class names; the frame capture labels its dataset with the longest
+    list (every size serves the same classes)."""
+    names = max(labels, key=len, default=())
     snapshots = SnapshotWriter(settings.snapshots, metrics) if settings.snapshots.enabled else None
     cameras = settings.instance_cameras()
     clips = ClipRecorder.build(settings.clips, [c.id for c in cameras if c.kind != "gige"], metrics)

@@ -120,6 +120,26 @@ OPS_EVENTS: tuple[LogEvent, ...] = (
         " since they were swapped through the API, and the file wins (at start or on a reload)",
         ("path", "sizes"),
     ),
+    LogEvent(
+        "review_entry_malformed",
+        "warning",
+        "an objects stream entry the review record could not read was skipped (read past); at most one line a"
+        " minute, `held_back` counts the ones since the last line",
+        ("stream", "entry", "reason", "held_back"),
+    ),
+    LogEvent(
+        "review_read_failed",
+        "warning",
+        "the review record could not read the objects streams (Redis down): retried with backoff; at most one"
+        " line a minute, `held_back` counts the failures since the last line",
+        ("error", "held_back"),
+    ),
+    LogEvent(
+        "review_started",
+        "info",
+        "the review record ([review]) opened its file and reads the objects streams from its positions",
+        ("db", "streams", "retention_days"),
+    ),
     LogEvent("sd_notify_failed", "warning", "a message to systemd's NOTIFY_SOCKET failed", ("error",)),
     LogEvent(
         "snapshot_failed",
