@@ -8,7 +8,8 @@ power cut), so the counts outlive restarts of the daemon, the bridge and Redis. 
   crossings are counted at their time plus the lag (when they reach the photo-eye), the counter's
   increase at the reading that showed it, so both sides of a bucket count the same parts.
 - `windows(key, start_ms, end_ms, lag_ms, vision, reference, allowed, crossings)`: every window that
-  disagreed, with the stream ids of the crossings in it: the evidence for the shift report.
+  disagreed, with the crossings in it (`evidence_label`: each one's stream id, snapshot and clip with
+  the crossing's offset in it): the evidence for the shift report (CSV, and the page `report_page`).
 
 `add_*` only add to memory; `flush` (run in a thread by the service, every few seconds and at stop)
 writes them in one transaction. What was added but not flushed when the process dies is lost.
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.bridge.reconcile import Window
+from daemon.bridge.state import Crossing
 from daemon.core.shifts import Bucket, bucket_start
 
 SCHEMA = """
@@ -41,6 +43,36 @@ CREATE TABLE IF NOT EXISTS windows (
     PRIMARY KEY (key, end_ms));
 """
 REPORT_FIELDS = ("key", "start_ms", "end_ms", "lag_ms", "vision", "reference", "drift", "allowed", "crossings")
+
+
+def evidence_label(crossing: Crossing) -> str:
+    """What a window keeps of one crossing: JSON with `id` (its objects-stream entry) and, where the
+    entry has them, `snapshot`, `clip` and `clip_offset_ms`."""
+    out: dict[str, Any] = {"id": crossing.entry_id}
+    if crossing.snapshot:
+        out["snapshot"] = crossing.snapshot
+    if crossing.clip:
+        out |= {"clip": crossing.clip, "clip_offset_ms": crossing.clip_offset_ms}
+    return json.dumps(out, separators=(",", ":"), sort_keys=True)
+
+
+def evidence(label: str) -> dict[str, Any]:
+    """`evidence_label` read back; a label written before clips existed (`<id>[ <snapshot>]`) too."""
+    if label.startswith("{"):
+        found: dict[str, Any] = json.loads(label)
+        return found
+    entry_id, _, snapshot = label.partition(" ")
+    return {"id": entry_id, **({"snapshot": snapshot} if snapshot else {})}
+
+
+def evidence_text(item: dict[str, Any]) -> str:
+    """One crossing in the CSV: its id, then `snapshot=<path>` and `clip=<path>#t=<seconds>` where it has them."""
+    parts = [str(item["id"])]
+    if item.get("snapshot"):
+        parts.append(f"snapshot={item['snapshot']}")
+    if item.get("clip"):
+        parts.append(f"clip={item['clip']}#t={int(item.get('clip_offset_ms', 0)) / 1000:.1f}")
+    return " ".join(parts)
 
 
 class CountsStore:
@@ -143,23 +175,23 @@ class CountsStore:
                 "reference": r,
                 "drift": v - r,
                 "allowed": a,
-                "crossings": json.loads(c),
+                "crossings": [evidence(label) for label in json.loads(c)],
             }
             for k, s, e, lag, v, r, a, c in cur.fetchall()
         ]
 
     def report_csv(self, start_ms: int, end_ms: int) -> str:
-        """The shift report: one row per disagreeing window between the two times, its crossings'
-        crossings joined by ";", each its stream id and, where it has one, its snapshot path after a space."""
+        """The shift report: one row per disagreeing window between the two times, its crossings joined
+        by ";", each as `evidence_text` writes it."""
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(REPORT_FIELDS)
         for row in self.disagreeing(start_ms, end_ms):
-            writer.writerow([*(row[f] for f in REPORT_FIELDS[:-1]), ";".join(row["crossings"])])
+            writer.writerow([*(row[f] for f in REPORT_FIELDS[:-1]), ";".join(map(evidence_text, row["crossings"]))])
         return out.getvalue()
 
     def close(self) -> None:
         self._db.close()
 
 
-__all__ = ["REPORT_FIELDS", "CountsStore"]
+__all__ = ["REPORT_FIELDS", "CountsStore", "evidence", "evidence_label", "evidence_text"]

@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from redis.exceptions import RedisError
 
 from daemon.bridge.reconcile import CounterNote, Reconciler, State, Verdict, Window
-from daemon.bridge.reconcile_counts import CountsStore
+from daemon.bridge.reconcile_counts import CountsStore, evidence_label
 from daemon.bridge.reference import Reference, ReferenceReadError
 from daemon.bridge.state import Change, Crossing
 from daemon.config.reconcile import ReconcileConfig
@@ -132,9 +132,7 @@ class ReconcileService:
             if key is None:
                 continue
             rec = self.reconcilers[key]
-            rec.add_crossing(
-                change.at_ms, change.entry_id + (f" {change.snapshot}" if change.snapshot else ""), change.speed_mm_s
-            )
+            rec.add_crossing(change.at_ms, evidence_label(change), change.speed_mm_s)
             self.store.add(key, change.at_ms + rec.lag_ms, vision=1)
 
     async def run(self) -> None:

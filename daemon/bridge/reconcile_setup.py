@@ -6,19 +6,23 @@ Routes on the bridge's endpoint (`[bridge] health_listen`):
   persisted counts (`vision` and `reference` side by side) per bucket from `since_ms` (default: a day back);
 - `GET /api/counts/report.csv?start_ms=N&end_ms=M`: the shift report, the windows that disagreed between
   the two times (default: the last complete shift, else the last 24 h; with `start_ms` alone: up to now)
-  with the crossings in them.
+  with the crossings in them;
+- `GET /report?start_ms=N&end_ms=M`: the same report as a page (`daemon.bridge.report_page`), with the
+  periods before and after one click away.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import time as dt_time
 from pathlib import Path
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from daemon.bridge import report_page
 from daemon.bridge.layout import BridgeLayout, LayoutError
 from daemon.bridge.reconcile_counts import CountsStore
 from daemon.bridge.reconcile_service import ReconcileService
@@ -30,6 +34,7 @@ from daemon.ops.http import HealthServer
 from daemon.publish.redis_conn import RedisClient
 
 DAY_MS = 86_400_000
+QUARTER_MS = 900_000
 STORE_FILE = "reconcile.sqlite"
 
 
@@ -88,7 +93,9 @@ def _int_query(request: web.BaseRequest, name: str, default: int) -> int:
         raise web.HTTPBadRequest(text=f"{name} must be an integer (Unix ms)\n") from None
 
 
-def add_routes(server: HealthServer, service: ReconcileService) -> None:
+def add_routes(server: HealthServer, service: ReconcileService, evidence_url: str = "") -> None:
+    """`/api/counts`, the shift report as CSV and as a page (`/report`, linking the crossings' snapshots
+    and clips on `evidence_url`, the daemon's endpoint)."""
     store = service.store
 
     async def counts(request: web.BaseRequest, _params: dict[str, str]) -> web.StreamResponse:
@@ -105,7 +112,8 @@ def add_routes(server: HealthServer, service: ReconcileService) -> None:
         }
         return web.Response(text=json.dumps(body, sort_keys=True) + "\n", content_type="application/json")
 
-    async def report(request: web.BaseRequest, _params: dict[str, str]) -> web.StreamResponse:
+    def period(request: web.BaseRequest) -> tuple[int, int]:
+        """The report's period: the last complete shift (with shifts; else the last day) unless given."""
         now = int(time.time() * 1000)
         if store.shifts:
             current = bucket_start(now, "shift", store.shifts)
@@ -114,12 +122,35 @@ def add_routes(server: HealthServer, service: ReconcileService) -> None:
             default_start, default_end = now - DAY_MS, now
         if "start_ms" in request.query:  # from a given time: up to now unless said
             default_end = now
-        start = _int_query(request, "start_ms", default_start)
-        end = _int_query(request, "end_ms", default_end)
+        return _int_query(request, "start_ms", default_start), _int_query(request, "end_ms", default_end)
+
+    async def report(request: web.BaseRequest, _params: dict[str, str]) -> web.StreamResponse:
+        start, end = period(request)
         return web.Response(text=store.report_csv(start, end), content_type="text/csv")
+
+    async def page(request: web.BaseRequest, _params: dict[str, str]) -> web.StreamResponse:
+        start, end = period(request)
+        before, after = _neighbours(store.shifts, start, end)
+        text = report_page.render(
+            store.disagreeing(start, end), start, end, before=before, after=after, evidence_url=evidence_url
+        )
+        return web.Response(text=text, content_type="text/html")
 
     server.route(r"/api/counts", counts)
     server.route(r"/api/counts/report\.csv", report)
+    server.route(r"/report", page)
+
+
+def _neighbours(shifts: Sequence[dt_time], start: int, end: int) -> tuple[int, int]:
+    """The start of the period before `start` and the end of the one after `end` (shifts, else as long)."""
+    if not shifts:
+        return start - (end - start), end + (end - start)
+    before = bucket_start(start - 1, "shift", shifts)
+    after = next(
+        (b for k in range(1, 24 * 4 + 2) if (b := bucket_start(end + k * QUARTER_MS, "shift", shifts)) > end),
+        end + DAY_MS,
+    )
+    return before, after
 
 
 __all__ = ["add_routes", "bridge_certificate", "build_reconcile", "reconcile_problems"]

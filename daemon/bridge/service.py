@@ -221,7 +221,7 @@ class Bridge:
             host, port = parse_host_port(self.config.health_listen)
             self.health = HealthServer(host, port, self.registry, self.report)
             if self.reconcile is not None:
-                add_routes(self.health, self.reconcile)
+                add_routes(self.health, self.reconcile, self.config.evidence_url)
             await self.health.start()
         self._tasks = [
             asyncio.create_task(self.reader.run(), name="bridge-reader"),

@@ -91,6 +91,10 @@ class Crossing:
     entry_id: str
     snapshot: str = ""
     """The crossing's snapshot path (relative to `[snapshots] dir`); "" when the entry has none."""
+    clip: str = ""
+    """The crossing's clip (relative to `[clips] dir`); "" when the entry has none."""
+    clip_offset_ms: int = 0
+    """Where in `clip` the crossing is."""
     speed_mm_s: float = 0.0
     """The part's belt speed at the crossing (0: not measured, no `mm_per_px`)."""
 
@@ -328,6 +332,8 @@ def _parse_crossing(fields: dict[str, str], camera: str, entry_id: str) -> Cross
         eta_json=eta_raw,
         entry_id=entry_id,
         snapshot=fields.get("snapshot", ""),
+        clip=fields.get("clip", ""),
+        clip_offset_ms=_int(fields, "clip_offset_ms") if fields.get("clip_offset_ms") else 0,
         speed_mm_s=speed_mm_s,
     )
 

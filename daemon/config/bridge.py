@@ -28,6 +28,7 @@ What is served (cameras, lines, gates) comes from `[[cameras]]` (daemon.bridge.l
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
@@ -161,9 +162,19 @@ class BridgeConfig(Section):
     reconcile: list[ReconcileConfig] = Field(default_factory=list)
     """`[[bridge.reconcile]]`: camera lines whose counts are checked live against the plant's own counter
     (daemon.bridge.reconcile); none by default."""
+    evidence_url: str = ""
+    """The daemon's endpoint as the operator's browser reaches it (e.g. "https://vision-box:9108"): the
+    shift report page (`/report`) links each crossing's snapshot and clip there; "" shows their paths."""
     shifts: list[str] = Field(default_factory=list)
     """Local shift start times ("HH:MM", the last shift wrapping past midnight) for the reconciled counts
     kept per shift (daemon.core.shifts); none: counts are kept per hour only."""
+
+    @field_validator("evidence_url")
+    @classmethod
+    def _evidence_url(cls, v: str) -> str:
+        if v and not re.fullmatch(r"https?://[^\s/?#]+/?", v):
+            raise ValueError("must be empty or the daemon endpoint's http:// or https:// origin, e.g. https://box:9108")
+        return v
 
     @field_validator("shifts")
     @classmethod

@@ -21,6 +21,7 @@ from daemon.bridge.service import Bridge
 from daemon.config.bridge import BridgeConfig, OpcUaConfig
 from daemon.config.redis import RedisConfig
 from tests.support.bridge_harness import LAYOUT, Events, factory, read, wait_for
+from tests.support.chromium import CHROMIUM, Chromium
 from tests.support.fixtures_redis import RedisServer, RedisServerFactory, free_port
 from tests.support.mosquitto import MosquittoFactory, SparkplugHost
 from tests.support.mv_harness import mv_ns, vision_system
@@ -106,6 +107,9 @@ def test_a_25_percent_drift_is_caught_and_cleared_and_a_wrap_and_a_reset_are_not
             metrics = await asyncio.to_thread(_get, health, "/metrics")
             counts = json.loads(await asyncio.to_thread(_get, health, "/api/counts"))
             report = await asyncio.to_thread(_get, health, "/api/counts/report.csv?start_ms=0")
+            judged = await client.xrange(EVENTS)  # before the page's checks: the feed has stopped, the PLC not
+            page = await asyncio.to_thread(_get, health, "/report?start_ms=0")
+            clicked = await asyncio.to_thread(_click_through_the_report, tmp_path, health)
         finally:
             feeder.cancel()
             await bridge.stop()
@@ -113,6 +117,8 @@ def test_a_25_percent_drift_is_caught_and_cleared_and_a_wrap_and_a_reset_are_not
             events = await client.xrange(EVENTS)
             await client.aclose()
 
+        assert events[: len(judged)] == judged
+        events = judged
         kinds = [f["kind"] for _, f in events]
         assert kinds.index("reference_wrapped") < kinds.index("reference_reset") < kinds.index("count_mismatch")
         assert kinds.count("count_mismatch") == 1 and kinds.count("count_agrees") == 1
@@ -132,8 +138,33 @@ def test_a_25_percent_drift_is_caught_and_cleared_and_a_wrap_and_a_reset_are_not
         rows = list(csv.DictReader(io.StringIO(report)))
         assert rows and all(int(r["vision"]) < int(r["reference"]) for r in rows)
         assert all(r["crossings"] for r in rows)
+        # the page lists the same windows with the same crossings (each one's stream id)
+        assert page.count("<tr>") == len(rows) + 1
+        ids = [c.split(" ")[0] for r in rows for c in r["crossings"].split(";")]
+        assert all(f"<code>{i}</code>" in page for i in ids)
+        assert clicked == report  # the page's CSV link is the same report
 
     asyncio.run(scenario())
+
+
+def _click_through_the_report(tmp_path: Path, port: int) -> str:
+    """Headless Chromium on the report page: the text its CSV link fetches, then a real click on
+    "previous" (a period before any window: none listed). The CSV's text."""
+    assert CHROMIUM is not None, "chromium is not installed (tools/bootstrap.sh --dev installs it)"
+    browser = Chromium(tmp_path)
+    try:
+        browser.open(f"http://127.0.0.1:{port}/report?start_ms=0")
+        browser.wait_for("document.querySelectorAll('#windows tr').length > 1", what="the report's windows")
+        browser.evaluate(
+            "fetch(document.querySelector('nav a:nth-child(3)').href).then(r => r.text()).then(t => window.csv = t)"
+        )
+        csv_text = str(browser.wait_for("window.csv", what="the CSV link's report"))
+        browser.click(*browser.at("nav a:nth-child(1)", 0.5, 0.5))  # previous
+        browser.wait_for("location.search.includes('end_ms=0')", what="the previous period")
+        browser.wait_for("document.body.innerText.includes('every window agreed')", what="no windows there")
+        return csv_text
+    finally:
+        browser.close()
 
 
 async def wait_until_read(client: Client, path: str, value: Any, within_s: float = 30) -> None:
