@@ -12,6 +12,10 @@ Policy, in order of what matters:
 - The thread encodes the whole frame (JPEG from the decoded YUV planes, timed as the `capture` stage),
   writes the labels then the image (each whole: written beside, then renamed), and keeps the images and
   labels under `[capture] max_mb`, the oldest removed first. `data.yaml` is written when it starts.
+- Labels use the dataset's own class ids (`DatasetClasses`): from the `data.yaml` an earlier run left
+  and the served model's names; a detection's class is its label, the name the model that served the
+  frame gave it, and a label the dataset has not seen (a model swapped in with other classes) is
+  appended to `data.yaml` before the label file that uses it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,16 @@ from daemon.core.clock import SYSTEM_CLOCK, Clock
 from daemon.core.frames import Detection, Frame, FrameResult
 from daemon.core.metrics import Metrics
 from daemon.core.ratelimit import RateLimited
-from daemon.publish.capture.dataset import DATA_YAML, IMAGE_SUFFIX, data_yaml, image_path, label_of, label_text
+from daemon.publish.capture.dataset import (
+    DATA_YAML,
+    IMAGE_SUFFIX,
+    DatasetClasses,
+    data_yaml,
+    image_path,
+    label_of,
+    label_text,
+    names_in,
+)
 from daemon.publish.capture.strategies import Refused, Sampler
 from daemon.publish.files.jpeg import picture_of, render
 from daemon.publish.files.pending import PendingFrames
@@ -70,6 +83,8 @@ class FrameCapture:
         self.cfg = cfg
         self.root = cfg.dir
         self.names = tuple(names)
+        self.classes = DatasetClasses([], self.names)
+        """The dataset's class ids (`daemon.publish.capture.dataset.DatasetClasses`), the writer thread's."""
         self.sampler = sampler or Sampler(cfg.strategies, thresholds, clock=clock)
         self._metrics = metrics
         self._clock = clock
@@ -142,7 +157,12 @@ class FrameCapture:
     # -- the thread -----------------------------------------------------------------------
     def _prepare(self) -> None:
         try:
-            write_atomic(self.root / DATA_YAML, data_yaml(self.root, self.names).encode())
+            earlier = names_in((self.root / DATA_YAML).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            earlier = []
+        self.classes = DatasetClasses(earlier, self.names)
+        try:
+            write_atomic(self.root / DATA_YAML, data_yaml(self.root, self.classes.names).encode())
         except OSError as exc:
             log.error("capture_dir_failed", dir=str(self.root), error=f"{type(exc).__name__}: {exc.strerror}")
         self._retention.scan()
@@ -159,7 +179,15 @@ class FrameCapture:
             return
         finally:
             self._metrics.stage_cpu.capture.stop(started)
-        labels = label_text(job.detections, job.width, job.height).encode()
+        labels = label_text(job.detections, job.width, job.height, self.classes.id_of).encode()
+        if self.classes.changed:  # a class no earlier frame had (a swapped model's): data.yaml first
+            try:
+                write_atomic(self.root / DATA_YAML, data_yaml(self.root, self.classes.names).encode())
+                self.classes.changed = False
+                log.info("capture_classes_added", dir=str(self.root), names=self.classes.names)
+            except OSError as exc:
+                self._dropped(failure_reason(exc), self._thread_log, f"{type(exc).__name__}: {exc.strerror}")
+                return
         size = len(jpeg) + len(labels)
         self._expire(size)
         image = self.root / image_path(job.camera, job.captured_ms)

@@ -283,3 +283,27 @@ def test_the_size_cap_removes_the_oldest_image_with_its_labels(tmp_path: Path) -
     assert not label_of(written[0]).exists()  # its labels went with it
     assert all(label_of(p).exists() for p in left)
     assert _value(metrics, "beltsight_capture_removed_total") == 3 - len(left)
+
+
+def test_a_swapped_models_classes_extend_the_dataset_and_old_ids_keep_their_meaning(tmp_path: Path) -> None:
+    """Labels come from the model that served the frame: a swapped-in model whose class 0 is `washer`
+    (the dataset's 0 is `bolt`) and which knows `gear` gets ids from the dataset's own list, `gear` is
+    appended to data.yaml before its label file is written, and a restart with the old model's names
+    keeps every id (data.yaml read back)."""
+    capture, _ = _capture(tmp_path)
+    frames = [_frame(v, float(i)) for i, v in enumerate(_vframes(3))]
+    capture._prepare()
+    capture.write(Job("cam1", frames[0].captured_ms, frames[0], (det(0.9),), 320, 240, "random"))
+    swapped = (Detection(0, "washer", 0.8, (10, 10, 50, 30)), Detection(1, "gear", 0.7, (60, 10, 90, 30)))
+    capture.write(Job("cam1", frames[1].captured_ms, frames[1], swapped, 320, 240, "random"))
+    names = yaml.safe_load((capture.root / "data.yaml").read_text())["names"]
+    assert names == {0: "bolt", 1: "hex_nut", 2: "washer", 3: "gear"}
+    labels = [label_of(p).read_text().split()[::5] for p in sorted((capture.root / "images/cam1").glob("*.jpg"))]
+    assert labels == [["0"], ["2", "3"]]
+
+    again, _ = _capture(tmp_path)  # a restart: the served model's names are bolt, hex_nut again
+    again._prepare()
+    again.write(Job("cam1", frames[2].captured_ms, frames[2], (swapped[1],), 320, 240, "random"))
+    assert yaml.safe_load((capture.root / "data.yaml").read_text())["names"] == names
+    newest = max((capture.root / "images/cam1").glob("*.jpg"))
+    assert label_of(newest).read_text().split()[0] == "3"

@@ -29,6 +29,13 @@ PUBLISH_EVENTS: tuple[LogEvent, ...] = (
         ("camera", "strategy", "limit", "held_back"),
     ),
     LogEvent(
+        "capture_classes_added",
+        "info",
+        "a captured frame had a label the dataset's data.yaml did not list (a model swapped in with other "
+        "classes): it was appended, ids already given keep their meaning (`names`: the list now)",
+        ("dir", "names"),
+    ),
+    LogEvent(
         "capture_started",
         "info",
         "the frame capture's thread started, wrote data.yaml and indexed the directory (`files`: images found)",
