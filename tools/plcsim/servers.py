@@ -137,7 +137,7 @@ class OpcUaPlc:
         var = await server.nodes.objects.add_variable(
             ua.NodeId(ua.String("Counter"), ua.Int16(self.ns)),
             ua.QualifiedName("Counter", self.ns),
-            ua.Variant(0, vtype),
+            ua.Variant(self.sim.counter.value(self.sim.now_s()), vtype),  # a restarted PLC holds its count
         )
         await server.start()
         self._server = server
