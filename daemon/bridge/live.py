@@ -68,10 +68,8 @@ def grow(served: BridgeLayout, new: BridgeLayout) -> Growth:
             old = lines.get(line.id)
             if old is None:
                 extra.append(line)
-            elif old.gates != line.gates:
-                problems.append(
-                    f"cameras.{now.index if now else 0}.lines.{li}.gates: {cam.id}/{line.id}'s gates changed"
-                )
+            elif old.gates != line.gates and now is not None:
+                problems.append(f"cameras.{now.index}.lines.{li}.gates: {cam.id}/{line.id}'s gates changed")
         if extra:
             added[cam.id] = tuple(extra)
         cameras.append(CameraLayout(cam.id, cam.lines + tuple(extra), cam.index))
