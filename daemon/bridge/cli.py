@@ -63,16 +63,25 @@ async def _serve(path: Path, settings: Settings, layout: BridgeLayout) -> None:
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGHUP, hangup.set)
 
+    loaded: list[BridgeLayout | None] = []
+    """The layout SIGHUP's load found (None: it failed, logged), for the live layout's next read."""
+
     async def reloads() -> BridgeConfig | None:
         await hangup.wait()
         hangup.clear()
+        loaded.clear()
         try:
-            return load(path)[0].bridge
+            settings, layout = load(path)
         except ConfigError as exc:
             log.error("bridge_reload_failed", error=SECRETS.scrub(str(exc))[:2000])
+            loaded.append(None)
             return None
+        loaded.append(layout)
+        return settings.bridge
 
     def layouts() -> BridgeLayout | None:
+        if loaded:
+            return loaded.pop()  # this SIGHUP's: the file read once, a failure logged once
         try:
             return load(path)[1]
         except ConfigError as exc:
