@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
+from typing import Any
 
-from asyncua import Client
+import structlog
+from asyncua import Client, ua
 from pymodbus.client import AsyncModbusTcpClient
 
 from daemon.bridge import cli
@@ -131,3 +136,81 @@ def test_a_camera_added_and_removed_live_moves_nothing_served(redis_server: Redi
             await bridge.stop()
 
     asyncio.run(scenario())
+
+
+def test_sighup_serves_a_camera_added_to_the_file_and_refuses_changed_gates_whole(
+    redis_server: RedisServerFactory, tmp_path: Path
+) -> None:
+    """`beltsight bridge`'s own path (`cli._serve`, its signal handlers, a real SIGHUP): a camera added to the
+    file is served; a change that also alters a served line's gates is logged and nothing of it applied."""
+    server = redis_server()
+    r = server.client()
+    path = tmp_path / "beltsight.toml"
+    head = HEAD.format(
+        redis_port=server.port,
+        state_dir=tmp_path / "state",
+        opcua_port=free_port(),
+        modbus_port=free_port(),
+    )
+    path.write_text(head + camera("cam1", "L1"))
+    gated = camera("cam1", "L1").replace("url =", "mm_per_px = 0.5\nurl =")
+    gated += '[[cameras.lines.gates]]\nid = "g1"\ndistance_mm = 300\n'
+
+    async def scenario(logs: list[MutableMapping[str, Any]]) -> None:
+        settings, layout = cli.load(path)
+        serving = asyncio.create_task(cli._serve(path, settings, layout))
+        try:
+            await listening(settings.bridge.opcua.listen or "")
+            async with Client(f"opc.tcp://{settings.bridge.opcua.listen}/beltsight") as client:
+                r.xadd("beltsight:objects:cam1", crossing("cam1", "L1", 1, track=1))
+                await until(lambda: read(client, "BeltSight/cam1/L1/CountIn"), 1)
+                path.write_text(head + camera("cam1", "L1") + camera("cam2", "A"))
+                os.kill(os.getpid(), signal.SIGHUP)
+                r.xadd("beltsight:objects:cam2", crossing("cam2", "A", 5, track=2))
+                await until(lambda: read(client, "BeltSight/cam2/A/CountIn"), 5)
+
+                path.write_text(head + gated + camera("cam2", "A") + camera("cam3", "Z"))
+                os.kill(os.getpid(), signal.SIGHUP)
+                await wait_for(lambda: any(e["event"] == "bridge_layout_restart_needed" for e in logs))
+                r.xadd("beltsight:objects:cam1", crossing("cam1", "L1", 2, track=3))
+                await until(lambda: read(client, "BeltSight/cam1/L1/CountIn"), 2)
+                ns = await client.get_namespace_index("urn:beltsight")
+                assert [
+                    n.nodeid.Identifier for n in await client.get_node(ua.NodeId("BeltSight", ns)).get_children()
+                ] == [
+                    "BeltSight/Heartbeat",
+                    "BeltSight/cam1",
+                    "BeltSight/cam2",
+                ]  # cam3 not served: the change was refused whole
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+            await serving
+        applied = [e for e in logs if e["event"] == "bridge_layout_applied"]
+        assert [e["added"] for e in applied] == [["cam2/A"]]
+
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(scenario(logs))
+
+
+async def until(value: Callable[[], Awaitable[Any]], expected: Any) -> None:
+    """Until `value()` (an OPC UA read) returns `expected`; a generous deadline, never a timing claim."""
+    for _ in range(3000):
+        if await value() == expected:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"never read {expected!r}")
+
+
+async def listening(address: str) -> None:
+    """Until `address` accepts a TCP connection (the bridge started); a generous deadline."""
+    host, port = parse_host_port(address)
+    for _ in range(3000):
+        try:
+            _reader, writer = await asyncio.open_connection(host, port)
+        except OSError:
+            await asyncio.sleep(0.02)
+            continue
+        writer.close()
+        await writer.wait_closed()
+        return
+    raise AssertionError(f"{address} never listened")
