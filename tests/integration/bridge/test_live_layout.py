@@ -1,5 +1,5 @@
 """A camera added to (and removed from) the config of a running bridge is served live: its lines get new
-OPC UA nodes and new Modbus blocks while the PLC's OPC UA session and Modbus connection stay open, and
+OPC UA nodes (and Machine Vision object) and new Modbus blocks while the PLC's OPC UA session and Modbus connection stay open, and
 nothing of the camera already served moves (its node ids, its register addresses) or stops counting.
 The real parts: redis-server, the bridge in-process with the loader `beltsight bridge` starts with
 (`cli.load`, which applies the `cameras_dir` drop-ins), asyncua and pymodbus clients."""
@@ -45,6 +45,7 @@ resume_grace_s = 0
 [bridge.opcua]
 listen = "127.0.0.1:{opcua_port}"
 security = "none"
+machine_vision = {machine_vision}
 [bridge.modbus]
 listen = "127.0.0.1:{modbus_port}"
 unit_id = 1
@@ -72,6 +73,7 @@ def test_a_camera_added_and_removed_live_moves_nothing_served(redis_server: Redi
         state_dir=tmp_path / "state",
         opcua_port=free_port(),
         modbus_port=free_port(),
+        machine_vision="true",
     )
     path.write_text(head + camera("cam1", "L1"))
     settings, layout = cli.load(path)
@@ -110,6 +112,8 @@ def test_a_camera_added_and_removed_live_moves_nothing_served(redis_server: Redi
                 # the new camera: new nodes, new blocks after cam1's (not in the file's order)
                 assert await read(client, "BeltSight/cam2/A/CountIn") == 2
                 assert await read(client, "BeltSight/cam2/B/CountIn") == 1
+                mv = await read(client, "BeltSight/MachineVision/cam2.SystemState")  # its Machine Vision object
+                assert mv.StateDescription == "unknown"
                 assert (bridge.registers.offset("cam2", "A"), bridge.registers.offset("cam2", "B")) == (16, 32)
                 assert (await count_in(mb, 16), await count_in(mb, 32)) == (2, 1)
                 kept = json.loads((tmp_path / "state" / FILE).read_text())["blocks"]
@@ -151,6 +155,7 @@ def test_sighup_serves_a_camera_added_to_the_file_and_refuses_changed_gates_whol
         state_dir=tmp_path / "state",
         opcua_port=free_port(),
         modbus_port=free_port(),
+        machine_vision="false",
     )
     path.write_text(head + camera("cam1", "L1"))
     gated = camera("cam1", "L1").replace("url =", "mm_per_px = 0.5\nurl =")
