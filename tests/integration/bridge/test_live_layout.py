@@ -1,8 +1,9 @@
 """A camera added to (and removed from) the config of a running bridge is served live: its lines get new
-OPC UA nodes (and Machine Vision object) and new Modbus blocks while the PLC's OPC UA session and Modbus connection stay open, and
-nothing of the camera already served moves (its node ids, its register addresses) or stops counting.
-The real parts: redis-server, the bridge in-process with the loader `beltsight bridge` starts with
-(`cli.load`, which applies the `cameras_dir` drop-ins), asyncua and pymodbus clients."""
+OPC UA nodes (and its Machine Vision object) and new Modbus blocks while the PLC's OPC UA session and
+Modbus connection stay open, and nothing of the camera already served moves (its node ids, its register
+addresses) or stops counting. The real parts: redis-server, the bridge in-process with the loader
+`beltsight bridge` starts with (`cli.load`, which applies the `cameras_dir` drop-ins), asyncua and
+pymodbus clients."""
 
 from __future__ import annotations
 
