@@ -200,24 +200,23 @@ class Bridge:
             self.state, self.registers, self.opcua, self.sparkplug, config.resume_grace_s, on_changes=on_changes
         )
         self.reader = StreamReader(config, redis, self.state, self.servers, redis_client_factory)
-        self.live = (
-            LiveLayout(
-                layouts,
-                self.layout,
-                config,
-                state=self.state,
-                registers=self.registers,
-                reader=self.reader,
-                opcua=self.opcua,
-                sparkplug=self.sparkplug,
-            )
-            if layouts is not None
-            else None
-        )
+        self.live = self._live(layouts) if layouts is not None else None
         self.health: HealthServer | None = None
         self.mismatch_condition: MismatchCondition | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.heartbeats = 0
+
+    def _live(self, layouts: Callable[[], BridgeLayout | None]) -> LiveLayout:
+        return LiveLayout(
+            layouts,
+            self.layout,
+            self.config,
+            state=self.state,
+            registers=self.registers,
+            reader=self.reader,
+            opcua=self.opcua,
+            sparkplug=self.sparkplug,
+        )
 
     async def start(self) -> None:
         users = read_users(self.config)
