@@ -88,4 +88,29 @@ def stable_blocks(layout: BridgeLayout, state_dir: Path | None, *, base_register
     return served(layout, blocks)
 
 
-__all__ = ["FILE", "Blocks", "assign", "read", "served", "stable_blocks"]
+def extend(
+    layout: BridgeLayout, current: Blocks, state_dir: Path | None, *, base_register: int, block_size: int
+) -> Blocks | str:
+    """A running bridge's blocks for `layout` (its served layout grown live, daemon.bridge.live): every block
+    of `current` where it is, each new (camera, line) after the highest ever given (in the kept file too);
+    the file written. A string saying why not when the new blocks would pass register 65535 or the file
+    cannot be written (nothing changes then: the bridge keeps serving `current`)."""
+    kept: Blocks = {}
+    if state_dir is not None:
+        try:
+            kept = read(state_dir / FILE)
+        except (OSError, ValueError, KeyError, TypeError):
+            kept = {}
+    blocks = assign(layout, {**kept, **current})
+    if base_register + (max(blocks.values(), default=-1) + 1) * block_size > MAX_REGISTER:
+        return "the new blocks would pass register 65535"
+    if state_dir is not None:
+        data = {"blocks": {_key(c, line): i for (c, line), i in sorted(blocks.items(), key=lambda kv: kv[1])}}
+        try:
+            replace_durably(state_dir / FILE, (json.dumps(data, indent=1) + "\n").encode())
+        except OSError as exc:
+            return f"cannot write {state_dir / FILE}: {exc.strerror}"
+    return served(layout, blocks)
+
+
+__all__ = ["FILE", "Blocks", "assign", "extend", "read", "served", "stable_blocks"]

@@ -6,7 +6,9 @@ overrides and secret files as for `run`): `[bridge]`, `[redis]` (connection, str
 layout exits 78 (EX_CONFIG) listing every problem with its key path: printed on a terminal, one
 `bridge_config_invalid` JSON line otherwise (the journal). SIGTERM/SIGINT stop it cleanly (exit 0).
 SIGHUP loads the file again and applies the OPC UA users and certificates (`Bridge.reload`); a
-file that no longer loads is logged (`bridge_reload_failed`) and changes nothing.
+file that no longer loads is logged (`bridge_reload_failed`) and changes nothing. At SIGHUP and after
+each `camera_added`/`camera_changed`/`camera_removed` entry of the events stream the cameras (the
+`cameras_dir` drop-ins applied) are read again and what they add is served live (daemon.bridge.live).
 Redis is reached as the daemon does (`daemon.publish.redis_conn.Connector`: one Redis, Sentinel or
 Cluster, TLS).
 """
@@ -61,11 +63,27 @@ async def _serve(path: Path, settings: Settings, layout: BridgeLayout) -> None:
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGHUP, hangup.set)
 
+    loaded: list[BridgeLayout | None] = []
+    """The layout SIGHUP's load found (None: it failed, logged), for the live layout's next read."""
+
     async def reloads() -> BridgeConfig | None:
         await hangup.wait()
         hangup.clear()
+        loaded.clear()
         try:
-            return load(path)[0].bridge
+            settings, layout = load(path)
+        except ConfigError as exc:
+            log.error("bridge_reload_failed", error=SECRETS.scrub(str(exc))[:2000])
+            loaded.append(None)
+            return None
+        loaded.append(layout)
+        return settings.bridge
+
+    def layouts() -> BridgeLayout | None:
+        if loaded:
+            return loaded.pop()  # this SIGHUP's: the file read once, a failure logged once
+        try:
+            return load(path)[1]
         except ConfigError as exc:
             log.error("bridge_reload_failed", error=SECRETS.scrub(str(exc))[:2000])
             return None
@@ -78,6 +96,7 @@ async def _serve(path: Path, settings: Settings, layout: BridgeLayout) -> None:
         notifier=SystemdNotifier(),
         stop_event=stop,
         reloads=reloads,
+        layouts=layouts,
     )
 
 

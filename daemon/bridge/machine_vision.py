@@ -174,6 +174,8 @@ class MachineVision:
     def __init__(self, layout: BridgeLayout, redis: RedisConfig, client_factory: Callable[[], RedisClient]) -> None:
         self.layout = layout
         self.streams = {c.id: redis.objects_stream_for(c.id) for c in layout.cameras}
+        self._stream_for = redis.objects_stream_for
+        self._folder: Node | None = None
         self._factory = client_factory
         self._client: RedisClient | None = None
         self._server: Server | None = None
@@ -194,15 +196,23 @@ class MachineVision:
         await import_nodeset(server)
         self.mv_ns = await server.get_namespace_index(MV_NAMESPACE)
         self._server, self.ns = server, ns
-        folder = await root.add_folder(node_id(f"BeltSight/{FOLDER}", ns), ua.QualifiedName(FOLDER, ns))
-        etype = server.get_node(node_id(RESULT_READY_EVENT_TYPE, self.mv_ns))
+        self._folder = await root.add_folder(node_id(f"BeltSight/{FOLDER}", ns), ua.QualifiedName(FOLDER, ns))
         for cam in self.layout.cameras:
-            obj = await self._vision_system(server, folder, cam.id, ns)
-            self._gens[cam.id] = await server.get_event_generator(etype, obj.nodeid)
-            if history is not None:
-                await history.historize(obj)
-            await self.publish_status(cam.id, "unknown")
+            await self.add_camera(cam.id)
         log.info("bridge_machine_vision_ready", cameras=len(self._gens), namespace=MV_NAMESPACE)
+
+    async def add_camera(self, camera: str) -> None:
+        """`camera`'s VisionSystemType object (at attach, or for a camera added live to a running server)."""
+        assert self._server is not None and self._folder is not None
+        if camera == FOLDER:
+            raise ValueError(f"a camera named {FOLDER!r} clashes with the Machine Vision folder")
+        etype = self._server.get_node(node_id(RESULT_READY_EVENT_TYPE, self.mv_ns))
+        obj = await self._vision_system(self._server, self._folder, camera, self.ns)
+        self._gens[camera] = await self._server.get_event_generator(etype, obj.nodeid)
+        if self.history is not None:
+            await self.history.historize(obj)
+        self.streams.setdefault(camera, self._stream_for(camera))
+        await self.publish_status(camera, "unknown")
 
     def _mv(self, identifier: int) -> ua.NodeId:
         return node_id(identifier, self.mv_ns)

@@ -34,6 +34,7 @@ from pymodbus.server.requesthandler import ServerRequestHandler
 from pymodbus.simulator import DataType, SimData, SimDevice
 from pymodbus.simulator.simcore import SimCore
 
+from daemon.bridge.layout import MAX_REGISTER
 from daemon.bridge.registers import RegisterMap
 from daemon.config.bridge import ModbusConfig
 from daemon.core.netaddr import parse_host_port
@@ -184,7 +185,9 @@ class ModbusBridgeServer:
         assert self.cfg.listen is not None
         host, port = parse_host_port(self.cfg.listen)
         logging.getLogger("pymodbus").setLevel(logging.CRITICAL)  # refusals are counted and summarised here
-        size = max(1, len(self.registers))
+        # every address from the base up: blocks added live (daemon.bridge.live) are served by the same
+        # server; an address outside the map is refused by `_action` (ILLEGAL_ADDRESS), as pymodbus would
+        size = max(1, MAX_REGISTER - self.registers.base)
         data = SimData(address=self.registers.base, count=size, values=0, datatype=DataType.REGISTERS)
         device = SimDevice(id=self.cfg.unit_id, simdata=[data], action=self._action)
         self._server = _BoundedServer(device, self.cfg, self.stats, (host, port))

@@ -54,7 +54,7 @@ from asyncua.ua.object_ids import ObjectIds
 from asyncua.ua.status_codes import StatusCodes
 
 from daemon.bridge.history import EventHistory, entry_time, fired, stamped
-from daemon.bridge.layout import ETA_SUFFIX, BridgeLayout
+from daemon.bridge.layout import ETA_SUFFIX, BridgeLayout, CameraLayout, LineLayout
 from daemon.bridge.machine_vision import MachineVision
 from daemon.bridge.opcua_pki import APP_URI, TrustedClients, connections, server_certificate, swap_server_certificate
 from daemon.bridge.state import BridgeState, Crossing, LineState
@@ -242,18 +242,39 @@ class OpcUaBridgeServer:
         root = await server.nodes.objects.add_object(self.node_id(), ua.QualifiedName(ROOT, self.ns))
         await self._variable(root, ("Heartbeat",), int(time.time() * 1000), ua.VariantType.Int64)
         for cam in self.layout.cameras:
+            await self._build_camera(server, root, cam, cam.lines)
+        return root
+
+    async def _build_camera(self, server: Server, root: Any, cam: CameraLayout, lines: tuple[LineLayout, ...]) -> None:
+        """`cam`'s object (unless it is there) and the nodes of `lines` under it."""
+        cnode = server.get_node(self.node_id(cam.id))
+        if cam.id not in {c.id for c in self.layout.cameras} or self.server is None:
             cnode = await root.add_object(self.node_id(cam.id), ua.QualifiedName(cam.id, self.ns))
             await self._variable(cnode, (cam.id, "State"), "unknown", ua.VariantType.String)
-            for line in cam.lines:
-                lnode = await cnode.add_object(self.node_id(cam.id, line.id), ua.QualifiedName(line.id, self.ns))
-                base = (cam.id, line.id)
-                for name in ("CountIn", "CountOut", "LastTrack"):
-                    await self._variable(lnode, (*base, name), 0, ua.VariantType.UInt64)
-                await self._variable(lnode, (*base, "LastLabel"), "", ua.VariantType.String)
-                await self._variable(lnode, (*base, "LastCrossedMs"), 0, ua.VariantType.Int64)
-                for gate in line.gates:
-                    await self._variable(lnode, (*base, gate + ETA_SUFFIX), 0, ua.VariantType.Int64)
-        return root
+        for line in lines:
+            lnode = await cnode.add_object(self.node_id(cam.id, line.id), ua.QualifiedName(line.id, self.ns))
+            base = (cam.id, line.id)
+            for name in ("CountIn", "CountOut", "LastTrack"):
+                await self._variable(lnode, (*base, name), 0, ua.VariantType.UInt64)
+            await self._variable(lnode, (*base, "LastLabel"), "", ua.VariantType.String)
+            await self._variable(lnode, (*base, "LastCrossedMs"), 0, ua.VariantType.Int64)
+            for gate in line.gates:
+                await self._variable(lnode, (*base, gate + ETA_SUFFIX), 0, ua.VariantType.Int64)
+
+    async def grow(self, layout: BridgeLayout, added: dict[str, tuple[LineLayout, ...]]) -> None:
+        """Serve `layout` (the served one grown live, daemon.bridge.live): the nodes of `added` (camera ->
+        its new lines; a new camera gets its object, and its Machine Vision object) added to the running
+        server; no existing node moves or is rebuilt."""
+        assert self.server is not None
+        root = self.server.get_node(self.node_id())
+        for cid, lines in added.items():
+            cam = layout.camera(cid)
+            assert cam is not None
+            new_camera = self.layout.camera(cid) is None
+            await self._build_camera(self.server, root, cam, lines)
+            if new_camera and self.machine_vision is not None:
+                await self.machine_vision.add_camera(cid)
+        self.layout = layout
 
     async def _write(self, nodeid: ua.NodeId, value: Any, vtype: ua.VariantType) -> None:
         assert self.server is not None

@@ -53,6 +53,8 @@ PENDING_REFRESH_S = 2.0
 MALFORMED_LOG_INTERVAL_S = 1.0
 REPLICAS_LOG_INTERVAL_S = 10.0
 BACKOFF_BASE_S = 0.1
+CAMERA_SET_KINDS = frozenset({"camera_added", "camera_changed", "camera_removed"})
+"""Events-stream kinds after which the bridge reads its layout again (daemon.bridge.live)."""
 
 Entries = Sequence[tuple[str, dict[str, str] | None]]
 
@@ -132,7 +134,25 @@ class StreamReader:
         self._malformed_log = RateLimited(MALFORMED_LOG_INTERVAL_S)
         self._replicas_log = RateLimited(REPLICAS_LOG_INTERVAL_S)
         self._pending_at: dict[int, float] = {}
-        self._serving = asyncio.Lock()
+        self.serving = asyncio.Lock()
+        """Held while a batch is applied and served (the live layout changes between batches)."""
+        self._redis = redis
+        self._generation = 0
+        """+1 each time `grow` adds streams: the read loops end and the session reads the new set."""
+        self.on_cameras: Callable[[], None] | None = None
+        """Called for each `camera_added`/`camera_changed`/`camera_removed` entry of the events stream."""
+
+    def grow(self, layout: BridgeLayout) -> None:
+        """Read `layout`'s streams from now on (the served layout grown live, daemon.bridge.live): each new
+        camera's objects stream joins the group, from its start when the group is new there (its counts
+        are rebuilt from its entries), else from what was acknowledged; the read loops take the new set
+        within one `BLOCK_MS`, on the same connection."""
+        self._lines = {(c.id, line.id) for c in layout.cameras for line in c.lines}
+        streams = read_streams(layout, self._redis)
+        if set(streams) != set(self.streams):
+            self.streams = streams
+            self.acks = AckLayout.of(self.cfg, self._redis, streams)
+            self._generation += 1
 
     async def run(self) -> None:
         """Read until cancelled; Redis errors only cause a reconnect."""
@@ -163,11 +183,20 @@ class StreamReader:
         self.stats.connected = True
         log.info("bridge_redis_connected", streams=len(self.streams), group=self.cfg.group)
         await self._claim(client)
+        while True:
+            await self._read_groups(client, self._generation)
+            await self._ensure_groups(client)  # the streams `grow` added
+
+    async def _read_groups(self, client: RedisClient, generation: int) -> None:
+        """The read loops, until an error (raised) or until `grow` changes the streams (returns)."""
         groups = self.acks.read_groups()
         if len(groups) == 1:
-            await self._read_loop(client, groups[0])
+            await self._read_loop(client, groups[0], generation)
             return
-        loops = [asyncio.create_task(self._read_loop(client, g), name=f"bridge-read-{i}") for i, g in enumerate(groups)]
+        loops = [
+            asyncio.create_task(self._read_loop(client, g, generation), name=f"bridge-read-{i}")
+            for i, g in enumerate(groups)
+        ]
         try:
             done, _ = await asyncio.wait(loops, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
@@ -176,9 +205,10 @@ class StreamReader:
             for task in loops:
                 await stop_task(task)
 
-    async def _read_loop(self, client: RedisClient, streams: list[str]) -> None:
-        """XREADGROUP on `streams` (all of them, or one cluster slot's) and process, until an error."""
-        while True:
+    async def _read_loop(self, client: RedisClient, streams: list[str], generation: int = 0) -> None:
+        """XREADGROUP on `streams` (all of them, or one cluster slot's) and process, until an error or
+        until the streams read change (`grow`)."""
+        while generation == self._generation:
             try:
                 reply = await client.xreadgroup(
                     self.cfg.group,
@@ -265,7 +295,7 @@ class StreamReader:
     async def process(self, client: RedisClient, batches: list[tuple[str, Entries]]) -> None:
         """Apply, serve, then acknowledge (with the snapshot, atomically); one batch at a time (the
         read loops of a cluster's slots take turns)."""
-        async with self._serving:
+        async with self.serving:
             await self._process(client, batches)
 
     async def _process(self, client: RedisClient, batches: list[tuple[str, Entries]]) -> None:
@@ -277,6 +307,8 @@ class StreamReader:
                 self.stats.last_ids[stream] = entry_id
                 if fields is None:  # trimmed away while pending
                     continue
+                if camera is None and fields.get("kind") in CAMERA_SET_KINDS and self.on_cameras is not None:
+                    self.on_cameras()
                 change = self._apply(stream, camera, entry_id, fields)
                 if change is not None:
                     changes.append(change)

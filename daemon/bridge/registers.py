@@ -88,6 +88,20 @@ class RegisterMap:
         """True once the served state is in the map (the snapshot from Redis, or none there): until then
         the values are placeholders, and Modbus answers reads exception 0x06 (`daemon.bridge.modbus`)."""
 
+    def add(self, camera: str, line: str, block: int, first_gate: str | None) -> None:
+        """Serve (camera, line) at `block` from now on (a camera or line added live, daemon.bridge.live);
+        the map grows to hold it, every other block stays where it is."""
+        start = block * self.block_size
+        self._offsets[(camera, line)] = (start, first_gate)
+        grown = start + self.block_size - len(self.values)
+        if grown > 0:
+            self.values.extend([0] * grown)
+            self.set_heartbeat(self.heartbeat)
+
+    def blocks(self) -> dict[tuple[str, str], int]:
+        """Each served (camera, line)'s block number."""
+        return {pair: start // self.block_size for pair, (start, _gate) in self._offsets.items()}
+
     def __len__(self) -> int:
         return len(self.values)
 

@@ -3,8 +3,9 @@
 `run_bridge` is the entry point (the CLI calls it); `Bridge` is the same thing in pieces
 (`start`, `reload`, `stop`) for tests and tools that want to look at its counters while it runs.
 `reload` (SIGHUP through `run_bridge`'s `reloads`) reads the OPC UA users, the trusted client
-certificates and the server certificate again; any other change in the config is logged as
-needing a restart, and not applied.
+certificates and the server certificate again; cameras and lines added to the config are served live
+(daemon.bridge.live: at SIGHUP and after each camera entry of the events stream); any other change in
+the config is logged as needing a restart, and not applied.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from prometheus_client import CollectorRegistry
 from daemon.bridge import reconcile_sparkplug
 from daemon.bridge.blocks import stable_blocks
 from daemon.bridge.layout import BridgeLayout, validate_layout
+from daemon.bridge.live import LiveLayout
 from daemon.bridge.machine_vision import MachineVision
 from daemon.bridge.modbus import ModbusBridgeServer
 from daemon.bridge.opcua import OpcUaBridgeServer
@@ -156,9 +158,12 @@ class Bridge:
         redis: RedisConfig,
         notifier: SystemdNotifier | None = None,
         references: dict[str, Reference] | None = None,
+        layouts: Callable[[], BridgeLayout | None] | None = None,
     ) -> None:
         """`redis` names the streams read (`objects_stream`, `events_stream`); the factory connects.
-        `references`: the plant counters' readers by reconcile key, instead of the network ones."""
+        `references`: the plant counters' readers by reconcile key, instead of the network ones.
+        `layouts`: the config's layout read again (None when it does not load), served live as it grows
+        (daemon.bridge.live) after each camera entry of the events stream and each `reload`."""
         self.config = config
         self.layout = validate_layout(
             layout, base_register=config.modbus.base_register, block_size=config.modbus.block_size
@@ -195,10 +200,23 @@ class Bridge:
             self.state, self.registers, self.opcua, self.sparkplug, config.resume_grace_s, on_changes=on_changes
         )
         self.reader = StreamReader(config, redis, self.state, self.servers, redis_client_factory)
+        self.live = self._live(layouts) if layouts is not None else None
         self.health: HealthServer | None = None
         self.mismatch_condition: MismatchCondition | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.heartbeats = 0
+
+    def _live(self, layouts: Callable[[], BridgeLayout | None]) -> LiveLayout:
+        return LiveLayout(
+            layouts,
+            self.layout,
+            self.config,
+            state=self.state,
+            registers=self.registers,
+            reader=self.reader,
+            opcua=self.opcua,
+            sparkplug=self.sparkplug,
+        )
 
     async def start(self) -> None:
         users = read_users(self.config)
@@ -231,6 +249,8 @@ class Bridge:
             self._tasks.append(asyncio.create_task(self.sparkplug.run(), name="bridge-sparkplug"))
         if self.reconcile is not None:
             self._tasks.append(asyncio.create_task(self.reconcile.run(), name="bridge-reconcile"))
+        if self.live is not None:
+            self._tasks.append(asyncio.create_task(self.live.run(), name="bridge-layout"))
         if reconcile_nodes is not None:
             self._tasks.append(asyncio.create_task(reconcile_nodes.run(), name="bridge-reconcile-opcua"))
         self.notifier.ready("serving")
@@ -334,10 +354,12 @@ async def run_bridge(
     notifier: SystemdNotifier | None = None,
     stop_event: asyncio.Event,
     reloads: Callable[[], Awaitable[BridgeConfig | None]] | None = None,
+    layouts: Callable[[], BridgeLayout | None] | None = None,
 ) -> None:
     """Serve until `stop_event` is set (or this task is cancelled, which propagates). `reloads`: awaited
-    in a loop, each config it returns is applied with `Bridge.reload` (None: nothing to apply)."""
-    bridge = Bridge(config, layout, redis_client_factory, redis=redis, notifier=notifier)
+    in a loop, each config it returns is applied with `Bridge.reload` (None: nothing to apply), and the
+    layout read again (`layouts`, daemon.bridge.live)."""
+    bridge = Bridge(config, layout, redis_client_factory, redis=redis, notifier=notifier, layouts=layouts)
     stop: asyncio.Task[bool] | None = None
     reloader: asyncio.Task[None] | None = None
     ended: list[str] = []
@@ -362,3 +384,5 @@ async def _reload_loop(bridge: Bridge, reloads: Callable[[], Awaitable[BridgeCon
         config = await reloads()
         if config is not None:
             await bridge.reload(config)
+        if bridge.live is not None:
+            bridge.live.wake()

@@ -154,6 +154,25 @@ class SparkplugEdge:
                 )
                 self.stats.ddata += 1
 
+    def grow(self, layout: BridgeLayout, added: dict[str, tuple[str, ...]]) -> None:
+        """Serve `layout` (the served one grown live, daemon.bridge.live; `added`: camera -> its new lines).
+        While online: a DBIRTH of each new camera; a camera that gained lines is born again the only way
+        Sparkplug adds metrics, a rebirth of the node (NBIRTH and every DBIRTH, on the same connection)."""
+        known = {c.id for c in self.layout.cameras}
+        self.layout = layout
+        self.gates = {(c.id, line.id): line.gates for c in layout.cameras for line in c.lines}
+        if self._client is None:
+            return  # the next birth carries them
+        if any(cid in known for cid in added):
+            self._birth(self._client)
+            return
+        for cid in added:
+            camera = layout.camera(cid)
+            assert camera is not None
+            extra = self.birth_extra(cid) if self.birth_extra is not None else ()
+            payload = sp.device_birth(camera, self.state.cameras[cid], *self._stamp(), extra=extra)
+            self._client.publish(sp.topic(*self._ids("DBIRTH", cid)), payload, qos=0)
+
     def publish_metrics(self, camera: str, metrics: Sequence[Metric]) -> None:
         """DDATA of metrics the camera's DBIRTH holds (via `birth_extra`); dropped while offline (the
         next birth carries the current values)."""

@@ -29,6 +29,23 @@ BRIDGE_EVENTS: tuple[LogEvent, ...] = (
         ("crossings", "window_s"),
     ),
     LogEvent(
+        "bridge_layout_applied",
+        "info",
+        "the cameras in the config changed (a camera_added/changed/removed entry of the events stream, or"
+        " SIGHUP) and the served layout grew live: the new cameras and lines (`camera/line`) got their OPC UA"
+        " nodes, Modbus blocks, Sparkplug births and stream; `retired`: cameras no longer configured, their"
+        " nodes and registers kept where they are, frozen (OPC UA State `removed`)",
+        ("added", "retired", "restored"),
+    ),
+    LogEvent(
+        "bridge_layout_restart_needed",
+        "warning",
+        "the cameras in the config changed in a way a running bridge cannot serve without moving or rebuilding"
+        " what it serves (`reasons`: e.g. a served line's gates changed, blocks past register 65535): nothing"
+        " of it is applied, the old layout is served until a restart",
+        ("reasons",),
+    ),
+    LogEvent(
         "bridge_machine_vision_query_failed",
         "warning",
         "a Machine Vision result method (GetResultById, GetResultListFiltered) could not read the objects stream:"
