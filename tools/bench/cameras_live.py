@@ -28,7 +28,6 @@ noisy on a shared machine (other processes take the same cores): read the ratios
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import itertools
 import json
@@ -44,10 +43,10 @@ from pathlib import Path
 from typing import Any
 
 from daemon.app import Daemon
-from daemon.config.settings import load_settings
 from daemon.core.clock import SYSTEM_CLOCK, time_ms
 from daemon.core.frames import FrameResult
-from tools.bench.lines_apply import delta, totals, wait
+from tools.bench.lines_apply import delta, totals
+from tools.bench.running import start_daemon, wait
 from tools.kit.daemon_config import write_config
 from tools.kit.redis_server import RedisServer, find_redis_server
 from tools.kit.rtsp import RtspServer
@@ -116,19 +115,8 @@ def _run(args: argparse.Namespace, out: Path, server: RtspServer, redis_url: str
         tracking={"lines_dir": str(out / "lines")},
         cameras_dir=out / "cameras",
     )
-    daemon = Daemon(load_settings(path), config_path=path)
-    loops: list[asyncio.AbstractEventLoop] = []
-
-    def serve() -> None:
-        async def run() -> None:
-            loops.append(asyncio.get_running_loop())
-            await daemon.run()
-
-        asyncio.run(run())
-
-    thread = threading.Thread(target=serve, name="daemon")
-    thread.start()
-    wait(lambda: daemon.state == "running" and daemon.health is not None, 120, "the daemon")
+    running = start_daemon(path)
+    daemon = running.daemon
     assert daemon.health is not None
     port = daemon.health.port
     probe = Probe(daemon)
@@ -186,8 +174,7 @@ def _run(args: argparse.Namespace, out: Path, server: RtspServer, redis_url: str
         http(port, "/api/cameras/extra", "DELETE")
     after_cycles = process_figures(daemon)
 
-    loops[0].call_soon_threadsafe(daemon.request_stop)
-    thread.join(60)
+    running.stop()
     final = totals(daemon.metrics, untouched)
     restarts = {c: sum(1 for a, b in itertools.pairwise(probe.seqs.get(c, [])) if b <= a) for c in untouched}
     reconnected = {c: reconnects_of(c) - reconnects[c] for c in untouched}

@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import threading
 import time
@@ -27,7 +26,6 @@ from pathlib import Path
 
 import av
 import numpy as np
-import onnxruntime as ort
 from av.video.stream import VideoStream
 
 from daemon.config.clips import ClipsConfig
@@ -37,7 +35,7 @@ from daemon.core.objects import ObjectEvent
 from daemon.core.packets import PacketRing
 from daemon.ingest.packet_tap import PacketTap
 from daemon.publish.clips import ClipRecorder
-from tools.kit.daemon_config import MODELS
+from tools.bench.snapshots import inference_ms
 from tools.kit.synth.video import h264_writer
 
 WIDTH, HEIGHT = 1280, 720
@@ -140,20 +138,6 @@ def clips_cpu(path: Path, *, seconds: float, per_s: float, workdir: Path) -> dic
     }
 
 
-def inference_ms(rounds: int = 3) -> float:
-    session = ort.InferenceSession(str(MODELS[640]), ort.SessionOptions(), providers=["CPUExecutionProvider"])
-    name = session.get_inputs()[0].name
-    batch = np.random.default_rng(0).random((1, 3, 640, 640), dtype=np.float32)
-    session.run(None, {name: batch})
-    times = []
-    for _ in range(rounds):
-        started = time.process_time()
-        for _ in range(10):
-            session.run(None, {name: batch})
-        times.append((time.process_time() - started) / 10 * 1000)
-    return statistics.median(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mbit", type=float, default=4.0)
@@ -174,7 +158,7 @@ def main() -> None:
             f" Python allocated {mem['allocated_mib']:.2f} MiB"
         )
         cpu = clips_cpu(stream, seconds=args.seconds, per_s=args.crossings_per_s, workdir=work)
-        infer = inference_ms()
+        infer = inference_ms(3)
         total = cpu["tap_ms_per_s"] + cpu["attach_ms_per_s"] + cpu["writer_ms_per_s"]
         budget = infer * args.infer_fps
         print(

@@ -29,7 +29,6 @@ import random
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -37,10 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from daemon.app import Daemon
-from daemon.config.settings import load_settings
 from daemon.core.frames import FrameResult
 from daemon.core.metrics import Metrics
 from daemon.tracking.stage import TrackingStage
+from tools.bench.running import start_daemon, wait
 from tools.kit.daemon_config import write_config
 from tools.kit.redis_server import RedisServer, find_redis_server
 from tools.kit.synth.video import render_video
@@ -88,14 +87,6 @@ def http(port: int, path: str, body: Any = None) -> tuple[int, float]:
     with urllib.request.urlopen(req, timeout=30) as r:
         r.read()
         return r.status, (time.perf_counter() - t0) * 1000
-
-
-def wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def apply_latency(daemon: Daemon, probe: Probe, port: int, puts: int) -> dict[str, Any]:
@@ -219,28 +210,16 @@ def _run(args: argparse.Namespace, out: Path, clip: Path, redis_url: str) -> dic
         )
 
     path = config(0.5)
-    daemon = Daemon(load_settings(path), config_path=path)
-    loops: list[asyncio.AbstractEventLoop] = []
-
-    def serve() -> None:
-        async def run() -> None:
-            loops.append(asyncio.get_running_loop())
-            await daemon.run()
-
-        asyncio.run(run())
-
-    thread = threading.Thread(target=serve, name="daemon")
-    thread.start()
-    wait(lambda: daemon.state == "running" and daemon.health is not None, 120, "the daemon")
+    running = start_daemon(path)
+    daemon = running.daemon
     assert daemon.pipeline is not None and daemon.health is not None
     probe = Probe(daemon.pipeline.tracking)
     time.sleep(2.0)  # every camera streaming
     results: dict[str, Any] = {"cameras": args.cameras}
     results["apply"] = apply_latency(daemon, probe, daemon.health.port, args.puts)
     (out / "lines").joinpath("cam0.toml").unlink()  # the reloads below move every camera's line from the file
-    results["reload"] = reload_under_load(daemon, loops[0], config, args.phase_s, args.reloads)
-    loops[0].call_soon_threadsafe(daemon.request_stop)
-    thread.join(60)
+    results["reload"] = reload_under_load(daemon, running.loop, config, args.phase_s, args.reloads)
+    running.stop()
     final = totals(daemon.metrics, [f"cam{i}" for i in range(args.cameras)])
     results["after_stop"] = {**final, "balanced": final["decoded"] == final["published"] + final["dropped"]}
     return results

@@ -23,14 +23,12 @@ Numbers are noisy on a shared machine (other processes take the same cores): rea
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import random
 import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from functools import partial
@@ -38,10 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from daemon.app import Daemon
-from daemon.config.settings import load_settings
 from daemon.core.frames import FrameResult
 from daemon.tracking.stage import TrackingStage
-from tools.bench.lines_apply import delta, totals, wait
+from tools.bench.lines_apply import delta, totals
+from tools.bench.running import start_daemon, wait
 from tools.kit.daemon_config import MODELS, write_config
 from tools.kit.redis_server import RedisServer, find_redis_server
 from tools.kit.synth.video import render_video
@@ -172,27 +170,15 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace, out: Path, clip: Path, redis_url: str) -> dict[str, Any]:
     cameras = [{"id": f"cam{i}", "url": str(clip), "realtime": True, "loop": True} for i in range(args.cameras)]
     path = write_config(out / "beltsight.toml", redis_url=redis_url, cameras=cameras)
-    daemon = Daemon(load_settings(path), config_path=path)
-    loops: list[asyncio.AbstractEventLoop] = []
-
-    def serve() -> None:
-        async def run() -> None:
-            loops.append(asyncio.get_running_loop())
-            await daemon.run()
-
-        asyncio.run(run())
-
-    thread = threading.Thread(target=serve, name="daemon")
-    thread.start()
-    wait(lambda: daemon.state == "running" and daemon.health is not None, 120, "the daemon")
+    running = start_daemon(path)
+    daemon = running.daemon
     assert daemon.pipeline is not None
     probe = Probe(daemon.pipeline.tracking)
     wait(lambda: len({c for _t, c, _s, _m in probe.frames}) == args.cameras, 60, "every camera's frames")
     files = [out / "conveyor-640.onnx", out / "conveyor-640-fp16.onnx"]
     results: dict[str, Any] = {"cameras": args.cameras, "fps": args.fps}
     results["swaps"] = swaps_under_load(daemon, probe, files, args)
-    loops[0].call_soon_threadsafe(daemon.request_stop)
-    thread.join(60)
+    running.stop()
     final = totals(daemon.metrics, [f"cam{i}" for i in range(args.cameras)])
     keys = [(c, k) for _t, c, k, _m in probe.frames]
     results["after_stop"] = {
