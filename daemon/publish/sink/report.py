@@ -15,6 +15,7 @@ Entries dropped because the buffer or the spool were full: `sink_buffer_full` at
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
 
 import structlog
 
@@ -43,27 +44,38 @@ AWAY_CODES = ("READONLY", "LOADING")
 """Refusals logged as `redis_down`: this node cannot take writes for now."""
 
 
-def failure_kind(exc: BaseException) -> str:
-    """ "auth", "tls", "replicas", "refused" or "down"; a recognised refusal's code after a colon
-    ("auth:NOPERM", "refused:OOM"), except for "down" (READONLY, LOADING)."""
+FailureKind = Literal["auth", "tls", "replicas", "refused", "down"]
+
+
+class Failure(NamedTuple):
+    """How Redis failed a write, as the outage's one log line is chosen: its kind and, for a refusal
+    Redis named (`REFUSALS`), its code; a new kind or code is a new cause, logged again."""
+
+    kind: FailureKind
+    code: str | None = None
+
+
+def failure_of(exc: BaseException) -> Failure:
+    """The failure `exc` is; "down" carries no code (READONLY and LOADING are one outage with the rest)."""
     code = refusal_code(exc)
-    suffix = f":{code}" if code else ""
     if is_auth_error(exc):
-        return "auth" + suffix
+        return Failure("auth", code)
     if tls_error(exc) is not None:
-        return "tls"
+        return Failure("tls")
     if isinstance(exc, ReplicasShortError):
-        return "replicas"
+        return Failure("replicas")
     if code in AWAY_CODES:
-        return "down"  # one redis_down per outage, whichever way Redis is away
-    return ("refused" if isinstance(exc, SinkError) or code else "down") + suffix
+        return Failure("down")  # one redis_down per outage, whichever way Redis is away
+    if isinstance(exc, SinkError) or code:
+        return Failure("refused", code)
+    return Failure("down")
 
 
 @dataclass
 class OutageReport:
     cfg: RedisConfig
     clock: Clock = SYSTEM_CLOCK
-    reported: str | None = None  # the kind logged for the outage in progress
+    reported: Failure | None = None  # what was logged for the outage in progress
     drops_unlogged: dict[str, int] = field(default_factory=dict)
     reasons_unlogged: dict[str, int] = field(default_factory=dict)
     drop_lines: RateLimited = field(init=False)
@@ -80,14 +92,14 @@ class OutageReport:
         self.reported = None
 
     def failed(self, exc: BaseException, buffered: int) -> None:
-        kind = failure_kind(exc)
-        if self.reported == kind:
+        failure = failure_of(exc)
+        if self.reported == failure:
             return
-        self.reported = kind
+        self.reported = failure
         tls = tls_error(exc)
         reason = SECRETS.scrub(f"{type(exc).__name__}: {tls or exc}")
         fields = {"url": self.url, "reason": reason, "buffered": buffered}
-        base = kind.partition(":")[0]
+        base = failure.kind
         code = refusal_code(exc)
         if code:
             fields |= {"code": code, "hint": REFUSALS[code]}
@@ -130,4 +142,4 @@ class OutageReport:
             )
 
 
-__all__ = ["DROP_LOG_INTERVAL_S", "OutageReport", "failure_kind"]
+__all__ = ["DROP_LOG_INTERVAL_S", "Failure", "OutageReport", "failure_of"]
