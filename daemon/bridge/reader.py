@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -38,6 +38,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
 from daemon.bridge.layout import BridgeLayout
+from daemon.bridge.replies import AutoClaim, Entries, pending_count, stream_entries, text
 from daemon.bridge.state import BridgeState, Change, Crossing, MalformedEntryError, crossings_from_rows, parse_id
 from daemon.bridge.topology import AckLayout
 from daemon.config.bridge import BridgeConfig
@@ -55,8 +56,6 @@ REPLICAS_LOG_INTERVAL_S = 10.0
 BACKOFF_BASE_S = 0.1
 CAMERA_SET_KINDS = frozenset({"camera_added", "camera_changed", "camera_removed"})
 """Events-stream kinds after which the bridge reads its layout again (daemon.bridge.live)."""
-
-Entries = Sequence[tuple[str, dict[str, str] | None]]
 
 
 class Sink(Protocol):
@@ -78,28 +77,6 @@ class ReaderStats:
     reconnects: int = 0
     replicas_short: int = 0
     """EXECs whose WAIT saw fewer than `[redis] min_replicas` replicas (daemon.bridge.topology)."""
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _fields(raw: Any) -> dict[str, str] | None:
-    if raw is None:
-        return None
-    return {_text(k): _text(v) for k, v in raw.items()}
-
-
-def _stream_entries(reply: Any) -> list[tuple[str, Entries]]:
-    """XREADGROUP's reply (RESP2 list or RESP3 dict) as [(stream, [(id, fields)])]."""
-    if not reply:
-        return []
-    items = reply.items() if isinstance(reply, dict) else reply
-    out: list[tuple[str, Entries]] = []
-    for stream, entries in items:
-        rows = entries[0] if isinstance(reply, dict) and entries and isinstance(entries[0], list) else entries
-        out.append((_text(stream), [(_text(eid), _fields(f)) for eid, f in rows]))
-    return out
 
 
 def read_streams(layout: BridgeLayout, redis: RedisConfig) -> dict[str, str | None]:
@@ -222,7 +199,7 @@ class StreamReader:
                     raise
                 await self._ensure_groups(client)
                 continue
-            batches = _stream_entries(reply)
+            batches = stream_entries(reply)
             if batches:
                 await self.process(client, batches)
             await self._refresh_pending(client, streams)
@@ -242,9 +219,9 @@ class StreamReader:
                 continue
             try:
                 if stream:
-                    self.state.load_snapshot_part(_text(raw))
+                    self.state.load_snapshot_part(text(raw))
                 else:
-                    self.state.load_snapshot(_text(raw))
+                    self.state.load_snapshot(text(raw))
                 log.info("bridge_snapshot_loaded", key=key)
             except MalformedEntryError as exc:
                 log.warning("bridge_snapshot_invalid", key=key, reason=exc.reason)
@@ -265,7 +242,7 @@ class StreamReader:
                 crossings += [c for c in crossings_from_rows(camera, rows) if (camera, c.line) in self._lines]
                 if len(rows) < self.cfg.read_count:
                     break
-                start = "(" + _text(rows[-1][0])
+                start = "(" + text(rows[-1][0])
         crossings.sort(key=lambda c: parse_id(c.entry_id))
         await self.sink.recall(crossings)
         self._recalled = True
@@ -284,11 +261,10 @@ class StreamReader:
                     start_id=start,
                     count=self.cfg.read_count,
                 )
-                start = _text(reply[0])
-                entries = [(_text(eid), _fields(f)) for eid, f in reply[1]]
-                deleted = [(_text(eid), None) for eid in (reply[2] if len(reply) > 2 else [])]
-                if entries or deleted:
-                    await self.process(client, [(stream, [*entries, *deleted])])
+                claimed = AutoClaim.of(reply)
+                start = claimed.next_start
+                if claimed.entries or claimed.deleted:
+                    await self.process(client, [(stream, [*claimed.entries, *claimed.deleted])])
                 if start == "0-0":
                     break
 
@@ -380,4 +356,4 @@ class StreamReader:
         self._pending_at[id(streams)] = now
         for stream in streams:
             summary = await client.xpending(stream, self.cfg.group)
-            self.stats.pending[stream] = int(summary.get("pending", 0) if isinstance(summary, dict) else summary[0])
+            self.stats.pending[stream] = pending_count(summary)
