@@ -102,7 +102,7 @@ class EngineConfig(Section):
     reconnect. GigE cameras, and lanes that decode on the device (NVDEC), stay in threads.
     "auto": the readers' estimated load, cameras x 15 fps x 3.3 ms (decode and scale of a 640x480
     frame), stays in the daemon up to 0.7 of a core; beyond it, one decoder process per 0.7 of a
-    core of it, at most one process per CPU core (`daemon.ingest.decoders.plan_processes`; the
+    core of it, at most one process per CPU core (`daemon.ingest.decoder_plan.plan_processes`; the
     choice and its reason are logged as `engine_processes`)."""
     allow_fallback: bool = False
     """A session that did not get the first provider: false refuses to start (`provider_unavailable`,

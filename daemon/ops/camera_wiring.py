@@ -17,7 +17,8 @@ from daemon.core.frames import StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.core.xp import DeviceChoice
 from daemon.inference.build import ProvedModels
-from daemon.ingest.decoders import DecoderPool, decoder_pool
+from daemon.ingest.decoder_plan import decoder_pool
+from daemon.ingest.decoders import DecoderPool
 from daemon.ingest.hwdecode import source_decode
 from daemon.ingest.sources import CameraSource
 from daemon.ops.cameras import CameraParts, CamerasControl
@@ -30,12 +31,14 @@ log = structlog.get_logger("beltsight.app")
 
 
 def decoders(settings: Settings, models: ProvedModels, metrics: Metrics) -> DecoderPool | None:
-    """The decoder processes `[engine] processes` asks for (`daemon.ingest.decoders.decoder_pool`), planned
+    """The decoder processes `[engine] processes` asks for (`daemon.ingest.decoder_plan.decoder_pool`), planned
     once for the cameras at start; None: every camera in a thread of the daemon."""
     on_device = source_decode(models.device, settings.engine.cuda.device_id) is not None
     logs = partial(configure_logging, settings.logging.format, settings.logging.level)
     cameras = settings.instance_cameras()
-    return decoder_pool(settings.engine.processes, cameras, metrics, on_device=on_device, log_setup=logs)
+    return decoder_pool(
+        settings.engine.processes, cameras, metrics, on_device=on_device, clips=settings.clips.enabled, log_setup=logs
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from daemon.core.clock import SYSTEM_CLOCK
 from daemon.core.metrics import Metrics
 from daemon.core.packets import PacketRing
 from daemon.ingest.av_link import AvLink
+from daemon.ingest.decoder_plan import decoder_pool
 from daemon.ingest.decoders import DecoderPool
 from daemon.ingest.geometry import SourceGeometry
 from daemon.ingest.kinds import make_link
@@ -40,3 +41,15 @@ def test_a_camera_recording_clips_is_read_in_the_daemons_process_the_others_in_t
         assert isinstance(make_link(camera, _parts(None), None, None), AvLink)
     finally:
         pool.close()
+
+
+def test_clips_keep_every_camera_in_the_daemons_process_and_say_why() -> None:
+    cameras = [CameraConfig(id=f"cam{i}", url=f"rtsp://127.0.0.1:8554/cam{i}") for i in range(24)]
+    pool = decoder_pool(3, cameras, Metrics(), on_device=False)
+    try:
+        assert pool is not None and pool.size == 2
+    finally:
+        if pool is not None:
+            pool.close()
+    assert decoder_pool("auto", cameras, Metrics(), on_device=False, clips=True) is None
+    assert decoder_pool(3, cameras, Metrics(), on_device=False, clips=True) is None

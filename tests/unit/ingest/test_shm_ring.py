@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from daemon.config.engine import EngineConfig
-from daemon.ingest.decoders import plan_processes
+from daemon.ingest.decoder_plan import plan_processes
 from daemon.ingest.shm_ring import FREE, HELD, WRITING, SlotRing
 
 
