@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from daemon.core.metrics import Metrics
+from daemon.core.stagecpu import STAGES
 from tools.bench.budget import (
     LOOP,
     READERS,
@@ -44,6 +45,10 @@ def test_stage_seconds_reads_the_daemons_counter() -> None:
     assert got["decode"] == 1.5 and got["redis"] == 0.25 and got["session_run"] == 0.0
 
 
+def test_every_stage_has_its_thread() -> None:
+    assert set(STAGE_THREADS) == set(STAGES)
+
+
 def test_thread_roles() -> None:
     assert thread_role("beltsight-infer-640-0*") == WORKERS
     assert thread_role("source-*") == READERS
@@ -51,6 +56,7 @@ def test_thread_roles() -> None:
     # the JPEG encoders' stages are timed on their own threads, so their CPU is charged there
     assert thread_role("beltsight-snapshots") == STAGE_THREADS["snapshot"] != LOOP
     assert thread_role("beltsight-capture") == STAGE_THREADS["capture"] != LOOP
+    assert thread_role("beltsight-clips") == STAGE_THREADS["clip"] != LOOP
     assert thread_role("native (ORT pool, FFmpeg)") == "native (ORT pool, FFmpeg)"
     assert role_seconds(
         {"source-*": (1.0, 0.0), "beltsight-infer-640-0*": (2.0, 0.1), "beltsight-infer-640-1*": (3.0, 0.1)}

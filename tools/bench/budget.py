@@ -19,7 +19,7 @@ from daemon.core.stagecpu import STAGES
 METRIC = "beltsight_stage_cpu_seconds_total"
 
 LOOP, WORKERS, READERS = "event loop", "inference workers", "camera readers"
-SNAPSHOTS, CAPTURE = "snapshot writer", "capture writer"
+SNAPSHOTS, CAPTURE, CLIPS = "snapshot writer", "capture writer", "clip writer"
 STAGE_THREADS = {
     "decode": READERS,
     "handoff": READERS,
@@ -32,8 +32,10 @@ STAGE_THREADS = {
     "redis": LOOP,
     "snapshot": SNAPSHOTS,
     "capture": CAPTURE,
+    "clip": CLIPS,
 }
-"""The thread group each stage runs on (snapshot and capture: their JPEG encoders' own threads)."""
+"""The thread group each stage runs on (snapshot and capture: their JPEG encoders' own threads; clip:
+the clip writer's muxing thread)."""
 
 
 def thread_role(group: str) -> str:
@@ -44,7 +46,7 @@ def thread_role(group: str) -> str:
         return READERS
     if group in ("bench-daemon", "MainThread"):
         return LOOP
-    return {"beltsight-snapshots": SNAPSHOTS, "beltsight-capture": CAPTURE}.get(group, group)
+    return {"beltsight-snapshots": SNAPSHOTS, "beltsight-capture": CAPTURE, "beltsight-clips": CLIPS}.get(group, group)
 
 
 def stage_seconds(snap: Mapping[tuple[str, tuple[tuple[str, str], ...]], float]) -> dict[str, float]:
