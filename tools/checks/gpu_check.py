@@ -45,6 +45,7 @@ from daemon.core.xp import cupy_status, get_xp, to_host
 from daemon.inference.device_preprocess import DeviceBatchTensor
 from daemon.inference.engine import Engine
 from daemon.inference.iobinding import run_bound
+from daemon.inference.layouts.base import ModelLayout
 from daemon.inference.model_file import load_model_info
 from daemon.inference.postprocess import decode_batch, greedy_nms
 from daemon.inference.providers import EngineError
@@ -231,22 +232,25 @@ def inference(cupy: Any | None, model: Path, batch: np.ndarray, device_id: int) 
     return ref
 
 
-def random_output(rng: np.random.Generator, batch: int, size: int = 640) -> np.ndarray:
-    anchors = sum((size // s) ** 2 for s in (8, 16, 32))
-    out = np.empty((batch, 8, anchors), np.float32)
-    out[:, 0:2] = rng.uniform(0, size, (batch, 2, anchors))
+def random_output(rng: np.random.Generator, batch: int, layout: ModelLayout) -> np.ndarray:
+    """A channels-first output shaped as the model's (`4 + classes` x anchors), random boxes and scores."""
+    anchors, classes = layout.rows, layout.num_classes
+    out = np.empty((batch, 4 + classes, anchors), np.float32)
+    out[:, 0:2] = rng.uniform(0, layout.size, (batch, 2, anchors))
     out[:, 2:4] = rng.uniform(4, 120, (batch, 2, anchors))
-    out[:, 4:] = rng.uniform(0, 1, (batch, 4, anchors)) ** 8
+    out[:, 4:] = rng.uniform(0, 1, (batch, classes, anchors)) ** 8
     return out
 
 
-def postprocess(cupy: Any | None, outputs: dict[str, np.ndarray]) -> None:
+def postprocess(cupy: Any | None, outputs: dict[str, np.ndarray], layout: ModelLayout) -> None:
     for name, out in outputs.items():
-        on_cpu = timed("post-processing", f"numpy ({name})", partial(decode_batch, np, out, **POST))
+        on_cpu = timed("post-processing", f"numpy ({name})", partial(decode_batch, np, out, layout=layout, **POST))
         if cupy is None:
             continue
         dev = cupy.asarray(out)
-        on_gpu = timed("post-processing", f"cupy ({name})", partial(decode_batch, cupy, dev, **POST), cupy)
+        on_gpu = timed(
+            "post-processing", f"cupy ({name})", partial(decode_batch, cupy, dev, layout=layout, **POST), cupy
+        )
         same = [len(a) == len(b) and np.array_equal(a[:, 4:], b[:, 4:]) for a, b in zip(on_cpu, on_gpu, strict=True)]
         worst = max(
             (
@@ -305,10 +309,11 @@ def main() -> int:
     postprocess(
         cupy,
         {
-            "random, batch 1": random_output(rng, 1),
-            f"random, batch {args.batch}": random_output(rng, args.batch),
+            "random, batch 1": random_output(rng, 1, info.decoding),
+            f"random, batch {args.batch}": random_output(rng, args.batch, info.decoding),
             f"{model.name} output": ref,
         },
+        info.decoding,
     )
     REPORT["seconds"] = round(time.monotonic() - start, 1)
     print("\n" + "\n".join(table()))
