@@ -45,7 +45,9 @@ class PlcSim:
         self.t0 = time.monotonic()
 
     def now_s(self) -> float:
-        return time.monotonic() - self.t0
+        """Seconds of scene time; 0 until `t0` (a sim made with `t0=math.inf` holds its counter at its
+        start value until the scene's clock is set)."""
+        return max(0.0, time.monotonic() - self.t0)
 
     def down(self) -> bool:
         return self.hung or self.counter.is_down(self.now_s())

@@ -8,6 +8,7 @@ import asyncio
 import csv
 import io
 import json
+import math
 import time
 import urllib.request
 from pathlib import Path
@@ -34,6 +35,9 @@ from tools.plcsim.servers import ModbusPlc, OpcUaPlc, PlcSim
 
 EVENTS = "beltsight:events"
 LAG_S = 1.0
+# Each PLC simulator is made with t0=math.inf: its counter holds its start value until the feed starts
+# and the test sets the scene clock (sim.t0 = feed.t0_mono); a clock running from construction would
+# count parts while the bridge starts, then step back: a reference_reset no plant ever made.
 
 
 def _config(tmp_path: Path, reference: dict[str, Any]) -> BridgeConfig:
@@ -79,7 +83,9 @@ def test_a_25_percent_drift_is_caught_and_cleared_and_a_wrap_and_a_reset_are_not
     within 35 s of its end (the contract's bounds, about 10 s above what the rig gives)."""
     server = redis_server()
     parts = Belt(rate_per_s=3.0, seed=21).crossings(0, 200)
-    sim = PlcSim(PlcCounter([t + LAG_S for t in parts], bits=16, start=65536 - 14, resets=[9.0]), register=7)
+    sim = PlcSim(
+        PlcCounter([t + LAG_S for t in parts], bits=16, start=65536 - 14, resets=[9.0]), register=7, t0=math.inf
+    )
 
     async def scenario() -> None:
         plc = ModbusPlc(sim)
@@ -188,7 +194,7 @@ def test_an_opc_ua_plc_gone_is_reference_down_never_a_mismatch(
     metric), no count_mismatch; it comes back: reference_up, and the windows agree again."""
     server = redis_server()
     parts = Belt(rate_per_s=3.0, seed=22).crossings(0, 200)
-    sim = PlcSim(PlcCounter([t + LAG_S for t in parts], bits=32))
+    sim = PlcSim(PlcCounter([t + LAG_S for t in parts], bits=32), t0=math.inf)
 
     async def scenario() -> None:
         plc = OpcUaPlc(sim)
@@ -269,7 +275,7 @@ def test_a_mismatch_is_a_machine_vision_condition_that_comes_and_goes(
     from the camera's VisionSystemType object, count_agrees the same condition cleared (Retain false)."""
     server = redis_server()
     parts = Belt(rate_per_s=3.0, seed=23).crossings(0, 300)
-    sim = PlcSim(PlcCounter([t + LAG_S for t in parts], bits=32))
+    sim = PlcSim(PlcCounter([t + LAG_S for t in parts], bits=32), t0=math.inf)
 
     async def scenario() -> None:
         plc = ModbusPlc(sim)
