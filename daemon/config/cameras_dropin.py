@@ -15,7 +15,6 @@ path. Files are replaced atomically and durably (`daemon.core.durable`), readabl
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -42,11 +41,45 @@ class CamerasInvalidError(ValueError):
 
 
 def parse(data: object) -> CameraConfig:
-    """`data` (decoded JSON or TOML) as one camera; CamerasInvalidError with every problem by key path."""
+    """`data` (decoded JSON or TOML) as one camera; CamerasInvalidError with every problem by key path,
+    a string that no file can hold (a lone surrogate, which JSON's `\\ud800` escapes can carry) included."""
     try:
-        return CameraConfig.model_validate(data)
+        camera = CameraConfig.model_validate(data)
     except ValidationError as exc:
         raise CamerasInvalidError([problem_text(e) for e in exc.errors()]) from None
+    dumped = camera.model_dump(mode="json") | {"url": camera.url.get_secret_value()}
+    if problems := _unwritable(dumped, ""):
+        raise CamerasInvalidError(problems)
+    return camera
+
+
+def _unwritable(value: Any, at: str) -> list[str]:
+    """The key paths of the strings in `value` that UTF-8 cannot encode (lone surrogates)."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return [f"{at or '(top level)'}: a lone surrogate (\\ud800-\\udfff) no file can hold"]
+        return []
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _unwritable(k, at) + _unwritable(v, f"{at}.{k}".lstrip("."))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _unwritable(v, f"{at}.{i}")]
+    return []
+
+
+def _toml_string(text: str) -> str:
+    """`text` as a TOML basic string: its own characters (UTF-8), `"`, `\\` and control characters
+    escaped (not JSON's `\\uXXXX` surrogate pairs for characters beyond U+FFFF, which TOML refuses)."""
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 def path_for(cameras_dir: Path, camera_id: str) -> Path:
@@ -117,17 +150,19 @@ def with_dropins(cameras: Sequence[CameraConfig], cameras_dir: Path) -> tuple[li
 
 
 def _toml_value(value: Any) -> str:
-    """`value` (plain JSON data) as an inline TOML value (strings as JSON strings, which TOML reads alike)."""
+    """`value` (plain JSON data) as an inline TOML value."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
         return repr(value)
     if isinstance(value, str):
-        return json.dumps(value)
+        return _toml_string(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None) + " }"
+        return (
+            "{ " + ", ".join(f"{_toml_string(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None) + " }"
+        )
     raise TypeError(f"no TOML form for {type(value).__name__}")
 
 

@@ -110,3 +110,16 @@ def test_check_config_says_where_each_camera_comes_from(tmp_path: Path, capsys: 
     assert "camera a: from the config file\n" in captured.err
     assert f"camera b: from drop-in {cameras_dir / 'b.toml'} (enabled = false)\n" in captured.err
     assert "hunter2" not in captured.out + captured.err
+
+
+def test_any_string_a_camera_takes_reads_back_and_one_no_file_can_hold_is_refused(tmp_path: Path) -> None:
+    """Found by the cameras API fuzzer: a class label beyond U+FFFF was written as JSON's surrogate pair
+    escape, which TOML refuses, so an accepted camera left a drop-in that made the config invalid."""
+    odd = ["\U001073a3ôÄ÷", 'q"uo\\te', "tab\there\nnl\x7f\x00", "\U0001d518nicode", ""]
+    camera = cam("odd", url="rtsp://u:p\U0001f600ss@127.0.0.1:1/\u00e9", classes=odd)
+    write(tmp_path, camera)
+    (read,), _sources = with_dropins([], tmp_path)
+    assert read == camera and read.url.get_secret_value() == camera.url.get_secret_value()
+    with pytest.raises(CamerasInvalidError) as refused:
+        parse({"id": "bad", "url": "rtsp://127.0.0.1:1/x", "classes": ["ok", "\ud800"]})
+    assert [p.split(":")[0] for p in refused.value.problems] == ["classes.1"]
