@@ -312,6 +312,8 @@ def test_a_held_connection_that_sends_nothing_is_closed_and_the_server_still_ans
 def test_the_oracle_knows_the_routes(tmp_path: Path) -> None:
     """The oracle's route table is the server's: a path it calls unknown is a 404 with credentials."""
     with Endpoint(tmp_path, users=None) as served:
-        for path, status in [("/metrics", 200), ("/nope", 404), (f"/api/cameras/{CAMERA}/lines", 200)]:
+        known = [("/metrics", 200), ("/nope", 404), (f"/api/cameras/{CAMERA}/lines", 200), ("/api/cameras", 200)]
+        known += [(f"/api/cameras/{CAMERA}", 404), ("/clips/a.mp4", 200), ("/clips/out.mp4", 404), ("/", 200)]
+        for path, status in known:
             reply = exchange(served.port, f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
             assert reply.status == status, path

@@ -4,14 +4,16 @@ contract says it must answer.
 `Endpoint` is a real `HealthServer` on 127.0.0.1 (loopback only) with every route the daemon
 serves: `/healthz`, `/metrics`, the lines API over a real `LinesControl` (camera `belt`, drop-ins in
 a scratch directory), the models API over `RecordingSwap` (a `ModelSwap` that records each swap
-asked of it: the real swapper needs sessions and models, and its checks are tested elsewhere) and
-`/snapshots/` over a scratch directory with a secret file beside it. With `users` every route but
-`/healthz` needs a password.
+asked of it: the real swapper needs sessions and models, and its checks are tested elsewhere), the
+cameras API over a real `CamerasControl` (no camera configured; a camera added starts a real reader,
+which the fuzzers point at a closed loopback port, and has its own lines, apart from `belt`'s so that
+a `DELETE` never takes `belt` from the lines API), the live view's page and `/api/cameras` listing,
+and `/snapshots/` and `/clips/` over scratch directories with secret files beside them. With `users`
+every route but `/healthz` needs a password.
 
 `expected(...)` is the oracle: the statuses the contract allows for a request, computed from what
 the request carries (its method, path, credentials, `Host`, `Origin`, `Content-Type`), never from
-the server's code. The cameras API (`/api/cameras`) and clip paths (`/clips/...`) do not exist
-yet: `PROTECTED_ROUTES` gets their patterns, and the fuzzers their bodies and paths, when they land.
+the server's code.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import importlib.util
+import random
 import re
 import socket
 import threading
@@ -30,16 +33,26 @@ from typing import Any
 
 import bcrypt
 
+from daemon.batching.hub import FrameHub
+from daemon.batching.router import ModelRouter
 from daemon.config.cameras import CameraConfig
-from daemon.config.settings import load_settings
+from daemon.config.engine import EngineConfig
+from daemon.config.settings import Settings, load_settings
 from daemon.config.tracking import TrackingConfig
+from daemon.core.backoff import Backoff
 from daemon.core.metrics import Metrics
+from daemon.inference.lanes import Lanes
+from daemon.ingest.sources import CameraSource
+from daemon.ops.cameras import CameraParts, CamerasControl
 from daemon.ops.http import HealthServer, HttpLimits
+from daemon.ops.http import clips as clip_routes
 from daemon.ops.http import snapshots as snapshot_routes
+from daemon.ops.http.api_cameras import PATH as CAMERAS_PATH
+from daemon.ops.http.api_cameras import CamerasApi
 from daemon.ops.http.api_lines import LinesApi
 from daemon.ops.http.api_models import ModelsApi
 from daemon.ops.lines import LinesControl
-from daemon.ops.liveview import LiveView
+from daemon.ops.liveview import SCRIPTS, LiveView
 from daemon.ops.models import ModelsControl
 from daemon.tracking.stage import TrackingStage
 from tests.support.model_swap import RecordingSwap
@@ -61,45 +74,107 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 LINES = re.compile(r"/api/cameras/(?P<camera>[A-Za-z0-9][A-Za-z0-9_.-]{0,63})/lines")
 MODELS = re.compile(r"/api/models/(?P<size>[0-9]{1,5})")
 SNAPSHOTS = re.compile(r"/snapshots/(?P<path>[^?#]+)")
+CLIPS = re.compile(r"/clips/(?P<path>[^?#]+)")
+CAMERAS = re.compile(CAMERAS_PATH)
+READ = frozenset({"GET", "HEAD"})
 PROTECTED_ROUTES: dict[str, tuple[re.Pattern[str], frozenset[str]]] = {
-    "metrics": (re.compile(r"/metrics"), frozenset({"GET", "HEAD"})),
+    "metrics": (re.compile(r"/metrics"), READ),
     "lines": (LINES, frozenset({"GET", "HEAD", "PUT"})),
     "models": (MODELS, frozenset({"GET", "HEAD", "POST"})),
-    "model_list": (re.compile(r"/api/models"), frozenset({"GET", "HEAD"})),
-    "snapshots": (SNAPSHOTS, frozenset({"GET", "HEAD"})),
-    # "cameras": the cameras API, and "clips": clip paths, once they exist
+    "model_list": (re.compile(r"/api/models"), READ),
+    "snapshots": (SNAPSHOTS, READ),
+    "cameras": (CAMERAS, frozenset({"GET", "HEAD", "PUT", "DELETE"})),
+    "camera_list": (re.compile(r"/api/cameras"), READ),
+    "clips": (CLIPS, READ),
+    "page": (re.compile(r"/"), READ),
+    "scripts": (re.compile(r"/static/(?:" + "|".join(re.escape(n) for n in SCRIPTS) + ")"), READ),
+    "live_snapshot": (re.compile(r"/cameras/[A-Za-z0-9][A-Za-z0-9_.-]{0,63}/snapshot\.(?:jpg|json)"), READ),
 }
-WRITE_ROUTES = frozenset({("lines", "PUT"), ("models", "POST")})
+WRITE_ROUTES = frozenset({("lines", "PUT"), ("models", "POST"), ("cameras", "PUT"), ("cameras", "DELETE")})
 
 
 @dataclass
-class Snapshots:
-    """The snapshot directory: `inside` (relative path -> bytes served), names that lead out."""
+class ServedFiles:
+    """A served directory (snapshots, clips): `inside` (relative path -> bytes served), names that lead out."""
 
     root: Path
     inside: dict[str, bytes]
     leading_out: list[str]
 
 
-def make_snapshots(base: Path) -> Snapshots:
-    root = base / "snapshots"
+def make_served(base: Path, directory: str, suffix: str, contents: list[bytes]) -> ServedFiles:
+    """`base/directory` with `a<suffix>` and two files in a camera's day (`contents`, three of them), a
+    link inside to a file inside, and beside it `secret<suffix>` and `other/b<suffix>` (`SECRET`), with
+    links leading out to them and a file of another suffix."""
+    root = base / directory
     (root / CAMERA / "2026-12-06").mkdir(parents=True)
-    (base / "secret.jpg").write_bytes(SECRET)
-    (base / "other").mkdir()
-    (base / "other" / "b.jpg").write_bytes(SECRET)
-    inside = {
-        "a.jpg": b"\xff\xd8 a \xff\xd9",
-        f"{CAMERA}/2026-12-06/1.jpg": b"\xff\xd8 one \xff\xd9",
-        f"{CAMERA}/2026-12-06/2.jpg": b"\xff\xd8 two \xff\xd9",
-    }
+    (base / f"secret{suffix}").write_bytes(SECRET)
+    (base / "other").mkdir(exist_ok=True)
+    (base / "other" / f"b{suffix}").write_bytes(SECRET)
+    names = [f"a{suffix}", f"{CAMERA}/2026-12-06/1{suffix}", f"{CAMERA}/2026-12-06/2{suffix}"]
+    inside = dict(zip(names, contents, strict=True))
     for name, data in inside.items():
         (root / name).write_bytes(data)
-    (root / "notes.txt").write_bytes(b"not a snapshot")
-    (root / "in.jpg").symlink_to(root / "a.jpg")  # a link inside to a file inside: served
-    inside["in.jpg"] = inside["a.jpg"]
-    (root / "out.jpg").symlink_to(base / "secret.jpg")  # leads out: never served
+    (root / "notes.txt").write_bytes(b"not served")
+    (root / f"in{suffix}").symlink_to(root / f"a{suffix}")  # a link inside to a file inside: served
+    inside[f"in{suffix}"] = inside[f"a{suffix}"]
+    (root / f"out{suffix}").symlink_to(base / f"secret{suffix}")  # leads out: never served
     (root / "outdir").symlink_to(base / "other")
-    return Snapshots(root, inside, ["out.jpg", "outdir/b.jpg", "../secret.jpg", "notes.txt"])
+    return ServedFiles(root, inside, [f"out{suffix}", f"outdir/b{suffix}", f"../secret{suffix}", "notes.txt"])
+
+
+def make_snapshots(base: Path) -> ServedFiles:
+    return make_served(
+        base, "snapshots", ".jpg", [b"\xff\xd8 a \xff\xd9", b"\xff\xd8 one \xff\xd9", b"\xff\xd8 two \xff\xd9"]
+    )
+
+
+def make_clips(base: Path) -> ServedFiles:
+    """Clips of a few KiB (ranges across them mean something), each of its own bytes."""
+    head = b"\x00\x00\x00\x18ftypisom"
+    return make_served(
+        base,
+        "clips",
+        ".mp4",
+        [head + bytes((i * k) % 256 for i in range(n)) for k, n in ((7, 3000), (13, 1), (31, 9000))],
+    )
+
+
+def camera_control(settings: Settings, base: Path, metrics: Metrics) -> tuple[CamerasControl, LiveView]:
+    """The cameras API's control with its own stages (see the module docstring); a camera added starts
+    a real `CameraSource` (the CPU path); no lane is ever built (no frame reaches the hub)."""
+    tracking = TrackingStage([], TrackingConfig(), metrics)
+    liveview = LiveView(metrics, 0.5)
+    hub = FrameHub(metrics)
+    router = ModelRouter(sorted(settings.models), {})
+
+    def never(*_args: Any) -> Any:
+        raise AssertionError("no lane is built by the fuzzers")
+
+    def make_source(camera: CameraConfig) -> CameraSource:
+        jitter = random.Random(camera.id).random  # not the global generator, which Hypothesis watches while it draws
+        backoff = Backoff(cap_s=camera.reconnect_max_s, rand=jitter)
+        return CameraSource(
+            camera, consumer=hub, route=router, on_status=lambda e: None, metrics=metrics, backoff=backoff
+        )
+
+    parts = CameraParts(
+        sources=[],
+        make_source=make_source,
+        hub=hub,
+        router=router,
+        tracking=tracking,
+        lines=LinesControl([], base / "camera-lines", tracking, liveview, on_event=lambda e: None),
+        liveview=liveview,
+        lanes=Lanes(EngineConfig(), metrics, build=never, batching=never, publish=never, observe=never),
+        set_rules=lambda s: None,
+        models={},
+        metrics=metrics,
+        on_event=lambda e: None,
+    )
+    control = CamerasControl(settings, parts)
+    liveview.configured_from(control.listing)
+    return control, liveview
 
 
 class Endpoint:
@@ -129,12 +204,19 @@ class Endpoint:
         )
         self.swap = RecordingSwap()
         self.snapshots = make_snapshots(base)
+        self.clips = make_clips(base)
         config = write_config(base / "beltsight.toml", redis_url="redis://127.0.0.1:1", cameras=[],
                               models_dropin=str(base / "models.toml"))  # fmt: skip
-        self.models = ModelsControl(load_settings(config), self.swap, serving=lambda size: None)
+        settings = load_settings(config)
+        self.models = ModelsControl(settings, self.swap, serving=lambda size: None)
+        self.cameras, liveview = camera_control(settings, base, metrics)
+        self.cameras_dir = settings.cameras_dir
         LinesApi(self.server, self.lines).register()
         ModelsApi(self.server, self.models).register()
+        CamerasApi(self.server, self.cameras).register()
+        liveview.register(self.server, lambda: {"cameras": {}})  # the page and `/api/cameras`: no camera runs
         snapshot_routes.register(self.server, self.snapshots.root)
+        clip_routes.register(self.server, self.clips.root)
 
     def __enter__(self) -> Endpoint:
         self._thread.start()
@@ -142,6 +224,7 @@ class Endpoint:
         return self
 
     def __exit__(self, *_exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self._stop_cameras(), self.loop).result(60)
         asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result(30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(30)
@@ -156,6 +239,19 @@ class Endpoint:
 
     async def _current(self) -> dict[str, Any]:
         return self.lines.current(CAMERA).to_json()
+
+    def camera_views(self) -> dict[str, dict[str, Any] | None]:
+        """Every configured camera's view (`CamerasControl.view`), read on the loop."""
+        return asyncio.run_coroutine_threadsafe(self._views(), self.loop).result(30)
+
+    async def _views(self) -> dict[str, dict[str, Any] | None]:
+        return {cid: self.cameras.view(cid) for cid in self.cameras.listing()}
+
+    async def _stop_cameras(self) -> None:
+        """Every camera still configured removed (their readers stopped and joined), then the control closed."""
+        for camera_id in list(self.cameras.listing()):
+            await self.cameras.delete(camera_id, "fuzz")
+        await self.cameras.close()
 
 
 def endpoint(base: Path, *, authenticated: bool) -> Iterator[Endpoint]:
@@ -292,9 +388,13 @@ def expected(sent: Sent, authenticated: bool) -> set[int]:
         if sent.method != "POST":  # what serves a size: 404 for a size [models] does not have
             return {200, 404}
         return {200, 400, 412, 413, 422}
-    if route == "model_list":
+    if route in ("model_list", "camera_list", "page", "scripts"):
         return {200}
-    return {200, 404}  # snapshots: the snapshot fuzzer says which
+    if route == "cameras":  # GET: 404 for an unknown camera; a write: the API's answers (the fuzzers narrow them)
+        return {200, 404} if sent.method in SAFE_METHODS else {200, 201, 400, 404, 412, 413}
+    if route == "live_snapshot":  # no camera runs on the fuzzers' endpoint
+        return {404}
+    return {200, 404}  # snapshots and clips: the path fuzzers say which
 
 
 __all__ = [
@@ -311,6 +411,7 @@ __all__ = [
     "RecordingSwap",
     "Reply",
     "Sent",
+    "ServedFiles",
     "endpoint",
     "exchange",
     "expected",
