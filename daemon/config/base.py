@@ -1,9 +1,10 @@
-"""What every config section shares: the `Section` base, `Seconds`, and reading secret files."""
+"""What every config section shares: the `Section` base, `Seconds`, a problem in the config's words, and reading
+secret files."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,6 +16,13 @@ class Section(BaseModel):
     """The base of every section: unknown keys are errors, values are frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def problem_text(err: Any) -> str:
+    """One pydantic error as `key.path: message` (the config's wording)."""
+    loc = ".".join(str(part) for part in err["loc"]) or "(top level)"
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return f"{loc}: {'unknown key' if err['type'] == 'extra_forbidden' else msg}"
 
 
 def read_secret_file(path: Path) -> str:
@@ -38,4 +46,4 @@ def with_password(url: str, password: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
-__all__ = ["Seconds", "Section", "read_secret_file", "with_password"]
+__all__ = ["Seconds", "Section", "problem_text", "read_secret_file", "with_password"]

@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from daemon.config.base import problem_text
 from daemon.config.cameras import CameraConfig
-from daemon.config.lines_dropin import problem_text
 from daemon.core.durable import replace_durably
 
 SUFFIX = ".toml"

@@ -20,7 +20,7 @@ from typing import Any, Self
 
 from pydantic import Field, ValidationError, model_validator
 
-from daemon.config.base import Section
+from daemon.config.base import Section, problem_text
 from daemon.config.cameras import CameraConfig
 from daemon.config.tracking import LineConfig, lines_problem
 from daemon.core.durable import replace_durably
@@ -58,13 +58,6 @@ class LinesInvalidError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
         super().__init__("; ".join(problems))
-
-
-def problem_text(err: Any) -> str:
-    """One pydantic error as `key.path: message` (the config's wording)."""
-    loc = ".".join(str(part) for part in err["loc"]) or "(top level)"
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    return f"{loc}: {'unknown key' if err['type'] == 'extra_forbidden' else msg}"
 
 
 def parse(data: object) -> CameraLines:
@@ -147,7 +140,6 @@ __all__ = [
     "LinesInvalidError",
     "parse",
     "path_for",
-    "problem_text",
     "read",
     "source_of",
     "to_toml",

@@ -27,8 +27,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from daemon.config.base import Section
-from daemon.config.lines_dropin import problem_text
+from daemon.config.base import Section, problem_text
 from daemon.config.models import ModelConfig
 from daemon.core.durable import replace_durably
 

@@ -3,17 +3,21 @@
 Lines are in normalised coordinates (fractions of the frame's width and height), so a camera
 whose resolution changes keeps them. Gates sit downstream of a line at `distance_mm` along the
 belt; they need the camera's `mm_per_px` calibration (checked where the camera is validated).
+`LineConfig` and `GateConfig` are the one rule for a line and a gate: the config file, a lines drop-in,
+`PUT /api/cameras/{id}/lines` and the tracker's `LineSpec` / `GateSpec` (`daemon.tracking.specs`, through
+`refusal`) all check with them, so a body the API accepts is one the tracker accepts.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from daemon.config.base import Section
+from daemon.config.base import Section, problem_text
 
 _ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,47}$"
 
@@ -112,6 +116,16 @@ class LineConfig(Section):
         if duplicate is not None:
             raise ValueError(f"gate id {duplicate!r} is used twice on line {self.id!r}")
         return self
+
+
+def refusal(model: type[LineConfig | GateConfig], data: Mapping[str, object]) -> str | None:
+    """What `model` finds wrong with `data`, in the config's words (`key: message`, a whole-line problem
+    without a key; `; ` between two), or None when it is valid: the tracker's check of a `LineSpec` or `GateSpec`."""
+    try:
+        model.model_validate(data)
+    except ValidationError as exc:
+        return "; ".join(problem_text(e).removeprefix("(top level): ") for e in exc.errors())
+    return None
 
 
 def duplicate_line(lines: list[LineConfig]) -> str | None:

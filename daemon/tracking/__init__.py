@@ -6,8 +6,10 @@ Redis field contract is ``ObjectEvent.to_fields`` / ``parse_fields``. Everything
 dropped frames and irregular gaps cost accuracy, never correctness.
 
 Imports allowed here: the standard library, numpy and scipy, and ``daemon.core`` (the ``ObjectEvent``
-type the sink writes); the stage (``daemon.tracking.stage``) also reads ``daemon.config``, and ``specs`` takes
-the ``[tracking]`` knobs' defaults and checks from their one source, ``daemon.config.tracking``. The tracker does
+type the sink writes); the stage (``daemon.tracking.stage``) also reads ``daemon.config``. ``specs`` is the one
+place for the tracking rules: lines, gates, parameters, the algorithms' constants and the Kalman noise; it takes
+the ``[tracking]`` knobs' defaults and checks, and the line and gate rules, from their one source,
+``daemon.config.tracking`` (what the lines API checks a body with). The tracker does
 no I/O and reads no clock: the caller supplies every time. ``daemon.tracking.state`` and ``persist`` keep
 where ids and counts stand in a small file next to the spool. Nothing here imports another stage's room.
 

@@ -1,7 +1,7 @@
 """Association's stage 4, the common belt shift: a belt that starts, stops or changes speed between two
 processed frames leaves every prediction off by about the same shift along the belt (a stopped track's
 prediction stands still while its part moves on; a moving one's runs on past its stopped part). The
-shift along the belt's direction that the most unmatched tracks agree on (each within `SHIFT_TOL` box
+shift along the belt's direction that the most unmatched tracks agree on (each within `specs.SHIFT_TOL` box
 diagonals of some unmatched high detection, at most `jump_diag` diagonals from its prediction; ties: the
 smallest shift) moves their predictions, which then take the unmatched high detections by IoU as in the
 first stage.
@@ -12,9 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from daemon.tracking.association import FloatArray, IntArray, assign, indices, iou_matrix, xywh_to_xyxy, xyxy_to_xywh
-
-SHIFT_TOL = 0.25
-"""Box diagonals a track's detection may lie off the common shift (and across the belt)."""
+from daemon.tracking.specs import MIN_DIAG_PX, SHIFT_TOL
 
 
 def near(pred: FloatArray, det_boxes: FloatArray, jump_diag: float) -> np.ndarray | None:
@@ -53,4 +51,4 @@ def match(
 
 
 def _diag(pred: FloatArray) -> FloatArray:
-    return np.maximum(np.hypot(pred[:, 2], pred[:, 3]), 1.0)[:, None]
+    return np.maximum(np.hypot(pred[:, 2], pred[:, 3]), MIN_DIAG_PX)[:, None]

@@ -34,7 +34,7 @@ from daemon.tracking.association import (
     xywh_to_xyxy,
     xyxy_to_xywh,
 )
-from daemon.tracking.specs import TrackerParams
+from daemon.tracking.specs import CONFIRM_TOL_MS, MIN_DIAG_PX, TrackerParams
 
 Box = tuple[float, float, float, float]
 
@@ -273,7 +273,7 @@ class ByteTracker:
             dets = xyxy_to_xywh(boxes[high[free_high]])
             diag = np.hypot(last[:, 2], last[:, 3])
             dist = np.hypot(last[:, None, 0] - dets[None, :, 0], last[:, None, 1] - dets[None, :, 1])
-            m3, _, _ = assign(dist / np.maximum(diag[:, None], 1.0), p.jump_diag)
+            m3, _, _ = assign(dist / np.maximum(diag[:, None], MIN_DIAG_PX), p.jump_diag)
             pairs += zip(once[m3[:, 0]].tolist(), high[free_high[m3[:, 1]]].tolist(), strict=True)
         if len(pairs) < len(tracks) and free_high.size:
             pairs += self._belt_shift(pairs, high, boxes, moving_px_s)
@@ -385,7 +385,7 @@ class ByteTracker:
         out = []
         for t in seen:
             need_s = p.confirm_s if t.best_score >= p.new_track_score else max(p.confirm_s, p.low_confirm_s)
-            old_enough = t.last_mono_ms - t.first_mono_ms >= need_s * 1000.0 - 1e-6
+            old_enough = t.last_mono_ms - t.first_mono_ms >= need_s * 1000.0 - CONFIRM_TOL_MS
             if t.track_id is None and t.strong_hits >= p.min_hits and old_enough:
                 t.track_id = self.next_track_id
                 self.next_track_id += 1

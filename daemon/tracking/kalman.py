@@ -3,7 +3,8 @@
 State per track (8): ``cx, cy, w, h, vx, vy, vw, vh`` in pixels and pixels per second. The process noise is
 the continuous white-noise-acceleration model integrated over the real time step ``dt`` (seconds), so a frame
 gap of 0.1 s widens the prediction exactly as much as three gaps of 1/30 s. Noise levels are relative to the
-box size (a far, small part and a near, large one are equally uncertain in box units).
+box size (a far, small part and a near, large one are equally uncertain in box units); they and the filter's
+constants are the tracking rules' (``daemon.tracking.specs``: ``KalmanNoise``, ``MIN_SIZE_PX``, ``INIT_*``).
 
 The transition, process noise, measurement and its noise never couple two of the four box dimensions, so a
 covariance that starts block-diagonal stays so: the 8 x 8 filter is exactly four independent 2-state
@@ -13,38 +14,22 @@ variance, the value-velocity covariance and the velocity's variance; every step 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from numpy.typing import NDArray
+
+from daemon.tracking.specs import INIT_POS_STD_MEAS, INIT_SIZE_VEL_FRAC, MIN_SIZE_PX, KalmanNoise
 
 FloatArray = NDArray[np.float64]
 
 STATE = 8
 MEAS = 4
 PP, PV, VV = 0, 1, 2  # rows of the (N, 3, 4) covariance
-_MIN_SIZE_PX = 1.0
 _WHWH = np.array([2, 3, 2, 3])  # the scale of cx, cy, w, h: w, h, w, h
-
-
-@dataclass(frozen=True, slots=True)
-class KalmanNoise:
-    """Noise levels, each relative to the box's own width (x terms) or height (y terms).
-
-    meas_std: detector jitter, box sizes. accel_std: random acceleration of the centre, box sizes per s^2.
-    size_accel_std: the same for w and h. init_vel_std: prior uncertainty of a new track's velocity,
-    box sizes per s.
-    """
-
-    meas_std: float = 0.05
-    accel_std: float = 2.0
-    size_accel_std: float = 0.5
-    init_vel_std: float = 10.0
 
 
 def _scales(xywh: FloatArray) -> FloatArray:
     """(N, 4) per-dimension scale: w for cx and w, h for cy and h."""
-    out: FloatArray = np.maximum(xywh[:, _WHWH], _MIN_SIZE_PX)
+    out: FloatArray = np.maximum(xywh[:, _WHWH], MIN_SIZE_PX)
     return out
 
 
@@ -56,9 +41,9 @@ def initiate(z: FloatArray, velocity: FloatArray, noise: KalmanNoise) -> tuple[F
     x[:, 4:6] = velocity
     s = _scales(z)
     p = np.zeros((m, 3, MEAS))
-    p[:, PP] = (2.0 * noise.meas_std * s) ** 2
+    p[:, PP] = (INIT_POS_STD_MEAS * noise.meas_std * s) ** 2
     p[:, VV, :2] = (noise.init_vel_std * s[:, :2]) ** 2
-    p[:, VV, 2:] = (noise.init_vel_std * 0.1 * s[:, 2:]) ** 2
+    p[:, VV, 2:] = (noise.init_vel_std * INIT_SIZE_VEL_FRAC * s[:, 2:]) ** 2
     return x, p
 
 

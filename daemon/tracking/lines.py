@@ -18,11 +18,10 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from daemon.tracking.specs import Anchor, LineSpec
+from daemon.tracking.specs import MIN_HYSTERESIS_PX, Anchor, LineSpec
 
 Point = tuple[float, float]
 Direction = Literal["in", "out"]
-_MIN_HYSTERESIS_PX = 2.0
 
 
 def anchor_point(box: tuple[float, float, float, float], mode: Anchor) -> Point:
@@ -76,9 +75,9 @@ class LineGeometry:
         return out
 
     def hysteresis_px(self, boxes: NDArray[np.float64], fraction: float) -> NDArray[np.float64]:
-        """Per box x1,y1,x2,y2 (K, 4): ``fraction`` of its extent across the line, at least 2 px."""
+        """Per box x1,y1,x2,y2 (K, 4): ``fraction`` of its extent across the line, at least ``MIN_HYSTERESIS_PX``."""
         extent = abs(self.normal[0]) * (boxes[:, 2] - boxes[:, 0]) + abs(self.normal[1]) * (boxes[:, 3] - boxes[:, 1])
-        out: NDArray[np.float64] = np.maximum(_MIN_HYSTERESIS_PX, fraction * extent)
+        out: NDArray[np.float64] = np.maximum(MIN_HYSTERESIS_PX, fraction * extent)
         return out
 
 

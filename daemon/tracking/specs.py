@@ -1,37 +1,83 @@
-"""The caller's description of a camera's counting lines, gates and tracker parameters."""
+"""The one place for the tracker's rules: a camera's counting lines and gates, the tracker's parameters, and the
+constants and noise levels its algorithms use.
+
+Lines and gates are checked by the config's models (`LineConfig`, `GateConfig` in `daemon.config.tracking`), the
+same rule and message as the config file, a lines drop-in and `PUT /api/cameras/{id}/lines`: whatever the API
+accepts the tracker accepts. The `[tracking]` knobs' defaults and checks are `TrackingConfig`'s.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from daemon.config.tracking import TrackingConfig
-from daemon.tracking.kalman import KalmanNoise
+from daemon.config.tracking import GateConfig, LineConfig, TrackingConfig, refusal
 
 Anchor = Literal["center", "bottom_center"]
 CONFIG_KEYS = tuple(name for name in TrackingConfig.model_fields if name not in ("enabled", "lines_dir"))
 """The knobs the `[tracking]` section exposes: their defaults and checks are the config model's."""
 _CONFIG = TrackingConfig()
 
+SHIFT_TOL = 0.25
+"""Box diagonals a track's detection may lie off the common belt shift, along and across the belt
+(`daemon.tracking.belt_shift`)."""
+MIN_DIAG_PX = 1.0
+"""Pixels: the least box diagonal that distances are measured in (the third stage's jump and the belt
+shift), so a degenerate box does not divide by zero."""
+MIN_HYSTERESIS_PX = 2.0
+"""Pixels: the least distance past a line the anchor must clear for a crossing to register, whatever
+`line_hysteresis` gives for a thin box."""
+MIN_SIZE_PX = 1.0
+"""Pixels: the least box width and height the Kalman filter scales its noise by (a degenerate box)."""
+INIT_POS_STD_MEAS = 2.0
+"""A new track's position and size uncertainty, in multiples of `KalmanNoise.meas_std` (one detection)."""
+INIT_SIZE_VEL_FRAC = 0.1
+"""A new track's size-velocity uncertainty, as a fraction of `KalmanNoise.init_vel_std` (sizes change slowly)."""
+CONFIRM_TOL_MS = 1e-6
+"""Milliseconds of rounding forgiven when a track's age is compared with `confirm_s`."""
+
+
+@dataclass(frozen=True, slots=True)
+class KalmanNoise:
+    """Noise levels of the tracker's Kalman filter (`daemon.tracking.kalman`), each relative to the box's own
+    width (x terms) or height (y terms).
+
+    meas_std: detector jitter, box sizes. accel_std: random acceleration of the centre, box sizes per s^2.
+    size_accel_std: the same for w and h. init_vel_std: prior uncertainty of a new track's velocity,
+    box sizes per s.
+    """
+
+    meas_std: float = 0.05
+    accel_std: float = 2.0
+    size_accel_std: float = 0.5
+    init_vel_std: float = 10.0
+
+
+def _check(subject: str, model: type[LineConfig | GateConfig], data: Mapping[str, object]) -> None:
+    """Validate ``data`` with the config's ``model``; ValueError worded as the config's problems."""
+    problem = refusal(model, data)
+    if problem is not None:
+        raise ValueError(f"{subject}: {problem}")
+
 
 @dataclass(frozen=True, slots=True)
 class GateSpec:
-    """A downstream station (sorter flap, PLC gate) ``distance_mm`` along the belt after its line."""
+    """A downstream station (sorter flap, PLC gate) ``distance_mm`` along the belt after its line
+    (checked by `GateConfig`)."""
 
     id: str
     distance_mm: float
 
     def __post_init__(self) -> None:
-        if not self.id:
-            raise ValueError("gate id: empty")
-        if not (math.isfinite(self.distance_mm) and self.distance_mm >= 0.0):
-            raise ValueError(f"gate {self.id!r} distance_mm: must be finite and >= 0, got {self.distance_mm}")
+        _check(f"gate {self.id!r}", GateConfig, {"id": self.id, "distance_mm": self.distance_mm})
 
 
 @dataclass(frozen=True, slots=True)
 class LineSpec:
-    """A counting line in normalised frame coordinates (fractions of width and height, 0..1).
+    """A counting line in normalised frame coordinates (fractions of width and height, 0..1), checked by
+    `LineConfig` (bounds, length, direction, gate ids).
 
     ``direction`` (same coordinates; (1, 0) = towards the right edge) says which way is "in": crossing the line
     with motion that has a positive component along it is "in", the opposite is "out". It must not be parallel
@@ -45,23 +91,9 @@ class LineSpec:
     gates: tuple[GateSpec, ...] = ()
 
     def __post_init__(self) -> None:
-        if not self.id:
-            raise ValueError("line id: empty")
-        for name, pt in (("start", self.start), ("end", self.end)):
-            if len(pt) != 2 or not all(math.isfinite(c) and -1e-9 <= c <= 1.0 + 1e-9 for c in pt):
-                raise ValueError(f"line {self.id!r} {name}: must be two numbers in 0..1, got {pt}")
-        lx, ly = self.end[0] - self.start[0], self.end[1] - self.start[1]
-        if math.hypot(lx, ly) < 1e-9:
-            raise ValueError(f"line {self.id!r}: start and end coincide")
-        dx, dy = self.direction
-        if not (math.isfinite(dx) and math.isfinite(dy)) or math.hypot(dx, dy) < 1e-9:
-            raise ValueError(f"line {self.id!r} direction: must be a non-zero vector, got {self.direction}")
-        # normal (-ly, lx) must not be perpendicular to the direction, i.e. the direction crosses the line
-        if abs(-ly * dx + lx * dy) < 1e-6 * math.hypot(lx, ly) * math.hypot(dx, dy):
-            raise ValueError(f"line {self.id!r} direction: parallel to the line, nothing can cross along it")
-        ids = [g.id for g in self.gates]
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"line {self.id!r} gates: duplicate gate ids {ids}")
+        gates = [{"id": g.id, "distance_mm": g.distance_mm} for g in self.gates]
+        line = {"id": self.id, "start": self.start, "end": self.end, "direction": self.direction, "gates": gates}
+        _check(f"line {self.id!r}", LineConfig, line)
 
 
 @dataclass(frozen=True, slots=True)

@@ -293,11 +293,11 @@ def test_input_validation() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"start": (0.5, 0.5), "end": (0.5, 0.5)}, "coincide"),
+        ({"start": (0.5, 0.5), "end": (0.5, 0.5)}, "same point"),
         ({"start": (1.5, 0.0), "end": (0.5, 1.0)}, "start"),
         ({"start": (0.5, 0.0), "end": (0.5, 1.0), "direction": (0.0, 0.0)}, "direction"),
-        ({"start": (0.5, 0.0), "end": (0.5, 1.0), "direction": (0.0, 1.0)}, "parallel"),
-        ({"start": (0.5, 0.0), "end": (0.5, 1.0), "gates": (GateSpec("g", 1.0), GateSpec("g", 2.0))}, "duplicate"),
+        ({"start": (0.5, 0.0), "end": (0.5, 1.0), "direction": (0.0, 1.0)}, "runs along the line"),
+        ({"start": (0.5, 0.0), "end": (0.5, 1.0), "gates": (GateSpec("g", 1.0), GateSpec("g", 2.0))}, "used twice"),
     ],
 )
 def test_line_spec_sanity(kwargs: dict[str, object], match: str) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from daemon.tracking.kalman import KalmanNoise, full_covariance, initiate, predict, rescale, update
+from daemon.tracking.kalman import full_covariance, initiate, predict, rescale, update
+from daemon.tracking.specs import KalmanNoise
 
 NOISE = KalmanNoise()
 

@@ -38,7 +38,7 @@ def test_imports_stdlib_numpy_scipy_and_itself_only(path: Path) -> None:
     third_party = ALLOWED_THIRD_PARTY
     if path.stem == "stage":
         allowed += ("daemon.config", "daemon.core")
-    if path.stem == "specs":  # the [tracking] section's model: its knobs' one source of defaults and checks
+    if path.stem == "specs":  # the [tracking] section's and the lines' models: the one source of their checks
         allowed += ("daemon.config.tracking",)
     if path.stem == "persist":  # the room's one I/O part: the state file, its log lines, the clock
         allowed += ("daemon.core",)
