@@ -4,7 +4,8 @@ A separate long-running process, `beltsight bridge -c beltsight.toml` (unit
 systemd/beltsight-bridge.service), on the daemon's own config file: `[bridge]`
 (`daemon.config.bridge`), `[redis]` for the connection and the stream names, `[logging]`, and the
 enabled cameras' lines and gates. It consumes every camera's objects stream and the events stream
-through one consumer group, keeps the served state (`state`), and pushes it to an asyncua server
+through one consumer group, keeps the served state (`state`), and pushes it to the PLC protocols the
+table `protocols.PROTOCOLS` builds from the config (each a `protocol.PlcProtocol`, `protocol_*`): an asyncua server
 (`opcua`, with OPC 40100 Machine Vision objects and events from `machine_vision` when
 `[bridge.opcua] machine_vision`; its nodeset vendored in `nodesets/`), a pymodbus server (`modbus`,
 map in `registers`) and, with `[bridge.sparkplug]`, a Sparkplug B edge node on an MQTT broker

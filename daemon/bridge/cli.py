@@ -23,10 +23,10 @@ from pathlib import Path
 import structlog
 
 from daemon.bridge.layout import BridgeLayout, layout_from_data, layout_problems
+from daemon.bridge.protocols import config_problems
 from daemon.bridge.reader import read_streams
 from daemon.bridge.reconcile_setup import reconcile_problems
-from daemon.bridge.service import read_users, run_bridge
-from daemon.bridge.sparkplug import read_password
+from daemon.bridge.service import run_bridge
 from daemon.bridge.topology import AckLayout
 from daemon.config.bridge import BridgeConfig
 from daemon.config.settings import EX_CONFIG, ConfigError, Settings, load_settings
@@ -46,11 +46,7 @@ def load(path: Path) -> tuple[Settings, BridgeLayout]:
     errors = [str(p) for p in layout_problems(layout, base_register=modbus.base_register, block_size=modbus.block_size)]
     errors += [str(p) for p in reconcile_problems(settings.bridge, layout)]
     errors += AckLayout.of(settings.bridge, settings.redis, read_streams(layout, settings.redis)).problems()
-    for check in (lambda: read_users(settings.bridge), lambda: read_password(settings.bridge.sparkplug)):
-        try:
-            check()  # a missing password file is a config error, found before anything listens
-        except ValueError as exc:
-            errors.append(str(exc))
+    errors += config_problems(settings.bridge)  # a missing password file, found before anything listens
     if errors:
         raise ConfigError(str(path), errors)
     return settings, layout

@@ -2,7 +2,8 @@
 
 The bridge reads the config file again (the loader `beltsight bridge` starts with, the `cameras_dir`
 drop-ins applied) after each `camera_added`, `camera_changed` or `camera_removed` entry of the events
-stream and at SIGHUP, and serves the difference on the running servers:
+stream and at SIGHUP, and serves the difference on the running protocols (each one's `plan_growth`,
+`grow` and `show_status`, daemon.bridge.protocol); with the built-in ones:
 
 - a new camera, or a new line of a served camera, gets its OPC UA nodes (and, with `machine_vision`, its
   VisionSystemType object), its Modbus block (`daemon.bridge.blocks.extend`: after the highest ever
@@ -20,19 +21,15 @@ applied: the old layout is served until a restart.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
 
-from daemon.bridge.blocks import extend
 from daemon.bridge.layout import BridgeLayout, CameraLayout, LineLayout
-from daemon.bridge.opcua import OpcUaBridgeServer
+from daemon.bridge.protocol import PlcProtocol
 from daemon.bridge.reader import StreamReader
-from daemon.bridge.registers import RegisterMap
-from daemon.bridge.sparkplug import SparkplugEdge
 from daemon.bridge.state import BridgeState, CameraState, LineState
-from daemon.config.bridge import BridgeConfig
 
 log = structlog.get_logger("beltsight.bridge")
 
@@ -88,20 +85,17 @@ class LiveLayout:
         self,
         source: Callable[[], BridgeLayout | None],
         layout: BridgeLayout,
-        config: BridgeConfig,
         *,
         state: BridgeState,
-        registers: RegisterMap,
         reader: StreamReader,
-        opcua: OpcUaBridgeServer | None,
-        sparkplug: SparkplugEdge | None,
+        protocols: Sequence[PlcProtocol],
     ) -> None:
-        """`source`: the config's layout read again (None: it does not load, already logged)."""
+        """`source`: the config's layout read again (None: it does not load, already logged). `protocols`:
+        the bridge's, in the table's order (daemon.bridge.protocols), each told what is added."""
         self.source = source
         self.layout = layout
-        self.config = config
-        self.state, self.registers, self.reader = state, registers, reader
-        self.opcua, self.sparkplug = opcua, sparkplug
+        self.state, self.reader = state, reader
+        self.protocols = tuple(protocols)
         self.retired: set[str] = set()
         self._wake = asyncio.Event()
         self.applied = 0
@@ -124,30 +118,13 @@ class LiveLayout:
         """Serve what `new` adds (see the module docstring); log why not where it cannot be served live."""
         growth = grow(self.layout, new)
         problems = list(growth.problems)
-        blocks: dict[tuple[str, str], int] = {}
         if growth.added and not problems:
-            current = self.registers.blocks()
-            modbus = self.config.modbus
-            if modbus.listen:
-                found = extend(
-                    growth.layout,
-                    current,
-                    self.config.state_dir,
-                    base_register=modbus.base_register,
-                    block_size=modbus.block_size,
-                )
-                if isinstance(found, str):
-                    problems.append(f"bridge.modbus: {found}")
-                else:
-                    blocks = found
-            else:
-                following = max(current.values(), default=-1) + 1
-                pairs = [(c, line.id) for c, lines in growth.added.items() for line in lines]
-                blocks = {pair: following + i for i, pair in enumerate(pairs)}
+            for protocol in self.protocols:
+                problems += protocol.plan_growth(growth.layout, growth.added)
         if problems:
             log.warning("bridge_layout_restart_needed", reasons=problems)
             return
-        await self._add(growth, blocks)
+        await self._add(growth)
         retired = {c.id for c in growth.layout.cameras} - growth.configured - self.retired
         restored = self.retired & growth.configured
         for cid in retired:
@@ -166,28 +143,19 @@ class LiveLayout:
             )
 
     async def _status(self, camera: str, status: str) -> None:
-        if self.opcua is not None:
-            await self.opcua.publish_status(camera, status)
+        for protocol in self.protocols:
+            await protocol.show_status(camera, status)
 
-    async def _add(self, growth: Growth, blocks: dict[tuple[str, str], int]) -> None:
+    async def _add(self, growth: Growth) -> None:
         if not growth.added:
             return
         for cid, lines in growth.added.items():
             cam = self.state.cameras.setdefault(cid, CameraState())
             for line in lines:
                 cam.lines[line.id] = LineState()
-                self.registers.add(cid, line.id, blocks[(cid, line.id)], line.gates[0] if line.gates else None)
-                self.registers.update_line(cid, line.id, cam.lines[line.id])
         self.state.layout = growth.layout
-        if self.opcua is not None:
-            await self.opcua.grow(growth.layout, growth.added)
-            for cid, lines in growth.added.items():
-                for line in lines:
-                    await self.opcua.publish_line(cid, line.id, self.state.line(cid, line.id))
-        if self.sparkplug is not None:
-            self.sparkplug.grow(
-                growth.layout, {c: tuple(line.id for line in lines) for c, lines in growth.added.items()}
-            )
+        for protocol in self.protocols:
+            await protocol.grow(growth.layout, growth.added)
         self.reader.grow(growth.layout)
 
 

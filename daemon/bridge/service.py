@@ -1,43 +1,36 @@
-"""The bridge process: servers, reader, heartbeat, health endpoint, sd_notify, clean shutdown.
+"""The bridge process: protocols, reader, heartbeat, health endpoint, sd_notify, clean shutdown.
 
 `run_bridge` is the entry point (the CLI calls it); `Bridge` is the same thing in pieces
 (`start`, `reload`, `stop`) for tests and tools that want to look at its counters while it runs.
-`reload` (SIGHUP through `run_bridge`'s `reloads`) reads the OPC UA users, the trusted client
-certificates and the server certificate again; cameras and lines added to the config are served live
-(daemon.bridge.live: at SIGHUP and after each camera entry of the events stream); any other change in
-the config is logged as needing a restart, and not applied.
+The PLC protocols are the ones the table `daemon.bridge.protocols.PROTOCOLS` builds from the config,
+driven through `daemon.bridge.protocol.PlcProtocol` only (`Bridge.protocol` finds one by class).
+`reload` (SIGHUP through `run_bridge`'s `reloads`) applies what each protocol reloads (OPC UA: the
+users, the trusted client certificates and the server certificate); cameras and lines added to the
+config are served live (daemon.bridge.live: at SIGHUP and after each camera entry of the events
+stream); any other change in the config is logged as needing a restart, and not applied.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import structlog
 from prometheus_client import CollectorRegistry
 
-from daemon.bridge import reconcile_sparkplug
-from daemon.bridge.blocks import stable_blocks
 from daemon.bridge.layout import BridgeLayout, validate_layout
 from daemon.bridge.live import LiveLayout
-from daemon.bridge.machine_vision import MachineVision
-from daemon.bridge.modbus import ModbusBridgeServer
-from daemon.bridge.opcua import OpcUaBridgeServer
+from daemon.bridge.protocol import PlcProtocol, ProtocolContext
+from daemon.bridge.protocols import build_protocols, reloaded
 from daemon.bridge.reader import StreamReader
-from daemon.bridge.reconcile_mv import MismatchCondition
-from daemon.bridge.reconcile_opcua import ReconcileNodes
 from daemon.bridge.reconcile_setup import add_routes, build_reconcile, reconcile_problems
 from daemon.bridge.reference import Reference
-from daemon.bridge.registers import RegisterMap
-from daemon.bridge.sparkplug import SparkplugEdge
 from daemon.bridge.state import BridgeState, Change, Crossing
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
 from daemon.core.netaddr import parse_host_port
-from daemon.core.redaction import SECRETS
 from daemon.core.tasks import stop_task
 from daemon.ops.http import HealthServer
 from daemon.ops.systemd import SystemdNotifier
@@ -46,106 +39,34 @@ from daemon.publish.redis_conn import RedisClient
 log = structlog.get_logger("beltsight.bridge")
 
 HEARTBEAT_S = 1.0
-RELOADABLE = ("users", "cert_file", "key_file")
-"""The `[bridge.opcua]` keys a reload applies (with the files they name, and the trusted directory's contents)."""
+RESTART_KEYS = ("group", "consumer", "snapshot_key", "reconcile", "shifts")
+"""The bridge's own keys whose change a reload leaves to a restart (the protocols say theirs)."""
+P = TypeVar("P", bound=PlcProtocol)
 
 
-class _Servers:
-    """The reader's sink: pushes changes to the register map, the OPC UA server and the Sparkplug edge node."""
+class _Sink:
+    """The reader's sink: the reconciliation first, then every protocol in the table's order
+    (daemon.bridge.protocols); the reader acknowledges once all of them served the batch."""
 
     def __init__(
-        self,
-        state: BridgeState,
-        registers: RegisterMap,
-        opcua: OpcUaBridgeServer | None,
-        sparkplug: SparkplugEdge | None = None,
-        resume_grace_s: float = 0.0,
-        *,
-        on_changes: Callable[[list[Change]], None] | None = None,
+        self, protocols: Sequence[PlcProtocol], on_changes: Callable[[list[Change]], None] | None = None
     ) -> None:
-        """`resume_grace_s`: at the first `serve` of this process with no OPC UA event subscriber, the
-        events (only: the registers, variables and Sparkplug are served at once) are held until one
-        subscribes or this long since OPC UA listens (`OpcUaBridgeServer.await_event_subscriber`)."""
-        self.state = state
-        self.registers = registers
-        self.opcua = opcua
-        self.sparkplug = sparkplug
-        self._grace_s = resume_grace_s if opcua is not None else 0.0
-        self._held: list[Crossing] | None = None
-        self._release: asyncio.Task[None] | None = None
+        self.protocols = tuple(protocols)
         self.on_changes = on_changes
 
     async def serve(self, changes: list[Change]) -> None:
         if self.on_changes is not None:
             self.on_changes(changes)
-        if self.sparkplug is not None:
-            self.sparkplug.serve(changes)
-        crossings: list[Crossing] = []
-        for change in changes:
-            if isinstance(change, Crossing):
-                line = self.state.line(change.camera, change.line)
-                self.registers.update_line(change.camera, change.line, line)
-                if self.opcua is not None:
-                    await self.opcua.publish_line(change.camera, change.line, line)
-                    crossings.append(change)
-            elif self.opcua is not None:
-                await self.opcua.publish_status(change.camera, change.status)
-        if self.opcua is None:
-            return
-        if self._grace_s > 0:
-            grace, self._grace_s = self._grace_s, 0.0
-            if not self.opcua.has_event_subscriber():
-                self._held = []
-                self._release = asyncio.create_task(self._fire_held(self.opcua, grace), name="bridge-grace")
-        if self._held is not None:
-            self._held.extend(crossings)
-            return
-        for crossing in crossings:
-            await self.opcua.fire(crossing)
-
-    async def _fire_held(self, opcua: OpcUaBridgeServer, grace_s: float) -> None:
-        """The held events, in order, once a client subscribes or the grace has passed."""
-        try:
-            await opcua.await_event_subscriber(grace_s)
-            held = self._held or []
-            while held:  # `serve` appends to it until it is None
-                await opcua.fire(held.pop(0))
-        finally:
-            self._held = None  # whatever happened, the next events fire as they come
-
-    async def recall(self, crossings: list[Crossing]) -> None:
-        if self.opcua is not None:
-            await self.opcua.recall(crossings)
-
-    async def close(self) -> None:
-        if self._release is not None:
-            await stop_task(self._release)
+        for protocol in self.protocols:
+            await protocol.serve(changes)
 
     async def serve_all(self, state: BridgeState) -> None:
-        for cid, cam in state.cameras.items():
-            for lid, line in cam.lines.items():
-                self.registers.update_line(cid, lid, line)
-        self.registers.loaded = True
-        if self.opcua is not None:
-            await self.opcua.publish_all(state)
-        if self.sparkplug is not None:
-            self.sparkplug.serve_all(state)
+        for protocol in self.protocols:
+            await protocol.serve_all(state)
 
-
-def read_users(config: BridgeConfig) -> dict[str, str]:
-    """The OPC UA users' passwords (files read now); each is scrubbed from every log line from now
-    on. ValueError naming the key path when a file cannot be read or a password is empty."""
-    users: dict[str, str] = {}
-    for name, user in config.opcua.users.items():
-        try:
-            secret = user.secret()
-        except ValueError as exc:
-            raise ValueError(f"bridge.opcua.users.{name}.password_file: {exc}") from None
-        if not secret:
-            raise ValueError(f"bridge.opcua.users.{name}: the password is empty")
-        SECRETS.add(secret)
-        users[name] = secret
-    return users
+    async def recall(self, crossings: list[Crossing]) -> None:
+        for protocol in self.protocols:
+            await protocol.recall(crossings)
 
 
 class Bridge:
@@ -175,66 +96,28 @@ class Bridge:
         self.state = BridgeState(layout)
         self.registry = CollectorRegistry()
         self.reconcile = build_reconcile(config, redis, redis_client_factory, self.registry, references)
-        modbus = config.modbus
-        blocks = (
-            stable_blocks(layout, config.state_dir, base_register=modbus.base_register, block_size=modbus.block_size)
-            if modbus.listen
-            else None
-        )
-        self.registers = RegisterMap(
-            layout, base_register=modbus.base_register, block_size=modbus.block_size, blocks=blocks
-        )
-        mv = MachineVision(layout, redis, redis_client_factory) if config.opcua.machine_vision else None
-        self.opcua = (
-            OpcUaBridgeServer(config.opcua, layout, config.state_dir, mv, config.event_history_s)
-            if config.opcua.listen
-            else None
-        )
-        self.modbus = ModbusBridgeServer(config.modbus, self.registers) if config.modbus.listen else None
-        spb = config.sparkplug
-        self.sparkplug = SparkplugEdge(spb, layout, self.state, config.state_dir) if spb.enabled else None
+        ctx = ProtocolContext(config, self.layout, self.state, redis, redis_client_factory, self.reconcile)
+        self.protocols = build_protocols(ctx)
+        """The protocols the config turns on, in the table's order (daemon.bridge.protocols)."""
         on_changes = self.reconcile.on_changes if self.reconcile is not None else None
-        if self.sparkplug is not None and self.reconcile is not None:
-            reconcile_sparkplug.attach(self.sparkplug, self.reconcile)
-        self.servers = _Servers(
-            self.state, self.registers, self.opcua, self.sparkplug, config.resume_grace_s, on_changes=on_changes
+        self.sink = _Sink(self.protocols, on_changes)
+        self.reader = StreamReader(config, redis, self.state, self.sink, redis_client_factory)
+        self.live = (
+            LiveLayout(layouts, self.layout, state=self.state, reader=self.reader, protocols=self.protocols)
+            if layouts is not None
+            else None
         )
-        self.reader = StreamReader(config, redis, self.state, self.servers, redis_client_factory)
-        self.live = self._live(layouts) if layouts is not None else None
         self.health: HealthServer | None = None
-        self.mismatch_condition: MismatchCondition | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.heartbeats = 0
 
-    def _live(self, layouts: Callable[[], BridgeLayout | None]) -> LiveLayout:
-        return LiveLayout(
-            layouts,
-            self.layout,
-            self.config,
-            state=self.state,
-            registers=self.registers,
-            reader=self.reader,
-            opcua=self.opcua,
-            sparkplug=self.sparkplug,
-        )
+    def protocol(self, kind: type[P]) -> P | None:
+        """The running protocol of that class (None: off in this config)."""
+        return next((p for p in self.protocols if isinstance(p, kind)), None)
 
     async def start(self) -> None:
-        users = read_users(self.config)
-        reconcile_nodes: ReconcileNodes | None = None
-        if self.opcua is not None:
-            await self.opcua.start(users)
-            if self.reconcile is not None:
-                reconcile_nodes = ReconcileNodes(self.opcua, self.reconcile)
-                await reconcile_nodes.build()
-                if self.opcua.machine_vision is not None and self.opcua.server is not None:
-                    self.mismatch_condition = MismatchCondition(
-                        self.opcua.server, self.opcua.machine_vision, self.reconcile
-                    )
-                    await self.mismatch_condition.attach()
-        if self.modbus is not None:
-            await self.modbus.start()
-        if self.sparkplug is not None:
-            self.sparkplug.start()
+        for protocol in self.protocols:
+            await protocol.start()
         if self.config.health_listen:
             host, port = parse_host_port(self.config.health_listen)
             self.health = HealthServer(host, port, self.registry, self.report)
@@ -245,59 +128,48 @@ class Bridge:
             asyncio.create_task(self.reader.run(), name="bridge-reader"),
             asyncio.create_task(self._heartbeat(), name="bridge-heartbeat"),
         ]
-        if self.sparkplug is not None:
-            self._tasks.append(asyncio.create_task(self.sparkplug.run(), name="bridge-sparkplug"))
+        for protocol in self.protocols:
+            self._tasks += [asyncio.create_task(run(), name=name) for name, run in protocol.tasks().items()]
         if self.reconcile is not None:
             self._tasks.append(asyncio.create_task(self.reconcile.run(), name="bridge-reconcile"))
         if self.live is not None:
             self._tasks.append(asyncio.create_task(self.live.run(), name="bridge-layout"))
-        if reconcile_nodes is not None:
-            self._tasks.append(asyncio.create_task(reconcile_nodes.run(), name="bridge-reconcile-opcua"))
         self.notifier.ready("serving")
         log.info(
             "bridge_started",
             cameras=len(self.layout.cameras),
             lines=len(self.layout.blocks()),
-            opcua=self.config.opcua.listen or "off",
-            modbus=self.config.modbus.listen or "off",
+            protocols=[p.name for p in self.protocols],
         )
 
     async def reload(self, config: BridgeConfig) -> None:
-        """Apply `config`'s users and certificates (the trusted directory read again); log what changed
-        (`bridge_reloaded`) or why nothing did (`bridge_reload_failed`: the old ones stay)."""
+        """Apply what each protocol reloads of `config` (OPC UA: its users and certificates, the trusted
+        directory read again); log what changed (`bridge_reloaded`) or why nothing did
+        (`bridge_reload_failed`: a protocol that failed keeps its old ones)."""
+        changes: dict[str, Any] = {}
         try:
-            users = read_users(config)
-            changes = await self.opcua.reload(config.opcua, users) if self.opcua is not None else {}
+            for protocol in self.protocols:
+                changes |= await protocol.reload(config)
         except (ValueError, OSError) as exc:
             log.error("bridge_reload_failed", error=str(exc)[:300])
             return
-        old = self.config.opcua.model_dump(exclude=set(RELOADABLE))
-        new = config.opcua.model_dump(exclude=set(RELOADABLE))
-        restart = sorted(f"bridge.opcua.{k}" for k in old if old[k] != new[k])
-        restart += sorted(
-            f"bridge.{k}"
-            for k in ("modbus", "sparkplug", "group", "consumer", "snapshot_key", "reconcile", "shifts")
-            if getattr(self.config, k) != getattr(config, k)
-        )
-        if bool(users) != bool(self.config.opcua.users):
-            restart.append("bridge.opcua.users (anonymous <-> users)")
-        self.config = self.config.model_copy(
-            update={"opcua": config.opcua.model_copy(update={k: getattr(self.config.opcua, k) for k in old})}
-        )
-        log.info("bridge_reloaded", restart_needed=restart, **changes)
+        applied, restart = reloaded(self.config, config)
+        restart += [f"bridge.{k}" for k in RESTART_KEYS if getattr(self.config, k) != getattr(config, k)]
+        self.config = applied
+        log.info("bridge_reloaded", restart_needed=sorted(restart), **changes)
 
     async def _heartbeat(self) -> None:
         while True:
             self.heartbeats += 1
-            self.registers.set_heartbeat(self.heartbeats)
-            if self.opcua is not None:
-                await self.opcua.heartbeat(int(time.time() * 1000))
+            for protocol in self.protocols:
+                await protocol.heartbeat(self.heartbeats, int(time.time() * 1000))
             self.notifier.watchdog()
             await asyncio.sleep(HEARTBEAT_S)
 
     def report(self) -> dict[str, Any]:
+        """`/healthz`: the reader's counters, and each running protocol's `health` under its name."""
         stats = self.reader.stats
-        modbus = self.modbus.stats if self.modbus is not None else None
+        health = {p.name: p.health() for p in self.protocols}
         return {
             "ok": stats.connected,
             "redis_connected": stats.connected,
@@ -308,20 +180,10 @@ class Bridge:
             "served": stats.served,
             "reconnects": stats.reconnects,
             "replicas_short": stats.replicas_short,
-            "clients": {
-                "opcua": self.opcua.clients if self.opcua is not None else 0,
-                "modbus": modbus.connections if modbus is not None else 0,
-            },
-            "refused": {
-                "opcua": dict(self.opcua.refusals.counts) if self.opcua is not None else {},
-                "modbus": {
-                    k: getattr(modbus, k) for k in ("refused", "evicted", "idle_closed", "writes_refused", "malformed")
-                }
-                if modbus is not None
-                else {},
-            },
+            "clients": {name: h.clients for name, h in health.items() if h.clients is not None},
+            "refused": {name: h.refused for name, h in health.items() if h.refused is not None},
             "heartbeat": self.heartbeats,
-            "sparkplug": asdict(self.sparkplug.stats) if self.sparkplug is not None else None,
+            **{name: h.stats for name, h in health.items() if h.stats is not None},
             "reconcile": self.reconcile.report() if self.reconcile is not None else None,
         }
 
@@ -334,15 +196,10 @@ class Bridge:
             if not task.cancelled() and task.exception() is not None:
                 log.error("bridge_task_failed", task=task.get_name(), error=repr(task.exception())[:300])
         self._tasks = []
-        await self.servers.close()
-        if self.mismatch_condition is not None:
-            await self.mismatch_condition.close()
         if self.health is not None:
             await self.health.close()
-        if self.modbus is not None:
-            await self.modbus.close()
-        if self.opcua is not None:
-            await self.opcua.close()
+        for protocol in self.protocols:
+            await protocol.close()
 
 
 async def run_bridge(

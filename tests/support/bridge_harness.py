@@ -15,7 +15,14 @@ import redis.asyncio as aioredis
 from asyncua import Client, ua
 
 from daemon.bridge.layout import layout_from_data
+from daemon.bridge.modbus import ModbusBridgeServer
+from daemon.bridge.opcua import OpcUaBridgeServer
+from daemon.bridge.protocol_modbus import ModbusProtocol
+from daemon.bridge.protocol_opcua import OpcUaProtocol
+from daemon.bridge.protocol_sparkplug import SparkplugProtocol
+from daemon.bridge.registers import RegisterMap
 from daemon.bridge.service import Bridge
+from daemon.bridge.sparkplug import SparkplugEdge
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
 from tests.support.fixtures_redis import RedisServer, find_redis_server, free_port
@@ -40,6 +47,31 @@ def make_config(state_dir: Path, **opcua: Any) -> BridgeConfig:
             "modbus": {"listen": f"127.0.0.1:{free_port()}", "unit_id": 1},
         }
     )
+
+
+def opcua_server(bridge: Bridge) -> OpcUaBridgeServer:
+    """The bridge's OPC UA server (AssertionError when OPC UA is off in its config)."""
+    protocol = bridge.protocol(OpcUaProtocol)
+    assert protocol is not None, "OPC UA is off"
+    return protocol.server
+
+
+def modbus_server(bridge: Bridge) -> ModbusBridgeServer:
+    """The bridge's Modbus server (AssertionError when Modbus is off in its config)."""
+    protocol = bridge.protocol(ModbusProtocol)
+    assert protocol is not None, "Modbus is off"
+    return protocol.server
+
+
+def register_map(bridge: Bridge) -> RegisterMap:
+    return modbus_server(bridge).registers
+
+
+def sparkplug_edge(bridge: Bridge) -> SparkplugEdge:
+    """The bridge's Sparkplug edge node (AssertionError when Sparkplug is off in its config)."""
+    protocol = bridge.protocol(SparkplugProtocol)
+    assert protocol is not None, "Sparkplug is off"
+    return protocol.edge
 
 
 def factory(server: RedisServer) -> Callable[[], aioredis.Redis]:

@@ -12,7 +12,7 @@ from typing import Any
 from daemon.bridge.service import Bridge
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
-from tests.support.bridge_harness import LAYOUT, factory, wait_for
+from tests.support.bridge_harness import LAYOUT, factory, sparkplug_edge, wait_for
 from tests.support.mosquitto import Message
 from tools.kit import leash
 
@@ -37,7 +37,7 @@ def config(tmp_path: Path, url: str, **sparkplug: Any) -> BridgeConfig:
 async def start(cfg: BridgeConfig, server: Any) -> Bridge:
     bridge = Bridge(cfg, LAYOUT, factory(server), redis=RedisConfig())
     await bridge.start()
-    await wait_for(lambda: bridge.sparkplug is not None and bridge.sparkplug.stats.connected)
+    await wait_for(lambda: sparkplug_edge(bridge).stats.connected)
     return bridge
 
 

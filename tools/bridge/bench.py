@@ -24,6 +24,7 @@ from pymodbus.client import AsyncModbusTcpClient
 from redis.typing import EncodableT, FieldT
 
 from daemon.bridge.layout import layout_from_data
+from daemon.bridge.protocol_modbus import ModbusProtocol
 from daemon.bridge.registers import words_u32
 from daemon.bridge.service import Bridge
 from daemon.config.bridge import BridgeConfig
@@ -83,7 +84,8 @@ async def bench(args: argparse.Namespace, redis_port: int, state_dir: Path) -> N
         await sub.subscribe_data_change(
             client.get_node(ua.NodeId(ua.String("BeltSight/cam1/L1/CountIn"), ua.Int16(ns))), queuesize=100
         )
-        port = bridge.modbus.port if bridge.modbus else 0
+        modbus = bridge.protocol(ModbusProtocol)
+        port = modbus.server.port if modbus is not None else 0
         poller = asyncio.create_task(poll_modbus(port, mb_seen, stop, args.poll_ms / 1000))
         await asyncio.sleep(0.5)
         for n in range(1, args.crossings + 1):

@@ -37,6 +37,8 @@ from asyncua.client.client import Client
 from pymodbus.client import AsyncModbusTcpClient
 
 from daemon.bridge.layout import layout_from_data
+from daemon.bridge.protocol_modbus import ModbusProtocol
+from daemon.bridge.protocol_opcua import OpcUaProtocol
 from daemon.bridge.registers import words_u32
 from daemon.bridge.service import Bridge
 from daemon.config.bridge import BridgeConfig
@@ -158,11 +160,12 @@ async def first_crossing_latencies(
 ) -> Latencies:
     """Connect the clients to a started `bridge` (OPC UA with machine_vision, Modbus; cam1/L1 with no
     crossing yet in this run beyond `start - 1`), then the idle spells; the latencies per path."""
-    assert bridge.opcua is not None and bridge.modbus is not None
+    opcua, modbus = bridge.protocol(OpcUaProtocol), bridge.protocol(ModbusProtocol)
+    assert opcua is not None and modbus is not None
     arrivals = Arrivals()
-    endpoint = f"opc.tcp://127.0.0.1:{bridge.opcua.port}/beltsight"
+    endpoint = f"opc.tcp://127.0.0.1:{opcua.server.port}/beltsight"
     stop_polling = asyncio.Event()
-    poller = asyncio.create_task(_poll_modbus(bridge.modbus.port, arrivals, stop_polling))
+    poller = asyncio.create_task(_poll_modbus(modbus.server.port, arrivals, stop_polling))
     proc, feed = await _node_client(endpoint, node, arrivals) if node != "off" else (None, None)
     sent: dict[int, tuple[float, bool]] = {}
     try:

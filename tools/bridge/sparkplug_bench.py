@@ -24,6 +24,7 @@ import redis.asyncio as aioredis
 from pysparkplug import DData
 
 from daemon.bridge.layout import layout_from_data
+from daemon.bridge.protocol_sparkplug import SparkplugProtocol
 from daemon.bridge.service import Bridge
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
@@ -88,7 +89,7 @@ async def run(crossings: int, rate: float, memory: int, tmp: Path) -> None:
     r = aioredis.Redis(port=redis_server.port)
     await bridge.start()
     try:
-        while bridge.sparkplug is None or not bridge.sparkplug.stats.connected:  # noqa: ASYNC110 (a bench: polling is fine)
+        while (edge := bridge.protocol(SparkplugProtocol)) is None or not edge.edge.stats.connected:  # noqa: ASYNC110 (a bench: polling is fine)
             await asyncio.sleep(0.05)
         sent: dict[int, float] = {}
         for n in range(1, crossings + 1):

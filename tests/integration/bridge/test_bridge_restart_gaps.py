@@ -24,6 +24,7 @@ from tests.support.bridge_harness import (
     crossing,
     factory,
     make_config,
+    modbus_server,
     start_bridge,
     subscribe,
     wait_for,
@@ -79,7 +80,7 @@ def test_modbus_busy_and_opcua_waiting_until_the_snapshot_is_loaded(
                     assert value.StatusCode.value == StatusCodes.BadWaitingForInitialData
                 heartbeat = await client.get_node(ua.NodeId("BeltSight/Heartbeat", ns)).read_data_value()
                 assert heartbeat.StatusCode is not None and heartbeat.StatusCode.is_good()
-                assert bridge.modbus is not None and bridge.modbus.stats.busy >= 6
+                assert modbus_server(bridge).stats.busy >= 6
 
                 await asyncio.to_thread(server.restart)
                 await wait_for(lambda: bridge.reader.stats.connected)

@@ -22,7 +22,16 @@ from asyncua import Client
 from pymodbus.client import AsyncModbusTcpClient
 
 from daemon.bridge.registers import words_u32
-from tests.support.bridge_harness import Events, crossing, make_config, read, start_bridge, subscribe, wait_for
+from tests.support.bridge_harness import (
+    Events,
+    crossing,
+    make_config,
+    modbus_server,
+    read,
+    start_bridge,
+    subscribe,
+    wait_for,
+)
 from tests.support.fixtures_redis import RedisServerFactory
 from tools.bridge.bench_first import JS, Latencies, first_crossing_latencies
 
@@ -40,8 +49,7 @@ def test_counts_are_served_at_once_while_the_events_wait_for_a_subscriber(
 
     async def scenario() -> None:
         bridge = await start_bridge(config, server)
-        assert bridge.modbus is not None
-        mb = AsyncModbusTcpClient("127.0.0.1", port=bridge.modbus.port)
+        mb = AsyncModbusTcpClient("127.0.0.1", port=modbus_server(bridge).port)
         try:
             await mb.connect()
             r.xadd("beltsight:objects:cam1", crossing("cam1", "L1", 1, track=41))

@@ -25,7 +25,17 @@ from daemon.bridge.live import RETIRED
 from daemon.bridge.registers import words_u32
 from daemon.bridge.service import Bridge
 from daemon.core.netaddr import parse_host_port
-from tests.support.bridge_harness import Events, crossing, factory, read, subscribe, wait_for
+from tests.support.bridge_harness import (
+    Events,
+    crossing,
+    factory,
+    modbus_server,
+    opcua_server,
+    read,
+    register_map,
+    subscribe,
+    wait_for,
+)
 from tests.support.fixtures_redis import RedisServerFactory, free_port
 
 HEAD = """
@@ -109,13 +119,13 @@ def test_a_camera_added_and_removed_live_moves_nothing_served(redis_server: Redi
                 # the existing camera: same node ids, same registers, still counting, same connections
                 assert await read(client, "BeltSight/cam1/L1/CountIn") == 4
                 assert await count_in(mb, 0) == 4
-                assert bridge.registers.offset("cam1", "L1") == 0
+                assert register_map(bridge).offset("cam1", "L1") == 0
                 # the new camera: new nodes, new blocks after cam1's (not in the file's order)
                 assert await read(client, "BeltSight/cam2/A/CountIn") == 2
                 assert await read(client, "BeltSight/cam2/B/CountIn") == 1
                 mv = await read(client, "BeltSight/MachineVision/cam2.SystemState")  # its Machine Vision object
                 assert mv.StateDescription == "unknown"
-                assert (bridge.registers.offset("cam2", "A"), bridge.registers.offset("cam2", "B")) == (16, 32)
+                assert (register_map(bridge).offset("cam2", "A"), register_map(bridge).offset("cam2", "B")) == (16, 32)
                 assert (await count_in(mb, 16), await count_in(mb, 32)) == (2, 1)
                 kept = json.loads((tmp_path / "state" / FILE).read_text())["blocks"]
                 assert kept == {"cam1/L1": 0, "cam2/A": 1, "cam2/B": 2}
@@ -131,11 +141,11 @@ def test_a_camera_added_and_removed_live_moves_nothing_served(redis_server: Redi
                 assert await read(client, "BeltSight/cam2/State") == RETIRED
                 assert await read(client, "BeltSight/cam2/A/CountIn") == 2
                 assert await read(client, "BeltSight/cam3/X/CountIn") == 7
-                assert bridge.registers.offset("cam3", "X") == 48
+                assert register_map(bridge).offset("cam3", "X") == 48
                 assert (await count_in(mb, 0), await count_in(mb, 16), await count_in(mb, 48)) == (5, 2, 7)
 
-                assert mb.connected and bridge.opcua is not None and bridge.opcua.clients == 1
-                assert bridge.modbus is not None and bridge.modbus.stats.connections == 1
+                assert mb.connected and opcua_server(bridge).clients == 1
+                assert modbus_server(bridge).stats.connections == 1
                 mb.close()
         finally:
             await bridge.stop()

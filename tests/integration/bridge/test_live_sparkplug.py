@@ -10,7 +10,7 @@ from pathlib import Path
 from daemon.bridge.layout import BridgeLayout, layout_from_data
 from daemon.bridge.service import Bridge
 from daemon.config.redis import RedisConfig
-from tests.support.bridge_harness import LAYOUT, crossing, factory, wait_for
+from tests.support.bridge_harness import LAYOUT, crossing, factory, sparkplug_edge, wait_for
 from tests.support.fixtures_redis import RedisServerFactory
 from tests.support.mosquitto import MosquittoFactory, SparkplugHost
 from tests.support.sparkplug_edge import config
@@ -34,8 +34,8 @@ def test_a_camera_added_live_gets_its_dbirth_on_the_same_session(
             )
             await bridge.start()
             try:
-                assert bridge.sparkplug is not None and bridge.live is not None
-                sparkplug, live = bridge.sparkplug, bridge.live
+                assert bridge.live is not None
+                sparkplug, live = sparkplug_edge(bridge), bridge.live
                 await host.wait(lambda ms: len([m for m in ms if m.kind == "DBIRTH"]) == 2)
                 served[0] = layout_from_data([cam1, cam2, CAM3])
                 r.xadd("beltsight:events", {"kind": "camera_added", "camera": "cam3", "detail": "", "at_ms": "1"})

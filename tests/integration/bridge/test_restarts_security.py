@@ -14,7 +14,16 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509 import DNSName, UniformResourceIdentifier
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from tests.support.bridge_harness import Events, crossing, make_config, read, start_bridge, subscribe, wait_for
+from tests.support.bridge_harness import (
+    Events,
+    crossing,
+    make_config,
+    opcua_server,
+    read,
+    start_bridge,
+    subscribe,
+    wait_for,
+)
 from tests.support.fixtures_redis import RedisServerFactory
 
 CLIENT_URI = "urn:beltsight:test-plc"
@@ -140,7 +149,7 @@ def test_basic256sha256_users_and_trusted_certificates(redis_server: RedisServer
             with pytest.raises((UaError, OSError, asyncio.TimeoutError)):
                 async with Client(url):  # no security: no such endpoint
                     pass
-            counts = bridge.opcua.refusals.counts if bridge.opcua else {}
+            counts = opcua_server(bridge).refusals.counts
             assert counts["password"] >= 1 and counts["certificate"] >= 1
         finally:
             await bridge.stop()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from daemon.bridge.service import Bridge
 from daemon.config.redis import RedisConfig
-from tests.support.bridge_harness import LAYOUT, crossing, eta_json, factory, wait_for
+from tests.support.bridge_harness import LAYOUT, crossing, eta_json, factory, sparkplug_edge, wait_for
 from tests.support.fixtures_redis import RedisServerFactory
 from tests.support.fixtures_redis_tls import TlsMaterial
 from tests.support.mosquitto import MosquittoFactory, SparkplugHost
@@ -68,7 +68,7 @@ def test_births_ddata_per_crossing_rebirth_and_clean_death(
                 assert host.of("NBIRTH")[1].metrics()["bdSeq"] == 0
                 reborn = host.of("DBIRTH", "cam1")[1].metrics()
                 assert (reborn["L1/CountIn"], reborn["L1/CountOut"], reborn["State"]) == (23, 20, "up")
-                assert bridge.sparkplug is not None and bridge.sparkplug.stats.rebirths == 1
+                assert sparkplug_edge(bridge).stats.rebirths == 1
             finally:
                 await bridge.stop()
             msgs = await host.wait(lambda ms: any(m.kind == "NDEATH" for m in ms))
@@ -93,7 +93,7 @@ def test_broker_restart_redis_down_and_bridge_restart_lose_nothing_and_repeat_no
                     r.xadd(STREAM, crossing("cam1", "L1", n, track=n))
                 await host.wait(lambda ms: 5 in counts(ms))
                 await asyncio.to_thread(broker.kill)
-                await wait_for(lambda: bridge.sparkplug is not None and not bridge.sparkplug.stats.connected)
+                await wait_for(lambda: not sparkplug_edge(bridge).stats.connected)
                 for n in range(6, 11):  # while the broker is down
                     r.xadd(STREAM, crossing("cam1", "L1", n, track=n))
                 await wait_for(lambda: bridge.state.line("cam1", "L1").count_in == 10)
@@ -184,9 +184,8 @@ def test_tls_with_client_certificate_and_json_topics(
         bridge = Bridge(bare, LAYOUT, factory(server), redis=RedisConfig())
         await bridge.start()
         try:
-            assert bridge.sparkplug is not None
-            await wait_for(lambda: bridge.sparkplug is not None and bridge.sparkplug.stats.sessions >= 2)
-            assert not bridge.sparkplug.stats.connected
+            await wait_for(lambda: sparkplug_edge(bridge).stats.sessions >= 2)
+            assert not sparkplug_edge(bridge).stats.connected
         finally:
             await bridge.stop()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from daemon.bridge import sparkplug_bdseq as bdseq
 from daemon.bridge.service import Bridge
 from daemon.config.redis import RedisConfig
-from tests.support.bridge_harness import LAYOUT, crossing, factory, wait_for
+from tests.support.bridge_harness import LAYOUT, crossing, factory, sparkplug_edge, wait_for
 from tests.support.fixtures_redis import RedisServerFactory
 from tests.support.mosquitto import Message, MosquittoFactory, SparkplugHost
 from tests.support.primary_host import ScriptedPrimaryHost
@@ -54,7 +54,7 @@ def test_births_wait_for_the_host_an_offline_host_ends_the_session_and_stale_sta
             scada.publish(False, t0)  # the host is down (its retained STATE)
             bridge = Bridge(cfg, LAYOUT, factory(server), redis=RedisConfig())
             await bridge.start()
-            edge = bridge.sparkplug
+            edge = sparkplug_edge(bridge)
             assert edge is not None
             try:
                 # connected and subscribed: it has read the offline STATE; crossings meanwhile are kept

@@ -200,7 +200,12 @@ BRIDGE_EVENTS: tuple[LogEvent, ...] = (
         "NCMD Node Control/Rebirth received: NBIRTH and every DBIRTH published again",
         ("bd_seq",),
     ),
-    LogEvent("bridge_started", "info", "the bridge serves (READY=1 sent)", ("cameras", "lines", "opcua", "modbus")),
+    LogEvent(
+        "bridge_started",
+        "info",
+        "the bridge serves (READY=1 sent); `protocols`: the PLC protocols on",
+        ("cameras", "lines", "protocols"),
+    ),
     LogEvent("bridge_stopping", "info", "stop asked: servers close (STOPPING=1 sent)", ("served",)),
     LogEvent(
         "bridge_task_failed",
