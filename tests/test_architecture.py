@@ -248,6 +248,15 @@ def test_daemon_modules_are_at_most_400_lines() -> None:
     assert not long, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(f"{path}: {n}" for n, path in long)
 
 
+def test_tools_modules_are_at_most_400_lines() -> None:
+    long = sorted(
+        (n, str(p.relative_to(REPO)))
+        for p in python_files("tools")
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    )
+    assert not long, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(f"{path}: {n}" for n, path in long)
+
+
 def test_daemon_functions_are_at_most_60_lines() -> None:
     long = []
     for path in python_files("daemon"):
