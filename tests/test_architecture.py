@@ -1,7 +1,7 @@
 """The shape of the code, checked: the layers (import-linter), no import cycle in daemon/ or tools/,
-tests that import only tests/support/ (never each other), and the size and docstring targets of
-daemon/. Import graphs are read from the source with `ast` (module-level and function-level
-imports alike), nothing is imported."""
+tests that import only tests/support/ (never each other), the size targets of daemon/ and tools/
+(modules <= 400 lines, functions <= 60) and daemon/'s docstring targets. Import graphs are read from
+the source with `ast` (module-level and function-level imports alike), nothing is imported."""
 
 from __future__ import annotations
 
@@ -248,9 +248,30 @@ def test_daemon_modules_are_at_most_400_lines() -> None:
     assert not long, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(f"{path}: {n}" for n, path in long)
 
 
+def test_tools_modules_are_at_most_400_lines() -> None:
+    long = sorted(
+        (n, str(p.relative_to(REPO)))
+        for p in python_files("tools")
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    )
+    assert not long, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(f"{path}: {n}" for n, path in long)
+
+
 def test_daemon_functions_are_at_most_60_lines() -> None:
     long = []
     for path in python_files("daemon"):
+        tree = ast.parse(path.read_text(), str(path))
+        long += [
+            f"{path.relative_to(REPO)}:{line} {name}: {n} lines"
+            for name, line, n in function_spans(tree)
+            if n > MAX_FUNCTION_LINES
+        ]
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
+
+
+def test_tools_functions_are_at_most_60_lines() -> None:
+    long = []
+    for path in python_files("tools"):
         tree = ast.parse(path.read_text(), str(path))
         long += [
             f"{path.relative_to(REPO)}:{line} {name}: {n} lines"

@@ -48,7 +48,8 @@ busiest thread, freshness p50/p99, least/most served camera, RSS, decode-only fp
 with each `engine.processes` value (the daemon's CPU, threads and RSS include its decoder processes); `--gil` adds
 `tools/bench/gil.py` (where each thread role waits for the interpreter lock, from py-spy).
 
-Modules: `phase` (the daemon in-process, sampled), `budget` (stage budget, counters' cost, scaling),
+Modules: `cli` (the flags and their checks), `phase` (the daemon in-process, sampled),
+`budget` (stage budget, counters' cost, scaling),
 `baselines` (the bare model, beside decoders, the naive loop), `naive` (that loop), `procs` (the
 servers, clips, /proc readers, percentiles), `report` (checks, table, plot); `python -m
 tools.bench.decoders URL ...` and `python -m tools.bench.preprocess` are the decoding load and the

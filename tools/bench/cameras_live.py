@@ -39,6 +39,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,62 @@ def process_figures(daemon: Daemon) -> dict[str, float]:
     }
 
 
+def quiet_and_churn(
+    args: argparse.Namespace, daemon: Daemon, server: RtspServer, untouched: list[str], add_extra: Callable[[], None]
+) -> tuple[dict[str, list[tuple[float, float]]], dict[str, dict[str, float]]]:
+    """`--rounds` pairs of windows in random order, "quiet" (nothing changes) and "churn" (the extra camera
+    changed, or removed and added again): each window's (start, end), and the untouched cameras' counters
+    summed by kind of window."""
+    assert daemon.health is not None
+    port = daemon.health.port
+    windows: dict[str, list[tuple[float, float]]] = {"quiet": [], "churn": []}
+    sums: dict[str, dict[str, float]] = {"quiet": {}, "churn": {}}
+    ops = itertools.cycle(("change", "remove+add"))
+    order = random.Random(54)
+    for i in range(args.rounds):
+        kinds = ["quiet", "churn"] if order.random() < 0.5 else ["churn", "quiet"]
+        for kind in kinds:
+            before = totals(daemon.metrics, untouched)
+            start = time.perf_counter()
+            if kind == "churn":
+                if next(ops) == "change":
+                    body = {"url": server.url("extra"), "stall_s": 6 + i}
+                    assert http(port, "/api/cameras/extra", "PUT", body) == 200
+                else:
+                    assert http(port, "/api/cameras/extra", "DELETE") == 200
+                    add_extra()
+            time.sleep(max(0.0, start + args.window_s - time.perf_counter()))
+            windows[kind].append((start, time.perf_counter()))
+            for k, v in delta(before, totals(daemon.metrics, untouched)).items():
+                sums[kind][k] = sums[kind].get(k, 0.0) + v
+    return windows, sums
+
+
+def add_remove_cycles(
+    daemon: Daemon, server: RtspServer, probe: Probe, cycles: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Add the extra camera (until its first result) and remove it `cycles` times: the process's figures
+    before and after (what a leak would grow)."""
+    assert daemon.health is not None
+    port = daemon.health.port
+    before_cycles = process_figures(daemon)
+    for _ in range(cycles):
+        probe.first.pop("extra", None)
+        http(port, "/api/cameras/extra", "PUT", {"url": server.url("extra")})
+        wait(lambda: "extra" in probe.first, 60, "the added camera's first result")
+        http(port, "/api/cameras/extra", "DELETE")
+    after_cycles = process_figures(daemon)
+    return before_cycles, after_cycles
+
+
+def per_camera(sums: dict[str, dict[str, float]], seconds: float, cameras: int) -> dict[str, dict[str, float]]:
+    """The counters by kind of window, with the published and decoded fps per camera over `seconds`."""
+    per = {kind: {**d, "published_fps_per_camera": d["published"] / seconds / cameras} for kind, d in sums.items()}
+    for d in per.values():
+        d["fps_per_camera"] = d["decoded"] / seconds / cameras
+    return per
+
+
 def _run(args: argparse.Namespace, out: Path, server: RtspServer, redis_url: str) -> dict[str, Any]:
     untouched = [f"cam{i}" for i in range(args.cameras)]
     path = write_config(
@@ -138,41 +195,11 @@ def _run(args: argparse.Namespace, out: Path, server: RtspServer, redis_url: str
         to_first.append((probe.first["extra"] - put_at) * 1000)
 
     add_extra()  # present in both kinds of window: what differs is the change alone
-    windows: dict[str, list[tuple[float, float]]] = {"quiet": [], "churn": []}
-    sums: dict[str, dict[str, float]] = {"quiet": {}, "churn": {}}
-    ops = itertools.cycle(("change", "remove+add"))
-    order = random.Random(54)
-    for i in range(args.rounds):
-        kinds = ["quiet", "churn"] if order.random() < 0.5 else ["churn", "quiet"]
-        for kind in kinds:
-            before = totals(daemon.metrics, untouched)
-            start = time.perf_counter()
-            if kind == "churn":
-                if next(ops) == "change":
-                    body = {"url": server.url("extra"), "stall_s": 6 + i}
-                    assert http(port, "/api/cameras/extra", "PUT", body) == 200
-                else:
-                    assert http(port, "/api/cameras/extra", "DELETE") == 200
-                    add_extra()
-            time.sleep(max(0.0, start + args.window_s - time.perf_counter()))
-            windows[kind].append((start, time.perf_counter()))
-            for k, v in delta(before, totals(daemon.metrics, untouched)).items():
-                sums[kind][k] = sums[kind].get(k, 0.0) + v
-    seconds = args.rounds * args.window_s
-    per = {
-        kind: {**d, "published_fps_per_camera": d["published"] / seconds / len(untouched)} for kind, d in sums.items()
-    }
-    for d in per.values():
-        d["fps_per_camera"] = d["decoded"] / seconds / len(untouched)
+    windows, sums = quiet_and_churn(args, daemon, server, untouched, add_extra)
+    per = per_camera(sums, args.rounds * args.window_s, len(untouched))
     http(port, "/api/cameras/extra", "DELETE")
 
-    before_cycles = process_figures(daemon)
-    for _ in range(args.cycles):
-        probe.first.pop("extra", None)
-        http(port, "/api/cameras/extra", "PUT", {"url": server.url("extra")})
-        wait(lambda: "extra" in probe.first, 60, "the added camera's first result")
-        http(port, "/api/cameras/extra", "DELETE")
-    after_cycles = process_figures(daemon)
+    before_cycles, after_cycles = add_remove_cycles(daemon, server, probe, args.cycles)
 
     running.stop()
     final = totals(daemon.metrics, untouched)

@@ -79,21 +79,13 @@ def shard_of(cluster: RedisClusterProcs, port: int) -> tuple[ClusterNodeServer, 
     return master, cluster.replica_of(master)
 
 
-async def one_run(cluster: RedisClusterProcs, args: argparse.Namespace, *, fault: bool) -> tuple[list[float], int]:
-    """(latencies in ms of the other cameras' entries accepted after the first fifth of the run: while
-    the shard was down, or in a baseline the same window; the victim's entries, checked complete and
-    in order)."""
-    for node in cluster.alive():
-        if node.role() == "master":
-            node.ask("FLUSHALL")
-    victim, others, victim_port = pick_cameras(cluster, args.cameras)
+def watch_streams(
+    cluster: RedisClusterProcs, cameras: list[str], arrived: dict[tuple[str, int], float]
+) -> list[asyncio.Task[None]]:
+    """A watcher per camera on its stream's shard, noting in `arrived` when each entry is seen."""
     owners = slot_owners(cluster)
-    cfg = RedisConfig(url=cluster.url, cluster=True, publish_batch=args.batch, connect_timeout_s=0.5)
-    sink = RedisSink(cfg, Metrics())
-    accepted: dict[tuple[str, int], float] = {}
-    arrived: dict[tuple[str, int], float] = {}
     watchers = []
-    for camera in others:
+    for camera in cameras:
         slot = key_slot(STREAM.format(camera).encode())
         port = next(p for lo, hi, p in owners if lo <= slot <= hi)
         watchers.append(
@@ -103,6 +95,53 @@ async def one_run(cluster: RedisClusterProcs, args: argparse.Namespace, *, fault
                 )
             )
         )
+    return watchers
+
+
+def entry_latencies(
+    others: list[str],
+    frames: int,
+    accepted: dict[tuple[str, int], float],
+    arrived: dict[tuple[str, int], float],
+    fault_at: float,
+    *,
+    fault: bool,
+) -> list[float]:
+    """The latencies (ms) of the `others`' entries accepted from `fault_at` on (every entry checked seen);
+    the p99 before it (a fault run) and the five slowest printed."""
+    latencies: list[float] = []
+    before: list[float] = []
+    for camera in others:
+        keys = [(camera, seq) for seq in range(frames)]
+        assert all(k in arrived for k in keys), f"{camera}: {sum(k in arrived for k in keys)} of {frames} seen"
+        for k in keys:
+            (latencies if accepted[k] >= fault_at else before).append((arrived[k] - accepted[k]) * 1000.0)
+    if fault:
+        print(f"    (this fault run before the kill: p99 {pct(before, 0.99):.2f} ms of {len(before)} entries)")
+    slowest = sorted(
+        ((arrived[k] - accepted[k]) * 1000.0, accepted[k] - fault_at, k)
+        for camera in others
+        for k in [(camera, seq) for seq in range(frames)]
+        if accepted[k] >= fault_at
+    )[-5:]
+    where = "after the kill" if fault else "after the window opened"
+    print("    slowest: " + ", ".join(f"{ms:.0f} ms at {at:+.1f} s {where} ({c} #{n})" for ms, at, (c, n) in slowest))
+    return latencies
+
+
+async def one_run(cluster: RedisClusterProcs, args: argparse.Namespace, *, fault: bool) -> tuple[list[float], int]:
+    """(latencies in ms of the other cameras' entries accepted after the first fifth of the run: while
+    the shard was down, or in a baseline the same window; the victim's entries, checked complete and
+    in order)."""
+    for node in cluster.alive():
+        if node.role() == "master":
+            node.ask("FLUSHALL")
+    victim, others, victim_port = pick_cameras(cluster, args.cameras)
+    cfg = RedisConfig(url=cluster.url, cluster=True, publish_batch=args.batch, connect_timeout_s=0.5)
+    sink = RedisSink(cfg, Metrics())
+    accepted: dict[tuple[str, int], float] = {}
+    arrived: dict[tuple[str, int], float] = {}
+    watchers = watch_streams(cluster, others, arrived)
     down = asyncio.Event()
     master, replica = shard_of(cluster, victim_port)
 
@@ -130,23 +169,7 @@ async def one_run(cluster: RedisClusterProcs, args: argparse.Namespace, *, fault
         for running in (task, killer, *watchers):
             await stop_task(running)
         await sink.close()
-    latencies: list[float] = []
-    before: list[float] = []
-    for camera in others:
-        keys = [(camera, seq) for seq in range(frames)]
-        assert all(k in arrived for k in keys), f"{camera}: {sum(k in arrived for k in keys)} of {frames} seen"
-        for k in keys:
-            (latencies if accepted[k] >= fault_at else before).append((arrived[k] - accepted[k]) * 1000.0)
-    if fault:
-        print(f"    (this fault run before the kill: p99 {pct(before, 0.99):.2f} ms of {len(before)} entries)")
-    slowest = sorted(
-        ((arrived[k] - accepted[k]) * 1000.0, accepted[k] - fault_at, k)
-        for camera in others
-        for k in [(camera, seq) for seq in range(frames)]
-        if accepted[k] >= fault_at
-    )[-5:]
-    where = "after the kill" if fault else "after the window opened"
-    print("    slowest: " + ", ".join(f"{ms:.0f} ms at {at:+.1f} s {where} ({c} #{n})" for ms, at, (c, n) in slowest))
+    latencies = entry_latencies(others, frames, accepted, arrived, fault_at, fault=fault)
     stored = [int(f["seq"]) for _, f in read_stream(master.client(), STREAM.format(victim))]
     assert stored == list(range(frames)), f"victim: {len(stored)} of {frames}, in order: {stored == sorted(stored)}"
     return latencies, len(stored)

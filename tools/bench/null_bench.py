@@ -155,8 +155,33 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def null_phase(k: int, mode: str, procs: str, args: argparse.Namespace, srv: Servers) -> dict[str, Any]:
+    """One daemon phase of `k` cameras with engine.preprocess `mode` and engine.processes `procs` (with --gil,
+    py-spy over its window), its figures printed."""
+    redis.Redis(port=srv.redis_port).flushall()
+    args.preprocess, args.processes = mode, procs
+    print(
+        f"bench: null model, daemon phase, {k} cameras, preprocess {mode}, processes {procs}, {args.seconds} s",
+        flush=True,
+    )
+    spy = GilProfile(args.seconds) if args.gil else None
+    phase = daemon_phase(k, args, srv, args.out, on_window=spy.start if spy is not None else None)
+    if spy is not None:
+        phase["gil"] = spy.result()
+        print("\n".join(gil.lines(phase["gil"])), flush=True)
+    print(f"bench:   {phase['fps_total']} fps", flush=True)
+    if "experiment" in phase:
+        e = phase["experiment"]
+        print(
+            f"bench:   experiment {e['name']} on / off: fps {e['fps_on_over_off']}"
+            f" (pairs {e['fps_ratios']}), CPU per frame {e['cpu_per_frame_on_over_off']}",
+            flush=True,
+        )
+    return phase
+
+
 def run(args: argparse.Namespace) -> int:
-    """The null-model bench (`args` from `tools.bench.__main__.parse_args`)."""
+    """The null-model bench (`args` from `tools.bench.cli.parse_args`)."""
     counts = [int(v) for v in (args.cameras or DEFAULT_COUNTS).split(",")]
     modes = [
         (pre, procs)
@@ -177,28 +202,7 @@ def run(args: argparse.Namespace) -> int:
         for k in counts:
             done = []
             for mode, procs in modes:
-                redis.Redis(port=srv.redis_port).flushall()
-                args.preprocess, args.processes = mode, procs
-                print(
-                    f"bench: null model, daemon phase, {k} cameras, preprocess {mode}, processes {procs},"
-                    f" {args.seconds} s",
-                    flush=True,
-                )
-                spy = GilProfile(args.seconds) if args.gil else None
-                phases[f"{k}-{mode}-{procs}"] = phase = daemon_phase(
-                    k, args, srv, args.out, on_window=spy.start if spy is not None else None
-                )
-                if spy is not None:
-                    phase["gil"] = spy.result()
-                    print("\n".join(gil.lines(phase["gil"])), flush=True)
-                print(f"bench:   {phase['fps_total']} fps", flush=True)
-                if "experiment" in phase:
-                    e = phase["experiment"]
-                    print(
-                        f"bench:   experiment {e['name']} on / off: fps {e['fps_on_over_off']}"
-                        f" (pairs {e['fps_ratios']}), CPU per frame {e['cpu_per_frame_on_over_off']}",
-                        flush=True,
-                    )
+                phases[f"{k}-{mode}-{procs}"] = phase = null_phase(k, mode, procs, args, srv)
                 done.append((mode, procs, phase))
             print(f"bench: null model, decode only, {k} streams, {args.seconds} s", flush=True)
             decode = decode_only(srv.urls[:k], args.seconds)

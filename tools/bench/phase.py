@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -16,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import redis
 from prometheus_client import Histogram
 
@@ -24,22 +22,19 @@ from daemon.app import Daemon
 from daemon.config.engine import EngineConfig
 from daemon.config.settings import load_settings
 from daemon.core.metrics import Metrics
-from daemon.publish.schema import decode_entry
 from tools.bench.budget import budget, diff, overhead, role_seconds, stage_seconds
 from tools.bench.experiments import EXPERIMENTS, Experiment
+from tools.bench.phase_figures import crossings, sample, summarize_phase, thread_figures
 from tools.bench.procs import (
     Servers,
     busiest_thread,
     cpu_clocks,
     daemon_cpu_s,
     daemon_rss_mb,
-    pct,
-    split_window,
     thread_cpu_s,
     thread_times_s,
 )
 from tools.kit.daemon_config import write_config
-from tools.kit.streams import read_stream
 
 
 # -- the daemon phase ---------------------------------------------------------------------------
@@ -60,24 +55,6 @@ class BenchMetrics(Metrics):
 
 def snapshot(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return {(s.name, tuple(sorted(s.labels.items()))): s.value for m in metrics.registry.collect() for s in m.samples}
-
-
-def sample(snap: dict[Any, float], name: str, **labels: str) -> float:
-    return sum(v for (n, lab), v in snap.items() if n == name and all(dict(lab).get(k) == x for k, x in labels.items()))
-
-
-def batch_counts(s0: dict[Any, float], s1: dict[Any, float]) -> dict[int, int]:
-    cum = {
-        int(float(dict(lab)["le"])): v - s0.get((n, lab), 0.0)
-        for (n, lab), v in s1.items()
-        if n == "beltsight_batch_size_bucket" and dict(lab)["le"] != "+Inf"
-    }
-    sizes = sorted(cum)
-    return {
-        b: int(cum[b] - (cum[sizes[i - 1]] if i else 0))
-        for i, b in enumerate(sizes)
-        if cum[b] - (cum[sizes[i - 1]] if i else 0) > 0
-    }
 
 
 def run_daemon(config: Path, metrics: Metrics) -> tuple[Daemon, threading.Thread, list[Any]]:
@@ -189,7 +166,57 @@ def daemon_phase(
 ) -> dict[str, Any]:
     """The daemon with `k` cameras for `args.seconds` once every camera has published; `on_window`
     is called when that window starts (a profiler to start, say)."""
-    cams = [{"id": f"cam{i}", "url": srv.urls[i], "model": args.model} for i in range(k)]
+    config, cams, engine = phase_config(k, args, srv, out)
+    metrics = BenchMetrics()
+    daemon, thread, box = run_daemon(config, metrics)
+    client = redis.Redis(port=srv.redis_port, db=k % 16, decode_responses=True)  # 16 databases by default
+    streams = {c["id"]: daemon.settings.redis.stream_for(c["id"]) for c in cams}
+    samples: list[dict[str, Any]] = []
+    spy: subprocess.Popen[bytes] | None = None
+    try:
+        wait_entries(client, streams, thread, box)
+        t0, s0, threads0, tids0 = time.time(), snapshot(metrics), thread_times_s(), thread_cpu_s()
+        prev = cpu_clocks(srv)
+        experiment = EXPERIMENTS[args.ab] if getattr(args, "ab", None) else None
+        segments = Segments(metrics, args.stage_ab_seconds, experiment)
+        spy = start_flame(flame, args.seconds)
+        if on_window is not None:
+            on_window()
+        while (now := time.time()) < t0 + args.seconds:
+            time.sleep(min(1.0, t0 + args.seconds - now))
+            segments.tick()
+            cur = cpu_clocks(srv)
+            samples.append(one_sample(client, streams, cur, prev, t0))
+            prev = cur
+        t1, s1, threads1, tids1 = time.time(), snapshot(metrics), thread_times_s(), thread_cpu_s()
+        segments.finish()
+    finally:
+        metrics.stage_cpu.switch.on = True
+        stop_daemon(daemon, thread, box)
+        if spy is not None:
+            finish_flame(spy, flame)
+    if box[1] is not None:
+        raise RuntimeError("daemon failed") from box[1]
+    s2 = snapshot(metrics)
+    phase = summarize_phase(k, args, client, streams, samples, (t0, t1), (s0, s1, s2), engine)
+    if (counted := crossings(args, s0, s1, t1 - t0)) is not None:  # with --lines
+        phase["crossings"] = counted
+    phase["busiest_thread"] = busiest_thread(tids0, tids1, t1 - t0)
+    phase["stage_segments"] = segments.done
+    phase["stage_budget"] = budget(segments.done, os.cpu_count() or 1)
+    phase["stage_counters_cost"] = overhead(segments.done)
+    if experiment is not None:
+        phase["experiment"] = {"name": experiment.name, "summary": experiment.summary, **overhead(segments.done, "ab")}
+    phase |= thread_figures(threads0, threads1, t1 - t0, phase["inference_cpu_s"])
+    return phase
+
+
+def phase_config(
+    k: int, args: argparse.Namespace, srv: Servers, out: Path
+) -> tuple[Path, list[dict[str, Any]], dict[str, Any]]:
+    """The daemon's config for `k` cameras as the flags set it (lines, snapshots, the engine): its path,
+    the cameras and the engine section."""
+    cams: list[dict[str, Any]] = [{"id": f"cam{i}", "url": srv.urls[i], "model": args.model} for i in range(k)]
     if getattr(args, "lines", False):
         for cam in cams:  # the demo's counting line: across the belt, parts run to the right
             cam["lines"] = [{"id": "count", "start": [0.5, 0.0], "end": [0.5, 1.0], "direction": [1.0, 0.0]}]
@@ -211,177 +238,39 @@ def daemon_phase(
         extra=extra,
         **engine,
     )
-    metrics = BenchMetrics()
-    daemon, thread, box = run_daemon(config, metrics)
-    client = redis.Redis(port=srv.redis_port, db=k % 16, decode_responses=True)  # 16 databases by default
-    streams = {c["id"]: daemon.settings.redis.stream_for(c["id"]) for c in cams}
-    samples: list[dict[str, Any]] = []
-    spy: subprocess.Popen[bytes] | None = None
-    try:
-        deadline = time.time() + 90
-        while not all(client.xlen(s) for s in streams.values()):
-            if time.time() > deadline or box[1] is not None or not thread.is_alive():
-                raise RuntimeError(f"daemon produced no entries for every camera: {box[1]!r}")
-            time.sleep(0.2)
-        t0, s0, threads0, tids0 = time.time(), snapshot(metrics), thread_times_s(), thread_cpu_s()
-        prev = cpu_clocks(srv)
-        experiment = EXPERIMENTS[args.ab] if getattr(args, "ab", None) else None
-        segments = Segments(metrics, args.stage_ab_seconds, experiment)
-        spy = start_flame(flame, args.seconds)
-        if on_window is not None:
-            on_window()
-        while (now := time.time()) < t0 + args.seconds:
-            time.sleep(min(1.0, t0 + args.seconds - now))
-            segments.tick()
-            cur = cpu_clocks(srv)
-            wall, own, servers, machine = (c - p for c, p in zip(cur, prev, strict=True))
-            samples.append(
-                {
-                    "t": round(cur[0] - t0, 2),
-                    "xlen": {c: client.xlen(s) for c, s in streams.items()},
-                    "cpu_pct": round(100 * own / wall, 1),
-                    "servers_cpu_pct": round(100 * servers / wall, 1),
-                    "others_cpu_pct": round(100 * (machine - own - servers) / wall, 1),
-                    "rss_mb": round(daemon_rss_mb(), 1),
-                }
-            )
-            prev = cur
-        t1, s1, threads1, tids1 = time.time(), snapshot(metrics), thread_times_s(), thread_cpu_s()
-        segments.finish()
-    finally:
-        metrics.stage_cpu.switch.on = True
-        stop_daemon(daemon, thread, box)
-        if spy is not None:
-            finish_flame(spy, flame)
-    if box[1] is not None:
-        raise RuntimeError("daemon failed") from box[1]
-    s2 = snapshot(metrics)
-    phase = summarize_phase(k, args, client, streams, samples, (t0, t1), (s0, s1, s2), engine)
-    if getattr(args, "lines", False):
-        count = sample(s1, "beltsight_object_events_total", event="crossed") - sample(
-            s0, "beltsight_object_events_total", event="crossed"
-        )
-        written = None
-        if getattr(args, "snapshots", False):
-            written = int(
-                sample(s1, "beltsight_snapshots_written_total") - sample(s0, "beltsight_snapshots_written_total")
-            )
-        phase["crossings"] = {"count": int(count), "per_s": round(count / (t1 - t0), 2), "snapshots": written}
-    phase["busiest_thread"] = busiest_thread(tids0, tids1, t1 - t0)
-    phase["stage_segments"] = segments.done
-    phase["stage_budget"] = budget(segments.done, os.cpu_count() or 1)
-    phase["stage_counters_cost"] = overhead(segments.done)
-    if experiment is not None:
-        phase["experiment"] = {"name": experiment.name, "summary": experiment.summary, **overhead(segments.done, "ab")}
-    busy = {
-        g: (cpu - threads0.get(g, (0.0, 0.0))[0], wait - threads0.get(g, (0.0, 0.0))[1])
-        for g, (cpu, wait) in sorted(threads1.items())
+    return config, cams, engine
+
+
+def wait_entries(client: redis.Redis, streams: dict[str, str], thread: threading.Thread, box: list[Any]) -> None:
+    """Until every camera's stream has an entry (90 s at most; RuntimeError if the daemon fails first)."""
+    deadline = time.time() + 90
+    while not all(client.xlen(s) for s in streams.values()):
+        if time.time() > deadline or box[1] is not None or not thread.is_alive():
+            raise RuntimeError(f"daemon produced no entries for every camera: {box[1]!r}")
+        time.sleep(0.2)
+
+
+def one_sample(
+    client: redis.Redis,
+    streams: dict[str, str],
+    cur: tuple[float, float, float, float],
+    prev: tuple[float, float, float, float],
+    t0: float,
+) -> dict[str, Any]:
+    """One second's sample: the streams' lengths, the CPU of the daemon, the servers and the rest of the
+    machine since the last (`cpu_clocks` now and then), the daemon's RSS."""
+    wall, own, servers, machine = (c - p for c, p in zip(cur, prev, strict=True))
+    return {
+        "t": round(cur[0] - t0, 2),
+        "xlen": {c: client.xlen(s) for c, s in streams.items()},
+        "cpu_pct": round(100 * own / wall, 1),
+        "servers_cpu_pct": round(100 * servers / wall, 1),
+        "others_cpu_pct": round(100 * (machine - own - servers) / wall, 1),
+        "rss_mb": round(daemon_rss_mb(), 1),
     }
-    busy = {g: v for g, v in busy.items() if v[0] > 0.005 * (t1 - t0)}
-    phase["thread_cpu_pct"] = {g: round(100 * cpu / (t1 - t0), 1) for g, (cpu, _) in busy.items()}
-    phase["thread_wait_pct"] = {
-        g: round(100 * wait / (t1 - t0), 1) for g, (_, wait) in busy.items() if not math.isnan(wait)
-    }
-    workers_cpu = sum(cpu for g, (cpu, _) in busy.items() if g.startswith("beltsight-infer"))
-    phase["workers_cpu_pct"] = round(100 * workers_cpu / (t1 - t0), 1)
-    share = phase["inference_cpu_s"] / workers_cpu if workers_cpu else None
-    phase["session_run_share_of_workers_cpu"] = None if share is None else round(share, 3)
-    return phase
 
 
 def _processes(value: str) -> int | str:
     """`--processes`' value as `[engine] processes` takes it."""
     first = value.split(",", maxsplit=1)[0]
     return first if first == "auto" else int(first)
-
-
-def summarize_phase(
-    k: int,
-    args: argparse.Namespace,
-    client: redis.Redis,
-    streams: dict[str, str],
-    samples: list[dict[str, Any]],
-    window: tuple[float, float],
-    snaps: tuple[dict[Any, float], ...],
-    engine: dict[str, Any],
-) -> dict[str, Any]:
-    t0, t1 = window
-    s0, s1, s2 = snaps
-    per_cam: dict[str, Any] = {}
-    series: dict[str, Any] = {}
-    all_t, all_lat, all_exp = [], [], []
-    for cam, stream in streams.items():
-        entries = [decode_entry(f) for _id, f in read_stream(client, stream)]  # also checks the schema
-        rows = np.array([(e["published_ms"], e["captured_ms"], e["seq"]) for e in entries], dtype=np.float64)
-        anchor = (rows[:, 1] - rows[:, 2] * 1000 / args.fps).min()  # stream start, as in the naive loop
-        rows = rows[(rows[:, 0] >= t0 * 1000) & (rows[:, 0] <= t1 * 1000)]
-        t, lat = rows[:, 0] / 1000, rows[:, 0] - rows[:, 1]
-        exp = rows[:, 0] - (anchor + rows[:, 2] * 1000 / args.fps)
-        all_t.append(t)
-        all_lat.append(lat)
-        all_exp.append(exp)
-        series[cam] = {"t": (t - t0).round(3).tolist(), "latency_ms": lat.tolist()}
-        per_cam[cam] = {
-            "fps": round(len(rows) / (t1 - t0), 2),
-            "entries": len(rows),
-            "latency_ms": {"p50": pct(lat, 50), "p95": pct(lat, 95), "p99": pct(lat, 99)},
-            "dropped_window": {
-                r: sample(s1, "beltsight_frames_dropped_total", camera=cam, reason=r)
-                - sample(s0, "beltsight_frames_dropped_total", camera=cam, reason=r)
-                for r in ("superseded", "stale", "no_model", "engine_error", "buffer_full")
-            },
-            "decoded_total": sample(s2, "beltsight_frames_decoded_total", camera=cam),
-            "published_total": sample(s2, "beltsight_entries_published_total", camera=cam),
-            "xlen_total": client.xlen(stream),
-            "dropped_total": {
-                dict(lab)["reason"]: v
-                for (n, lab), v in s2.items()
-                if n == "beltsight_frames_dropped_total" and dict(lab)["camera"] == cam
-            },
-        }
-    t, lat, exp = np.concatenate(all_t), np.concatenate(all_lat), np.concatenate(all_exp)
-    first, last = split_window(t, lat, t0, t1)
-    model = str(args.model)
-    n_inf = sample(s1, "beltsight_inference_seconds_count", model=model) - sample(
-        s0, "beltsight_inference_seconds_count", model=model
-    )
-    sum_inf = sample(s1, "beltsight_inference_seconds_sum", model=model) - sample(
-        s0, "beltsight_inference_seconds_sum", model=model
-    )
-    cpu_inf = sample(s1, "beltsight_inference_cpu_seconds_total", model=model) - sample(
-        s0, "beltsight_inference_cpu_seconds_total", model=model
-    )
-    images = sum(b * n for b, n in batch_counts(s0, s1).items())
-    rss = [s["rss_mb"] for s in samples]
-    rss_start = next((s["rss_mb"] for s in samples if s["t"] >= 10), rss[0] if rss else float("nan"))
-    return {
-        "cameras": k,
-        "seconds": round(t1 - t0, 2),
-        "engine": engine,
-        "fps_total": round(len(t) / (t1 - t0), 2),
-        "per_camera": per_cam,
-        "latency_ms": {
-            "p50": pct(lat, 50),
-            "p95": pct(lat, 95),
-            "p99": pct(lat, 99),
-            "max": pct(lat, 100),
-            "first_p50": pct(first, 50),
-            "first_p99": pct(first, 99),
-            "last_p50": pct(last, 50),
-            "last_p99": pct(last, 99),
-        },
-        "latency_vs_expected_capture_ms": {"p50": pct(exp, 50), "p95": pct(exp, 95), "p99": pct(exp, 99)},
-        "batch_sizes": batch_counts(s0, s1),
-        "inference_ms_mean": round(1000 * sum_inf / n_inf, 2) if n_inf else float("nan"),
-        "session_run_busy_pct": round(100 * sum_inf / (t1 - t0), 1),
-        "fps_offered": k * args.fps,
-        "inference_cpu_s": round(cpu_inf, 3),
-        "inference_cpu_ms_per_image": round(1000 * cpu_inf / images, 2) if images else float("nan"),
-        "cpu_pct_mean": round(float(np.mean([s["cpu_pct"] for s in samples])), 1),
-        "servers_cpu_pct_mean": round(float(np.mean([s["servers_cpu_pct"] for s in samples])), 1),
-        "others_cpu_pct_mean": round(float(np.mean([s["others_cpu_pct"] for s in samples])), 1),
-        "rss_mb_start": rss_start,
-        "rss_mb_end": rss[-1] if rss else float("nan"),
-        "samples": samples,
-        "series": series,
-    }

@@ -188,3 +188,19 @@ def workers_line(main: dict[str, Any], bare_cpu: float | None, bare_rate: float)
             f"{bare_pct:.1f}% bare: {session_pct / bare_pct:.2f} x bare at equal session.run speed"
         )
     return line
+
+
+def crossings_line(phase: dict[str, Any]) -> str:
+    c = phase.get("crossings")
+    if c is None:
+        return "crossings: no counting lines (--no-lines)"
+    snaps = f", {c['snapshots']} snapshots written" if c.get("snapshots") is not None else ""
+    return f"crossings: {c['count']} in the window, {c['per_s']} per second over all cameras{snaps}"
+
+
+def experiment_line(e: dict[str, Any]) -> str:
+    return (
+        f"experiment {e['name']} ({e['summary']}), on / off in alternating segments ({e['pairs']} pairs, "
+        f"medians): fps {e['fps_on_over_off']} (pairs {e['fps_ratios']}), process CPU per frame "
+        f"{e['cpu_per_frame_on_over_off']} (pairs {e['cpu_per_frame_ratios']})"
+    )

@@ -42,35 +42,9 @@ def evaluate(
         means (COCO convention).  With no ground truth at all, the means are ``nan``.
     """
     images = [{"id": int(i), "width": int(width), "height": int(height)} for i in gt_by_image]
-    anns: list[dict[str, Any]] = []
-    for i, gts in gt_by_image.items():
-        for cls, box in gts:
-            x1, y1, x2, y2 = (float(v) for v in box)
-            anns.append(
-                {
-                    "id": len(anns) + 1,
-                    "image_id": int(i),
-                    "category_id": int(cls) + 1,
-                    "bbox": [x1, y1, x2 - x1, y2 - y1],
-                    "area": (x2 - x1) * (y2 - y1),
-                    "iscrowd": 0,
-                }
-            )
+    anns = _annotations(gt_by_image)
     cats = [{"id": k + 1, "name": n} for k, n in enumerate(names)]
-    dets: list[dict[str, Any]] = []
-    for i, found in dets_by_image.items():
-        if i not in gt_by_image:
-            continue
-        for cls, score, xyxy in found:
-            x1, y1, x2, y2 = (float(v) for v in xyxy)
-            dets.append(
-                {
-                    "image_id": int(i),
-                    "category_id": int(cls) + 1,
-                    "score": float(score),
-                    "bbox": [x1, y1, x2 - x1, y2 - y1],
-                }
-            )
+    dets = _detections(dets_by_image, gt_by_image)
     nan = float("nan")
     result: dict[str, Any] = {
         "mAP50": nan,
@@ -95,6 +69,53 @@ def evaluate(
     ev.params.maxDets = [1, 10, 300]
     ev.evaluate()
     ev.accumulate()
+    _average_precision(ev, names, result)
+    return result
+
+
+def _annotations(gt_by_image: Mapping[int, Sequence[GtBox]]) -> list[dict[str, Any]]:
+    """The ground truth as COCO annotations (xywh, 1-based category ids)."""
+    anns: list[dict[str, Any]] = []
+    for i, gts in gt_by_image.items():
+        for cls, box in gts:
+            x1, y1, x2, y2 = (float(v) for v in box)
+            anns.append(
+                {
+                    "id": len(anns) + 1,
+                    "image_id": int(i),
+                    "category_id": int(cls) + 1,
+                    "bbox": [x1, y1, x2 - x1, y2 - y1],
+                    "area": (x2 - x1) * (y2 - y1),
+                    "iscrowd": 0,
+                }
+            )
+    return anns
+
+
+def _detections(
+    dets_by_image: Mapping[int, Sequence[DetBox]], gt_by_image: Mapping[int, Sequence[GtBox]]
+) -> list[dict[str, Any]]:
+    """The detections on evaluated images as COCO results (xywh, 1-based category ids)."""
+    dets: list[dict[str, Any]] = []
+    for i, found in dets_by_image.items():
+        if i not in gt_by_image:
+            continue
+        for cls, score, xyxy in found:
+            x1, y1, x2, y2 = (float(v) for v in xyxy)
+            dets.append(
+                {
+                    "image_id": int(i),
+                    "category_id": int(cls) + 1,
+                    "score": float(score),
+                    "bbox": [x1, y1, x2 - x1, y2 - y1],
+                }
+            )
+    return dets
+
+
+def _average_precision(ev: COCOeval_faster, names: Sequence[str], result: dict[str, Any]) -> None:
+    """Fill ``result``'s per-class AP50 / AP50-95 and their means from an accumulated evaluation."""
+    nan = float("nan")
     # precision: [T (iou thr), R (recall pts), K (classes), A (area ranges), M (max dets)]; area "all", 300 dets
     prec = np.asarray(ev.eval["precision"])[:, :, :, 0, -1]
     iou_thrs = np.asarray(ev.params.iouThrs)
@@ -117,4 +138,3 @@ def evaluate(
             ap5095.append(a)
     result["mAP50"] = float(np.mean(ap50)) if ap50 else nan
     result["mAP50_95"] = float(np.mean(ap5095)) if ap5095 else nan
-    return result

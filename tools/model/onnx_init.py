@@ -35,31 +35,7 @@ def load_onnx(model: Detector, path: Path, batches: Iterable[torch.Tensor]) -> i
     """Load ``path``'s weights into ``model`` and rebuild its BatchNorm statistics on ``batches``
     (float tensors N x 3 x H x W in 0..1). Returns the number of images measured. Raises ``ValueError``
     when the file is not this network (a missing or differently shaped weight)."""
-    weights = folded_weights(path)
-    sd = model.state_dict()
-    bns: dict[str, torch.nn.BatchNorm2d] = {}
-    folded_bias: dict[str, torch.Tensor] = {}
-    with torch.no_grad():
-        for name, module in model.named_modules():
-            if not isinstance(module, torch.nn.BatchNorm2d):
-                continue
-            prefix = name[: -len(".bn")]
-            w, b = weights.get(f"{prefix}.conv.weight"), weights.get(f"{prefix}.conv.weight_bias")
-            if w is None or b is None:
-                raise ValueError(f"{path}: no folded convolution {prefix}.conv (not a BeltSight demo detector?)")
-            _copy(sd, f"{prefix}.conv.weight", w, path)
-            folded_bias[name] = torch.from_numpy(b.copy()).float()
-            module.weight.fill_(1.0)
-            module.bias.copy_(folded_bias[name])
-            _stats(module)[0].zero_()
-            _stats(module)[1].fill_(1.0 - module.eps)
-            bns[name] = module
-        for key in sd:
-            if ".bn." in key or key.endswith("conv.weight"):
-                continue
-            if key not in weights:
-                raise ValueError(f"{path}: no weight {key} (not a BeltSight demo detector?)")
-            _copy(sd, key, weights[key], path)
+    bns, folded_bias = load_folded(model, folded_weights(path), path)
     sums = {n: [torch.zeros(m.num_features, dtype=torch.float64)] * 2 for n, m in bns.items()}
     counts = dict.fromkeys(bns, 0)
 
@@ -95,6 +71,39 @@ def load_onnx(model: Detector, path: Path, batches: Iterable[torch.Tensor]) -> i
             module.weight.copy_(torch.sqrt(var + module.eps).float())
             module.bias.copy_(mean.float() + folded_bias[name])
     return images
+
+
+def load_folded(
+    model: Detector, weights: dict[str, np.ndarray], path: Path
+) -> tuple[dict[str, torch.nn.BatchNorm2d], dict[str, torch.Tensor]]:
+    """Copy the folded weights into ``model``: each convolution its folded kernel, each BatchNorm the
+    identity with the folded bias (statistics zero / one, until calibrated). Returns the BatchNorms by
+    name and their folded biases. Raises ``ValueError`` on a missing weight."""
+    sd = model.state_dict()
+    bns: dict[str, torch.nn.BatchNorm2d] = {}
+    folded_bias: dict[str, torch.Tensor] = {}
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if not isinstance(module, torch.nn.BatchNorm2d):
+                continue
+            prefix = name[: -len(".bn")]
+            w, b = weights.get(f"{prefix}.conv.weight"), weights.get(f"{prefix}.conv.weight_bias")
+            if w is None or b is None:
+                raise ValueError(f"{path}: no folded convolution {prefix}.conv (not a BeltSight demo detector?)")
+            _copy(sd, f"{prefix}.conv.weight", w, path)
+            folded_bias[name] = torch.from_numpy(b.copy()).float()
+            module.weight.fill_(1.0)
+            module.bias.copy_(folded_bias[name])
+            _stats(module)[0].zero_()
+            _stats(module)[1].fill_(1.0 - module.eps)
+            bns[name] = module
+        for key in sd:
+            if ".bn." in key or key.endswith("conv.weight"):
+                continue
+            if key not in weights:
+                raise ValueError(f"{path}: no weight {key} (not a BeltSight demo detector?)")
+            _copy(sd, key, weights[key], path)
+    return bns, folded_bias
 
 
 def _stats(bn: torch.nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:

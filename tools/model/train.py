@@ -25,6 +25,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -210,7 +211,7 @@ class EMA:
                     v.mul_(d).add_(msd[k].detach(), alpha=1 - d)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=0, help="total optimizer steps (0: derive from --minutes)")
@@ -237,17 +238,11 @@ def main() -> None:
         default=0.25,
         help="share of crops with small, thin parts as the 416 input sees them",
     )
-    args = ap.parse_args()
+    return ap.parse_args()
 
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    model = Detector(nc=len(NAMES))
-    if args.export_only:
-        sd = torch.load(args.ckpt or args.out / "last.pt", map_location="cpu")
-        model.load_state_dict(sd["ema"])
-        export_all(model, args.models, args.seed)
-        return
-    args.out.mkdir(parents=True, exist_ok=True)
+
+def initialise(model: Detector, args: argparse.Namespace) -> None:
+    """Load --init into `model`: a shipped .onnx (weights folded, BatchNorm rebuilt on data) or a checkpoint's EMA."""
     if args.init and args.init.suffix == ".onnx":  # a shipped model: weights folded, BatchNorm rebuilt on data
         calib = SynthStream(args.seed + 1, args.imgsz, start=500_000, reuse=False)
         crops = (img for img, _ in calib)
@@ -257,20 +252,23 @@ def main() -> None:
     elif args.init:
         model.load_state_dict(torch.load(args.init, map_location="cpu")["ema"])
         print(f"initialised from {args.init}", flush=True)
-    nparams = sum(p.numel() for p in model.parameters())
-    print(f"params {nparams / 1e6:.2f} M  seed {args.seed}  batch {args.batch}  imgsz {args.imgsz}", flush=True)
-    model = model.to(memory_format=torch.channels_last)
+
+
+def make_optimizer(model: torch.nn.Module, lr: float) -> torch.optim.AdamW:
+    """AdamW with weight decay on the weight matrices and kernels only (not on biases and norms)."""
     decay: list[torch.nn.Parameter] = []
     no_decay: list[torch.nn.Parameter] = []
     for p in model.parameters():
         (decay if p.ndim > 1 else no_decay).append(p)
-    opt = torch.optim.AdamW(
+    return torch.optim.AdamW(
         [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=args.lr,
+        lr=lr,
         betas=(0.9, 0.999),
     )
-    ema = EMA(model)
-    crit = DetLoss(model)
+
+
+def make_loader(args: argparse.Namespace) -> torch.utils.data.DataLoader[Any]:
+    """The training stream: synthetic crops, with a share from the --extra datasets."""
     extra = [sample for root in args.extra for sample in yolo_dataset.load(root, NAMES)]
     if args.extra:
         print(f"extra: {len(extra)} labelled images from {len(args.extra)} dataset(s)", flush=True)
@@ -282,11 +280,26 @@ def main() -> None:
         extra_share=args.extra_share,
         small_share=args.small_share,
     )
-    dl = torch.utils.data.DataLoader(
+    return torch.utils.data.DataLoader(
         stream, batch_size=args.batch, num_workers=1, collate_fn=collate, prefetch_factor=4, persistent_workers=True
     )
+
+
+def learning_rate(base: float, step: int, prog: float, warm: int = 100) -> float:
+    """Linear warm-up over `warm` steps, then cosine decay to 2 % of `base` as progress goes to 1."""
+    if step < warm:
+        return base * (step + 1) / warm
+    return base * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * prog)))
+
+
+def train(model: Detector, args: argparse.Namespace) -> tuple[EMA, int, float]:
+    """The training loop: until --steps (exactly reproducible) or the --minutes budget is spent; checkpoints
+    the EMA weights to --out/last.pt every 250 steps. Returns (the EMA, steps taken, start time)."""
+    opt = make_optimizer(model, args.lr)
+    ema = EMA(model)
+    crit = DetLoss(model)
+    dl = make_loader(args)
     total = args.steps
-    warm = 100
     t0 = time.time()
     t_mark, n_mark = t0, 0
     run_loss = np.zeros(3)
@@ -297,10 +310,7 @@ def main() -> None:
         prog = step / total if total else elapsed / (args.minutes * 60)
         if prog >= 1.0:
             break
-        if step < warm:
-            lr = args.lr * (step + 1) / warm
-        else:
-            lr = args.lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * prog)))
+        lr = learning_rate(args.lr, step, prog)
         for g in opt.param_groups:
             g["lr"] = lr
         x = (imgs.float() / 255.0).contiguous(memory_format=torch.channels_last)
@@ -319,16 +329,38 @@ def main() -> None:
             now = time.time()
             ips = (step - n_mark) * args.batch / max(now - t_mark, 1e-6)
             t_mark, n_mark = now, step
-            el = now - t0
-            eta = el / max(prog, 1e-6) - el
-            print(
-                f"step {step} ({prog * 100:.0f}%) imgs {step * args.batch} lr {lr:.2e} box {run_loss[0]:.3f} "
-                f"cls {run_loss[1]:.3f} dfl {run_loss[2]:.3f} {ips:.1f} img/s elapsed {el / 60:.1f} min "
-                f"ETA {eta / 60:.1f} min",
-                flush=True,
-            )
+            log_progress(step, prog, lr, run_loss, ips, now - t0, args.batch)
         if step % 250 == 0:
             torch.save({"ema": ema.ema.state_dict(), "step": step}, args.out / "last.pt")
+    return ema, step, t0
+
+
+def log_progress(step: int, prog: float, lr: float, run_loss: np.ndarray, ips: float, el: float, batch: int) -> None:
+    eta = el / max(prog, 1e-6) - el
+    print(
+        f"step {step} ({prog * 100:.0f}%) imgs {step * batch} lr {lr:.2e} box {run_loss[0]:.3f} "
+        f"cls {run_loss[1]:.3f} dfl {run_loss[2]:.3f} {ips:.1f} img/s elapsed {el / 60:.1f} min "
+        f"ETA {eta / 60:.1f} min",
+        flush=True,
+    )
+
+
+def main() -> None:
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    model = Detector(nc=len(NAMES))
+    if args.export_only:
+        sd = torch.load(args.ckpt or args.out / "last.pt", map_location="cpu")
+        model.load_state_dict(sd["ema"])
+        export_all(model, args.models, args.seed)
+        return
+    args.out.mkdir(parents=True, exist_ok=True)
+    initialise(model, args)
+    nparams = sum(p.numel() for p in model.parameters())
+    print(f"params {nparams / 1e6:.2f} M  seed {args.seed}  batch {args.batch}  imgsz {args.imgsz}", flush=True)
+    model = model.to(memory_format=torch.channels_last)
+    ema, step, t0 = train(model, args)
     torch.save({"ema": ema.ema.state_dict(), "step": step}, args.out / "last.pt")
     print(f"training done: {step} steps in {(time.time() - t0) / 60:.1f} min", flush=True)
     export_all(ema.ema, args.models, args.seed)

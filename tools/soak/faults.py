@@ -23,6 +23,7 @@ import contextlib
 import errno
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from tools.kit.redis_server import RedisServer
@@ -58,6 +59,36 @@ FAULT_COLORS = {
     "redis_failover": "magenta",
 }
 SPOOL_DISK_SIZE = "64m"
+
+
+QUIET_TAIL_S = 60.0  # no fault ends this close to the end, so the final samples are settled
+
+
+@dataclass
+class Fault:
+    kind: str
+    target: str
+    start_s: float
+    end_s: float | None = None
+
+
+def schedule(
+    kinds: list[str], cameras: list[str], *, duration_s: float, first_fault_s: float, fault_every_s: float
+) -> list[tuple[float, str, str]]:
+    """(start s, kind, target) of every fault of the run: `kinds` in turn from `first_fault_s`, one at a time
+    every `fault_every_s` (or longer, for a fault that lasts longer), none ending in the quiet tail; the
+    camera faults go round `cameras`."""
+    plan = []
+    t, i = first_fault_s, 0
+    quiet_s = min(QUIET_TAIL_S, 0.25 * duration_s)
+    while kinds and t + FAULT_DOWN_S[kinds[i % len(kinds)]] < duration_s - quiet_s:
+        kind = kinds[i % len(kinds)]
+        target = {"http_flood": "health", "spool_disk_full": "spool", "bridge_kill": "bridge"}.get(kind)
+        target = target or ("redis" if kind.startswith("redis") else None) or cameras[(i // len(kinds)) % len(cameras)]
+        plan.append((t, kind, target))
+        t += max(fault_every_s, FAULT_DOWN_S[kind] + 5.0)  # one fault at a time
+        i += 1
+    return plan
 
 
 def redis_oom_start(redis: RedisServer) -> None:

@@ -1,13 +1,18 @@
-"""What `python -m tools.soak` starts its children with: the clips, the daemon's config, `kill_proc`."""
+"""What `python -m tools.soak` starts its children with: the clips, the daemon's config, the daemon itself
+(`start_daemon`, `wait_publishing`), `kill_proc`."""
 
 from __future__ import annotations
 
 import contextlib
+import resource
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from tools.kit.daemon_config import write_config
+from tools.kit.daemon_config import REPO, write_config
+from tools.soak.stats import by_label, scrape
 
 CAMERA_SIZES = ((640, 480), (1280, 720))
 
@@ -70,3 +75,34 @@ def write_soak_config(
             for cid, url in cameras
         ],
     )
+
+
+def start_daemon(config: Path, log_path: Path, nofile: int) -> subprocess.Popen[bytes]:
+    """`python -m daemon run -c config`, its output appended to `log_path`, with RLIMIT_NOFILE `nofile` (0: as is)."""
+    log = log_path.open("ab")
+
+    def limit_descriptors() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "daemon", "run", "-c", str(config)],
+        cwd=REPO,
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=limit_descriptors if nofile else None,  # noqa: PLW1509  (setrlimit only)
+    )
+
+
+def wait_publishing(daemon: subprocess.Popen[bytes], health_port: int, timeout_s: float = 180) -> None:
+    """Until the daemon's /metrics count a published entry; RuntimeError if it exits or `timeout_s` passes first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if daemon.poll() is not None:
+            raise RuntimeError(f"daemon exited with {daemon.returncode} during startup; see logs/daemon.log")
+        with contextlib.suppress(OSError):
+            values = scrape(health_port)
+            if sum(by_label(values, "beltsight_entries_published_total", "camera").values()) > 0:
+                return
+        time.sleep(0.5)
+    raise RuntimeError(f"daemon published nothing within {timeout_s:.0f} s")

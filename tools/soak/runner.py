@@ -5,48 +5,37 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import resource
 import signal
-import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tools.kit.daemon_config import REPO
 from tools.kit.ports import free_port
 from tools.kit.redis_server import RedisServer, find_redis_server
 from tools.kit.rtsp import RtspServer
 from tools.kit.sentinel import SentinelGroup, start_group
 from tools.soak.bridge import PlcSide
-from tools.soak.checks import check_detections, check_objects, objects_ok
+from tools.soak.checks import check_detections, check_objects
 from tools.soak.faults import (
     FAULT_DOWN_S,
+    Fault,
     SpoolDisk,
     redis_oom_end,
     redis_oom_start,
+    schedule,
 )
 from tools.soak.flood import FloodProc
 from tools.soak.plc_checks import stream_crossings
 from tools.soak.plot import plot_soak
-from tools.soak.procs import kill_proc, render_clips, write_soak_config
-from tools.soak.stats import HEALTHZ_WITHIN_S, Sample, by_label, healthz_time, proc_stats, scrape, theil_sen
-
-QUIET_TAIL_S = 60.0  # no fault ends this close to the end, so the final samples are settled
+from tools.soak.procs import kill_proc, render_clips, start_daemon, wait_publishing, write_soak_config
+from tools.soak.stats import Sample, by_label, healthz_time, proc_stats, scrape
+from tools.soak.verdict import checks, memory, summarize
 
 
 # -- the run ------------------------------------------------------------------------------------
-@dataclass
-class Fault:
-    kind: str
-    target: str
-    start_s: float
-    end_s: float | None = None
-
-
 class Soak:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -101,30 +90,8 @@ class Soak:
         )
         if self.plc is not None:  # serving, and the PLC subscribed, before the first crossing
             self.plc.start()
-        log = (self.out / "logs" / "daemon.log").open("ab")
-        nofile = self.args.nofile
-
-        def limit_descriptors() -> None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-
-        self.daemon = subprocess.Popen(
-            [sys.executable, "-m", "daemon", "run", "-c", str(config)],
-            cwd=REPO,
-            stdout=log,
-            stderr=log,
-            stdin=subprocess.DEVNULL,
-            preexec_fn=limit_descriptors if nofile else None,  # noqa: PLW1509  (setrlimit only)
-        )
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            if self.daemon.poll() is not None:
-                raise RuntimeError(f"daemon exited with {self.daemon.returncode} during startup; see logs/daemon.log")
-            with contextlib.suppress(OSError):
-                values = scrape(self.health_port)
-                if sum(by_label(values, "beltsight_entries_published_total", "camera").values()) > 0:
-                    return
-            time.sleep(0.5)
-        raise RuntimeError("daemon published nothing within 180 s")
+        self.daemon = start_daemon(config, self.out / "logs" / "daemon.log", self.args.nofile)
+        wait_publishing(self.daemon, self.health_port)
 
     def start_redis(self) -> tuple[str, dict[str, Any]]:
         """One redis-server with AOF, or (--sentinel) a Sentinel group; the daemon's `[redis]` url and keys."""
@@ -144,29 +111,17 @@ class Soak:
         keys = {"sentinels": self.group.addresses, "sentinel_master": self.group.name, "min_replicas": 1}
         return "redis://127.0.0.1:1/0", keys
 
-    def schedule(self) -> list[tuple[float, str, str]]:
-        plan = []
-        t, i = self.args.first_fault_s, 0
-        quiet_s = min(QUIET_TAIL_S, 0.25 * self.duration_s)
-        kinds = self.args.faults
-        while kinds and t + FAULT_DOWN_S[kinds[i % len(kinds)]] < self.duration_s - quiet_s:
-            kind = kinds[i % len(kinds)]
-            target = {"http_flood": "health", "spool_disk_full": "spool", "bridge_kill": "bridge"}.get(kind)
-            target = (
-                target
-                or ("redis" if kind.startswith("redis") else None)
-                or list(self.cams)[(i // len(kinds)) % len(self.cams)]
-            )
-            plan.append((t, kind, target))
-            t += max(self.args.fault_every_s, FAULT_DOWN_S[kind] + 5.0)  # one fault at a time
-            i += 1
-        return plan
-
     def run(self) -> None:
         self.setup()
         assert self.daemon is not None
         self.t0 = time.monotonic()
-        plan = self.schedule()
+        plan = schedule(
+            self.args.faults,
+            list(self.cams),
+            duration_s=self.duration_s,
+            first_fault_s=self.args.first_fault_s,
+            fault_every_s=self.args.fault_every_s,
+        )
         pending_end: list[tuple[float, Callable[[], object], Fault]] = []
         next_sample = 0.0
         print(f"soak running {self.args.minutes} min, {len(plan)} faults planned, out={self.out}", flush=True)
@@ -365,81 +320,14 @@ class Soak:
             client.close()
         return dets, objects
 
-    def verdict(self, streams: dict[str, Any], objects: dict[str, Any]) -> dict[str, Any]:
-        samples = [s for s in self.samples if s.t_s > 0]
-        base_t = self.args.baseline_s if self.duration_s >= 2 * self.args.baseline_s else 0.4 * self.duration_s
-        window = 60.0 if self.duration_s >= 600 else max(self.args.sample_s, 0.1 * self.duration_s)
-        base = [s for s in samples if base_t <= s.t_s < base_t + window] or samples[:1]
-        tail = [s for s in samples if s.t_s >= samples[-1].t_s - window] or samples[-1:]
-        rss_base = statistics.median(s.rss_mib for s in base)  # median: rebuild peaks are transient
-        rss_end = statistics.median(s.rss_mib for s in tail)
-        point_base = base[0].rss_mib
-        growth = 100 * (rss_end - rss_base) / rss_base
-        measured = [s for s in samples if s.t_s >= base[0].t_s]
-        slope = theil_sen([s.t_s for s in measured], [s.rss_mib for s in measured])  # MiB per second
-        span_s = measured[-1].t_s - measured[0].t_s
-        trend = 100 * slope * span_s / rss_base
-        final = samples[-1]
-        fds_base, thr_base = max(s.fds for s in base), max(s.threads for s in base)
-        checks = {
-            "rss_growth_pct<=2": growth <= 2.0,
-            "rss_trend_pct<=2": trend <= 2.0,
-            "fds_no_growth": final.fds <= fds_base,
-            "threads_no_growth": final.threads <= thr_base,
-            "daemon_exit_0": self.daemon_rc == 0,
-            "no_duplicates": all(v["duplicates"] == 0 for v in streams.values()),
-            "order_per_camera": all(v["ids_increasing"] and v["captured_non_decreasing"] for v in streams.values()),
-            "published_at_least_last_scrape": all(
-                v["entries"] >= final.published.get(c, 0) for c, v in streams.items()
-            ),
-            "objects_exactly_once": all(objects_ok(v, lost=self.lost(final)) for v in objects.values()),
-            "objects_at_least_crossings_metric": sum(sum(v["last_counts"].values()) for v in objects.values())
-            >= final.extra.get("crossings", 0),
-            "healthz_within_1s": all(0 <= s.extra.get("healthz_ms", -1) <= 1000 * HEALTHZ_WITHIN_S for s in samples),
-            **self.plc_checks(),
-        }
-        return {
-            "baseline_t_s": [base[0].t_s, base[-1].t_s],
-            "rss_baseline_mib": round(rss_base, 1),
-            "rss_end_mib": round(rss_end, 1),
-            "rss_growth_pct": round(growth, 2),
-            "rss_growth_point_pct": round(100 * (final.rss_mib - point_base) / point_base, 2),
-            "rss_trend_mib_per_h": round(slope * 3600, 2),
-            "rss_trend_pct_over_window": round(trend, 2),
-            "measured_window_s": round(span_s, 1),
-            "rss_max_mib": max(s.rss_mib for s in samples),
-            "fds_baseline_max": fds_base,
-            "fds_end": final.fds,
-            "fds_max": max(s.fds for s in samples),
-            "threads_baseline_max": thr_base,
-            "threads_end": final.threads,
-            "threads_max": max(s.threads for s in samples),
-            "daemon_exit_code": self.daemon_rc,
-            "healthz_ms_max": max(s.extra.get("healthz_ms", -1) for s in samples),
-            "floods": self.flood_counts,
-            "checks": checks,
-            "pass": all(checks.values()),
-        }
-
-    def plc_checks(self) -> dict[str, bool]:
-        """The PLC's verdict (none without `--plc`): tools/soak/plc_checks.py says what each means."""
-        if not self.plc_result:
-            return {}
-        events, counts = self.plc_result["opcua_events"], self.plc_result["counts"]
-        return {
-            "plc_opcua_no_repeat_or_stray": events["duplicates"] == events["extra"] == events["track_mismatch"] == 0,
-            "plc_opcua_every_crossing_while_subscribed": events["crossings"] > 0 and events["missing_subscribed"] == 0,
-            "plc_opcua_every_crossing_once": events["crossings"] > 0 and events["missing"] == 0,
-            "plc_counts_opcua_agree": bool(counts["opcua_agree"]),
-            "plc_counts_modbus_agree": bool(counts["modbus_agree"]),
-            "plc_counts_never_backwards": counts["opcua_count_backwards"] == counts["modbus_backwards"] == 0,
-            "bridge_exit_0": self.plc_result["bridge_exit_code"] == 0,
-            "bridge_no_crash": self.plc_result["bridge_crashes"] == 0,
-        }
-
     def report(self) -> None:
         streams, objects = self.check_streams()
-        verdict = self.verdict(streams, objects)
+        samples = [s for s in self.samples if s.t_s > 0]
+        mem = memory(samples, duration_s=self.duration_s, baseline_s=self.args.baseline_s, sample_s=self.args.sample_s)
+        checked = checks(
+            samples, mem, daemon_rc=self.daemon_rc, streams=streams, objects=objects, plc_result=self.plc_result
+        )
+        verdict = summarize(samples, mem, checked, daemon_rc=self.daemon_rc, flood_counts=self.flood_counts)
         header = f"{'t_s':>7} {'rss_MiB':>8} {'fds':>4} {'thr':>4}  fps/camera  processed published rebuilds"
         header += " drops faults"
         print("\n=== soak table ===")
@@ -476,12 +364,6 @@ class Soak:
 
     def plot(self) -> None:
         plot_soak(self.out / "soak.png", self.samples, self.faults, self.args.minutes)
-
-    @staticmethod
-    def lost(final: Sample) -> bool:
-        """Whether the daemon dropped anything it had accepted (a full spool or buffer), so a gap in the
-        objects' counts can be a dropped event rather than a lost one."""
-        return any(v > 0 for r, v in final.dropped.items() if r in ("spool_full", "buffer_full", "spool_overflow"))
 
     def cleanup(self) -> None:
         for flood in self.floods:

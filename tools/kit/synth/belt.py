@@ -34,6 +34,15 @@ def make_belt(rng: np.random.Generator, width: int, height: int, ref: float) -> 
 
     Contains: rubber/fabric texture, transverse seams, optional side rails, unlabelled debris.
     """
+    img = _texture(rng, width, height, ref)
+    _seams(rng, img, ref)
+    img = _debris(rng, img, ref)
+    _rails(rng, img)
+    return img
+
+
+def _texture(rng: np.random.Generator, width: int, height: int, ref: float) -> np.ndarray:
+    """The belt's rubber or fabric: a tinted base, noise at three scales, a faint weave (float64)."""
     h, w = height, width
     base = rng.uniform(35, 120)
     tint = rng.uniform(-12, 12, size=3)
@@ -49,7 +58,12 @@ def make_belt(rng: np.random.Generator, width: int, height: int, ref: float) -> 
         period_x = w / max(1, round(w / rng.uniform(3, 9)))
         tex += rng.uniform(1, 5) * np.sin(2 * np.pi * xx / period_x) * np.sin(2 * np.pi * yy / rng.uniform(3, 9))
     img: np.ndarray = tex[..., None] + tint[None, None, :]  # float64 here, float32 once drawn on
-    # transverse seams (splices) every so often
+    return img
+
+
+def _seams(rng: np.random.Generator, img: np.ndarray, ref: float) -> None:
+    """Transverse seams (splices), lighter or darker, slightly slanted, drawn into ``img``."""
+    h, w = img.shape[:2]
     n_seams = max(1, round(w / (rng.uniform(0.5, 1.5) * ref)))
     for _ in range(n_seams):
         x = rng.uniform(0, w)
@@ -60,7 +74,11 @@ def make_belt(rng: np.random.Generator, width: int, height: int, ref: float) -> 
         ys = np.arange(h, dtype=np.float32)[:, None]
         d = np.abs(((xs - x - slant * ys) + w / 2) % w - w / 2)
         img += (shade * np.clip(1.0 - d / max(thick, 0.6), 0, 1))[..., None]
-    # debris: small specks, scratches, blobs (unlabelled)
+
+
+def _debris(rng: np.random.Generator, img: np.ndarray, ref: float) -> np.ndarray:
+    """Unlabelled specks, scratches and blobs on ``img``: the belt as float32."""
+    h, w = img.shape[:2]
     pil = Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
     dr = ImageDraw.Draw(pil)
     n_debris = int(rng.poisson(rng.uniform(2, 25) * w * h / (ref * ref)))
@@ -80,8 +98,12 @@ def make_belt(rng: np.random.Generator, width: int, height: int, ref: float) -> 
             ang = np.sort(rng.uniform(0, 2 * np.pi, k))
             rad = s * rng.uniform(0.5, 1.3, k)
             dr.polygon([(x + r * math.cos(t), y + r * math.sin(t)) for r, t in zip(rad, ang, strict=True)], fill=col)
-    img = np.asarray(pil, dtype=np.float32).copy()
-    # side rails (metal guides) at top/bottom
+    return np.asarray(pil, dtype=np.float32).copy()
+
+
+def _rails(rng: np.random.Generator, img: np.ndarray) -> None:
+    """Metal side rails (guides) at the top and bottom, sometimes, drawn into ``img``."""
+    h, w = img.shape[:2]
     if rng.random() < 0.6:
         for top in (True, False):
             if rng.random() < 0.8:
@@ -97,7 +119,6 @@ def make_belt(rng: np.random.Generator, width: int, height: int, ref: float) -> 
                     img[:rh] = band
                 else:
                     img[h - rh :] = band[::-1]
-    return img
 
 
 def lighting(rng: np.random.Generator, width: int, height: int) -> np.ndarray:

@@ -103,6 +103,14 @@ def render_part(p: Part) -> tuple[np.ndarray, np.ndarray, int, int]:
     half = math.ceil(L * 0.75) + 3
     x0, y0 = math.floor(p.cx) - half, math.floor(p.cy) - half
     n = 2 * half + 1
+    alpha = _silhouette(p, n, x0, y0)
+    return _shaded(p, alpha, x0, y0), alpha, x0, y0
+
+
+def _silhouette(p: Part, n: int, x0: int, y0: int) -> np.ndarray:
+    """The part's alpha (n x n float32 0..1, its holes 0), drawn supersampled ``SS`` times and box-filtered
+    down; (x0, y0) the patch's top-left pixel in the image."""
+    L = p.length
     ox = (p.cx - x0) * SS  # centre in supersampled patch coordinates
     oy = (p.cy - y0) * SS
     m = Image.new("L", (n * SS, n * SS), 0)
@@ -153,8 +161,15 @@ def render_part(p: Part) -> tuple[np.ndarray, np.ndarray, int, int]:
             circle(hx - 0.5, t / 2 - a2 / 2, t * 0.22, 0)
         if sh["holes"] == 2:
             circle(t / 2 - 0.5, a2 * 0.72 - a2 / 2, t * 0.22, 0)
-    alpha = np.asarray(m.resize((n, n), Image.Resampling.BOX), dtype=np.float32) / 255.0
+    return np.asarray(m.resize((n, n), Image.Resampling.BOX), dtype=np.float32) / 255.0
 
+
+def _shaded(p: Part, alpha: np.ndarray, x0: int, y0: int) -> np.ndarray:
+    """The part's colour over its patch (n x n x 3 float32 0..255): gradient, specular highlight, bolt
+    threads, nut facets, rim darkening from the blurred ``alpha``, and grain."""
+    L = p.length
+    n = alpha.shape[0]
+    sh = p.shape
     # shading in patch coordinates (unit = part length, origin = part centre)
     yy, xx = np.mgrid[0:n, 0:n].astype(np.float32)
     u = (xx + 0.5 - p.cx + x0) / L
@@ -186,7 +201,8 @@ def render_part(p: Part) -> tuple[np.ndarray, np.ndarray, int, int]:
         np.asarray(np.random.default_rng(int(p.length * 1000) % 2**31).standard_normal((n, n)), dtype=np.float32)
         * d["grain"]
     )[..., None]
-    return np.clip(rgb, 0, 255).astype(np.float32), alpha, x0, y0
+    out: np.ndarray = np.clip(rgb, 0, 255).astype(np.float32)
+    return out
 
 
 # --------------------------------------------------------------------------------------------- scenes

@@ -11,6 +11,7 @@ import json
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import numpy as np
 from av.video.stream import VideoStream
 
 from tools.kit.synth.belt import lighting, make_belt
-from tools.kit.synth.parts import MIN_VISIBLE, NAMES, place_parts
+from tools.kit.synth.parts import MIN_VISIBLE, NAMES, Part, place_parts
 from tools.kit.synth.scene import camera_effects, composite
 
 
@@ -144,16 +145,70 @@ def render_video(
     Without these keywords the clip is the same as before they existed (same seed, same frames).
     """
     out_mp4, gt_json = Path(out_mp4), Path(gt_json)
-    rng = np.random.default_rng([seed, 11])
     n_frames = max(1, round(seconds * fps))
+    sc = make_scene(seed, width, height, fps, n_frames, speed_px_s, density, stops)
+    annotations: dict[str, list[dict[str, Any]]] = {}
+    ignore: dict[str, list[dict[str, Any]]] = {}
+    out_mp4.parent.mkdir(parents=True, exist_ok=True)
+    with h264_writer(out_mp4, width, height, fps, crf=20, preset="veryfast", maxrate=maxrate) as write:
+        for i in range(n_frames):
+            frng = np.random.default_rng([seed, 13, i])
+            cols = (np.arange(width) - math.floor(sc.shifts[i])) % sc.period
+            img = sc.belt[:, cols].copy()
+            visible, ids = [], []
+            for k, (p, bx) in enumerate(zip(sc.parts, sc.base_x, strict=True)):
+                p.cx = bx + sc.shifts[i]
+                if -p.length < p.cx < width + p.length:
+                    visible.append(p)
+                    ids.append(k)
+            recs = composite(img, visible, frng, shadow=sc.shadow)
+            img *= sc.light
+            write(camera_effects(frng, img, jpeg=False))
+            annotations[str(i)], ignore[str(i)] = frame_labels(recs, ids)
+    gt = ground_truth(width, height, fps, n_frames, sc, annotations, ignore)
+    gt_json.parent.mkdir(parents=True, exist_ok=True)
+    gt_json.write_text(json.dumps(gt))
+
+
+@dataclass(frozen=True, slots=True)
+class Scene:
+    """A clip's belt and parts: the belt texture (one `period` of it), its speed, stops and shift per
+    frame (px), the parts (in belt coordinates, `base_x` their centres at t=0), lighting and shadow."""
+
+    belt: np.ndarray
+    period: int
+    speed: float
+    stops: list[tuple[float, float]]
+    shifts: list[float]
+    parts: list[Part]
+    base_x: list[float]
+    light: np.ndarray
+    shadow: tuple[float, float, float]
+
+
+def make_scene(
+    seed: int,
+    width: int,
+    height: int,
+    fps: int,
+    n_frames: int,
+    speed_px_s: float | None,
+    density: float | None,
+    stops: Sequence[tuple[float, float]],
+) -> Scene:
+    """The scene `render_video` draws, every random draw in the order it has always made them (a seed
+    gives the same clip as before)."""
+    rng = np.random.default_rng([seed, 11])
     ref = float(max(width, height))
     period = 2 * width
     belt = make_belt(rng, period, height, ref)
     drawn_speed = width * rng.uniform(0.2, 0.4)  # px / s
     speed = drawn_speed if speed_px_s is None else float(speed_px_s)
-    stops = [(float(a), float(b)) for a, b in stops]
-    shifts = belt_shift(np.arange(n_frames + 1) / fps, speed, stops)
-    travel = speed * n_frames / fps if not stops else float(shifts[-1])
+    halts = [(float(a), float(b)) for a, b in stops]
+    travelled = belt_shift(np.arange(n_frames + 1) / fps, speed, halts)
+    travel = speed * n_frames / fps if not halts else float(travelled[-1])
+    # without stops, the shift is the exact product (the same floats as before stops existed)
+    shifts = [speed * i / fps if not halts else float(travelled[i]) for i in range(n_frames)]
     # parts in belt coordinates at t=0; x_frame(t) = x0 + shift(t)
     span_lo, span_hi = -travel - 0.25 * ref, width + 0.25 * ref
     drawn_dens = rng.uniform(0.12, 0.25)
@@ -164,38 +219,36 @@ def render_video(
     light = lighting(rng, width, height)
     a = rng.uniform(0, 2 * np.pi)
     shadow = (math.cos(a), math.sin(a), rng.uniform(0.25, 0.6))
-    base_x = [p.cx for p in parts]
+    return Scene(belt, period, speed, halts, shifts, parts, [p.cx for p in parts], light, shadow)
 
-    annotations: dict[str, list[dict[str, Any]]] = {}
-    ignore: dict[str, list[dict[str, Any]]] = {}
-    out_mp4.parent.mkdir(parents=True, exist_ok=True)
-    with h264_writer(out_mp4, width, height, fps, crf=20, preset="veryfast", maxrate=maxrate) as write:
-        for i in range(n_frames):
-            frng = np.random.default_rng([seed, 13, i])
-            shift = speed * i / fps if not stops else float(shifts[i])
-            cols = (np.arange(width) - math.floor(shift)) % period
-            img = belt[:, cols].copy()
-            visible, ids = [], []
-            for k, (p, bx) in enumerate(zip(parts, base_x, strict=True)):
-                p.cx = bx + shift
-                if -p.length < p.cx < width + p.length:
-                    visible.append(p)
-                    ids.append(k)
-            recs = composite(img, visible, frng, shadow=shadow)
-            img *= light
-            frame_u8 = camera_effects(frng, img, jpeg=False)
-            annotations[str(i)] = [
-                {"cls": r["cls"], "label": NAMES[r["cls"]], "box": r["box"], "id": k}
-                for r, k in zip(recs, ids, strict=True)
-                if r["box"] is not None and r["visible"] >= MIN_VISIBLE
-            ]
-            ignore[str(i)] = [
-                {"cls": r["cls"], "box": r["box"], "id": k, "visible": round(float(r["visible"]), 3)}
-                for r, k in zip(recs, ids, strict=True)
-                if r["box"] is not None and r["visible"] < MIN_VISIBLE
-            ]
-            write(frame_u8)
-    gt = {
+
+def frame_labels(recs: list[dict[str, Any]], ids: list[int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One frame's ground truth: the parts at least ``MIN_VISIBLE`` visible (annotations), and those
+    in view but less visible than that (ignore, with their visible fraction)."""
+    annotated = [
+        {"cls": r["cls"], "label": NAMES[r["cls"]], "box": r["box"], "id": k}
+        for r, k in zip(recs, ids, strict=True)
+        if r["box"] is not None and r["visible"] >= MIN_VISIBLE
+    ]
+    ignored = [
+        {"cls": r["cls"], "box": r["box"], "id": k, "visible": round(float(r["visible"]), 3)}
+        for r, k in zip(recs, ids, strict=True)
+        if r["box"] is not None and r["visible"] < MIN_VISIBLE
+    ]
+    return annotated, ignored
+
+
+def ground_truth(
+    width: int,
+    height: int,
+    fps: int,
+    n_frames: int,
+    sc: Scene,
+    annotations: dict[str, list[dict[str, Any]]],
+    ignore: dict[str, list[dict[str, Any]]],
+) -> dict[str, Any]:
+    """The GT JSON's document (its fields in ``render_video``'s docstring)."""
+    return {
         "width": width,
         "height": height,
         "fps": fps,
@@ -204,13 +257,8 @@ def render_video(
         "annotations": annotations,
         "ignore": ignore,
         "parts": [
-            {"id": k, "cls": p.cls, "x0": bx, "cy": p.cy} for k, (p, bx) in enumerate(zip(parts, base_x, strict=True))
+            {"id": k, "cls": p.cls, "x0": bx, "cy": p.cy}
+            for k, (p, bx) in enumerate(zip(sc.parts, sc.base_x, strict=True))
         ],
-        "belt": {
-            "speed_px_s": speed,
-            "stops": [list(s) for s in stops],
-            "shift_px": [speed * i / fps if not stops else float(shifts[i]) for i in range(n_frames)],
-        },
+        "belt": {"speed_px_s": sc.speed, "stops": [list(s) for s in sc.stops], "shift_px": sc.shifts[:n_frames]},
     }
-    gt_json.parent.mkdir(parents=True, exist_ok=True)
-    gt_json.write_text(json.dumps(gt))
