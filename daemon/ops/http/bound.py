@@ -11,6 +11,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 import structlog
@@ -91,6 +92,19 @@ class _Handler(RequestHandler):
         super().__init__(manager, **kwargs)
         self._bounded = manager
         self._last_bytes = b""
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        """aiohttp's answer to an unparsable request, without the request's own bytes: its parser
+        quotes the offending line (`Content-Length: Bearer ...`), which may hold credentials."""
+        if isinstance(exc, HttpProcessingError):
+            message = f"{status} {HTTPStatus(status).phrase}: unparsable request ({type(exc).__name__})"
+        return super().handle_error(request, status, exc, message)
 
     def data_received(self, data: bytes) -> None:
         seen = self._last_bytes + data
