@@ -1,6 +1,7 @@
 """The shape of the code, checked: the layers (import-linter), no import cycle in daemon/ or tools/,
 tests that import only tests/support/ (never each other), the size targets of daemon/ and tools/
-(modules <= 400 lines, functions <= 60) and daemon/'s docstring targets. Import graphs are read from
+(modules <= 400 lines, functions <= 60), daemon/'s docstring targets, and no run output in the
+repository (only the docs' curated figures, each under 200 KB). Import graphs are read from
 the source with `ast` (module-level and function-level imports alike), nothing is imported."""
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
+MAX_FIGURE_BYTES = 200 * 1024
+FIGURE_SUFFIXES = {".png", ".svg", ".jpg", ".jpeg", ".gif", ".webp"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,3 +295,31 @@ def test_every_daemon_subpackage_says_what_it_is_for() -> None:
         and not ast.get_docstring(ast.parse(init.read_text(), str(init)))
     )
     assert not missing, "subpackages without a docstring in __init__.py:\n" + "\n".join(missing)
+
+
+def repository_files() -> list[Path]:
+    """The files the repository holds: git's index where this is a checkout (what a commit carries,
+    not a stray run's ignored output), else every file under tools/ and docs/."""
+    git = shutil.which("git")
+    if git is not None and (REPO / ".git").exists():
+        listed = subprocess.run(
+            [git, "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, timeout=60, check=True
+        ).stdout
+        return [path for rel in listed.split("\0") if rel and (path := REPO / rel).is_file()]
+    return [p for top in ("tools", "docs") for p in (REPO / top).rglob("*") if p.is_file()]
+
+
+def test_the_repository_holds_no_run_output() -> None:
+    """Run output goes outside the repository (tools/kit/run_output.py): nothing under tools/reports, and
+    every figure is a curated copy under docs/ (`python -m tools.docs.figure`) of under 200 KB."""
+    files = repository_files()
+    assert any(REPO / "docs" in p.parents for p in files), "no docs found: the listing is wrong"
+    reports = [str(p.relative_to(REPO)) for p in files if REPO / "tools" / "reports" in p.parents]
+    figures = [p for p in files if p.suffix.lower() in FIGURE_SUFFIXES]
+    outside_docs = [str(p.relative_to(REPO)) for p in figures if REPO / "docs" not in p.parents]
+    heavy = [f"{p.relative_to(REPO)}: {n} bytes" for p in figures if (n := p.stat().st_size) >= MAX_FIGURE_BYTES]
+    assert reports == [], f"run output committed under tools/reports: {reports}"
+    assert outside_docs == [], f"figures outside docs/: {outside_docs}"
+    assert heavy == [], (
+        f"figures of {MAX_FIGURE_BYTES} bytes or more (python -m tools.docs.figure shrinks a PNG): {heavy}"
+    )

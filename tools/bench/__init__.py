@@ -23,7 +23,8 @@
    on the same cores, and the share of that the daemon reached;
 4. baseline 2: the naive one-loop pipeline (tools/bench/naive.py) on one session with ORT's
    default threads, latency vs the expected capture time;
-5. prints a table and the acceptance checks; writes report.json and bench.png into --out;
+5. prints a table and the acceptance checks; writes report.json and bench.png into --out (default:
+   bench-<time> in the run-output folder of tools/kit/run_output.py, outside the repository);
 6. the per-stage CPU budget of the main daemon phase (`tools/bench/budget.py`): the daemon's own
    `beltsight_stage_cpu_seconds_total{stage}` counters (thread CPU, measured where each stage runs),
    per published frame and as a share of the machine, beside the bare model's session.run CPU per

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import tools.bench
 from daemon.inference.model_file import ModelError, load_model_info
 from tools.bench.experiments import EXPERIMENTS
-from tools.kit.daemon_config import MODELS, REPO
+from tools.kit.daemon_config import MODELS
+from tools.kit.run_output import WHERE, run_dir
 
 
 def parse_args() -> argparse.Namespace:
@@ -25,7 +25,7 @@ def parse_args() -> argparse.Namespace:
             p.error("--cameras: one count (lists only with --null-model; see --sweep)")
         args.cameras = int(args.cameras or 4)
     args.width, args.height = (int(v) for v in args.size.lower().split("x"))
-    args.out = (args.out or REPO / "runs" / time.strftime("bench-%Y%m%d-%H%M%S")).resolve()  # redis-server chdirs
+    args.out = (args.out or run_dir("bench")).resolve()  # redis-server chdirs
     return args
 
 
@@ -122,7 +122,7 @@ def add_phase_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--flame", type=Path, help="record the main daemon phase with py-spy (up to 60 s) into this SVG")
     p.add_argument("--naive-seconds", type=float, help="default: seconds / 2")
     p.add_argument("--bare-seconds", type=float, default=10)
-    p.add_argument("--out", type=Path)
+    p.add_argument("--out", type=Path, help=f"the run's folder (default: bench-<time> under {WHERE})")
 
 
 def model_size(parser: argparse.ArgumentParser, model: str) -> int:

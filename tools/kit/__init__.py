@@ -11,6 +11,8 @@
 
 - `daemon_config`: `write_config(...)`, the one writer of daemon TOML configs (the committed
   demo models, CPU provider unless overridden), and `MODELS`;
+- `run_output`: `reports_dir()` and `run_dir(name)`, where every tool writes its reports, plots and
+  logs by default: `$BELTSIGHT_REPORTS_DIR`, else `~/.local/state/beltsight/reports`, never the repository;
 - `synth`: the procedural conveyor scenes and H.264 clips with exact ground truth (`render_scene`,
   `render_video`, `h264_writer`); its command line is `python -m tools.synth`.
 

@@ -45,7 +45,7 @@ in the objects streams reached the OPC UA subscriber exactly once (by camera, li
 count, with the same track id; each one missed attributed to a window without a session or not),
 the final counts agree on both protocols with the streams, and no count ever went backwards. It
 prints a table and a verdict, and writes `soak.json` (with a `plc` section) and `soak.png` to the
-output directory.
+output directory (`--out`; default: soak-<time> in the run-output folder of tools/kit/run_output.py).
 
 Verdict, over the measured window that starts at `--baseline-s` (default: after a 10-minute
 warm-up, in which every fault kind has run three times and every session has been rebuilt; 40 %

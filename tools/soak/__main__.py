@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import time
 from pathlib import Path
 
 import tools.soak
-from tools.kit.daemon_config import REPO
+from tools.kit.run_output import WHERE, run_dir
 from tools.soak.faults import FAULT_KINDS
 from tools.soak.runner import Soak
 
@@ -18,7 +17,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=(tools.soak.__doc__ or "").split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=30.0)
     p.add_argument("--cameras", type=int, default=2)
-    p.add_argument("--out", type=Path, default=None)
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"the run's folder (default: soak-<time> under {WHERE})",
+    )
     p.add_argument("--rebuild-every", type=int, default=500, help="engine.rebuild.every_frames")
     p.add_argument("--sample-s", type=float, default=10.0)
     p.add_argument("--fault-every-s", type=float, default=60.0)
@@ -55,7 +59,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             print(f"{kind} left out: {left_out[kind]}", flush=True)
     args.faults = [k for k in args.faults if not left_out.get(k)]
     if args.out is None:
-        args.out = REPO / "runs" / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
+        args.out = run_dir("soak")
     args.out = args.out.resolve()
     return args
 
@@ -75,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         soak.cleanup()
+        print(f"run output: {args.out}", flush=True)
     return 0 if getattr(soak, "passed", False) else 1
 
 

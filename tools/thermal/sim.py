@@ -1,6 +1,6 @@
 """Run the real thermal governor against a simulated plant, beside the seeds' `sleep(0.1)` switch.
 
-    python -m tools.thermal.sim [--tau 60] [--lag 3] [--out tools/reports/thermal-sim.png]
+    python -m tools.thermal.sim [--tau 60] [--lag 3] [--out FILE.png]
 
 The plant (tools/thermal/plant.py) heats from idle to full load, the cabinet warms by 15 C at
 one third of the run and cools again at two thirds; its hardware slows itself down (half the
@@ -9,7 +9,8 @@ sensor (lagged, whole degrees). The governor runs on its defaults: its limit is 
 threshold less `margin_c`. The seeds' switch is `if temp > 85: time.sleep(0.1)` after every
 batch (`--seed-threshold`), and the same switch at the governor's limit. The PNG shows
 temperature, admitted share and delivered throughput (halved while the hardware slows itself
-down); the summary (printed, and as JSON beside the PNG) compares them over each phase.
+down); the summary (printed, and as JSON beside the PNG) compares them over each phase. Default
+`--out`: thermal-sim.png in the run-output folder (tools/kit/run_output.py).
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from pathlib import Path
 
 from daemon.config.thermal import ThermalConfig
 from daemon.thermal.governor import ThermalGovernor
+from tools.kit.run_output import WHERE, reports_dir
 from tools.thermal.plant import PlantParams, SleepSwitch, Trace, simulate, steps
-
-REPORTS = Path(__file__).resolve().parents[1] / "reports"
 
 
 def summarise(
@@ -83,8 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ambient", type=float, default=25.0)
     ap.add_argument("--slowdown", type=float, default=83.0, help="the hardware's slowdown threshold, C")
     ap.add_argument("--seed-threshold", type=float, default=85.0, help="the seeds' `if temp > N`")
-    ap.add_argument("--out", type=Path, default=REPORTS / "thermal-sim.png")
+    ap.add_argument("--out", type=Path, help=f"the PNG (default: thermal-sim.png under {WHERE}); the JSON beside it")
     args = ap.parse_args(argv)
+    args.out = args.out or reports_dir() / "thermal-sim.png"
     params = PlantParams(tau_s=args.tau, idle_rise_c=12, full_rise_c=60, lag_s=args.lag, slowdown_c=args.slowdown)
     phase = max(10 * args.tau, 600.0)
     hot = args.ambient + 15
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     plot(traces, limit, params.slowdown_c, args.out, title)
     args.out.with_suffix(".json").write_text(json.dumps({"title": title, **summary}, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out} and {args.out.with_suffix('.json')}")
     return 0
 
 

@@ -5,5 +5,5 @@
 - ``python -m tools.tracking.eval [--quick]``: the real daemon on rendered belts (speeds, densities,
   stop-and-go; file and RTSP sources; every frame and two thirds dropped) against the renderer's
   ground truth: crossings counted, parts counted twice, crossing-time error, HOTA and IDF1
-  (report in tools/reports/tracking-eval.json).
+  (report: tracking-eval.json in the run-output folder, tools/kit/run_output.py).
 """

@@ -59,8 +59,8 @@ from typing import Any
 
 import numpy as np
 
-from tools.kit.daemon_config import REPO
 from tools.kit.rtsp import RtspServer
+from tools.kit.run_output import WHERE, reports_dir
 from tools.kit.synth.crossings import Crossing, gt_crossings
 from tools.tracking.clips import Scenario, decimate, load_gt, render
 from tools.tracking.daemon_run import (
@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--out",
         type=Path,
-        help="JSON report (default: tools/reports/tracking-eval.json, --quick: <cache>/tracking-eval-quick.json)",
+        help=f"JSON report (default: tracking-eval.json under {WHERE}; --quick: <cache>/tracking-eval-quick.json)",
     )
     ap.add_argument(
         "--rescore",
@@ -365,7 +365,7 @@ def main(argv: list[str] | None = None) -> None:
     out = args.out or (
         args.cache / "tracking-eval-quick.json"
         if args.quick
-        else REPO / "tools" / "reports" / f"tracking-eval{'-other' if args.other else ''}.json"
+        else reports_dir() / f"tracking-eval{'-other' if args.other else ''}.json"
     )
     report: dict[str, Any] = {
         "model": args.model,
