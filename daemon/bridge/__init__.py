@@ -6,7 +6,8 @@ systemd/beltsight-bridge.service), on the daemon's own config file: `[bridge]`
 enabled cameras' lines and gates. It consumes every camera's objects stream and the events stream
 through one consumer group, keeps the served state (`state`), and pushes it to the PLC protocols the
 table `protocols.PROTOCOLS` builds from the config (each a `protocol.PlcProtocol`, `protocol_*`): an asyncua server
-(`opcua`, with OPC 40100 Machine Vision objects and events from `machine_vision` when
+(`opcua`, with OPC 40100 Machine Vision objects and events from `machine_vision`, results in
+`machine_vision_results`, when
 `[bridge.opcua] machine_vision`; its nodeset vendored in `nodesets/`), a pymodbus server (`modbus`,
 map in `registers`) and, with `[bridge.sparkplug]`, a Sparkplug B edge node on an MQTT broker
 (`sparkplug`: payloads in `sparkplug_payloads`, paho's callbacks as loop events in `sparkplug_mqtt`,
