@@ -14,7 +14,7 @@ map in `registers`) and, with `[bridge.sparkplug]`, a Sparkplug B edge node on a
 the Sparkplug 3.0 primary host's STATE in `sparkplug_host`, bdSeq kept across restarts in
 `sparkplug_bdseq`); entries are acknowledged only once served (`reader`),
 on one Redis, Sentinel or a Cluster (acknowledgements and snapshot per slot, WAIT for `min_replicas`:
-`topology`). SIGHUP reloads the OPC UA users and certificates (`Bridge.reload`, `opcua_pki`).
+`topology`). SIGHUP reloads the OPC UA users and certificates (`Bridge.reload`, `opcua_access`, `opcua_pki`).
 
 May import: `daemon.ops` (logging, the HTTP endpoint, systemd), `daemon.publish` (the Redis connection),
 `daemon.config`, `daemon.core`; nothing of ingest, batching, inference or tracking. Only
