@@ -10,7 +10,8 @@ table `protocols.PROTOCOLS` builds from the config (each a `protocol.PlcProtocol
 `machine_vision_results`, when
 `[bridge.opcua] machine_vision`; its nodeset vendored in `nodesets/`), a pymodbus server (`modbus`,
 map in `registers`) and, with `[bridge.sparkplug]`, a Sparkplug B edge node on an MQTT broker
-(`sparkplug`: payloads in `sparkplug_payloads`, paho's callbacks as loop events in `sparkplug_mqtt`,
+(`sparkplug`: payloads in `sparkplug_payloads`, paho's client, made and closed, its callbacks as
+loop events in `sparkplug_mqtt`,
 the Sparkplug 3.0 primary host's STATE in `sparkplug_host`, bdSeq kept across restarts in
 `sparkplug_bdseq`); entries are acknowledged only once served (`reader`),
 on one Redis, Sentinel or a Cluster (acknowledgements and snapshot per slot, WAIT for `min_replicas`:
