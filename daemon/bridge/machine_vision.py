@@ -14,16 +14,15 @@ history (daemon.bridge.history: HistoryRead of each VisionSystemType object's ev
 `MAX_RESULTS` results per call); with the history off (`event_history_s = 0`) it reads the camera's
 objects stream (XREVRANGE, at most `SCAN_ENTRIES` entries scanned). `GetResultById` reads the entry
 from the stream (XRANGE).
-The field mapping is documented in docs/integrations/machine-vision.md.
+The field mapping (`daemon.bridge.machine_vision_results`) is documented in
+docs/integrations/machine-vision.md.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +36,22 @@ from redis.exceptions import RedisError
 
 from daemon.bridge.history import EventHistory, entry_time, fired, stamped
 from daemon.bridge.layout import BridgeLayout
-from daemon.bridge.state import Crossing, MalformedEntryError, crossings_from_rows, parse_eta, parse_id
+from daemon.bridge.machine_vision_results import (
+    MV,
+    RESULT_COMPLETED,
+    ResultFilter,
+    creation_time,
+    filter_id,
+    result_content,
+    result_data,
+    result_ids,
+)
+from daemon.bridge.state import Crossing, MalformedEntryError, crossings_from_rows, parse_id
 from daemon.config.redis import RedisConfig
 from daemon.core.ratelimit import RateLimited
 from daemon.publish.redis_conn import RedisClient
 
 log = structlog.get_logger("beltsight.bridge.machine_vision")
-MV: Any = ua
-"""`asyncua.ua` with the nodeset's data types, which asyncua registers there at import time."""
-
 NODESET = Path(__file__).parent / "nodesets" / "Opc.Ua.MachineVision.NodeSet2.xml"
 MV_NAMESPACE = "http://opcfoundation.org/UA/MachineVision"
 FOLDER = "MachineVision"
@@ -59,11 +65,6 @@ STATE_NODES = {"Preoperational": 5028, "Halted": 5029, "Error": 5030, "Operation
 """The states of VisionStateMachineType (CurrentState/Id points at them)."""
 VISION_STATE = {"unknown": "Preoperational", "up": "Operational", "stalled": "Error", "down": "Error"}
 SYSTEM_STATE = {"unknown": "SBY_2", "up": "PRD_1", "stalled": "UDT_5", "down": "UDT_5"}
-RESULT_COMPLETED = 1
-"""ResultStateDataType 1: Completed (a crossing is a finished result)."""
-RECIPE_ID = "beltsight"
-CONFIGURATION_ID = "lines"
-MAX_RESULTS = 100
 SCAN_ENTRIES = 1000
 ERROR_NOT_FOUND = -1
 ERROR_REDIS = -2
@@ -73,84 +74,6 @@ QUERY_LOG_INTERVAL_S = 10.0
 def node_id(identifier: str | int, ns: int) -> ua.NodeId:
     value = ua.String(identifier) if isinstance(identifier, str) else ua.Int32(identifier)
     return ua.NodeId(value, ua.Int16(ns))
-
-
-def _creation_time(at_ms: int) -> datetime:
-    return datetime.fromtimestamp(at_ms / 1000, UTC)
-
-
-def result_content(crossing: Crossing) -> str:
-    """The one element of ResultContent: the crossing as compact JSON (label, cls, line, direction,
-    count, eta per gate, and snapshot when the entry has one)."""
-    content: dict[str, Any] = {
-        "label": crossing.label,
-        "cls": crossing.cls,
-        "line": crossing.line,
-        "direction": crossing.direction,
-        "count": crossing.count,
-        "eta": parse_eta(crossing.eta_json),
-    }
-    if crossing.snapshot:
-        content["snapshot"] = crossing.snapshot
-    return json.dumps(content, separators=(",", ":"), sort_keys=True)
-
-
-def _ids(crossing: Crossing) -> dict[str, Any]:
-    """The identifiers shared by the event and ResultDataType."""
-    return {
-        "ResultId": MV.ResultIdDataType(Id=crossing.entry_id),
-        "PartId": MV.PartIdDataType(Id=str(crossing.track), Description=ua.LocalizedText(crossing.label)),
-        "JobId": MV.JobIdDataType(Id=crossing.camera),
-        "InternalRecipeId": MV.RecipeIdInternalDataType(Id=RECIPE_ID),
-        "InternalConfigurationId": MV.ConfigurationIdDataType(Id=CONFIGURATION_ID),
-    }
-
-
-def result_data(crossing: Crossing) -> Any:
-    """The crossing as a `ResultDataType` (what the result methods return)."""
-    return MV.ResultDataType(
-        IsPartial=False,
-        ResultState=RESULT_COMPLETED,
-        CreationTime=_creation_time(crossing.at_ms),
-        ResultContent=[ua.Variant(result_content(crossing), ua.VariantType.String)],
-        **_ids(crossing),
-    )
-
-
-def _filter_id(value: Any) -> str:
-    """A filter argument's Id ("" when the client left it empty or null: no filter)."""
-    return str(getattr(value, "Id", "") or "") if value is not None else ""
-
-
-class ResultFilter:
-    """GetResultListFiltered's criteria; empty ones match everything."""
-
-    def __init__(self, args: list[Any]) -> None:
-        values = [a.Value if isinstance(a, ua.Variant) else a for a in args]
-        values += [None] * (12 - len(values))
-        self.state = int(values[0] or 0)
-        self.part = _filter_id(values[2])
-        self.fixed = {  # criteria whose value is the same for every BeltSight result
-            "MeasId": (_filter_id(values[1]), ""),
-            "ExternalRecipeId": (_filter_id(values[3]), ""),
-            "InternalRecipeId": (_filter_id(values[4]), RECIPE_ID),
-            "ExternalConfigurationId": (_filter_id(values[5]), ""),
-            "InternalConfigurationId": (_filter_id(values[6]), CONFIGURATION_ID),
-            "ProductId": (_filter_id(values[7]), ""),
-        }
-        self.job = _filter_id(values[8])
-        asked = int(values[9] or 0)
-        self.max_results = min(asked, MAX_RESULTS) if asked > 0 else MAX_RESULTS
-        self.start_index = int(values[10] or 0)
-
-    def matches(self, crossing: Crossing) -> bool:
-        if self.state not in (0, RESULT_COMPLETED):
-            return False
-        if self.part and self.part != str(crossing.track):
-            return False
-        if self.job and self.job != crossing.camera:
-            return False
-        return all(not given or given == ours for given, ours in self.fixed.values())
 
 
 async def import_nodeset(server: Server) -> int:
@@ -297,11 +220,11 @@ class MachineVision:
     def _fill(self, ev: Any, crossing: Crossing) -> None:
         # the type's properties carry no value in the nodeset, so asyncua knows no variant type for
         # them: each field is set with its type
-        for name, value in _ids(crossing).items():
+        for name, value in result_ids(crossing).items():
             ev.add_property(name, value, ua.VariantType.ExtensionObject)
         ev.add_property("ResultState", RESULT_COMPLETED, ua.VariantType.Int32)
         ev.add_property("IsPartial", False, ua.VariantType.Boolean)
-        ev.add_property("CreationTime", _creation_time(crossing.at_ms), ua.VariantType.DateTime)
+        ev.add_property("CreationTime", creation_time(crossing.at_ms), ua.VariantType.DateTime)
         content = [ua.Variant(result_content(crossing), ua.VariantType.String)]
         ev.add_property("ResultContent", content, ua.VariantType.Variant)
         ev.Severity = 100
@@ -315,7 +238,7 @@ class MachineVision:
         if not args:  # a client's mistake: its Bad status, not a handler's exception (BadUnexpectedError)
             return ua.StatusCode(ua.UInt32(StatusCodes.BadArgumentsMissing))
         camera = self._cameras_by_node.get(parent, "")
-        entry_id = _filter_id(args[0].Value)
+        entry_id = filter_id(args[0].Value)
         crossing, error = None, ERROR_NOT_FOUND
         try:
             parse_id(entry_id)

@@ -20,7 +20,7 @@ Security: `basic256sha256` offers one endpoint, Basic256Sha256 SignAndEncrypt, w
 certificate (`cert_file`/`key_file`, or generated under `<state_dir>/opcua/`); a client certificate
 must be in the trusted directory. `none` offers one unencrypted endpoint (a warning at start).
 With users configured only username/password tokens are accepted, compared in constant time;
-without users anonymous clients are accepted (a warning at start).
+without users anonymous clients are accepted (a warning at start). All of it: `daemon.bridge.opcua_access`.
 
 Until the served state is loaded (the snapshot from Redis, read on the reader's first Redis
 session), the camera and line variables carry StatusCode BadWaitingForInitialData (their
@@ -40,7 +40,6 @@ trusted, or whose user was removed or given a new password, is closed; the other
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import time
 from pathlib import Path
@@ -48,7 +47,6 @@ from typing import Any
 
 import structlog
 from asyncua import ua
-from asyncua.crypto.permission_rules import User, UserRole
 from asyncua.server.server import Server
 from asyncua.ua.object_ids import ObjectIds
 from asyncua.ua.status_codes import StatusCodes
@@ -56,11 +54,11 @@ from asyncua.ua.status_codes import StatusCodes
 from daemon.bridge.history import EventHistory, entry_time, fired, stamped
 from daemon.bridge.layout import ETA_SUFFIX, BridgeLayout, CameraLayout, LineLayout
 from daemon.bridge.machine_vision import MachineVision
-from daemon.bridge.opcua_pki import APP_URI, TrustedClients, connections, server_certificate, swap_server_certificate
+from daemon.bridge.opcua_access import NOISY_LOGGERS, Refusals, Users, close_invalid, secure
+from daemon.bridge.opcua_pki import APP_URI, TrustedClients, server_certificate, swap_server_certificate
 from daemon.bridge.state import BridgeState, Crossing, LineState
 from daemon.config.bridge import OpcUaConfig
 from daemon.core.netaddr import parse_host_port
-from daemon.core.ratelimit import RateLimited
 
 log = structlog.get_logger("beltsight.bridge.opcua")
 
@@ -76,8 +74,6 @@ EVENT_PROPERTIES = (
     ("CrossedMs", ua.VariantType.Int64),
     ("Eta", ua.VariantType.String),
 )
-REFUSAL_LOG_INTERVAL_S = 10.0
-NOISY_LOGGERS = ("asyncua.crypto.truststore", "asyncua.server.binary_server_asyncio", "asyncua.server.uaprocessor")
 _U64 = 1 << 64
 _I64 = 1 << 63
 SUBSCRIBER_POLL_S = 0.05
@@ -94,49 +90,6 @@ def _u64(value: int) -> int:
 
 def _i64(value: int) -> int:
     return max(-_I64, min(_I64 - 1, value))
-
-
-class _Refusals:
-    """Counts refused logins and certificates; logs at most one summary per interval."""
-
-    def __init__(self) -> None:
-        self.counts = {"password": 0, "certificate": 0}
-        self._window = dict(self.counts)
-        self._log = RateLimited(REFUSAL_LOG_INTERVAL_S)
-
-    def add(self, reason: str) -> None:
-        self.counts[reason] += 1
-        self._window[reason] += 1
-        if self._log.allow() is not None:  # the window counts every refusal since the last line
-            log.warning("bridge_opcua_refused", **self._window)
-            self._window = dict.fromkeys(self._window, 0)
-
-
-class _Users:
-    """asyncua user manager: configured users only, passwords compared in constant time."""
-
-    def __init__(self, users: dict[str, str], refusals: _Refusals) -> None:
-        self._users = {name.encode(): pw.encode() for name, pw in users.items()}
-        self._refusals = refusals
-
-    def replace(self, users: dict[str, str]) -> tuple[set[str], set[str]]:
-        """Serve `users` from now on; (names added, names removed or with a new password)."""
-        new = {name.encode(): pw.encode() for name, pw in users.items()}
-        added = {n.decode() for n in new.keys() - self._users.keys()}
-        revoked = {n.decode() for n, pw in self._users.items() if not hmac.compare_digest(new.get(n, b""), pw)}
-        self._users = new
-        return added, revoked
-
-    def get_user(
-        self, iserver: Any, username: str | None = None, password: str | None = None, certificate: Any = None
-    ) -> User | None:
-        expected = self._users.get((username or "").encode())
-        given = (password or "").encode()
-        ok = hmac.compare_digest(expected if expected is not None else b"\0" * len(given) + b"x", given)
-        if expected is None or not ok:
-            self._refusals.add("password")
-            return None
-        return User(role=UserRole.User, name=username)
 
 
 class OpcUaBridgeServer:
@@ -157,9 +110,9 @@ class OpcUaBridgeServer:
         self.cfg = cfg
         self.layout = layout
         self.state_dir = state_dir
-        self.refusals = _Refusals()
+        self.refusals = Refusals()
         self.server: Server | None = None
-        self._users: _Users | None = None
+        self._users: Users | None = None
         self.trusted: TrustedClients | None = None
         self._host = ""
         self.ns = 0
@@ -182,7 +135,7 @@ class OpcUaBridgeServer:
         self._host = host
         for noisy in NOISY_LOGGERS:
             logging.getLogger(noisy).setLevel(logging.CRITICAL)  # refusals are counted and summarised here
-        self._users = _Users(users, self.refusals) if users else None
+        self._users = Users(users, self.refusals) if users else None
         server = Server(user_manager=self._users)  # type: ignore[arg-type]
         await server.init()
         if self.history is not None:
@@ -192,7 +145,7 @@ class OpcUaBridgeServer:
         await server.set_application_uri(APP_URI)
         server.iserver.max_connections = self.cfg.max_connections
         server.set_identity_tokens([ua.UserNameIdentityToken] if users else [ua.AnonymousIdentityToken])
-        await self._security(server, host)
+        self.trusted = await secure(server, self.cfg, self.state_dir, host, self.refusals)
         self.ns = await server.register_namespace(NAMESPACE)
         root = await self._build(server)
         etype = await server.create_custom_event_type(
@@ -214,21 +167,6 @@ class OpcUaBridgeServer:
         log.info(
             "bridge_opcua_listening", endpoint=f"opc.tcp://{host}:{self.port}/beltsight", security=self.cfg.security
         )
-
-    async def _security(self, server: Server, host: str) -> None:
-        if self.cfg.security == "none":
-            server.set_security_policy([ua.SecurityPolicyType.NoSecurity])
-            log.warning("bridge_opcua_insecure", listen=self.cfg.listen)
-            return
-        cert_file, key_file = await server_certificate(self.cfg, self.state_dir, host)
-        await server.load_certificate(str(cert_file))
-        await server.load_private_key(str(key_file))
-        server.set_security_policy([ua.SecurityPolicyType.Basic256Sha256_SignAndEncrypt])
-        trusted = self.cfg.trusted_dir or self.state_dir / "opcua" / "trusted"
-        self.trusted = TrustedClients(trusted, lambda: self.refusals.add("certificate"))
-        await self.trusted.load()
-        server.set_certificate_validator(self.trusted)
-        log.info("bridge_opcua_certificate", cert_file=str(cert_file), trusted_dir=str(trusted))
 
     async def _variable(self, parent: Any, path: tuple[str, ...], value: Any, vtype: ua.VariantType) -> None:
         """A served variable; all but the heartbeat start BadWaitingForInitialData (see the module doc)."""
@@ -373,14 +311,7 @@ class OpcUaBridgeServer:
         if self._users is not None:
             added, revoked = self._users.replace(users)
             changes |= {"users_added": sorted(added), "users_revoked": sorted(revoked)}
-        closed = 0
-        for conn in connections(self.server):
-            cert = conn.certificate
-            untrusted = cert is not None and self.trusted is not None and not self.trusted.trusts(cert)
-            if untrusted or (conn.user is not None and conn.user in revoked):
-                conn.close()
-                closed += 1
-        changes["sessions_closed"] = closed
+        changes["sessions_closed"] = close_invalid(self.server, self.trusted, revoked)
         return changes
 
     async def close(self) -> None:

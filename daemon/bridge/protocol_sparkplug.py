@@ -10,7 +10,8 @@ from typing import Any, Self
 from daemon.bridge import reconcile_sparkplug
 from daemon.bridge.layout import BridgeLayout
 from daemon.bridge.protocol import Added, Health, PlcProtocol, ProtocolContext
-from daemon.bridge.sparkplug import SparkplugEdge, read_password
+from daemon.bridge.sparkplug import SparkplugEdge
+from daemon.bridge.sparkplug_mqtt import read_password
 from daemon.bridge.state import BridgeState, Change
 from daemon.config.bridge import BridgeConfig
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import functools
 import ssl
 import threading
@@ -46,18 +45,15 @@ from daemon.bridge import sparkplug_bdseq as bdseq
 from daemon.bridge import sparkplug_payloads as sp
 from daemon.bridge.layout import BridgeLayout
 from daemon.bridge.sparkplug_host import PrimaryHost, Verdict, state_topic
-from daemon.bridge.sparkplug_mqtt import Session, network_main
+from daemon.bridge.sparkplug_mqtt import Session, close_client, make_client, network_main, read_password
 from daemon.bridge.state import BridgeState, Change, Crossing
-from daemon.config.base import read_secret_file
 from daemon.config.sparkplug import SparkplugConfig
 from daemon.core.backoff import Backoff
 from daemon.core.ratelimit import RateLimited
-from daemon.core.redaction import SECRETS
 
 log = structlog.get_logger("beltsight.bridge.sparkplug")
 
 CONNECT_TIMEOUT_S = 10.0
-CLOSE_TIMEOUT_S = 2.0
 BACKOFF_BASE_S = 0.2
 HEALTHY_RESET_S = 30.0
 DROP_LOG_INTERVAL_S = 60.0
@@ -83,21 +79,6 @@ class SparkplugStats:
     """Sessions ended (NDEATH) because the primary host went offline."""
     host_ignored: int = 0
     """STATE messages ignored: stale (older timestamp than the last accepted) or not a STATE."""
-
-
-def read_password(cfg: SparkplugConfig) -> str | None:
-    """The MQTT password (file read now, registered with the log redaction); ValueError naming the
-    key when the file cannot be read or is empty."""
-    if cfg.password_file is None:
-        return None
-    try:
-        secret = read_secret_file(cfg.password_file)
-    except ValueError as exc:
-        raise ValueError(f"bridge.sparkplug.password_file: {exc}") from None
-    if not secret:
-        raise ValueError("bridge.sparkplug.password_file: the password is empty")
-    SECRETS.add(secret)
-    return secret
 
 
 class SparkplugEdge:
@@ -255,24 +236,6 @@ class SparkplugEdge:
             host, port, _ = self.cfg.host_port()
             log.warning("bridge_sparkplug_offline", broker=f"{host}:{port}", error=error[:200], kept=len(self._backlog))
 
-    def _new_client(self, session: Session, bd_seq: int) -> paho.Client:
-        client = paho.Client(client_id=self.cfg.mqtt_client_id(), clean_session=True, reconnect_on_failure=False)
-        client.on_connect = session.on_connect
-        client.on_disconnect = session.on_disconnect
-        client.on_message = session.on_message
-        if self.cfg.username is not None:
-            client.username_pw_set(self.cfg.username, self._password)
-        _, _, tls = self.cfg.host_port()
-        if tls:
-            context = ssl.create_default_context(cafile=str(self.cfg.ca_file) if self.cfg.ca_file else None)
-            if self.cfg.cert_file is not None and self.cfg.key_file is not None:
-                context.load_cert_chain(str(self.cfg.cert_file), str(self.cfg.key_file))
-            client.tls_set_context(context)
-        self.stats.bd_seq = bd_seq
-        death = sp.node_death(bd_seq, int(time.time() * 1000))
-        client.will_set(sp.topic(*self._ids("NDEATH")), death, qos=1)
-        return client
-
     async def _save_bd_seq(self, bd_seq: int) -> None:
         """Written before the CONNECT that uses it, so a restart after it continues past it; a bdSeq
         that cannot be written is used all the same (logged at most once a minute)."""
@@ -294,7 +257,8 @@ class SparkplugEdge:
         )
         bd_seq = bdseq.following(self.stats.bd_seq)
         await self._save_bd_seq(bd_seq)
-        client = self._new_client(session, bd_seq)
+        client = make_client(self.cfg, self._password, session, sp.topic(*self._ids("NDEATH")), bd_seq)
+        self.stats.bd_seq = bd_seq
         self.stats.sessions += 1
         broker, port, _ = self.cfg.host_port()
         network: threading.Thread | None = None
@@ -329,7 +293,8 @@ class SparkplugEdge:
             clean = self._client is not None
             self._client = None
             if network is not None:
-                await asyncio.shield(asyncio.to_thread(self._close, client, network, clean))
+                death = (sp.topic(*self._ids("NDEATH")), self.stats.bd_seq) if clean else None
+                await asyncio.shield(asyncio.to_thread(close_client, client, network, death))
 
     async def _host_online(self, session: Session, host: PrimaryHost) -> None:
         """Until the primary host's STATE says online (rebirth requests meanwhile are moot)."""
@@ -375,16 +340,3 @@ class SparkplugEdge:
             bd_seq=self.stats.bd_seq,
             historical=len(backlog),
         )
-
-    def _close(self, client: paho.Client, network: threading.Thread, clean: bool) -> None:
-        """On paho's side (a thread): NDEATH and DISCONNECT when still connected, then its thread ends."""
-        if clean:
-            death = sp.node_death(self.stats.bd_seq, int(time.time() * 1000))
-            info = client.publish(sp.topic(*self._ids("NDEATH")), death, qos=1)
-            with contextlib.suppress(RuntimeError, ValueError):  # the connection went meanwhile: the will covers it
-                info.wait_for_publish(CLOSE_TIMEOUT_S)
-        client.disconnect()  # also ends the network thread's loop when the connection is already gone
-        client.loop_stop()
-        network.join(CLOSE_TIMEOUT_S)
-        if not network.is_alive():
-            client._reset_sockets()  # the wake-up socket pair loop_start opened (paho 1.x leaves it to the GC)

@@ -4,18 +4,29 @@ paho calls back on its own network thread; `Session` turns each callback into an
 the loop reads (`call_soon_threadsafe`), so every decision is taken on the loop: `connack` (with its
 return code), `lost` (the connection ended; `error` says why when the thread ended on an exception),
 `rebirth` (an NCMD `Node Control/Rebirth` = true; at most one queued) and `host` (a STATE of the
-primary host, parsed). `network_main` is the network thread's body.
+primary host, parsed). `network_main` is the network thread's body. `make_client` makes the client of one
+session (credentials, TLS, the will NDEATH), `close_client` ends it (NDEATH and DISCONNECT, its thread
+joined); `read_password` reads the MQTT password once, at start.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ssl
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import paho.mqtt.client as paho
 
 from daemon.bridge import sparkplug_payloads as sp
+from daemon.config.base import read_secret_file
+from daemon.config.sparkplug import SparkplugConfig
+from daemon.core.redaction import SECRETS
+
+CLOSE_TIMEOUT_S = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,4 +85,56 @@ def network_main(client: paho.Client, session: Session) -> None:
         session.loop.call_soon_threadsafe(session._put, Event("lost", -1))
 
 
-__all__ = ["Event", "Session", "network_main"]
+def read_password(cfg: SparkplugConfig) -> str | None:
+    """The MQTT password (file read now, registered with the log redaction); ValueError naming the
+    key when the file cannot be read or is empty."""
+    if cfg.password_file is None:
+        return None
+    try:
+        secret = read_secret_file(cfg.password_file)
+    except ValueError as exc:
+        raise ValueError(f"bridge.sparkplug.password_file: {exc}") from None
+    if not secret:
+        raise ValueError("bridge.sparkplug.password_file: the password is empty")
+    SECRETS.add(secret)
+    return secret
+
+
+def make_client(
+    cfg: SparkplugConfig, password: str | None, session: Session, death_topic: str, bd_seq: int
+) -> paho.Client:
+    """One session's client: its callbacks on `session`, the credentials, TLS for `mqtts://`, and the
+    will NDEATH(`bd_seq`) on `death_topic` (QoS 1)."""
+    client = paho.Client(client_id=cfg.mqtt_client_id(), clean_session=True, reconnect_on_failure=False)
+    client.on_connect = session.on_connect
+    client.on_disconnect = session.on_disconnect
+    client.on_message = session.on_message
+    if cfg.username is not None:
+        client.username_pw_set(cfg.username, password)
+    _, _, tls = cfg.host_port()
+    if tls:
+        context = ssl.create_default_context(cafile=str(cfg.ca_file) if cfg.ca_file else None)
+        if cfg.cert_file is not None and cfg.key_file is not None:
+            context.load_cert_chain(str(cfg.cert_file), str(cfg.key_file))
+        client.tls_set_context(context)
+    death = sp.node_death(bd_seq, int(time.time() * 1000))
+    client.will_set(death_topic, death, qos=1)
+    return client
+
+
+def close_client(client: paho.Client, network: threading.Thread, death: tuple[str, int] | None) -> None:
+    """On paho's side (a thread): NDEATH (`death`: its topic and bdSeq; None: the connection is gone) and
+    DISCONNECT, then its thread ends."""
+    if death is not None:
+        topic, bd_seq = death
+        info = client.publish(topic, sp.node_death(bd_seq, int(time.time() * 1000)), qos=1)
+        with contextlib.suppress(RuntimeError, ValueError):  # the connection went meanwhile: the will covers it
+            info.wait_for_publish(CLOSE_TIMEOUT_S)
+    client.disconnect()  # also ends the network thread's loop when the connection is already gone
+    client.loop_stop()
+    network.join(CLOSE_TIMEOUT_S)
+    if not network.is_alive():
+        client._reset_sockets()  # the wake-up socket pair loop_start opened (paho 1.x leaves it to the GC)
+
+
+__all__ = ["Event", "Session", "close_client", "make_client", "network_main", "read_password"]

@@ -15,7 +15,7 @@ Entry points (what `daemon.pipeline`, the builder, and `daemon.ops` use):
   verifies the execution providers, `EngineError`, `ProviderError`);
 - `placement.choose` / `device_path`: CPU or CUDA for pre- and post-processing, decided once;
 - `serving.ServingEngine`: a lane worker's engine, with its rebuild and breaker policies
-  (`policies`);
+  (`policies`) and its builder thread (`session_builds`: sessions built, rebuilt, closed);
 - `stage.InferenceStage`: fill the batch, run, decode + NMS (`postprocess`), per-camera rules;
   `device_stage.DeviceInference` its device path;
 - `lanes.Lanes`: every lane's workers, started on first use; results leave through the one

@@ -12,7 +12,8 @@ Grouped by what each part does:
 - `logging/`: the structlog set-up (`logging.configure`) and the event catalogue
   (`logging.catalogue`, its rows per room in `logging.events`);
 - `doctor/`: `beltsight doctor` (`doctor.command`, `doctor.report`, `doctor.gpu`);
-- `liveview` (snapshots of each camera's latest inferred frame, served on the endpoint);
+- `liveview` (snapshots of each camera's latest inferred frame, served on the endpoint; drawn and
+  encoded by `liveview_render`);
 - `fd_limit` (RLIMIT_NOFILE at start-up).
 
 May import: `daemon.core`, `daemon.config` and the stage rooms (`ingest`, `batching`,

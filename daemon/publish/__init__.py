@@ -8,8 +8,9 @@
   index on the event loop; `writer`, the file I/O thread; `record`, the format; `recovery`,
   opening a spool after a crash: torn tails, format versions).
 - `resume`: where tracking continues at start (the objects streams read back, then the spool).
-- `redis_conn`: the client (single node, Cluster, Sentinel, TLS, keepalive) and what its errors
-  and refusals mean, shared with `beltsight tail` and the bridge; `schema`: the entry format
+- `redis_conn`: what the rest imports, shared with `beltsight tail` and the bridge: the client
+  (`redis_client`: single node, Cluster, Sentinel, TLS, keepalive), what its errors and refusals
+  mean (`redis_errors`), replication WAITs and slot groups; `schema`: the entry format
   consumers read; `tail`: `beltsight tail` (`--objects` for the objects streams).
 
 May import: `daemon.core`, `daemon.config`. Entry points: `daemon.publish.sink.RedisSink`,

@@ -13,6 +13,10 @@ the ``[tracking]`` knobs' defaults and checks, and the line and gate rules, from
 no I/O and reads no clock: the caller supplies every time. ``daemon.tracking.state`` and ``persist`` keep
 where ids and counts stand in a small file next to the spool. Nothing here imports another stage's room.
 
+The tracker, by idea: ``bytetrack`` (a track's life: predict, correct, miss, birth, confirm, expire) over
+``track`` (the record and what an update reports), ``matching`` (the four association stages) with
+``association`` (IoU and gated assignment) and ``belt_shift`` (stage 4), and ``kalman`` (the motion model).
+
 Lines and knobs change on a running stage between two frames (``TrackingStage.apply_lines``,
 ``set_params``; ``CameraTracker.set_lines``): tracks, ids and kept lines' counts stay.
 

@@ -1,13 +1,9 @@
 """ByteTrack-style multi-object tracker (Zhang et al. 2022, "ByteTrack: Multi-Object Tracking by Associating
 Every Detection Box"), written from the paper's algorithm, with a time-based track life.
 
-Per update: predict every track to the frame's time (real dt in seconds), associate the high-score
-detections with all tracks (tracked, lost and tentative) by IoU, then the low-score detections with every
-track still unmatched (ByteTrack: only the tracked ones; here also lost and tentative ones, so a part the
-detector scores low all along, as it does a part cut by the frame's edge, still becomes one track, and a
-lost track comes back on a weak sighting instead of a new id), then (an addition for conveyors) a tentative
-track seen only once with the nearest unmatched high detection, then (also for conveyors) the tracks still
-unmatched by a common belt shift (`daemon.tracking.belt_shift`). Births (additions for conveyors): every
+Per update: predict every track to the frame's time (real dt in seconds, `daemon.tracking.kalman`), match
+the frame's detections to the tracks (the four association stages, `daemon.tracking.matching`), correct the
+matched tracks, count a miss on the others, then birth and confirm. Births (additions for conveyors): every
 unmatched detection from ``low_score`` (among those the caller lets start one: the daemon's tracking stage
 excludes a camera's weak detections, under its ``conf_threshold``) starts a tentative track unless it overlaps
 a track or a better birth (a duplicate box of one part, such as the same box under a second class, would
@@ -19,80 +15,19 @@ advances by capture time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import NamedTuple
-
 import numpy as np
 
-from daemon.tracking import belt_shift, kalman
+from daemon.tracking import kalman, matching
 from daemon.tracking.association import (
     FloatArray,
     IntArray,
-    assign,
     indices,
     iou_matrix,
     xywh_to_xyxy,
     xyxy_to_xywh,
 )
-from daemon.tracking.specs import CONFIRM_TOL_MS, MIN_DIAG_PX, TrackerParams
-
-Box = tuple[float, float, float, float]
-
-
-@dataclass(slots=True, eq=False)
-class Track:
-    """One object's life. Times ``*_ms`` are capture time (Unix ms); ``*_mono_ms`` the monotonic clock."""
-
-    uid: int
-    first_ms: int
-    first_mono_ms: int
-    last_ms: int
-    last_mono_ms: int
-    box: Box
-    hits: int = 1
-    strong_hits: int = 1  # observations by detections that may start a track (a camera's published ones)
-    track_id: int | None = None
-    lost: bool = False
-    misses: int = 0
-    best_score: float = 0.0
-    vx: float = 0.0
-    vy: float = 0.0
-    votes: dict[int, float] = field(default_factory=dict)
-    labels: dict[int, str] = field(default_factory=dict)
-
-    def observe(self, cls: int, label: str, score: float) -> None:
-        self.votes[cls] = self.votes.get(cls, 0.0) + score
-        self.labels[cls] = label
-        self.best_score = max(self.best_score, score)
-
-    @property
-    def cls(self) -> int:
-        """The class with the largest summed score over the track's life (ties: the lower index)."""
-        return min(self.votes, key=lambda c: (-self.votes[c], c))
-
-    @property
-    def label(self) -> str:
-        return self.labels[self.cls]
-
-
-class Observation(NamedTuple):
-    """Detection ``det`` observed ``track``; ``prev_box``/``prev_ms`` its previous observation (None: new)."""
-
-    track: Track
-    det: int
-    prev_box: Box | None
-    prev_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """What one update did: per-detection track, observations, confirmations, confirmed ends, drops."""
-
-    det_tracks: tuple[Track | None, ...]
-    observations: tuple[Observation, ...]
-    confirmed: tuple[Track, ...]
-    ended: tuple[Track, ...]
-    dropped: tuple[Track, ...]
+from daemon.tracking.specs import CONFIRM_TOL_MS, TrackerParams
+from daemon.tracking.track import Observation, Step, Track
 
 
 class ByteTracker:
@@ -174,7 +109,14 @@ class ByteTracker:
             dt_s = (mono_ms - self._mono_ms) / 1000.0
             self._x, self._p = kalman.predict(self._x, self._p, dt_s, self.params.noise)
         self._mono_ms = mono_ms if self._mono_ms is None else max(self._mono_ms, mono_ms)
-        matches = self._associate(boxes, scores, moving_px_s)
+        matches = matching.associate(
+            self._tracks,
+            self._x[:, :4],
+            boxes,
+            scores,
+            params=self.params,
+            belt_dir=lambda: self._belt_direction(moving_px_s),
+        )
         det_tracks: list[Track | None] = [None] * boxes.shape[0]
         observations = self._apply(
             matches,
@@ -250,55 +192,10 @@ class ByteTracker:
         out: list[int] = idx[keep].tolist()
         return out
 
-    def _associate(self, boxes: FloatArray, scores: FloatArray, moving_px_s: float) -> list[tuple[int, int]]:
-        """The four stages; returns (track row, detection) pairs."""
-        p = self.params
-        high = indices(scores >= p.high_score)
-        low = indices((scores >= p.low_score) & (scores < p.high_score))
-        cost = 1.0 - iou_matrix(xywh_to_xyxy(self._x[:, :4]), boxes)
-        m1, free_rows, free_high = assign(cost[:, high], 1.0 - p.match_iou)
-        pairs = list(zip(m1[:, 0].tolist(), high[m1[:, 1]].tolist(), strict=True))
-        tracks = self._tracks
-        taken: set[int] = set()  # every track the high detections left: tracked, lost and tentative alike
-        if free_rows.size and low.size:
-            m2, _, _ = assign(cost[free_rows][:, low], 1.0 - p.low_match_iou)
-            pairs += zip(free_rows[m2[:, 0]].tolist(), low[m2[:, 1]].tolist(), strict=True)
-            taken = set(free_rows[m2[:, 0]].tolist())
-        once = np.array(
-            [r for r in free_rows.tolist() if r not in taken and tracks[r].track_id is None and tracks[r].hits == 1],
-            dtype=np.intp,
-        )
-        if once.size and free_high.size:
-            last = xyxy_to_xywh(np.array([self._tracks[r].box for r in once], dtype=np.float64))
-            dets = xyxy_to_xywh(boxes[high[free_high]])
-            diag = np.hypot(last[:, 2], last[:, 3])
-            dist = np.hypot(last[:, None, 0] - dets[None, :, 0], last[:, None, 1] - dets[None, :, 1])
-            m3, _, _ = assign(dist / np.maximum(diag[:, None], MIN_DIAG_PX), p.jump_diag)
-            pairs += zip(once[m3[:, 0]].tolist(), high[free_high[m3[:, 1]]].tolist(), strict=True)
-        if len(pairs) < len(tracks) and free_high.size:
-            pairs += self._belt_shift(pairs, high, boxes, moving_px_s)
-        return pairs
-
-    def _belt_shift(
-        self, pairs: list[tuple[int, int]], high: IntArray, boxes: FloatArray, moving_px_s: float
-    ) -> list[tuple[int, int]]:
-        """Stage 4 (`daemon.tracking.belt_shift`) over the tracks and high detections still unmatched.
-        Nothing while no belt direction is known yet."""
-        used_rows = {r for r, _ in pairs}
-        used_dets = {d for _, d in pairs}
-        rows = np.array([r for r in range(len(self._tracks)) if r not in used_rows], dtype=np.intp)
-        dets = np.array([d for d in high.tolist() if d not in used_dets], dtype=np.intp)
-        if not rows.size or not dets.size:
-            return []
-        pred = self._x[rows, :4]
-        near = belt_shift.near(pred, boxes[dets], self.params.jump_diag)
-        if near is None:  # the usual case: parts leaving and entering the frame far apart
-            return []
-        self.prior_velocity(moving_px_s)  # refreshes the belt's direction while it moves
-        if self._belt_dir is None:
-            return []
-        m = belt_shift.match(pred, boxes[dets], near, self._belt_dir, self.params.match_iou)
-        return list(zip(rows[m[:, 0]].tolist(), dets[m[:, 1]].tolist(), strict=True))
+    def _belt_direction(self, moving_px_s: float) -> tuple[float, float] | None:
+        """The belt's direction, refreshed first while it moves (association's stage 4 asks for it)."""
+        self.prior_velocity(moving_px_s)
+        return self._belt_dir
 
     def _apply(
         self,

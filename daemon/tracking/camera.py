@@ -10,10 +10,11 @@ import numpy as np
 
 from daemon.core.objects import ObjectEvent
 from daemon.tracking.association import indices
-from daemon.tracking.bytetrack import ByteTracker, Observation, Track
+from daemon.tracking.bytetrack import ByteTracker
 from daemon.tracking.lines import Direction, LineGeometry, LineState, anchor_points
 from daemon.tracking.specs import LineSpec, TrackerParams
 from daemon.tracking.speed import BeltSpeed, eta_speed_px_s, gate_etas, speed_along
+from daemon.tracking.track import Observation, Track
 
 _RANK = {"new": 0, "crossed": 1, "end": 2}
 DEFAULT_PARAMS = TrackerParams()

@@ -27,6 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 DEMO_MODULES = [
     "tools.demo",
     "tools.demo.run",
+    "tools.demo.procs",
+    "tools.demo.watch",
     "tools.demo.view",
     "tools.demo.preflight",
     "tools.demo.parts",

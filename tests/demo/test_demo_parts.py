@@ -13,10 +13,13 @@ import redis as redis_py
 from daemon.config.settings import load_settings
 from daemon.core.objects import ObjectEvent, parse_fields
 from tests.support.fixtures_redis import RedisServerFactory
+from tools.demo.clips import CAMERAS
 from tools.demo.parts import CameraParts, crossing_line
-from tools.demo.run import CAMERAS, CONFIG, LINES, DemoFailed, Streams, check_crossings
+from tools.demo.procs import DemoFailed
+from tools.demo.run import CONFIG
 from tools.demo.scale import BELT_VIEW_MM, mm_per_px
 from tools.demo.view import CameraWindow
+from tools.demo.watch import LINES, Streams, check_crossings
 
 REPO = Path(__file__).resolve().parents[2]
 COUNTS = re.compile(r" in (\d+) out (\d+)")  # the contract's words

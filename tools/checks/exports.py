@@ -14,9 +14,9 @@ optional `[models.<size>]` keys), run in two Python environments:
     /work/tpv/bin/python -m tools.checks.exports reference DIR --yolox /tmp/yolox --yolov5 /tmp/yolov5
     .venv/bin/python -m tools.checks.exports table DIR          # the table; exit 1 on a mismatch
 
-`export` and `reference` live in `tools/checks/exports_ecosystem.py` (they import torch and the
-ecosystems). `export` builds random-init nano models from the ecosystems' own model definitions (no
-weights are downloaded), recomputes their batch-norm statistics on rendered frames and spreads their
+`export` and `reference` live in `tools/checks/exports_ecosystem.py` and `exports_reference.py` (they
+import torch and the ecosystems). `export` builds random-init nano models from the ecosystems' own model
+definitions (no weights are downloaded), recomputes their batch-norm statistics on rendered frames and spreads their
 class biases so that a threshold keeps boxes, and exports them as the ecosystems do; `--only NAME`
 exports just the Ultralytics files whose name contains NAME into an existing folder (the `nms=True`
 ones need a torchvision that loads). Run `reference` where torchvision loads too: Ultralytics' NMS
@@ -220,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.step == "export":
             eco.cmd_export(out, args.yolox, args.yolov5, args.only)
         else:
-            eco.cmd_reference(out, args.yolox, args.yolov5)
+            from tools.checks import exports_reference
+
+            exports_reference.cmd_reference(out, args.yolox, args.yolov5)
     elif args.step == "daemon":
         cmd_daemon(out)
     else:

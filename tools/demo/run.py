@@ -26,50 +26,33 @@ or when the daemon or the bridge exits; else 0. Everything it started is stopped
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
-import os
 import signal
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
 
-import redis as redis_py
-
-from daemon.core.objects import parse_fields
-from daemon.publish.schema import decode_entry
-from daemon.publish.tail import format_entry
-from tools.demo.clips import CAMERAS, render_clips
-from tools.demo.parts import CameraParts, crossing_line
+from tools.demo.clips import render_clips
 from tools.demo.preflight import PortNeed, PreflightError, check_gstreamer, check_ports, check_redis_server
+from tools.demo.procs import (
+    Children,
+    DemoFailed,
+    say,
+    start_beltsight,
+    start_redis,
+    start_rtsp,
+    stop_all,
+    stop_daemon,
+    wait_ready,
+)
 from tools.demo.reference import DemoReference
-from tools.demo.view import CameraWindow, StatusBoard, Summary
-from tools.kit.redis_server import RedisServer
-from tools.kit.rtsp import SYSTEM_PYTHON, RtspServer
+from tools.demo.watch import watch
+from tools.kit.rtsp import SYSTEM_PYTHON
 
 REPO = Path(__file__).resolve().parents[2]
 
 CONFIG = REPO / "configs" / "demo.toml"
 # The ports configs/demo.toml names; the demo substitutes the ones chosen on its command line.
 CONFIG_PORTS = {"redis": 6389, "rtsp": 8554, "health": 9108, "opcua": 4840, "modbus": 5020, "bridge_health": 9109}
-READY_TIMEOUT_S = 180.0
-FIRST_DETECTIONS_S = 30.0
-FIRST_CROSSING_S = 60.0
-LINES = ("count",)
-"""The counting line of every demo camera (configs/demo.toml)."""
-
-
-class DemoFailed(Exception):
-    """The demo did not work; `str()` is the one-line reason."""
-
-
-def say(message: str, *, err: bool = False) -> None:
-    print(f"demo: {message}", file=sys.stderr if err else sys.stdout, flush=True)
 
 
 def write_config(data: Path, ports: dict[str, int], extra: str = "") -> Path:
@@ -84,66 +67,6 @@ def write_config(data: Path, ports: dict[str, int], extra: str = "") -> Path:
     return config
 
 
-def start_redis(redis_server: str, port: int) -> RedisServer:
-    server = RedisServer(redis_server, None, port=port, new_session=True, start_timeout_s=10)
-    try:
-        return server.start()
-    except RuntimeError as exc:
-        raise DemoFailed(f"redis-server did not start on {exc}") from None
-
-
-def start_rtsp(system_python: str, port: int, clips: dict[str, Path], log: Path) -> RtspServer:
-    server = RtspServer(clips, port, log_path=log, system_python=system_python, new_session=True, ready_timeout_s=30)
-    try:
-        server.start()
-    except RuntimeError as exc:
-        raise DemoFailed(f"the RTSP server did not start: {exc}") from None
-    say(server.ready_line)
-    return server
-
-
-def fetch_health(port: int) -> dict[str, Any] | None:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=0.5) as resp:
-            body: dict[str, Any] = json.load(resp)
-            return body
-    except urllib.error.HTTPError as exc:  # 503 while degraded still carries the report
-        with contextlib.suppress(ValueError):
-            report: dict[str, Any] = json.loads(exc.read())
-            return report
-        return None
-    except (OSError, ValueError):
-        return None
-
-
-def wait_ready(proc: subprocess.Popen[str], health_port: int, log: Path, what: str = "the daemon") -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise DemoFailed(f"{what} exited with code {proc.returncode} before READY; see {log}")
-        report = fetch_health(health_port)
-        if report is not None and report.get("ok"):
-            return
-        time.sleep(0.25)
-    raise DemoFailed(f"{what} was not READY within {READY_TIMEOUT_S:.0f} s; see {log}")
-
-
-def start_beltsight(command: str, config: Path, log: Path) -> subprocess.Popen[str]:
-    """`beltsight <command> -c config`, its output into `log`, in a session of its own (Ctrl-C reaches
-    the demo only; it stops each child once, in order)."""
-    beltsight = str(Path(sys.executable).with_name("beltsight"))
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    with log.open("w") as log_file:
-        return subprocess.Popen(
-            [beltsight, command, "-c", str(config)],
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-            start_new_session=True,
-        )
-
-
 def say_how_to_look(args: argparse.Namespace) -> None:
     say(
         f"PLC bridge: OPC UA opc.tcp://127.0.0.1:{args.opcua_port}/beltsight (security none; counts at "
@@ -151,127 +74,6 @@ def say_how_to_look(args: argparse.Namespace) -> None:
         f"camera, CountIn in 0-1); read them: .venv/bin/python -m tools.demo.plc"
     )
     say(f"live view: http://127.0.0.1:{args.health_port}/  (each line's counts next to it)")
-
-
-@dataclass(frozen=True, slots=True)
-class Children:
-    """The processes the demo watches, with their logs."""
-
-    daemon: subprocess.Popen[str]
-    daemon_log: Path
-    bridge: subprocess.Popen[str]
-    bridge_log: Path
-
-    def check_running(self) -> None:
-        for what, proc, log in (("daemon", self.daemon, self.daemon_log), ("bridge", self.bridge, self.bridge_log)):
-            if proc.poll() is not None:
-                raise DemoFailed(f"the {what} exited with code {proc.returncode}; see {log}")
-
-
-class Streams:
-    """The detection and objects streams of every camera, read from the start as a consumer does."""
-
-    def __init__(self, client: redis_py.Redis, verbose: bool) -> None:
-        self.client = client
-        self.verbose = verbose
-        self.ids = {f"beltsight:detections:{cam}": "0-0" for cam in CAMERAS}
-        self.ids |= {f"beltsight:objects:{cam}": "0-0" for cam in CAMERAS}
-        self.windows = {cam: CameraWindow(cam) for cam in CAMERAS}
-        self.parts = {cam: CameraParts(cam, LINES) for cam in CAMERAS}
-
-    def read(self) -> bool:
-        """One XREAD (up to 200 ms); whether a line was printed (--verbose)."""
-        printed = False
-        # the client decodes responses: stream names, IDs and fields are str
-        reply = self.client.xread(self.ids, count=200, block=200) or []  # type: ignore[arg-type]
-        for stream, entries in cast("list[tuple[str, list[tuple[str, dict[str, str]]]]]", reply):
-            for entry_id, fields in entries:
-                self.ids[stream] = entry_id
-                if stream.startswith("beltsight:objects:"):
-                    event = parse_fields(fields)
-                    self.parts[event.camera].add(event)
-                    if self.verbose and event.event == "crossed":
-                        say(crossing_line(event))
-                        printed = True
-                    continue
-                entry = decode_entry(fields)
-                self.windows[entry["camera"]].add(entry)
-                if self.verbose:
-                    print(format_entry(entry_id, entry), flush=True)
-                    printed = True
-        return printed
-
-    def summaries(self, now_s: float, states: dict[str, str]) -> list[Summary]:
-        return [w.summary(now_s, states.get(cam, "?"), self.parts[cam].text(now_s)) for cam, w in self.windows.items()]
-
-
-def watch(args: argparse.Namespace, children: Children) -> None:
-    """Read the streams and show them until --seconds (or Ctrl-C); raise DemoFailed on failure."""
-    client = redis_py.Redis(port=args.redis_port, decode_responses=True)
-    streams = Streams(client, args.verbose)
-    board = StatusBoard(tty=False) if args.verbose else StatusBoard()  # --verbose: the block every 5 s
-    ready_at = time.monotonic()
-    end_at = ready_at + args.seconds if args.seconds else None
-    checked_detections = checked_crossings = False
-    states: dict[str, str] = {}
-    next_health = 0.0
-    try:
-        while end_at is None or time.monotonic() < end_at:
-            children.check_running()
-            if streams.read():
-                board.forget()
-            now = time.monotonic()
-            if now >= next_health:
-                report = fetch_health(args.health_port) or {}
-                states = {cam: str(c.get("state", "?")) for cam, c in report.get("cameras", {}).items()}
-                next_health = now + 1.0
-            if not checked_detections and now - ready_at >= FIRST_DETECTIONS_S:
-                check_every_camera(streams.windows, states, children.daemon_log)
-                checked_detections = True
-            if not checked_crossings and now - ready_at >= FIRST_CROSSING_S:
-                streams.read()  # what the last moment published
-                check_crossings(streams.windows, streams.parts, children.daemon_log)
-                checked_crossings = True
-            wall = time.time()
-            if board.due(wall):
-                board.draw(wall, streams.summaries(wall, states))
-    finally:
-        client.close()
-    if not checked_detections:
-        check_every_camera(streams.windows, states, children.daemon_log)
-    wall = time.time()
-    if not board.tty:  # the last block, as the run ends (a terminal shows it already)
-        board.draw(wall, streams.summaries(wall, states))
-    totals = ", ".join(
-        f"{cam} {w.total} frames ({w.with_detections} with detections), {streams.parts[cam].crossings} crossings"
-        for cam, w in streams.windows.items()
-    )
-    if checked_crossings:
-        say(f"OK: every camera published detections and counted parts: {totals}")
-    else:
-        say(f"OK: every camera published detections: {totals} (crossings are checked {FIRST_CROSSING_S:.0f} s in)")
-
-
-def check_every_camera(windows: dict[str, CameraWindow], states: dict[str, str], log: Path) -> None:
-    missing = [cam for cam, w in windows.items() if w.with_detections == 0]
-    if missing:
-        detail = ", ".join(
-            f"{cam} (state {states.get(cam, 'unknown')}, {windows[cam].total} entries)" for cam in missing
-        )
-        raise DemoFailed(f"no detections published within {FIRST_DETECTIONS_S:.0f} s of READY by: {detail}; see {log}")
-
-
-def check_crossings(windows: dict[str, CameraWindow], parts: dict[str, CameraParts], log: Path) -> None:
-    """Every camera that published detections has counted a part on its line."""
-    uncounted = [cam for cam, w in windows.items() if w.with_detections and not parts[cam].crossings]
-    if uncounted:
-        detail = ", ".join(
-            f"{cam} ({windows[cam].with_detections} frames with detections, 0 crossings)" for cam in uncounted
-        )
-        raise DemoFailed(
-            f"no part counted within {FIRST_CROSSING_S:.0f} s of READY by: {detail}; see {log} and "
-            f"the live view's lines"
-        )
 
 
 PORT_NEEDS = (  # (CONFIG_PORTS key, what, option): the preflight's list
@@ -282,22 +84,6 @@ PORT_NEEDS = (  # (CONFIG_PORTS key, what, option): the preflight's list
     ("modbus", "the bridge's Modbus TCP server", "--modbus-port"),
     ("bridge_health", "the bridge's health endpoint", "--bridge-health-port"),
 )
-
-
-def stop_daemon(proc: subprocess.Popen[str]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def stop_all(stops: list[Callable[[], None]]) -> None:
-    # One at a time, newest first: the daemon flushes to Redis before Redis goes away.
-    for stop in reversed(stops):
-        stop()
 
 
 def chosen_ports(args: argparse.Namespace) -> dict[str, int]:

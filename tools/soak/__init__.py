@@ -59,7 +59,8 @@ each path runs (first rebuild of each session, first Redis outage backlog); a le
 growing after that. `python -m tools.soak --minutes 40` measures 30 minutes after the warm-up.
 Exit status 0 when every check passes, 1 otherwise.
 
-Modules: `runner` (`Soak`: setup, faults, samples, report), `verdict` (the end checks), `faults`
+Modules: `runner` (`Soak`: setup, faults, samples), `report` (the table rows, the end's report and
+files), `verdict` (the end checks), `faults`
 (the schedule, the OOM and full-spool faults), `procs` (the clips, the daemon's config, its start,
 `kill_proc`), `bridge` (`PlcSide`: the bridge and the PLC processes), `plc` (the PLC, also
 `python -m tools.soak.plc`), `plc_checks` (what it saw, judged), `flood` (the hostile HTTP clients,

@@ -1,15 +1,13 @@
-"""`Soak`: the run itself (setup, the fault schedule, samples, the end checks, the report)."""
+"""`Soak`: the run itself (setup, the fault schedule, samples, the end), judged and reported by `report`."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import signal
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +27,9 @@ from tools.soak.faults import (
 )
 from tools.soak.flood import FloodProc
 from tools.soak.plc_checks import stream_crossings
-from tools.soak.plot import plot_soak
 from tools.soak.procs import kill_proc, render_clips, start_daemon, wait_publishing, write_soak_config
+from tools.soak.report import row, write_report
 from tools.soak.stats import Sample, by_label, healthz_time, proc_stats, scrape
-from tools.soak.verdict import checks, memory, summarize
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -267,24 +264,7 @@ class Soak:
             dt = max(1e-6, s.t_s - prev.t_s)
             s.fps = {c: round((v - prev.inferred.get(c, 0.0)) / dt, 2) for c, v in s.inferred.items()}
         self.samples.append(s)
-        print(self.row(s), flush=True)
-
-    def row(self, s: Sample) -> str:
-        fps = " ".join(f"{c}={s.fps.get(c, 0.0):5.1f}" for c in sorted(s.inferred))
-        drops = ",".join(f"{r}={int(v)}" for r, v in sorted(s.dropped.items()) if v) or "-"
-        extra = s.extra
-        events = ",".join(
-            f"{f.kind}:{f.target}"
-            for f in self.faults
-            if f.start_s <= s.t_s and (f.end_s is None or f.end_s >= s.t_s - self.args.sample_s)
-        )
-        return (
-            f"{s.t_s:7.0f} {s.rss_mib:8.1f} {s.fds:4d} {s.threads:4d}  {fps}  "
-            f"proc={int(sum(s.inferred.values())):7d} pub={int(sum(s.published.values())):7d} "
-            f"anon={extra.get('rss_anon_mib', 0):.0f} file={extra.get('rss_file_mib', 0):.0f} "
-            f"rebuilds={int(extra.get('rebuilds', 0))} healthz={extra.get('healthz_ms', 0):.0f}ms "
-            f"drop[{drops}] {events or ''}"
-        )
+        print(row(s, self.faults, self.args.sample_s), flush=True)
 
     # -- end ----------------------------------------------------------------------------------
     def finish(self) -> None:
@@ -322,48 +302,16 @@ class Soak:
 
     def report(self) -> None:
         streams, objects = self.check_streams()
-        samples = [s for s in self.samples if s.t_s > 0]
-        mem = memory(samples, duration_s=self.duration_s, baseline_s=self.args.baseline_s, sample_s=self.args.sample_s)
-        checked = checks(
-            samples, mem, daemon_rc=self.daemon_rc, streams=streams, objects=objects, plc_result=self.plc_result
+        self.passed = write_report(
+            self.args,
+            samples=self.samples,
+            faults=self.faults,
+            streams=streams,
+            objects=objects,
+            plc_result=self.plc_result,
+            daemon_rc=self.daemon_rc,
+            flood_counts=self.flood_counts,
         )
-        verdict = summarize(samples, mem, checked, daemon_rc=self.daemon_rc, flood_counts=self.flood_counts)
-        header = f"{'t_s':>7} {'rss_MiB':>8} {'fds':>4} {'thr':>4}  fps/camera  processed published rebuilds"
-        header += " drops faults"
-        print("\n=== soak table ===")
-        print(header)
-        for s in self.samples:
-            print(self.row(s))
-        print("\n=== faults ===")
-        for f in self.faults:
-            print(f"  {f.start_s:7.1f}s .. {f.end_s}s  {f.kind:13s} {f.target}")
-        print("\n=== streams ===")
-        for cam, v in streams.items():
-            print(f"  {cam}: {v}")
-        print("\n=== objects ===")
-        for cam, v in objects.items():
-            print(f"  {cam}: {v}")
-        if self.plc_result:
-            print("\n=== plc ===")
-            print(json.dumps(self.plc_result, indent=2))
-        print("\n=== verdict ===")
-        print(json.dumps(verdict, indent=2))
-        print("VERDICT:", "PASS" if verdict["pass"] else "FAIL")
-        data = {
-            "args": {k: str(v) for k, v in vars(self.args).items()},
-            "samples": [asdict(s) for s in self.samples],
-            "faults": [asdict(f) for f in self.faults],
-            "streams": streams,
-            "objects": objects,
-            "plc": self.plc_result,
-            "verdict": verdict,
-        }
-        (self.out / "soak.json").write_text(json.dumps(data, indent=1))
-        self.plot()
-        self.passed = verdict["pass"]
-
-    def plot(self) -> None:
-        plot_soak(self.out / "soak.png", self.samples, self.faults, self.args.minutes)
 
     def cleanup(self) -> None:
         for flood in self.floods:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from structlog.testing import capture_logs
 
-from daemon.bridge.opcua import _Refusals
+from daemon.bridge.opcua_access import Refusals
 
 
 def test_refused_logins_log_one_summary_per_interval_and_count_them_all() -> None:
-    refusals = _Refusals()
+    refusals = Refusals()
     with capture_logs() as logs:
         for reason in ("password", "certificate", "password", "password"):
             refusals.add(reason)

@@ -12,15 +12,8 @@ import pytest
 from asyncua import ua
 from asyncua.server.server import Server
 
-from daemon.bridge.machine_vision import (
-    MV,
-    MV_NAMESPACE,
-    NODESET,
-    ResultFilter,
-    import_nodeset,
-    result_content,
-    result_data,
-)
+from daemon.bridge.machine_vision import MV_NAMESPACE, NODESET, import_nodeset
+from daemon.bridge.machine_vision_results import MV, ResultFilter, result_content, result_data
 from daemon.bridge.state import Crossing
 
 

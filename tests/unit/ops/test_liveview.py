@@ -19,7 +19,8 @@ from daemon.core.frames import Detection, Frame, FrameResult, Letterbox
 from daemon.core.metrics import Metrics
 from daemon.core.objects import ObjectEvent
 from daemon.ops.http import HealthServer
-from daemon.ops.liveview import LINE_COLOUR, SCRIPTS, LiveView, Snapshot
+from daemon.ops.liveview import SCRIPTS, LiveView
+from daemon.ops.liveview_render import LINE_COLOUR, Snapshot
 
 
 class Clock:
