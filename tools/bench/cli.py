@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import tools.bench
-from daemon.inference.model_file import ModelError, load_model_info
+from daemon.inference.seam import ModelError, load_model_info
 from tools.bench.experiments import EXPERIMENTS
 from tools.kit.daemon_config import MODELS, REPO
 

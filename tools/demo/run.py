@@ -41,9 +41,8 @@ from typing import Any, cast
 
 import redis as redis_py
 
-from daemon.core.objects import parse_fields
-from daemon.publish.schema import decode_entry
-from daemon.publish.tail import format_entry
+from daemon.core.seam import parse_fields
+from daemon.publish.seam import decode_entry, format_entry
 from tools.demo.clips import CAMERAS, render_clips
 from tools.demo.parts import CameraParts, crossing_line
 from tools.demo.preflight import PortNeed, PreflightError, check_gstreamer, check_ports, check_redis_server
