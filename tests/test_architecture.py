@@ -1,7 +1,8 @@
 """The shape of the code, checked: the layers (import-linter), no import cycle in daemon/ or tools/,
-tests that import only tests/support/ (never each other), the size targets of daemon/ and tools/
-(modules <= 400 lines, functions <= 60), daemon/'s docstring targets, and no run output in the
-repository (only the docs' curated figures, each under 200 KB). Import graphs are read from
+tools/ reaching the daemon through its public seams only, tests that import only tests/support/
+(never each other), the size targets of daemon/ and tools/ (modules <= 400 lines, functions <= 60),
+daemon/'s docstring targets, and no run output in the repository (only the docs' curated figures,
+each under 200 KB). Import graphs are read from
 the source with `ast` (module-level and function-level imports alike), nothing is imported."""
 
 from __future__ import annotations
@@ -183,6 +184,64 @@ def test_no_import_cycle_in_daemon_or_tools() -> None:
             f"{len(component)} modules import each other: {', '.join(component)}\n  {steps} -> {path[0].source}"
         )
     assert not cycles, "import cycles:\n" + "\n".join(report)
+
+
+# The daemon modules tools/ (the lab) may import: one `seam` per room, which only re-exports what the lab
+# uses of it (each says what in its docstring), and `daemon.app` for the `Daemon` a bench starts. Every other
+# daemon module is the daemon's own. import-linter's second contract in pyproject.toml keeps the same list.
+PUBLIC_SEAMS = (
+    "daemon.app",
+    "daemon.batching.seam",
+    "daemon.bridge.seam",
+    "daemon.config.seam",
+    "daemon.core.seam",
+    "daemon.inference.seam",
+    "daemon.ingest.seam",
+    "daemon.ops.seam",
+    "daemon.publish.seam",
+    "daemon.thermal.seam",
+    "daemon.tracking.seam",
+)
+
+
+def daemon_imports_outside_seams(path: Path, daemon_modules: Collection[str]) -> Iterator[str]:
+    """Each import in `path` that reaches a daemon module not in PUBLIC_SEAMS: `import daemon.x.y`,
+    `from daemon.x import y` (the module daemon.x.y where it is one, else daemon.x) and a bare
+    `import daemon` / `from daemon import x` alike."""
+    tree = ast.parse(path.read_text(), str(path))
+    for target, line, scope in imported_names(tree, module_name(path), path.name == "__init__.py"):
+        if target != "daemon" and not target.startswith("daemon."):
+            continue
+        known = longest_module(target, daemon_modules) or target
+        if known not in PUBLIC_SEAMS:
+            yield f"{path.relative_to(REPO)}:{line} ({scope}) imports {known}"
+
+
+def test_public_seams_exist_and_only_re_export() -> None:
+    """PUBLIC_SEAMS is `daemon.app` and every room's `seam.py` (the docs' layout page lists them from the
+    files), and a seam module says what it is for and holds imports and `__all__`, nothing else."""
+    modules = {module_name(p): p for p in python_files("daemon")}
+    found = {"daemon.app", *(m for m in modules if m.rpartition(".")[2] == "seam")}
+    assert found == set(PUBLIC_SEAMS), f"seam modules {sorted(found)} != PUBLIC_SEAMS {sorted(PUBLIC_SEAMS)}"
+    for seam in PUBLIC_SEAMS:
+        if not seam.endswith(".seam"):
+            continue
+        tree = ast.parse(modules[seam].read_text())
+        assert ast.get_docstring(tree), f"{seam} says what the lab uses it for in its docstring"
+        body = tree.body[1:]
+        assert all(isinstance(n, ast.ImportFrom | ast.Import | ast.Assign) for n in body), f"{seam} only re-exports"
+        assigned = [t.id for n in body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)]
+        assert assigned == ["__all__"], f"{seam} assigns only __all__, got {assigned}"
+
+
+def test_tools_import_the_daemon_through_its_seams() -> None:
+    """No tools/ module imports a daemon module outside PUBLIC_SEAMS, at module level or in a function."""
+    daemon_modules = {module_name(p) for p in python_files("daemon")}
+    bad = [where for path in python_files("tools") for where in daemon_imports_outside_seams(path, daemon_modules)]
+    assert not bad, (
+        "tools/ importing daemon modules outside the public seams (import from daemon.<room>.seam; add"
+        " the name to that seam's __all__ if the lab needs it):\n" + "\n".join(bad)
+    )
 
 
 # A module name in a string: `python -m tests.x`, `pytest_plugins`, import_module, or Python source

@@ -16,12 +16,11 @@ import av
 import onnxruntime as ort
 import redis
 
-from daemon.batching.batcher import BatchPolicy
-from daemon.config.engine import EngineConfig
-from daemon.core.memory import tune_malloc
-from daemon.inference.model_file import load_model_info
-from daemon.inference.providers import intra_op_threads, lane_workers, worker_batch
-from daemon.ops.logging import configure_logging
+from daemon.batching.seam import BatchPolicy
+from daemon.config.seam import EngineConfig
+from daemon.core.seam import tune_malloc
+from daemon.inference.seam import intra_op_threads, lane_workers, load_model_info, worker_batch
+from daemon.ops.seam import configure_logging
 from tools.bench import null_bench
 from tools.bench.baselines import (
     Rates,

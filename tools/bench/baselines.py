@@ -25,12 +25,10 @@ import numpy as np
 import onnxruntime as ort
 import redis
 
-from daemon.config.engine import EngineConfig
-from daemon.core.frames import Frame, Letterbox
-from daemon.inference.model_file import load_model_info
-from daemon.inference.providers import intra_op_threads, lane_workers, session_options
-from daemon.inference.stage import BatchTensor
-from daemon.ingest.decoding import scale
+from daemon.config.seam import EngineConfig
+from daemon.core.seam import Frame, Letterbox
+from daemon.inference.seam import BatchTensor, intra_op_threads, lane_workers, load_model_info, session_options
+from daemon.ingest.seam import scale
 from tools.bench.naive import NaiveCamera, run_naive
 from tools.bench.procs import Servers, machine_busy_s, pct, proc_cpu_s, split_window
 from tools.kit.daemon_config import MODELS, REPO

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from daemon.core.stagecpu import STAGES
+from daemon.core.seam import STAGES
 
 METRIC = "beltsight_stage_cpu_seconds_total"
 

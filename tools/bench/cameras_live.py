@@ -44,8 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.app import Daemon
-from daemon.core.clock import SYSTEM_CLOCK, time_ms
-from daemon.core.frames import FrameResult
+from daemon.core.seam import SYSTEM_CLOCK, FrameResult, time_ms
 from tools.bench.lines_apply import delta, totals
 from tools.bench.running import start_daemon, wait
 from tools.kit.daemon_config import write_config

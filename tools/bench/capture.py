@@ -28,12 +28,10 @@ from pathlib import Path
 
 import av
 
-from daemon.config.capture import CaptureConfig, CaptureStrategy
-from daemon.core.frames import Detection, Frame, FrameResult, Letterbox
-from daemon.core.metrics import Metrics
-from daemon.ingest.decoding import scale
-from daemon.publish.capture import FrameCapture
-from daemon.publish.capture.writer import Job
+from daemon.config.seam import CaptureConfig, CaptureStrategy
+from daemon.core.seam import Detection, Frame, FrameResult, Letterbox, Metrics
+from daemon.ingest.seam import scale
+from daemon.publish.seam import FrameCapture, Job
 from tools.bench.snapshots import inference_ms
 from tools.kit.synth.video import render_video
 

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 import tools.bench
-from daemon.inference.model_file import ModelError, load_model_info
+from daemon.inference.seam import ModelError, load_model_info
 from tools.bench.experiments import EXPERIMENTS
 from tools.kit.daemon_config import MODELS
 from tools.kit.run_output import WHERE, run_dir

@@ -28,13 +28,10 @@ import av
 import numpy as np
 from av.video.stream import VideoStream
 
-from daemon.config.clips import ClipsConfig
-from daemon.core.frames import FrameResult
-from daemon.core.metrics import Metrics
-from daemon.core.objects import ObjectEvent
-from daemon.core.packets import PacketRing
-from daemon.ingest.packet_tap import PacketTap
-from daemon.publish.clips import ClipRecorder
+from daemon.config.seam import ClipsConfig
+from daemon.core.seam import FrameResult, Metrics, ObjectEvent, PacketRing
+from daemon.ingest.seam import PacketTap
+from daemon.publish.seam import ClipRecorder
 from tools.bench.snapshots import inference_ms
 from tools.kit.synth.video import h264_writer
 

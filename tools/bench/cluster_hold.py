@@ -30,10 +30,9 @@ from pathlib import Path
 import redis.asyncio as aioredis
 from redis.crc import key_slot
 
-from daemon.config.redis import RedisConfig
-from daemon.core.metrics import Metrics
-from daemon.core.tasks import stop_task
-from daemon.publish.sink import RedisSink
+from daemon.config.seam import RedisConfig
+from daemon.core.seam import Metrics, stop_task
+from daemon.publish.seam import RedisSink
 from tools.kit.redis_cluster import ClusterNodeServer, RedisClusterProcs, start_cluster
 from tools.kit.redis_server import find_redis_server
 from tools.kit.sink_load import feed, pct, watch

@@ -17,7 +17,7 @@ import time
 
 import av
 
-from daemon.ingest.decoding import set_decoder_threads
+from daemon.ingest.seam import set_decoder_threads
 from tools.bench.naive import AV_OPTIONS
 
 

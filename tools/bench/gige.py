@@ -32,10 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from daemon.config.cameras import CameraConfig
-from daemon.core.frames import Frame, nearest_model_size
-from daemon.core.metrics import Metrics
-from daemon.ingest.sources import CameraSource
+from daemon.config.seam import CameraConfig
+from daemon.core.seam import Frame, Metrics, nearest_model_size
+from daemon.ingest.seam import CameraSource
 from tools.kit.gige_fake import FakeGigeCamera
 from tools.kit.leash import spawn
 from tools.kit.rtsp import RtspServer

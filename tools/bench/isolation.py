@@ -23,10 +23,9 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from daemon.config.redis import RedisConfig
-from daemon.core.metrics import Metrics
-from daemon.core.tasks import stop_task
-from daemon.publish.sink import RedisSink
+from daemon.config.seam import RedisConfig
+from daemon.core.seam import Metrics, stop_task
+from daemon.publish.seam import RedisSink
 from tools.kit.redis_server import RedisServer, find_redis_server
 from tools.kit.sink_load import feed, pct, watch
 from tools.kit.streams import read_stream

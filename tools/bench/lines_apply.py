@@ -36,9 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from daemon.app import Daemon
-from daemon.core.frames import FrameResult
-from daemon.core.metrics import Metrics
-from daemon.tracking.stage import TrackingStage
+from daemon.core.seam import FrameResult, Metrics
+from daemon.tracking.seam import TrackingStage
 from tools.bench.running import start_daemon, wait
 from tools.kit.daemon_config import write_config
 from tools.kit.redis_server import RedisServer, find_redis_server

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from daemon.app import Daemon
-from daemon.core.frames import FrameResult
-from daemon.tracking.stage import TrackingStage
+from daemon.core.seam import FrameResult
+from daemon.tracking.seam import TrackingStage
 from tools.bench.lines_apply import delta, totals
 from tools.bench.running import start_daemon, wait
 from tools.kit.daemon_config import MODELS, write_config

@@ -21,10 +21,9 @@ import onnxruntime as ort
 import redis
 from redis.typing import EncodableT, FieldT
 
-from daemon.core.frames import LETTERBOX_PAD_VALUE, FrameResult, Letterbox
-from daemon.inference.model_file import ModelInfo
-from daemon.inference.postprocess import decode_batch, to_detections
-from daemon.publish.schema import encode_entry
+from daemon.core.seam import LETTERBOX_PAD_VALUE, FrameResult, Letterbox
+from daemon.inference.seam import ModelInfo, decode_batch, to_detections
+from daemon.publish.seam import encode_entry
 
 AV_OPTIONS = {"rtsp_transport": "tcp", "timeout": "2000000", "analyzeduration": "0", "probesize": "32"}
 

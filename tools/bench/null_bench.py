@@ -32,7 +32,7 @@ from typing import Any
 
 import redis
 
-from daemon.core.stagecpu import STAGES
+from daemon.core.seam import STAGES
 from tools.bench import gil
 from tools.bench.baselines import DecoderLoad
 from tools.bench.null_model import make_null_model

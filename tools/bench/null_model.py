@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from daemon.inference.model_file import load_model_info
+from daemon.inference.seam import load_model_info
 
 OPSET = 18
 SCORE = 0.9

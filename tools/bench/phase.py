@@ -19,9 +19,8 @@ import redis
 from prometheus_client import Histogram
 
 from daemon.app import Daemon
-from daemon.config.engine import EngineConfig
-from daemon.config.settings import load_settings
-from daemon.core.metrics import Metrics
+from daemon.config.seam import EngineConfig, load_settings
+from daemon.core.seam import Metrics
 from tools.bench.budget import budget, diff, overhead, role_seconds, stage_seconds
 from tools.bench.experiments import EXPERIMENTS, Experiment
 from tools.bench.phase_figures import crossings, sample, summarize_phase, thread_figures

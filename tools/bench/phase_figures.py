@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import redis
 
-from daemon.publish.schema import decode_entry
+from daemon.publish.seam import decode_entry
 from tools.bench.procs import pct, split_window
 from tools.kit.streams import read_stream
 

@@ -26,13 +26,19 @@ import av
 import numpy as np
 import onnxruntime as ort
 
-from daemon.core.frames import Frame, Letterbox
-from daemon.inference.layouts import dense, yolov8
-from daemon.inference.layouts.base import Candidates, Decode
-from daemon.inference.model_file import load_model_info
-from daemon.inference.postprocess import decode_batch, source_mapping, to_detections
-from daemon.inference.stage import BatchTensor
-from daemon.ingest.decoding import scale
+from daemon.core.seam import Frame, Letterbox
+from daemon.inference.seam import (
+    BatchTensor,
+    Candidates,
+    Decode,
+    decode_batch,
+    dense,
+    load_model_info,
+    source_mapping,
+    to_detections,
+    yolov8,
+)
+from daemon.ingest.seam import scale
 from tools.bench.procs import render_clips
 from tools.kit.daemon_config import MODELS
 

@@ -27,10 +27,9 @@ from collections.abc import Callable
 import av
 import numpy as np
 
-from daemon.core.frames import Frame, Letterbox, RGBPlanes
-from daemon.core.memory import tune_malloc
-from daemon.inference.stage import BatchTensor
-from daemon.ingest.decoding import rgb_planes, scale
+from daemon.core.seam import Frame, Letterbox, RGBPlanes, tune_malloc
+from daemon.inference.seam import BatchTensor
+from daemon.ingest.seam import rgb_planes, scale
 
 CASES = ((640, 480, 640), (1280, 720, 800), (1920, 1080, 800))
 

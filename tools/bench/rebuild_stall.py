@@ -23,14 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from daemon.config.engine import EngineConfig, RebuildConfig
-from daemon.core.frames import StatusEvent
-from daemon.core.metrics import Metrics
-from daemon.inference.engine import EngineFactory
-from daemon.inference.model_file import ModelInfo, load_model_info
-from daemon.inference.protocols import InferenceEngine
-from daemon.inference.providers import Placement
-from daemon.inference.serving import ServingEngine
+from daemon.config.seam import EngineConfig, RebuildConfig
+from daemon.core.seam import Metrics, StatusEvent
+from daemon.inference.seam import EngineFactory, InferenceEngine, ModelInfo, Placement, ServingEngine, load_model_info
 from tools.kit.daemon_config import REPO
 
 STALL_FACTOR = 8.0

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import random
 
-from daemon.config.reconcile import ReconcileConfig
+from daemon.config.seam import ReconcileConfig
 from tools.plcsim.counter import PlcCounter
 from tools.plcsim.replay import replay
 from tools.plcsim.scene import Belt, Miss, seen_by_camera

@@ -22,8 +22,8 @@ from typing import Any
 from redis import asyncio as aioredis
 from redis._parsers import _AsyncHiredisParser, _AsyncRESP2Parser
 
-from daemon.core.frames import Detection, FrameResult
-from daemon.publish.schema import encode_entry
+from daemon.core.seam import Detection, FrameResult
+from daemon.publish.seam import encode_entry
 from tools.kit.redis_server import RedisServer, find_redis_server
 
 

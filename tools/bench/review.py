@@ -30,8 +30,8 @@ from datetime import time as clock_time
 from pathlib import Path
 from typing import Any
 
-from daemon.core.shifts import parse_shifts
-from daemon.ops.review.store import INSERT, SCHEMA, Crossing, Cursor, Filters, Store
+from daemon.core.seam import parse_shifts
+from daemon.ops.seam import INSERT, SCHEMA, Crossing, Cursor, Filters, Store
 
 DAY_MS = 86_400_000
 GOAL_MS = 100.0

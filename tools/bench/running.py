@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daemon.app import Daemon
-from daemon.config.settings import load_settings
+from daemon.config.seam import load_settings
 
 
 def wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:

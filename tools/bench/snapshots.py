@@ -34,9 +34,9 @@ import onnxruntime as ort
 import simplejpeg
 from PIL import Image
 
-from daemon.core.frames import Frame, Letterbox
-from daemon.ingest.decoding import scale
-from daemon.publish.files.jpeg import picture_of, render
+from daemon.core.seam import Frame, Letterbox
+from daemon.ingest.seam import scale
+from daemon.publish.seam import picture_of, render
 from tools.kit.daemon_config import MODELS
 from tools.kit.synth.video import render_video
 

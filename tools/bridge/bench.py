@@ -23,12 +23,8 @@ from asyncua.client.client import Client
 from pymodbus.client import AsyncModbusTcpClient
 from redis.typing import EncodableT, FieldT
 
-from daemon.bridge.layout import layout_from_data
-from daemon.bridge.protocol_modbus import ModbusProtocol
-from daemon.bridge.registers import words_u32
-from daemon.bridge.service import Bridge
-from daemon.config.bridge import BridgeConfig
-from daemon.config.redis import RedisConfig
+from daemon.bridge.seam import Bridge, ModbusProtocol, layout_from_data, words_u32
+from daemon.config.seam import BridgeConfig, RedisConfig
 from tools.kit.ports import free_port
 from tools.kit.redis_server import temporary_redis
 

@@ -36,13 +36,8 @@ from asyncua import ua
 from asyncua.client.client import Client
 from pymodbus.client import AsyncModbusTcpClient
 
-from daemon.bridge.layout import layout_from_data
-from daemon.bridge.protocol_modbus import ModbusProtocol
-from daemon.bridge.protocol_opcua import OpcUaProtocol
-from daemon.bridge.registers import words_u32
-from daemon.bridge.service import Bridge
-from daemon.config.bridge import BridgeConfig
-from daemon.config.redis import RedisConfig
+from daemon.bridge.seam import Bridge, ModbusProtocol, OpcUaProtocol, layout_from_data, words_u32
+from daemon.config.seam import BridgeConfig, RedisConfig
 from tools.bridge.bench import pct
 from tools.bridge.bench_mv import MV_URI, crossing_fields
 from tools.kit.ports import free_port

@@ -24,10 +24,8 @@ from asyncua import ua
 from asyncua.client.client import Client
 from redis.typing import EncodableT, FieldT
 
-from daemon.bridge.layout import layout_from_data
-from daemon.bridge.service import Bridge
-from daemon.config.bridge import BridgeConfig
-from daemon.config.redis import RedisConfig
+from daemon.bridge.seam import Bridge, layout_from_data
+from daemon.config.seam import BridgeConfig, RedisConfig
 from tools.bridge.bench import pct
 from tools.kit.ports import free_port
 from tools.kit.redis_server import temporary_redis

@@ -23,11 +23,8 @@ import paho.mqtt.client as paho
 import redis.asyncio as aioredis
 from pysparkplug import DData
 
-from daemon.bridge.layout import layout_from_data
-from daemon.bridge.protocol_sparkplug import SparkplugProtocol
-from daemon.bridge.service import Bridge
-from daemon.config.bridge import BridgeConfig
-from daemon.config.redis import RedisConfig
+from daemon.bridge.seam import Bridge, SparkplugProtocol, layout_from_data
+from daemon.config.seam import BridgeConfig, RedisConfig
 from tools.kit.mosquitto import Mosquitto
 from tools.kit.redis_server import RedisServer, find_redis_server
 

@@ -49,13 +49,9 @@ TOL = 1e-3
 def _daemon_one(path: Path, entry: dict[str, Any], images: list[np.ndarray]) -> dict[str, Any]:
     from PIL import Image
 
-    from daemon.config.engine import EngineConfig
-    from daemon.core.frames import Frame, Letterbox
-    from daemon.core.metrics import Metrics
-    from daemon.core.model_spec import ModelOverrides
-    from daemon.inference.engine import Engine
-    from daemon.inference.model_file import load_model_info
-    from daemon.inference.stage import BatchTensor, InferenceStage, PostprocessConfig
+    from daemon.config.seam import EngineConfig
+    from daemon.core.seam import Frame, Letterbox, Metrics, ModelOverrides
+    from daemon.inference.seam import BatchTensor, Engine, InferenceStage, PostprocessConfig, load_model_info
 
     info = load_model_info(path, entry["size"], ModelOverrides(**entry.get("config", {})))
     frames = []
@@ -92,7 +88,7 @@ def replace_batch(convention: Any) -> Any:
 
 
 def cmd_daemon(out: Path) -> None:
-    from daemon.inference.model_file import ModelError
+    from daemon.inference.seam import ModelError
 
     images = rendered_frames()
     np.savez_compressed(out / "frames.npz", *images)
@@ -150,8 +146,8 @@ HEADER = (
 
 def _daemon_mapped(raw: np.ndarray, img: np.ndarray, size: int, top_left: bool, boxes: str) -> np.ndarray:
     """Reference rows in model-input pixels mapped to the camera as the daemon maps its own."""
-    from daemon.core.frames import Letterbox
-    from daemon.inference.postprocess import source_mapping
+    from daemon.core.seam import Letterbox
+    from daemon.inference.seam import source_mapping
 
     lb = Letterbox.fit(img.shape[1], img.shape[0], size)
     if top_left:

@@ -38,21 +38,21 @@ import av
 import numpy as np
 import onnxruntime as ort
 
-from daemon.config.engine import CudaOptions, EngineConfig
-from daemon.core import nvml, yuv
-from daemon.core.frames import Frame, Letterbox
-from daemon.core.xp import cupy_status, get_xp, to_host
-from daemon.inference.device_preprocess import DeviceBatchTensor
-from daemon.inference.engine import Engine
-from daemon.inference.iobinding import run_bound
-from daemon.inference.layouts.base import ModelLayout
-from daemon.inference.model_file import load_model_info
-from daemon.inference.postprocess import decode_batch, greedy_nms
-from daemon.inference.providers import EngineError
-from daemon.inference.stage import BatchTensor
-from daemon.ingest import hwdecode
-from daemon.ingest.decoding import scale
-from daemon.ops.doctor.gpu import ort_cuda_version
+from daemon.config.seam import CudaOptions, EngineConfig
+from daemon.core.seam import Frame, Letterbox, cupy_status, get_xp, nvml, to_host, yuv
+from daemon.inference.seam import (
+    BatchTensor,
+    DeviceBatchTensor,
+    Engine,
+    EngineError,
+    ModelLayout,
+    decode_batch,
+    greedy_nms,
+    load_model_info,
+    run_bound,
+)
+from daemon.ingest.seam import hwdecode, scale
+from daemon.ops.seam import ort_cuda_version
 from tools.checks.gpu_thermal import thermal_checks
 from tools.kit.synth.video import h264_writer
 
@@ -147,7 +147,7 @@ def preprocess(cupy: Any | None, frames: list[av.VideoFrame], info: Any) -> np.n
     if cupy is None:
         skip("letterbox cupy vs numpy (xp path and kernel)", "no usable CUDA device / CuPy")
         return host
-    from daemon.inference.letterbox_kernel import LetterboxKernel  # noqa: PLC0415 - compiles CUDA on first use
+    from daemon.inference.seam import LetterboxKernel  # noqa: PLC0415 - compiles CUDA on first use
 
     uploaded = timed("upload (YUV planes)", "cupy", lambda: [yuv.yuv_frame(f, cupy) for f in frames], cupy)
     for name, tensor in (

@@ -10,10 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from daemon.config.thermal import ThermalConfig
-from daemon.thermal import ThermalGovernor
-from daemon.thermal.governor import LEVELS
-from daemon.thermal.sensors import NvmlSensor
+from daemon.config.seam import ThermalConfig
+from daemon.thermal.seam import LEVELS, NvmlSensor, ThermalGovernor
 
 Check = Callable[[str, bool, str], None]
 Skip = Callable[[str, str], None]

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from daemon.core.objects import ObjectEvent
+from daemon.core.seam import ObjectEvent
 
 
 def line_counts(line: str, counts: dict[tuple[str, str], int]) -> str:

@@ -24,10 +24,9 @@ from asyncua.client.client import Client
 from asyncua.ua.uaerrors import UaError
 from pymodbus.client import AsyncModbusTcpClient
 
-from daemon.bridge.layout import ETA_SUFFIX, BridgeLayout, layout_from_data
-from daemon.bridge.registers import DEFINED_REGISTERS, words_u32
-from daemon.config.settings import ConfigError, Settings, load_settings
-from daemon.core.netaddr import parse_host_port
+from daemon.bridge.seam import DEFINED_REGISTERS, ETA_SUFFIX, BridgeLayout, layout_from_data, words_u32
+from daemon.config.seam import ConfigError, Settings, load_settings
+from daemon.core.seam import parse_host_port
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 5.0

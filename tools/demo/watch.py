@@ -14,9 +14,8 @@ from typing import cast
 
 import redis as redis_py
 
-from daemon.core.objects import parse_fields
-from daemon.publish.schema import decode_entry
-from daemon.publish.tail import format_entry
+from daemon.core.seam import parse_fields
+from daemon.publish.seam import decode_entry, format_entry
 from tools.demo.clips import CAMERAS
 from tools.demo.parts import CameraParts, crossing_line
 from tools.demo.procs import Children, DemoFailed, fetch_health, say

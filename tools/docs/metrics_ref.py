@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from daemon.core.drop_reasons import DROP_REASONS, reasons
+from daemon.core.seam import DROP_REASONS, reasons
 from tools.docs.discover import module_defining
 
 PAGE = "docs/operations/metrics.md"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from daemon.core.status_kinds import STATUS_KINDS, kinds
+from daemon.core.seam import STATUS_KINDS, kinds
 
 PAGE = "docs/integrations/status-events.md"
 

@@ -13,8 +13,8 @@ from typing import cast
 
 import redis.asyncio as aioredis
 
-from daemon.core.frames import Detection, FrameResult
-from daemon.publish.sink import RedisSink
+from daemon.core.seam import Detection, FrameResult
+from daemon.publish.seam import RedisSink
 
 BOLT = Detection(cls=1, label="bolt", score=0.9, box=(1.0, 2.0, 3.0, 4.0))
 

@@ -24,7 +24,7 @@ import numpy as np
 import onnxruntime as ort
 from PIL import Image
 
-from daemon.inference.postprocess import grouped_nms
+from daemon.inference.seam import grouped_nms
 from tools.kit.synth.parts import NAMES
 from tools.kit.synth.scene import render_scene
 from tools.model.coco_eval import evaluate

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from daemon.bridge.reconcile import CounterNote, Reconciler, Verdict, Window
-from daemon.config.reconcile import ReconcileConfig
+from daemon.bridge.seam import CounterNote, Reconciler, Verdict, Window
+from daemon.config.seam import ReconcileConfig
 from tools.plcsim.counter import PlcCounter
 
 

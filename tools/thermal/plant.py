@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from daemon.thermal import Reading, Throttle
+from daemon.thermal.seam import Reading, Throttle
 
 
 @dataclass(frozen=True, slots=True)

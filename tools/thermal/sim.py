@@ -20,8 +20,8 @@ import json
 import statistics
 from pathlib import Path
 
-from daemon.config.thermal import ThermalConfig
-from daemon.thermal.governor import ThermalGovernor
+from daemon.config.seam import ThermalConfig
+from daemon.thermal.seam import ThermalGovernor
 from tools.kit.run_output import WHERE, reports_dir
 from tools.thermal.plant import PlantParams, SleepSwitch, Trace, simulate, steps
 

@@ -33,8 +33,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.config.thermal import ThermalConfig
-from daemon.thermal.governor import ThermalGovernor
+from daemon.config.seam import ThermalConfig
+from daemon.thermal.seam import ThermalGovernor
 from tools.thermal.plant import PlantParams, simulate, steps
 
 LIMIT = 80.0

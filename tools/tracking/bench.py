@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from daemon.tracking import CameraTracker, GateSpec, LineSpec
+from daemon.tracking.seam import CameraTracker, GateSpec, LineSpec
 
 W, H = 1280, 720
 LABELS = ("bolt", "hex_nut", "washer", "l_bracket")

@@ -18,11 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from daemon.config.cameras import CameraConfig
-from daemon.config.tracking import TrackingConfig
-from daemon.core.objects import ObjectEvent, parse_fields
-from daemon.tracking import CameraTracker
-from daemon.tracking.stage import line_specs, tracker_params
+from daemon.config.seam import CameraConfig, TrackingConfig
+from daemon.core.seam import ObjectEvent, parse_fields
+from daemon.tracking.seam import CameraTracker, line_specs, tracker_params
 from tools.kit.daemon_config import REPO, write_config
 from tools.kit.redis_server import RedisServer, find_redis_server
 
