@@ -16,6 +16,8 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
@@ -301,39 +303,20 @@ def function_spans(tree: ast.AST) -> Iterator[tuple[str, int, int]]:
     return visit(tree, "")
 
 
-def test_daemon_modules_are_at_most_400_lines() -> None:
+@pytest.mark.parametrize("root", ["daemon", "tools"])
+def test_modules_are_at_most_400_lines(root: str) -> None:
     long = sorted(
         (n, str(p.relative_to(REPO)))
-        for p in python_files("daemon")
+        for p in python_files(root)
         if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
     )
     assert not long, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(f"{path}: {n}" for n, path in long)
 
 
-def test_tools_modules_are_at_most_400_lines() -> None:
-    long = sorted(
-        (n, str(p.relative_to(REPO)))
-        for p in python_files("tools")
-        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
-    )
-    assert not long, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(f"{path}: {n}" for n, path in long)
-
-
-def test_daemon_functions_are_at_most_60_lines() -> None:
+@pytest.mark.parametrize("root", ["daemon", "tools"])
+def test_functions_are_at_most_60_lines(root: str) -> None:
     long = []
-    for path in python_files("daemon"):
-        tree = ast.parse(path.read_text(), str(path))
-        long += [
-            f"{path.relative_to(REPO)}:{line} {name}: {n} lines"
-            for name, line, n in function_spans(tree)
-            if n > MAX_FUNCTION_LINES
-        ]
-    assert not long, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
-
-
-def test_tools_functions_are_at_most_60_lines() -> None:
-    long = []
-    for path in python_files("tools"):
+    for path in python_files(root):
         tree = ast.parse(path.read_text(), str(path))
         long += [
             f"{path.relative_to(REPO)}:{line} {name}: {n} lines"
