@@ -117,6 +117,7 @@ class Daemon:
 
     # -- startup ---------------------------------------------------------------------------
     async def _startup(self, p: Pipeline, spawn: Spawn) -> None:
+        await p.sink.open()  # the spools recovered, their writer threads started (closed by `_close`)
         p.lanes.start(spawn)
         self._tasks.append(spawn(p.sink.run(), "sink"))
         await self._resume_tracking(p, spawn)
