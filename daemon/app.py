@@ -36,7 +36,6 @@ from daemon.tracking import persist
 
 log = structlog.get_logger("beltsight.app")
 
-TRACKING_RESUME_TIMEOUT_S = 10.0
 Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None]"]
 
 
@@ -120,7 +119,9 @@ class Daemon:
         await p.sink.open()  # the spools recovered, their writer threads started (closed by `_close`)
         p.lanes.start(spawn)
         self._tasks.append(spawn(p.sink.run(), "sink"))
-        await self._resume_tracking(p, spawn)
+        state_dir = await persist.resume_stage(p.tracking, p.sink.resume_points, self.settings.redis.spool_dir)
+        if state_dir is not None:  # the state file next to the spool, kept current
+            self._tasks.append(spawn(persist.keep(p.tracking, state_dir), "tracking-state"))
         for source in p.sources:
             source.start()
         if p.health is not None:
@@ -143,21 +144,6 @@ class Daemon:
         self._tasks.append(spawn(serve_reloads(p.reloader, self._reload, self.config_path), "reload"))
         if interval_s := self.notifier.watchdog_interval_s:
             self._tasks.append(spawn(watchdog(self.notifier, p.lanes.busy_s, interval_s), "watchdog"))
-
-    async def _resume_tracking(self, p: Pipeline, spawn: Spawn) -> None:
-        """Continue each tracked camera's ids and counts (`daemon.tracking.persist`), then keep the
-        state file next to the spool current."""
-        cameras = {
-            cid: {(line.id, d) for line in p.tracking.lines_of(cid) for d in ("in", "out")}
-            for cid in p.tracking.camera_ids
-        }
-        if not cameras:
-            return
-        from_streams, read = await p.sink.resume_points(cameras, TRACKING_RESUME_TIMEOUT_S)
-        directory = self.settings.redis.spool_dir
-        persist.resume(p.tracking, from_streams, read, directory)
-        if directory is not None:
-            self._tasks.append(spawn(persist.keep(p.tracking, directory), "tracking-state"))
 
     # -- shutdown --------------------------------------------------------------------------
     async def _shutdown(self, p: Pipeline) -> None:
