@@ -1,14 +1,18 @@
 """The daemon's lifecycle: build the pipeline, start it, report ready, drain and stop it.
 
 `Daemon.run()` = build (`daemon.pipeline.build`: models proved, every stage wired, nothing
-started) -> startup (sink, tracking resume, sources, health endpoint, thermal monitor, the lanes
-of the sizes proved at startup; READY) -> main loop (wait for `request_stop`, which a signal
-handler may call: it only sets a flag; `request_reload`, SIGHUP's, runs `daemon.ops.reload`)
--> shutdown (stop intake, finish in-flight batches, flush the sink within `shutdown_grace_s`,
-then stop its own tasks) -> close (sockets, threads, sessions).
+started, no file touched) -> startup (the sink opened: its spools recovered and their writer
+threads started; the models drop-in's stale entries removed; the lanes and the sink's task; the
+tracking resume, `daemon.tracking.persist.resume_stage`; sources, health endpoint, thermal
+monitor, the lanes of the sizes proved at startup; READY) -> main loop (wait for `request_stop`,
+which a signal handler may call: it only sets a flag; `request_reload`, SIGHUP's, runs
+`daemon.ops.reload`) -> shutdown (stop intake, finish in-flight batches, flush the sink within
+`shutdown_grace_s`, then stop its own tasks) -> close (sockets, threads, sessions).
 One TaskGroup owns every long-lived task; the daemon keeps the handles of those it starts, the
 lanes theirs. An unexpected exception in any task ends `run()` with it (systemd restarts the
-process); expected faults (camera gone, Redis down) are retried inside the stages.
+process); expected faults (camera gone, Redis down) are retried inside the stages. Close runs
+whatever startup reached: a startup step that fails ends `run()` with every stage it started
+stopped again, the sink's spool-writer threads included.
 """
 
 from __future__ import annotations
@@ -117,6 +121,7 @@ class Daemon:
     # -- startup ---------------------------------------------------------------------------
     async def _startup(self, p: Pipeline, spawn: Spawn) -> None:
         await p.sink.open()  # the spools recovered, their writer threads started (closed by `_close`)
+        await asyncio.get_running_loop().run_in_executor(None, p.serving.prune)
         p.lanes.start(spawn)
         self._tasks.append(spawn(p.sink.run(), "sink"))
         state_dir = await persist.resume_stage(p.tracking, p.sink.resume_points, self.settings.redis.spool_dir)
@@ -126,12 +131,12 @@ class Daemon:
             source.start()
         if p.health is not None:
             await p.health.start()
-        if p.snapshots is not None:
-            p.snapshots.start()
-        if p.capture is not None:
-            p.capture.start()
-        if p.clips is not None:
-            p.clips.start()
+        if p.evidence.snapshots is not None:
+            p.evidence.snapshots.start()
+        if p.evidence.capture is not None:
+            p.evidence.capture.start()
+        if p.evidence.clips is not None:
+            p.evidence.clips.start()
         if p.review is not None:
             self._tasks.append(spawn(p.review.run(), "review"))
         self._tasks.append(spawn(p.thermal.run(), "thermal"))
@@ -169,12 +174,12 @@ class Daemon:
         if p.health is not None:
             await p.health.close()
         p.liveview.close()
-        if p.snapshots is not None:
-            await asyncio.get_running_loop().run_in_executor(None, p.snapshots.stop)
-        if p.capture is not None:
-            await asyncio.get_running_loop().run_in_executor(None, p.capture.stop)
-        if p.clips is not None:
-            await asyncio.get_running_loop().run_in_executor(None, p.clips.stop)
+        if p.evidence.snapshots is not None:
+            await asyncio.get_running_loop().run_in_executor(None, p.evidence.snapshots.stop)
+        if p.evidence.capture is not None:
+            await asyncio.get_running_loop().run_in_executor(None, p.evidence.capture.stop)
+        if p.evidence.clips is not None:
+            await asyncio.get_running_loop().run_in_executor(None, p.evidence.clips.stop)
         if p.review is not None:
             await asyncio.get_running_loop().run_in_executor(None, p.review.close)
         for source in list(p.sources):
