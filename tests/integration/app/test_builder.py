@@ -1,11 +1,13 @@
 """The builder only builds: `daemon.pipeline.build` wires every stage without starting a thread or
 writing a file (the spool a previous run left, the holds' spools, the evidence directories and a
 stale models drop-in are all found as they were); `Daemon` start-up opens them, and a start-up that
-fails after the sink has opened its spool stops it again: no spool-writer thread is left running."""
+fails after the sink has opened its spool stops it again: no spool-writer thread is left running,
+no file of the state left open."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from pathlib import Path
 
@@ -59,6 +61,17 @@ def spool_writers() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "spool-writer"]
 
 
+def open_under(root: Path) -> list[str]:
+    """The files under `root` this process holds open."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            held.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+    return [path for path in held if path.startswith(str(root))]
+
+
 def test_build_starts_no_thread_and_writes_no_file(tmp_path: Path) -> None:
     settings = settings_with_state(tmp_path)
 
@@ -69,6 +82,7 @@ def test_build_starts_no_thread_and_writes_no_file(tmp_path: Path) -> None:
         try:
             assert set(threading.enumerate()) - threads == set()
             assert files_under(tmp_path) == files
+            assert open_under(tmp_path) == []
         finally:
             pipeline.workers.close()
             await pipeline.sink.close()  # nothing to close unless it was opened
@@ -82,10 +96,11 @@ def test_a_start_up_that_fails_after_the_sink_opened_leaves_no_thread_running(
     """The spool recovered and its writers started, then a later start step fails (the health
     endpoint cannot start): `run()` raises that failure, and every spool writer has been stopped."""
     settings = settings_with_state(tmp_path)
-    opened: list[int] = []
+    opened: list[tuple[int, int]] = []
 
     async def failing_start(self: object) -> None:
-        opened.append(len(spool_writers()))  # the sink's spools are open by now
+        # by now the sink's spools are open and the tracking resume has read them
+        opened.append((len(spool_writers()), len(open_under(tmp_path))))
         raise OSError("injected: the health endpoint cannot bind")
 
     monkeypatch.setattr("daemon.ops.http.HealthServer.start", failing_start)
@@ -94,9 +109,10 @@ def test_a_start_up_that_fails_after_the_sink_opened_leaves_no_thread_running(
     with pytest.raises(ExceptionGroup) as failed:
         asyncio.run(daemon.run())
     assert failed.group_contains(OSError, match="injected")
-    assert opened == [2]  # the backlog's spool and the held camera's
+    assert opened == [(2, 2)]  # the backlog's spool and the held camera's: writers, segments read
     assert spool_writers() == []
     assert {t for t in threading.enumerate() if t.is_alive()} - before == set()
+    assert open_under(tmp_path) == []  # no segment, cursor or directory left open
 
 
 def test_a_wiring_that_fails_leaves_nothing_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,4 +128,5 @@ def test_a_wiring_that_fails_leaves_nothing_running(tmp_path: Path, monkeypatch:
     with pytest.raises(ValueError, match="injected"):
         asyncio.run(build(settings))
     assert spool_writers() == []
+    assert open_under(tmp_path) == []
     assert files_under(tmp_path) == files
