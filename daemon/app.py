@@ -1,14 +1,18 @@
 """The daemon's lifecycle: build the pipeline, start it, report ready, drain and stop it.
 
 `Daemon.run()` = build (`daemon.pipeline.build`: models proved, every stage wired, nothing
-started) -> startup (sink, tracking resume, sources, health endpoint, thermal monitor, the lanes
-of the sizes proved at startup; READY) -> main loop (wait for `request_stop`, which a signal
-handler may call: it only sets a flag; `request_reload`, SIGHUP's, runs `daemon.ops.reload`)
--> shutdown (stop intake, finish in-flight batches, flush the sink within `shutdown_grace_s`,
-then stop its own tasks) -> close (sockets, threads, sessions).
+started, no file touched) -> startup (the sink opened: its spools recovered and their writer
+threads started; the models drop-in's stale entries removed; the lanes and the sink's task; the
+tracking resume, `daemon.tracking.persist.resume_stage`; sources, health endpoint, thermal
+monitor, the lanes of the sizes proved at startup; READY) -> main loop (wait for `request_stop`,
+which a signal handler may call: it only sets a flag; `request_reload`, SIGHUP's, runs
+`daemon.ops.reload`) -> shutdown (stop intake, finish in-flight batches, flush the sink within
+`shutdown_grace_s`, then stop its own tasks) -> close (sockets, threads, sessions).
 One TaskGroup owns every long-lived task; the daemon keeps the handles of those it starts, the
 lanes theirs. An unexpected exception in any task ends `run()` with it (systemd restarts the
-process); expected faults (camera gone, Redis down) are retried inside the stages.
+process); expected faults (camera gone, Redis down) are retried inside the stages. Close runs
+whatever startup reached: a startup step that fails ends `run()` with every stage it started
+stopped again, the sink's spool-writer threads included.
 """
 
 from __future__ import annotations
@@ -36,7 +40,6 @@ from daemon.tracking import persist
 
 log = structlog.get_logger("beltsight.app")
 
-TRACKING_RESUME_TIMEOUT_S = 10.0
 Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None]"]
 
 
@@ -117,19 +120,23 @@ class Daemon:
 
     # -- startup ---------------------------------------------------------------------------
     async def _startup(self, p: Pipeline, spawn: Spawn) -> None:
+        await p.sink.open()  # the spools recovered, their writer threads started (closed by `_close`)
+        await asyncio.get_running_loop().run_in_executor(None, p.serving.prune)
         p.lanes.start(spawn)
         self._tasks.append(spawn(p.sink.run(), "sink"))
-        await self._resume_tracking(p, spawn)
+        state_dir = await persist.resume_stage(p.tracking, p.sink.resume_points, self.settings.redis.spool_dir)
+        if state_dir is not None:  # the state file next to the spool, kept current
+            self._tasks.append(spawn(persist.keep(p.tracking, state_dir), "tracking-state"))
         for source in p.sources:
             source.start()
         if p.health is not None:
             await p.health.start()
-        if p.snapshots is not None:
-            p.snapshots.start()
-        if p.capture is not None:
-            p.capture.start()
-        if p.clips is not None:
-            p.clips.start()
+        if p.evidence.snapshots is not None:
+            p.evidence.snapshots.start()
+        if p.evidence.capture is not None:
+            p.evidence.capture.start()
+        if p.evidence.clips is not None:
+            p.evidence.clips.start()
         if p.review is not None:
             self._tasks.append(spawn(p.review.run(), "review"))
         self._tasks.append(spawn(p.thermal.run(), "thermal"))
@@ -142,21 +149,6 @@ class Daemon:
         self._tasks.append(spawn(serve_reloads(p.reloader, self._reload, self.config_path), "reload"))
         if interval_s := self.notifier.watchdog_interval_s:
             self._tasks.append(spawn(watchdog(self.notifier, p.lanes.busy_s, interval_s), "watchdog"))
-
-    async def _resume_tracking(self, p: Pipeline, spawn: Spawn) -> None:
-        """Continue each tracked camera's ids and counts (`daemon.tracking.persist`), then keep the
-        state file next to the spool current."""
-        cameras = {
-            cid: {(line.id, d) for line in p.tracking.lines_of(cid) for d in ("in", "out")}
-            for cid in p.tracking.camera_ids
-        }
-        if not cameras:
-            return
-        from_streams, read = await p.sink.resume_points(cameras, TRACKING_RESUME_TIMEOUT_S)
-        directory = self.settings.redis.spool_dir
-        persist.resume(p.tracking, from_streams, read, directory)
-        if directory is not None:
-            self._tasks.append(spawn(persist.keep(p.tracking, directory), "tracking-state"))
 
     # -- shutdown --------------------------------------------------------------------------
     async def _shutdown(self, p: Pipeline) -> None:
@@ -182,12 +174,12 @@ class Daemon:
         if p.health is not None:
             await p.health.close()
         p.liveview.close()
-        if p.snapshots is not None:
-            await asyncio.get_running_loop().run_in_executor(None, p.snapshots.stop)
-        if p.capture is not None:
-            await asyncio.get_running_loop().run_in_executor(None, p.capture.stop)
-        if p.clips is not None:
-            await asyncio.get_running_loop().run_in_executor(None, p.clips.stop)
+        if p.evidence.snapshots is not None:
+            await asyncio.get_running_loop().run_in_executor(None, p.evidence.snapshots.stop)
+        if p.evidence.capture is not None:
+            await asyncio.get_running_loop().run_in_executor(None, p.evidence.capture.stop)
+        if p.evidence.clips is not None:
+            await asyncio.get_running_loop().run_in_executor(None, p.evidence.clips.stop)
         if p.review is not None:
             await asyncio.get_running_loop().run_in_executor(None, p.review.close)
         for source in list(p.sources):

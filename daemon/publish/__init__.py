@@ -3,7 +3,9 @@
 - `sink/`: the writer. `RedisSink` buffers (`backlog`: memory, then the spool), gives each entry
   its explicit stream ID (`stream_ids`), writes schema-v1 entries and each frame's object events
   (`objects`) in one XADD/WAIT pipeline whose replies come back typed (`pipeline.Replies`), waits
-  for replicas, reconnects, and says what happened to Redis (`report`: outages, drops).
+  for replicas, reconnects, and says what happened to Redis (`report`: outages, drops). Built, it
+  touches no disk; `open()` recovers its spools and starts their writer threads (`spools`), `close()`
+  stops them.
 - `spool/`: the disk spool, what Redis has not taken within `spool_after_s` (`store.Spool`, its
   index on the event loop; `writer`, the file I/O thread; `record`, the format; `recovery`,
   opening a spool after a crash: torn tails, format versions).

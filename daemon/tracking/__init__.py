@@ -20,7 +20,8 @@ The tracker, by idea: ``bytetrack`` (a track's life: predict, correct, miss, bir
 Lines and knobs change on a running stage between two frames (``TrackingStage.apply_lines``,
 ``set_params``; ``CameraTracker.set_lines``): tracks, ids and kept lines' counts stay.
 
-Entry points: ``daemon.tracking.stage.TrackingStage`` (what ``app.py`` wires between the lanes and the sink),
+Entry points: ``daemon.tracking.stage.TrackingStage`` (what the builder, ``daemon.pipeline``, wires between the
+lanes and the sink; ``daemon.tracking.persist.resume_stage`` resumes it at the daemon's start-up),
 and, re-exported here, ``CameraTracker`` (one per camera; ``update`` per frame, ``finish`` at shutdown) with
 its specs ``LineSpec``, ``GateSpec``, ``TrackerParams``. Events are ``daemon.core.objects.ObjectEvent`` (a
 consumer validates an entry with ``daemon.core.objects.parse_fields``).

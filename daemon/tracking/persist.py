@@ -1,5 +1,8 @@
 """The tracking stage's continuity between runs: resume at startup, keep the state file current.
 
+`resume_stage` is the start-up step (`daemon.app.Daemon` awaits it once the sink is open, before
+any camera starts): it asks where each tracked camera's lines stand (`ResumePoints`: the sink's
+read of the objects streams and the spool, `daemon.publish.resume`) and resumes the stage from it.
 `resume` starts each tracked camera from the highest of: its objects stream (and the events
 still in the spool), as the sink read them, and the local state file (`daemon.tracking.state`).
 When none of them knows a camera (Redis unreadable, no state file yet), its ids continue from
@@ -13,7 +16,7 @@ event loop (the fsync), and once more when it is cancelled at shutdown.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 import structlog
@@ -26,6 +29,12 @@ from daemon.tracking.stage import TrackingStage
 log = structlog.get_logger("beltsight.tracking")
 
 SAVE_INTERVAL_S = 1.0
+RESUME_TIMEOUT_S = 10.0
+"""How long the start-up waits for the resume points before it starts from what it has."""
+
+ResumePoints = Callable[[dict[str, set[tuple[str, str]]], float], Awaitable[tuple[dict[str, ObjectsResume], bool]]]
+"""(camera -> its (line, direction) counters, timeout in s) -> (camera -> where it stands, whether
+the streams were read): the sink's `resume_points`."""
 
 
 def load_saved(directory: Path | None) -> dict[str, ObjectsResume] | None:
@@ -36,6 +45,17 @@ def load_saved(directory: Path | None) -> dict[str, ObjectsResume] | None:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("tracking_state_unreadable", path=str(directory / state.FILE_NAME), error=str(exc))
         return None
+
+
+async def resume_stage(stage: TrackingStage, points: ResumePoints, directory: Path | None) -> Path | None:
+    """Resume every tracked camera (`resume`) from `points` and the state file in `directory`;
+    returns the directory whose state file `keep` keeps current from now on (None: none to keep)."""
+    cameras = {cid: {(line.id, d) for line in stage.lines_of(cid) for d in ("in", "out")} for cid in stage.camera_ids}
+    if not cameras:
+        return None
+    from_streams, read = await points(cameras, RESUME_TIMEOUT_S)
+    resume(stage, from_streams, read, directory)
+    return directory
 
 
 def resume(
@@ -82,4 +102,4 @@ def _save(directory: Path, snapshot: Mapping[str, ObjectsResume]) -> None:
         log.error("tracking_state_unwritable", path=str(directory / state.FILE_NAME), error=str(exc))
 
 
-__all__ = ["keep", "load_saved", "resume"]
+__all__ = ["RESUME_TIMEOUT_S", "ResumePoints", "keep", "load_saved", "resume", "resume_stage"]

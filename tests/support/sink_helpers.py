@@ -48,7 +48,10 @@ def make_sink(cfg: RedisConfig, metrics: Metrics | None = None, **kw: Any) -> Re
 
 @contextlib.asynccontextmanager
 async def running(sink: RedisSink) -> AsyncIterator[RedisSink]:
-    """`sink.run()` as a task for the block; cancelled and the sink closed after it."""
+    """`sink.run()` as a task for the block (the sink opened first, unless it is already);
+    cancelled and the sink closed after it."""
+    if not sink.opened:
+        await sink.open()
     task = asyncio.create_task(sink.run())
     try:
         yield sink

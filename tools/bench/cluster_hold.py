@@ -150,6 +150,7 @@ async def one_run(cluster: RedisClusterProcs, args: argparse.Namespace, *, fault
         master.kill()
 
     killer = asyncio.create_task(kill_on_fault())
+    await sink.open()
     task = asyncio.create_task(sink.run())
     try:
         frames, fault_at = await feed(

@@ -47,6 +47,7 @@ async def one_run(server: RedisServer, args: argparse.Namespace, *, refuse: bool
     arrived: dict[tuple[str, int], float] = {}
     healthy = [f"beltsight:detections:{c}" for c in cameras[1:]]
     watcher = asyncio.create_task(watch(aioredis.Redis.from_url(server.url, decode_responses=True), healthy, arrived))
+    await sink.open()
     task = asyncio.create_task(sink.run())
     try:
         frames, _ = await feed(sink, cameras, args.fps, args.seconds, accepted)

@@ -5,7 +5,8 @@ exactly once, outages, replicas). Beside it: `backlog` (memory buffer ahead of t
 `held` (a camera whose stream key Redis refuses, held apart), `stream_ids` (explicit IDs, the
 same-ID check against each stream's top), `objects` (the objects
 stream's writes), `pipeline` (one XADD/WAIT pipeline, its replies as `Replies`), `report` (the
-outage and drop log lines).
+outage and drop log lines), `probe` (the held cameras' tries, beside the batches), `spools` (the
+spools opened, recovered, at start-up and shut at close: building a sink touches no disk).
 """
 
 from daemon.publish.sink.redis_sink import RedisSink

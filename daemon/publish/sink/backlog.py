@@ -3,8 +3,8 @@
 `Buffer` holds entries in acceptance order with the ones being written marked in flight;
 `Backlog` puts the disk spool (`daemon.publish.spool`) ahead of it, so that entries Redis has not
 taken within `spool_after_s`, or that memory cannot hold, go to disk instead of waiting in memory
-or being dropped, and are published first on reconnect. `open_spool` opens `[redis] spool_dir`,
-or disables the spool (logged) when the directory cannot be used, so the daemon never stops for it.
+or being dropped, and are published first on reconnect. The spool comes in already open (`attach`:
+`daemon.publish.sink.spools` opens it when the sink opens).
 """
 
 from __future__ import annotations
@@ -19,13 +19,12 @@ from typing import Generic, TypeVar
 
 import structlog
 
-from daemon.config.redis import RedisConfig
 from daemon.core.clock import SYSTEM_CLOCK, Clock
 from daemon.core.drop_reasons import DropReason
 from daemon.core.frames import FrameResult
 from daemon.core.ratelimit import RateLimited
 from daemon.publish.schema import EntryId
-from daemon.publish.spool.record import SpoolFormatError, SpoolRecord
+from daemon.publish.spool.record import SpoolRecord
 from daemon.publish.spool.store import NO_SPACE, Spool
 
 log = structlog.get_logger("beltsight.sink")
@@ -200,6 +199,13 @@ class Backlog:
     def spooled(self) -> int:
         return len(self.spool) if self.spool is not None else 0
 
+    def attach(self, spool: Spool) -> None:
+        """Put `spool` (open, what a previous run left in it recovered) ahead of memory: its entries
+        are older than any accepted since. Once, before the first write."""
+        if self.spool is not None or self.memory.in_flight:
+            raise RuntimeError("a spool is attached once, before the first write")
+        self.spool = spool
+
     def spooled_results(self, chunk: int = 256) -> list[FrameResult]:
         """Every result in the spool, oldest first, read without consuming it (startup only: the
         tracking stage resumes past the events that are not yet in Redis)."""
@@ -337,24 +343,6 @@ class Backlog:
             return 0, {}, [s.item for s in slots]
         finally:
             spool.close()
-
-
-def open_spool(cfg: RedisConfig) -> Spool | None:
-    """The spool in `cfg.spool_dir` (None without one). A directory that cannot be used (another
-    format version, unreadable) disables the spool with `spool_disabled` (error), its files kept:
-    the daemon runs on with the memory buffer instead of stopping (or crash-looping) over it."""
-    if cfg.spool_dir is None:
-        return None
-    try:
-        return Spool.open(cfg.spool_dir, cfg.spool_cap_bytes)
-    except (SpoolFormatError, OSError) as exc:
-        hint = (
-            "written by another BeltSight version: run that version to publish it, or move the directory away"
-            if isinstance(exc, SpoolFormatError)
-            else "check the directory's permissions and the disk"
-        )
-        log.error("spool_disabled", directory=str(cfg.spool_dir), reason=str(exc), hint=hint)
-        return None
 
 
 def _add(drops: Drops, per_camera: dict[str, int], reason: DropReason) -> None:

@@ -15,9 +15,10 @@ empty the camera is released. The events stream is held the same way (`EventsHol
 Bounds: without a spool a hold keeps up to `capacity` entries in memory; with one its entries go
 to a spool of their own, `<spool_dir>/held/<camera as hex>`, capped at a quarter of the spool's cap.
 A daemon stopped while a camera is held leaves that spool (`shut` writes the hold's memory to it);
-the next run holds the camera again from its oldest entry and tries it at once, so every entry is
-delivered once, in order (their entry IDs stick: a replay finds what is already stored). Beyond the
-bound the camera's oldest held entries are dropped, counted `dropped{camera, stream_refused}`.
+the next run, as its sink opens (`open`), holds the camera again from its oldest entry and tries it
+at once, so every entry is delivered once, in order (their entry IDs stick: a replay finds what is
+already stored). Beyond the bound the camera's oldest held entries are dropped, counted
+`dropped{camera, stream_refused}`.
 Refusals of the whole server (OOM, READONLY, MISCONF, LOADING, BUSY, auth) and faults of the whole
 connection are not held here: the sink backs off as a whole.
 """
@@ -77,7 +78,6 @@ class HeldStreams:
     def __init__(
         self,
         capacity: int,
-        spool_root: Path | None,
         spool_cap_bytes: int,
         assign_id: Callable[[Slot[FrameResult]], None],
         *,
@@ -85,7 +85,7 @@ class HeldStreams:
         backoff_s: tuple[float, float] = (0.2, 5.0),
     ) -> None:
         self.capacity = capacity
-        self._root = spool_root
+        self._root: Path | None = None  # the holds' spools' directory, once `open` found it
         self._cap_bytes = max(1, spool_cap_bytes // 4)
         self._assign_id = assign_id
         self._clock = clock
@@ -99,7 +99,6 @@ class HeldStreams:
         self._lines = RateLimited(HELD_LOG_INTERVAL_S, clock)
         self._reported: set[str] = set()
         self.events = EventsHold(clock, backoff_s)
-        self._found_at_start = self._reopen()
 
     # -- sizes ---------------------------------------------------------------------------------
 
@@ -323,12 +322,13 @@ class HeldStreams:
             log.error("spool_disabled", directory=str(self._root), reason=str(exc), hint="held entries kept in memory")
             return None
 
-    def _reopen(self) -> int:
-        """Holds a previous run left on disk: held again, tried at once."""
-        if self._root is None or not self._root.is_dir():
-            return 0
-        found = 0
-        for path in sorted(self._root.iterdir()):
+    def open(self, root: Path) -> None:
+        """Keep holds' spools in `root` from now on; the holds a previous run left there are held
+        again, tried at once (recovered, their writer threads started: blocking, once, at start-up)."""
+        self._root = root
+        if not root.is_dir():
+            return
+        for path in sorted(root.iterdir()):
             try:
                 camera = bytes.fromhex(path.name).decode()
             except ValueError:
@@ -341,8 +341,6 @@ class HeldStreams:
             backoff = Backoff(*self._backoff_s, healthy_reset_s=1e9, clock=self._clock)
             now = self._clock.monotonic()
             self._holds[camera] = Hold(camera, "", "", now, backoff, spool=spool, retry_at=now)
-            found += len(spool)
-        return found
 
 
 def refused_cameras(

@@ -17,7 +17,6 @@ from daemon.core.frames import FrameResult, StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.core.objects import ObjectsResume
 from daemon.core.redaction import SECRETS
-from daemon.core.tasks import stop_task
 from daemon.publish.redis_conn import (
     RETRYABLE,
     TRANSIENT,
@@ -27,12 +26,13 @@ from daemon.publish.redis_conn import (
     SinkError,
 )
 from daemon.publish.resume import resume_points
-from daemon.publish.sink.backlog import Backlog, Buffer, Drops, Slot, open_spool
-from daemon.publish.sink.faults import REDIRECTS, refresh_slots, stream_fault
+from daemon.publish.sink.backlog import Backlog, Buffer, Drops, Slot
 from daemon.publish.sink.held import HeldStreams
 from daemon.publish.sink.objects import ObjectWrites
+from daemon.publish.sink.probe import HeldProbe
 from daemon.publish.sink.report import OutageReport
 from daemon.publish.sink.settle import Settle
+from daemon.publish.sink.spools import open_spools, shut_spools
 from daemon.publish.sink.stream_ids import StreamIds
 from daemon.publish.sink.writer import BatchWriter
 
@@ -81,7 +81,8 @@ class RedisSink:
       does not answer while others do (NODE_DOWN, `daemon.publish.sink.faults`) holds only the
       cameras whose detection or objects streams live there, apart, bounded, in order, across a
       restart (`daemon.publish.sink.held`), and the events stream alone when it is the one; the
-      other cameras keep publishing. Held cameras are tried in a task of their own (`_probe`).
+      other cameras keep publishing. Held cameras are tried in a task of their own
+      (`daemon.publish.sink.probe`).
     - Replicas (`min_replicas` > 0): each pipeline ends with `WAIT min_replicas wait_timeout_ms`
       (one per master written, `daemon.publish.redis_conn.queue_waits`); an entry leaves the buffer only
       once its master's WAIT counted enough replicas. Unconfirmed entries stay, in order; the next
@@ -93,8 +94,11 @@ class RedisSink:
       fault is the Cluster's to decide (`daemon.publish.sink.faults.isolate`).
     - Redis user needs: XADD, XINFO, XRANGE on the detection and event streams (+ WAIT and
       XSETID for min_replicas, CLUSTER SLOTS and COMMAND for a cluster: README's ACL lines).
-    - `close()` spills what is still in memory to the spool (the next run publishes it); without
-      a spool it counts it as `dropped{camera, shutdown}`. Call it after `run()` has stopped.
+    - Lifecycle: building a sink touches no disk and starts nothing; `open()` recovers the spools
+      and starts their writer threads (`daemon.publish.sink.spools`), before `run()`. `close()`
+      spills what is still in memory to the spool (the next run publishes it; without a spool it
+      counts it as `dropped{camera, shutdown}`) and stops those threads; call it after `run()` has
+      stopped, and after an `open()` that failed too.
     """
 
     def __init__(
@@ -113,13 +117,10 @@ class RedisSink:
         self._clock = clock
         self._backoff = Backoff(backoff_min_s, backoff_max_s, healthy_reset_s=30.0, clock=clock)
         self._ids = StreamIds(cfg.stream_for)
-        spool = open_spool(cfg)
         after_s = cfg.spool_after_s
-        self._frames = Backlog(cfg.buffer_max, spool, self._ids.assign_spill_id, spool_after_s=after_s, clock=clock)
-        held_root = cfg.spool_dir / "held" if cfg.spool_dir is not None and spool is not None else None
+        self._frames = Backlog(cfg.buffer_max, None, self._ids.assign_spill_id, spool_after_s=after_s, clock=clock)
         self._held = HeldStreams(
             cfg.buffer_max,
-            held_root,
             cfg.spool_cap_bytes,
             self._ids.assign_spill_id,
             clock=clock,
@@ -140,12 +141,18 @@ class RedisSink:
         metrics.sink_spooled.set_function(lambda: self.spooled)
         self._events: Buffer[StatusEvent] = Buffer(EVENTS_BUFFER_MAX)
         self._client: RedisClient | None = None
-        self._prober: asyncio.Task[None] | None = None  # the held cameras' try (`_probe`)
-        self._probe_client: RedisClient | None = None
         self._wake = asyncio.Event()
+        self._probe = HeldProbe(
+            self._held,
+            self._client_factory,
+            lambda client: self._publish_batch(client, Take.HOLDS),
+            forget_tops=self._ids.forget_tops,
+            wake=self._wake,
+        )
         self._lock = asyncio.Lock()
         self._report = OutageReport(cfg, clock)
         self.connected = False
+        self.opened = False
         metrics.redis_up.set(0)
         self._report.tls_unverified()
 
@@ -183,12 +190,22 @@ class RedisSink:
 
     # -- publishing ----------------------------------------------------------------------
 
+    async def open(self) -> None:
+        """Recover what the last run left in `spool_dir` and start the spools' writer threads
+        (`daemon.publish.sink.spools.open_spools`); once, before `run()`."""
+        if self.opened:
+            raise RuntimeError("the sink is open already")
+        self.opened = True
+        await open_spools(self.cfg, self._frames, self._held)
+
     async def run(self) -> None:
         """Publish until cancelled: wait for work, write a batch, back off while Redis fails.
 
         A cancellation that a library swallows (a connect or disconnect turning CancelledError
         into a timeout) still ends the loop: the task's pending cancel count is checked on each
         pass, so shutdown never waits on a sink that keeps retrying."""
+        if not self.opened:
+            raise RuntimeError("open() the sink before run()")
         task = asyncio.current_task()
         try:
             while True:
@@ -238,11 +255,10 @@ class RedisSink:
 
     async def close(self) -> None:
         """Close the connection; entries still in memory go to the spool for the next run,
-        or without one (or when it cannot be written) are counted as dropped (`shutdown`)."""
-        await self._stop_probe()
-        spilled, drops, lost = self._frames.shut()
-        held_spilled, held_lost = self._held.shut()
-        spilled, lost = spilled + held_spilled, lost + held_lost
+        or without one (or when it cannot be written) are counted as dropped (`shutdown`); the
+        spools are closed, their writer threads stopped (blocks for their last writes)."""
+        await self._probe.stop()
+        spilled, drops, lost = shut_spools(self._frames, self._held)
         self._count_drops(drops)
         for result in lost:
             self.metrics.dropped(result.camera_id, "shutdown")
@@ -261,7 +277,7 @@ class RedisSink:
                 await self._publish_batch(self._client, Take.BACKLOG)
                 if self._held.events.held and self._held.events.due():
                     await self._probe_events(self._client)
-                self._start_probe()
+                self._probe.start()  # the held cameras, beside (`daemon.publish.sink.probe`)
             except asyncio.CancelledError:
                 # cut off mid-pipeline: the socket may hold unread replies and writes may have landed
                 self._ids.forget_tops()
@@ -276,38 +292,11 @@ class RedisSink:
             self._on_success()
             return None
 
-    def _start_probe(self) -> None:
-        """Try the held cameras that are due in a task beside the sink's own batches, on a client of
-        its own (its failures' topology refreshes stay off the batches' client), so that a probe of
-        a master still down (even one that never answers) delays no other camera."""
-        if (self._prober is None or self._prober.done()) and self._held.cameras_due():
-            self._probe_client = self._probe_client or self._client_factory()
-            self._prober = asyncio.create_task(self._probe(self._probe_client))
-
-    async def _probe(self, client: RedisClient) -> None:
-        try:
-            await self._publish_batch(client, Take.HOLDS)
-        except asyncio.CancelledError:
-            self._ids.forget_tops()  # writes may have landed unseen
-            raise
-        except (*RETRYABLE, ResponseError, ValueError) as exc:
-            # a failed try of the held cameras: backed off (`HeldStreams.settle`), logged when held;
-            # after a slot fault the slot map is read again (redis-py does so itself after a node's)
-            if stream_fault(exc) in REDIRECTS:
-                await refresh_slots(client)
-        finally:
-            self._wake.set()
-
     async def _probe_events(self, client: RedisClient) -> None:
         try:
             await self._publish_batch(client, Take.EVENTS)
         except (*RETRYABLE, ResponseError) as exc:  # the backlog's batch went through: the events stream's own
             self._held.events_failed(self.cfg.events_stream, exc, self._held.events.code or "NODE_DOWN")
-
-    async def _stop_probe(self) -> None:
-        prober, self._prober = self._prober, None
-        if prober is not None:
-            await stop_task(prober)
 
     async def _publish_batch(self, client: RedisClient, take: Take) -> None:
         """One pipeline: the backlog's oldest entries and the status events (cameras held apart are
@@ -382,12 +371,11 @@ class RedisSink:
             self._report.dropped(drops)
 
     async def _drop_client(self) -> None:
-        await self._stop_probe()  # never closed under a probe
+        await self._probe.stop()  # its client too
         self._writer.unconfirmed.clear()  # a new connection looks them up again
-        for client in (self._client, self._probe_client):
-            if client is not None:
-                await client.aclose()
-        self._client = self._probe_client = None
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
 
 
 __all__ = ["RedisSink"]

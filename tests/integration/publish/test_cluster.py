@@ -197,6 +197,7 @@ def test_a_spool_written_while_the_cluster_was_away_is_replayed_into_it_exactly_
 
     async def spill() -> None:
         sink = make_sink(away)
+        await sink.open()
         for seq in range(40):
             for camera in cameras:
                 sink.accept(result(seq, camera, captured_ms=BASE_MS + seq // 3))

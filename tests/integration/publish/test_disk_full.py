@@ -116,6 +116,7 @@ def test_spool_max_bytes_caps_the_spool_and_counts_spool_full(redis_server: Any,
 
     async def scenario() -> None:
         sink = make_sink(cfg, metrics)
+        await sink.open()
         for seq in range(total):
             sink.accept(result(seq, n_dets=40))
         await asyncio.to_thread(server.restart)

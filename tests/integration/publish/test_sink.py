@@ -208,6 +208,7 @@ def test_a_cancellation_swallowed_below_the_sink_still_stops_it() -> None:
 
     async def scenario() -> None:
         sink = make_sink(config("redis://127.0.0.1:1"), client_factory=lambda: fake)
+        await sink.open()
         sink.accept(result(0))
         task = asyncio.create_task(sink.run())
         await async_wait_until(lambda: fake.attempts >= 3, timeout_s=30)  # failed, backed off, retried

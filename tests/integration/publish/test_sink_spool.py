@@ -101,6 +101,7 @@ def test_a_new_sink_publishes_the_previous_runs_spool_exactly_once(
 
     async def run_a() -> None:
         sink = make_sink(cfg, metrics_a)
+        await sink.open()
         sink.accept(cam1(0))
         async with running(sink):
             await async_wait_until(lambda: sink.buffered == 0 and sink.connected)
@@ -125,6 +126,7 @@ def test_a_new_sink_publishes_the_previous_runs_spool_exactly_once(
 
     async def run_b() -> None:
         sink = make_sink(cfg, metrics_b)
+        await sink.open()  # the spool A left
         assert sink.buffered == 118
         for seq in range(60, 65):  # new entries of this run come after the old run's
             sink.accept(cam1(seq))
@@ -170,6 +172,7 @@ def test_a_full_spool_drops_the_oldest_and_counts_them(redis_server: Any, tmp_pa
 
     async def scenario() -> None:
         sink = make_sink(cfg, metrics)
+        await sink.open()  # the spool: memory overflows into it before Redis is back
         for seq in range(total):
             sink.accept(result(seq, n_dets=40))  # about 1.3 kB per spooled entry
         assert sink.spooled < total - 200
@@ -214,6 +217,7 @@ def test_a_stream_refusing_writes_holds_its_entries_without_duplicating_the_othe
 
     async def scenario() -> None:
         sink = make_sink(cfg, metrics)
+        await sink.open()
         for seq in range(40):
             sink.accept(result(seq, "cam1"))
             if seq % 4 == 0:

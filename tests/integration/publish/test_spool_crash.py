@@ -46,6 +46,7 @@ stop = threading.Event()
 threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
 
 async def main() -> None:
+    await sink.open()
     task = asyncio.create_task(sink.run())
     seq = 0
     while not stop.is_set():

@@ -3,6 +3,7 @@ refused and kept, torn or garbage tails cut once; the backlog's time-based spill
 
 from __future__ import annotations
 
+import asyncio
 import os
 import struct
 from pathlib import Path
@@ -82,7 +83,8 @@ def test_an_unknown_format_version_is_refused_and_left_untouched(tmp_path: Path)
     with pytest.raises(SpoolFormatError, match="version 99"):
         Spool.open(tmp_path, 1 << 20)
     with structlog.testing.capture_logs() as logs:
-        sink = RedisSink(RedisConfig(spool_dir=tmp_path), Metrics())  # the daemon runs on without a spool
+        sink = RedisSink(RedisConfig(spool_dir=tmp_path), Metrics())
+        asyncio.run(sink.open())  # the daemon runs on without a spool
     assert next(e for e in logs if e["event"] == "spool_disabled")["log_level"] == "error"
     sink.accept(record(0).result)
     assert sink.buffered == 1 and sink.spooled == 0

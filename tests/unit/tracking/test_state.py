@@ -3,6 +3,7 @@ and the time-based base when none knows a camera."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,23 @@ def test_resume_trusts_redis_when_it_was_read(tmp_path: Path) -> None:
     s = stage("a")
     persist.resume(s, {"a": ObjectsResume()}, True, tmp_path, clock=FixedClock())
     assert s.snapshot()["a"].next_track_id == 1  # an empty stream: a new camera starts at 1
+
+
+def test_the_start_up_step_asks_for_every_tracked_line_and_resumes_from_the_answer(tmp_path: Path) -> None:
+    """`resume_stage` (the daemon's start-up step): what it asks the sink, what it resumes, and which
+    directory's state file is kept from then on; a stage with no camera asks nothing."""
+    asked: list[tuple[dict[str, set[tuple[str, str]]], float]] = []
+
+    async def points(
+        cameras: dict[str, set[tuple[str, str]]], timeout_s: float
+    ) -> tuple[dict[str, ObjectsResume], bool]:
+        asked.append((cameras, timeout_s))
+        return {"a": ObjectsResume(41, {("gate", "in"): 7})}, True
+
+    s = stage("a")
+    assert asyncio.run(persist.resume_stage(s, points, tmp_path)) == tmp_path
+    assert asked == [({"a": {("gate", "in"), ("gate", "out")}}, persist.RESUME_TIMEOUT_S)]
+    assert s.snapshot()["a"] == ObjectsResume(41, {("gate", "in"): 7, ("gate", "out"): 0})
+    assert asyncio.run(persist.resume_stage(stage("a"), points, None)) is None  # no spool: no state file
+    assert asyncio.run(persist.resume_stage(stage(), points, tmp_path)) is None
+    assert len(asked) == 2
