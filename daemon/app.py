@@ -14,7 +14,6 @@ process); expected faults (camera gone, Redis down) are retried inside the stage
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ import structlog
 from daemon.config.settings import Settings
 from daemon.core.clock import SYSTEM_CLOCK
 from daemon.core.metrics import Metrics
-from daemon.core.tasks import stop_task
+from daemon.core.tasks import Spawn, spawner, stop_task
 from daemon.core.xp import DeviceChoice
 from daemon.inference.lanes import Lane
 from daemon.inference.protocols import EngineBuilder
@@ -37,7 +36,6 @@ from daemon.tracking import persist
 log = structlog.get_logger("beltsight.app")
 
 TRACKING_RESUME_TIMEOUT_S = 10.0
-Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None]"]
 
 
 class Daemon:
@@ -105,11 +103,7 @@ class Daemon:
         )
         try:
             async with asyncio.TaskGroup() as tg:
-
-                def spawn(coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-                    return tg.create_task(coro, name=name)
-
-                await self._startup(pipeline, spawn)
+                await self._startup(pipeline, spawner(tg))
                 await self._stop.wait()
                 await self._shutdown(pipeline)
         finally:
