@@ -242,3 +242,72 @@ def test_one_tasks_exception_ends_run_and_stops_every_other_task(
         asyncio.run(scenario())
     failed = [e for e in logs if e["event"] == "bridge_task_failed"]
     assert [e["task"] for e in failed] == ["faulty-task"]
+
+
+class Held(PlcProtocol):
+    """A test-only protocol whose `serve` waits until `release` is set (a batch kept in flight)."""
+
+    name = "held"
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    @classmethod
+    def build(cls, ctx: ProtocolContext) -> Self | None:
+        return cls()
+
+    async def start(self) -> None:
+        pass
+
+    async def serve_all(self, state: BridgeState) -> None:
+        pass
+
+    async def serve(self, changes: list[Change]) -> None:
+        self.entered.set()
+        await self.release.wait()
+
+    async def grow(self, layout: BridgeLayout, added: Added) -> None:
+        pass
+
+
+async def stop_with_a_batch_in_flight(bridge: Bridge, r: Any, *, release_after_s: float | None) -> float:
+    """Run `bridge`, keep one crossing's batch in flight, ask it to stop, release the batch after
+    `release_after_s` (None: never); the seconds `run()` took to return after the stop was asked."""
+    held = bridge.protocol(Held)
+    assert held is not None
+    running = asyncio.create_task(bridge.run())
+    await wait_for(lambda: bridge.reader.stats.connected)
+    r.xadd("beltsight:objects:cam1", crossing("cam1", "L1", 1))
+    await wait_for(held.entered.is_set)
+    asked = time.monotonic()
+    bridge.request_stop()
+    if release_after_s is not None:
+        await asyncio.sleep(release_after_s)
+        assert not running.done()  # the stop waits for the batch in flight
+        held.release.set()
+    await asyncio.wait_for(running, 60)
+    return time.monotonic() - asked
+
+
+@pytest.mark.parametrize("grace_s", [30.0, 0.5])
+def test_the_stop_serves_and_acknowledges_the_batch_in_flight_within_the_grace(
+    redis_server: RedisServerFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grace_s: float
+) -> None:
+    """With time enough the batch is served and acknowledged before the reader stops; past the grace
+    it is left pending (served again at the next start) and the stop goes on."""
+    monkeypatch.setitem(PROTOCOLS, Held.name, Held)
+    server = redis_server()
+    r = server.client()
+    settings, layout = load(write_config(tmp_path, server)[0])
+    bridge = Bridge(settings.bridge, layout, factory(server), redis=settings.redis, grace_s=grace_s)
+    release_after_s = 1.0 if grace_s > 1.0 else None
+    with structlog.testing.capture_logs() as logs:
+        took = asyncio.run(stop_with_a_batch_in_flight(bridge, r, release_after_s=release_after_s))
+    pending = r.xpending("beltsight:objects:cam1", "beltsight-bridge")["pending"]
+    overdue = [e for e in logs if e["event"] == "bridge_drain_overdue"]
+    if release_after_s is not None:
+        assert (pending, overdue) == (0, [])
+    else:
+        assert pending == 1 and len(overdue) == 1
+        assert took < grace_s + STOPPED_WITHIN_S
