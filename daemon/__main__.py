@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -25,9 +24,9 @@ from daemon.config.sharding import describe
 from daemon.config.tracking import describe_lines
 from daemon.core.redaction import SECRETS
 from daemon.ops.logging import capture_uncaught, configure_logging, quiet_native_loggers
+from daemon.ops.signals import handle_signals
 
 EX_UNAVAILABLE = 69
-EX_FORCED = 130
 
 if TYPE_CHECKING:
     from daemon.app import Daemon
@@ -158,21 +157,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 async def _serve(daemon: Daemon) -> None:
-    loop = asyncio.get_running_loop()
-    signals_seen = 0
-
-    def on_signal(signum: int) -> None:
-        nonlocal signals_seen
-        signals_seen += 1
-        if signals_seen > 1:
-            log.warning("forced_exit", signal=signal.Signals(signum).name)
-            os._exit(EX_FORCED)
-        log.info("stop_requested", signal=signal.Signals(signum).name)
-        daemon.request_stop()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal, sig)
-    loop.add_signal_handler(signal.SIGHUP, daemon.request_reload)  # systemctl reload
+    handle_signals(daemon.request_stop, daemon.request_reload)  # SIGHUP: systemctl reload
     await daemon.run()
 
 

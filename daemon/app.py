@@ -18,7 +18,6 @@ stopped again, the sink's spool-writer threads included.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ import structlog
 from daemon.config.settings import Settings
 from daemon.core.clock import SYSTEM_CLOCK
 from daemon.core.metrics import Metrics
-from daemon.core.tasks import stop_task
+from daemon.core.tasks import Spawn, spawner, stop_task
 from daemon.core.xp import DeviceChoice
 from daemon.inference.lanes import Lane
 from daemon.inference.protocols import EngineBuilder
@@ -39,8 +38,6 @@ from daemon.pipeline import Pipeline, build
 from daemon.tracking import persist
 
 log = structlog.get_logger("beltsight.app")
-
-Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None]"]
 
 
 class Daemon:
@@ -108,11 +105,7 @@ class Daemon:
         )
         try:
             async with asyncio.TaskGroup() as tg:
-
-                def spawn(coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-                    return tg.create_task(coro, name=name)
-
-                await self._startup(pipeline, spawn)
+                await self._startup(pipeline, spawner(tg))
                 await self._stop.wait()
                 await self._shutdown(pipeline)
         finally:

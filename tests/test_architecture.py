@@ -326,6 +326,32 @@ def test_functions_are_at_most_60_lines(root: str) -> None:
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
 
 
+TASK_STARTERS = frozenset({"create_task", "ensure_future", "TaskGroup"})
+"""The calls that start a task or own a group of them (`asyncio.create_task`, `loop.create_task`,
+`group.create_task`, `asyncio.ensure_future`, `asyncio.TaskGroup()`)."""
+BRIDGE_GROUP = "daemon/bridge/service.py"
+"""The one module of daemon/bridge that owns a task group (`Bridge.serving`)."""
+
+
+def test_the_bridge_starts_its_tasks_only_in_its_one_task_group() -> None:
+    """daemon/bridge starts no task of its own (no bare `create_task`): every long-lived task runs in
+    the one `asyncio.TaskGroup` of `Bridge.serving` (daemon.core.tasks.spawner, the daemon's helper),
+    declared by a protocol's or the reconciliation's `tasks()`; a fan-out a task waits for goes
+    through daemon.core.tasks.run_together."""
+    found = []
+    for path in python_files("daemon/bridge"):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            where = str(path.relative_to(REPO))
+            if name in TASK_STARTERS and not (name == "TaskGroup" and where == BRIDGE_GROUP):
+                found.append(f"{where}:{node.lineno} {name}")
+    assert not found, "tasks started outside the bridge's task group:\n" + "\n".join(found)
+
+
 def test_every_daemon_subpackage_says_what_it_is_for() -> None:
     """Each subpackage's `__init__.py` has a docstring (what the room is for, what it may import,
     its entry points)."""

@@ -21,7 +21,8 @@ May import: `daemon.ops` (logging, the HTTP endpoint, systemd), `daemon.publish`
 `daemon.config`, `daemon.core`; nothing of ingest, batching, inference or tracking. Only
 `daemon.__main__` imports this room (import-linter, pyproject.toml).
 
-Entry points: `daemon.bridge.cli.main` (the `bridge` subcommand), `daemon.bridge.service.run_bridge`
-and `Bridge` (tools, tests), `daemon.bridge.layout.BridgeLayout` with `layout_from_data`,
-`layout_problems` and `validate_layout`; log events catalogued in `daemon.ops.logging.events.bridge`.
+Entry points: `daemon.bridge.cli.main` (the `bridge` subcommand), `daemon.bridge.service.Bridge`
+(`run`; `serving`, `start`/`stop` for tools and tests: the daemon's lifecycle shape),
+`daemon.bridge.layout.BridgeLayout` with `layout_from_data`, `layout_problems` and `validate_layout`;
+log events catalogued in `daemon.ops.logging.events.bridge`.
 """

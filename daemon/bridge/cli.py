@@ -4,7 +4,10 @@ The config is the daemon's own file, loaded with `daemon.config.load_settings` (
 overrides and secret files as for `run`): `[bridge]`, `[redis]` (connection, stream names),
 `[logging]`, and the enabled cameras' `lines`/`gates` for the served layout. An invalid config or
 layout exits 78 (EX_CONFIG) listing every problem with its key path: printed on a terminal, one
-`bridge_config_invalid` JSON line otherwise (the journal). SIGTERM/SIGINT stop it cleanly (exit 0).
+`bridge_config_invalid` JSON line otherwise (the journal). Signals follow the daemon's rule
+(daemon.ops.signals): SIGTERM/SIGINT stop it in order (`Bridge.run`: the batch in flight served and
+acknowledged within `shutdown_grace_s`, exit 0), a second one exits 130 at once; an unexpected
+exception in any of its tasks exits 1 (`bridge_task_failed`, then `unhandled_exception`).
 SIGHUP loads the file again and applies the OPC UA users and certificates (`Bridge.reload`); a
 file that no longer loads is logged (`bridge_reload_failed`) and changes nothing. At SIGHUP and after
 each `camera_added`/`camera_changed`/`camera_removed` entry of the events stream the cameras (the
@@ -16,7 +19,6 @@ Cluster, TLS).
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 from pathlib import Path
 
@@ -26,12 +28,13 @@ from daemon.bridge.layout import BridgeLayout, layout_from_data, layout_problems
 from daemon.bridge.protocols import config_problems
 from daemon.bridge.reader import read_streams
 from daemon.bridge.reconcile_setup import reconcile_problems
-from daemon.bridge.service import run_bridge
+from daemon.bridge.service import Bridge
 from daemon.bridge.topology import AckLayout
 from daemon.config.bridge import BridgeConfig
 from daemon.config.settings import EX_CONFIG, ConfigError, Settings, load_settings
 from daemon.core.redaction import SECRETS
 from daemon.ops.logging import capture_uncaught, configure_logging
+from daemon.ops.signals import handle_signals
 from daemon.ops.systemd import SystemdNotifier
 from daemon.publish.redis_conn import Connector
 
@@ -53,18 +56,10 @@ def load(path: Path) -> tuple[Settings, BridgeLayout]:
 
 
 async def _serve(path: Path, settings: Settings, layout: BridgeLayout) -> None:
-    stop, hangup = asyncio.Event(), asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, hangup.set)
-
     loaded: list[BridgeLayout | None] = []
     """The layout SIGHUP's load found (None: it failed, logged), for the live layout's next read."""
 
-    async def reloads() -> BridgeConfig | None:
-        await hangup.wait()
-        hangup.clear()
+    def load_config() -> BridgeConfig | None:
         loaded.clear()
         try:
             settings, layout = load(path)
@@ -84,20 +79,23 @@ async def _serve(path: Path, settings: Settings, layout: BridgeLayout) -> None:
             log.error("bridge_reload_failed", error=SECRETS.scrub(str(exc))[:2000])
             return None
 
-    await run_bridge(
+    bridge = Bridge(
         settings.bridge,
         layout,
         Connector(settings.redis),
         redis=settings.redis,
         notifier=SystemdNotifier(),
-        stop_event=stop,
-        reloads=reloads,
         layouts=layouts,
+        load_config=load_config,
+        grace_s=settings.shutdown_grace_s,
     )
+    handle_signals(bridge.request_stop, bridge.request_reload)  # the daemon's rule (daemon.ops.signals)
+    await bridge.run()
 
 
 def main(path: Path) -> int:
-    """Serve until stopped (0), or EX_CONFIG when the config or the layout is invalid."""
+    """Serve until stopped (0), or EX_CONFIG when the config or the layout is invalid (an unexpected
+    exception propagates: exit 1)."""
     try:
         settings, layout = load(path)
     except ConfigError as exc:

@@ -39,7 +39,6 @@ from daemon.bridge.registers import RegisterMap
 from daemon.config.bridge import ModbusConfig
 from daemon.core.netaddr import parse_host_port
 from daemon.core.ratelimit import RateLimited
-from daemon.core.tasks import stop_task
 
 log = structlog.get_logger("beltsight.bridge.modbus")
 
@@ -155,7 +154,6 @@ class ModbusBridgeServer:
         self.registers = registers
         self.stats = ModbusStats()
         self._server: _BoundedServer | None = None
-        self._sweeper: asyncio.Task[None] | None = None
         self.port = 0
 
     async def _action(  # noqa: PLR0917 (pymodbus's action signature)
@@ -195,17 +193,17 @@ class ModbusBridgeServer:
         transport = self._server.transport
         sockets = getattr(transport, "sockets", None) or ()
         self.port = int(sockets[0].getsockname()[1]) if sockets else port
-        self._sweeper = asyncio.create_task(self._sweep(), name="bridge-modbus-sweep")
         log.info("bridge_modbus_listening", address=f"{host}:{self.port}", unit_id=self.cfg.unit_id)
 
-    async def _sweep(self) -> None:
-        while self._server is not None:
+    async def run_sweeps(self) -> None:
+        """Every `SWEEP_INTERVAL_S` while it serves: close the idle connections, count those gone (a
+        long-lived task of its owner's: the bridge's `bridge-modbus-sweep`)."""
+        while True:
             await asyncio.sleep(SWEEP_INTERVAL_S)
-            self._server.sweep()
+            if self._server is not None:
+                self._server.sweep()
 
     async def close(self) -> None:
-        if self._sweeper is not None:
-            await stop_task(self._sweeper)
         if self._server is not None:
             server, self._server = self._server, None
             await server.shutdown()  # type: ignore[no-untyped-call]

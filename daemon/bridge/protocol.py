@@ -6,7 +6,8 @@ endpoint; it knows the protocols only through this interface and the table `PROT
 
 - `build` (a classmethod: the factory): the protocol from the config, or None when it is off there;
 - `start` before the reader runs (listen, connect); `tasks`, its long-lived tasks, run beside the
-  reader's (one ending ends the bridge); `close` at stop, after those tasks were cancelled;
+  reader's in the bridge's one task group (one raising or returning ends the bridge: exit 1; a
+  protocol starts no task itself); `close` at stop, after those tasks were cancelled;
 - `serve_all` once the served state is loaded (the snapshot), `serve` with each batch the reader newly
   applied (crossings, camera states) before it acknowledges them: every protocol has the value first;
   `recall` with the crossings served before this process started (the event history, once);
@@ -97,7 +98,8 @@ class PlcProtocol(ABC):
         """Listen or connect (ValueError or OSError: the bridge does not start)."""
 
     def tasks(self) -> dict[str, Callable[[], Coroutine[Any, Any, None]]]:
-        """Its long-lived tasks by task name, started after `start` and cancelled before `close`."""
+        """Its long-lived tasks by task name, started after `start` in the bridge's task group and
+        cancelled before `close` (one that raises or returns ends the bridge)."""
         return {}
 
     @abstractmethod

@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from typing import Self
+from collections.abc import Callable, Coroutine
+from typing import Any, Self
 
 from daemon.bridge.blocks import Blocks, extend, stable_blocks
 from daemon.bridge.layout import BridgeLayout
@@ -41,6 +42,9 @@ class ModbusProtocol(PlcProtocol):
 
     async def start(self) -> None:
         await self.server.start()
+
+    def tasks(self) -> dict[str, Callable[[], Coroutine[Any, Any, None]]]:
+        return {"bridge-modbus-sweep": self.server.run_sweeps}
 
     async def serve_all(self, state: BridgeState) -> None:
         for cid, cam in state.cameras.items():

@@ -23,7 +23,6 @@ from daemon.bridge.reconcile_service import ReconcileService
 from daemon.bridge.state import BridgeState, Change, Crossing
 from daemon.config.bridge import BridgeConfig
 from daemon.core.redaction import SECRETS
-from daemon.core.tasks import stop_task
 
 RELOADABLE = ("users", "cert_file", "key_file")
 """The `[bridge.opcua]` keys a reload applies (with the files they name, and the trusted directory's contents)."""
@@ -60,8 +59,10 @@ class OpcUaProtocol(PlcProtocol):
         self.reconcile_nodes: ReconcileNodes | None = None
         self.mismatch_condition: MismatchCondition | None = None
         self._grace_s = config.resume_grace_s
+        self._first = True
         self._held: list[Crossing] | None = None
-        self._release: asyncio.Task[None] | None = None
+        """The events held back at start (`bridge-grace`), in order; None: they fire as they come."""
+        self._holding = asyncio.Event()
 
     @classmethod
     def build(cls, ctx: ProtocolContext) -> Self | None:
@@ -96,7 +97,14 @@ class OpcUaProtocol(PlcProtocol):
             await self.mismatch_condition.attach()
 
     def tasks(self) -> dict[str, Callable[[], Coroutine[Any, Any, None]]]:
-        return {"bridge-reconcile-opcua": self.reconcile_nodes.run} if self.reconcile_nodes is not None else {}
+        tasks: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {}
+        if self._grace_s > 0:
+            tasks["bridge-grace"] = self._release_held
+        if self.reconcile_nodes is not None:
+            tasks["bridge-reconcile-opcua"] = self.reconcile_nodes.run
+        if self.mismatch_condition is not None:
+            tasks["bridge-mv-conditions"] = self.mismatch_condition.run
+        return tasks
 
     async def serve_all(self, state: BridgeState) -> None:
         await self.server.publish_all(state)
@@ -109,26 +117,30 @@ class OpcUaProtocol(PlcProtocol):
                 crossings.append(change)
             else:
                 await self.server.publish_status(change.camera, change.status)
-        if self._grace_s > 0:
-            grace, self._grace_s = self._grace_s, 0.0
-            if not self.server.has_event_subscriber():
+        if self._first:  # the first batch: held back while no client has subscribed yet (`bridge-grace`)
+            self._first = False
+            if self._grace_s > 0 and not self.server.has_event_subscriber():
                 self._held = []
-                self._release = asyncio.create_task(self._fire_held(grace), name="bridge-grace")
+                self._holding.set()
         if self._held is not None:
             self._held.extend(crossings)
             return
         for crossing in crossings:
             await self.server.fire(crossing)
 
-    async def _fire_held(self, grace_s: float) -> None:
-        """The held events, in order, once a client subscribes or the grace has passed."""
+    async def _release_held(self) -> None:
+        """`bridge-grace`: the events held since the first batch, fired in order once a client
+        subscribes or the grace has passed; then it has nothing more to do until the stop (a
+        long-lived task that returns would end the bridge)."""
+        await self._holding.wait()
         try:
-            await self.server.await_event_subscriber(grace_s)
+            await self.server.await_event_subscriber(self._grace_s)
             held = self._held or []
             while held:  # `serve` appends to it until it is None
                 await self.server.fire(held.pop(0))
         finally:
             self._held = None  # whatever happened, the next events fire as they come
+        await asyncio.Event().wait()
 
     async def recall(self, crossings: list[Crossing]) -> None:
         await self.server.recall(crossings)
@@ -152,10 +164,6 @@ class OpcUaProtocol(PlcProtocol):
         return Health(clients=self.server.clients, refused=dict(self.server.refusals.counts))
 
     async def close(self) -> None:
-        if self._release is not None:
-            await stop_task(self._release)
-        if self.mismatch_condition is not None:
-            await self.mismatch_condition.close()
         await self.server.close()
 
 

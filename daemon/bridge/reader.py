@@ -44,7 +44,7 @@ from daemon.bridge.topology import AckLayout
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
 from daemon.core.ratelimit import RateLimited
-from daemon.core.tasks import stop_task
+from daemon.core.tasks import run_together
 from daemon.publish.redis_conn import RedisClient
 
 log = structlog.get_logger("beltsight.bridge.reader")
@@ -170,17 +170,8 @@ class StreamReader:
         if len(groups) == 1:
             await self._read_loop(client, groups[0], generation)
             return
-        loops = [
-            asyncio.create_task(self._read_loop(client, g, generation), name=f"bridge-read-{i}")
-            for i, g in enumerate(groups)
-        ]
-        try:
-            done, _ = await asyncio.wait(loops, return_when=asyncio.FIRST_EXCEPTION)
-            for task in done:
-                task.result()  # raises the first loop's error: the session ends and reconnects
-        finally:
-            for task in loops:
-                await stop_task(task)
+        loops = {f"bridge-read-{i}": self._read_loop(client, g, generation) for i, g in enumerate(groups)}
+        await run_together(loops)  # the first loop's error ends the session (it reconnects)
 
     async def _read_loop(self, client: RedisClient, streams: list[str], generation: int = 0) -> None:
         """XREADGROUP on `streams` (all of them, or one cluster slot's) and process, until an error or

@@ -30,7 +30,7 @@ class MismatchCondition:
         self.mv = mv
         self.service = service
         self._gens: dict[str, Any] = {}
-        self._pending: set[asyncio.Task[None]] = set()
+        self._verdicts: asyncio.Queue[LineVerdict] = asyncio.Queue()
         self.fired = 0
 
     async def attach(self) -> None:
@@ -44,9 +44,13 @@ class MismatchCondition:
     def _on_verdict(self, verdict: LineVerdict) -> None:
         if verdict.state not in ("count_mismatch", "agrees") or verdict.camera not in self._gens:
             return
-        task = asyncio.get_running_loop().create_task(self._fire(verdict), name="reconcile-mv-condition")
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        self._verdicts.put_nowait(verdict)  # fired by `run`, in order
+
+    async def run(self) -> None:
+        """Fire each verdict's condition event, in order (the OPC UA protocol's long-lived task
+        `bridge-mv-conditions`, in the bridge's task group; what is queued at the stop is dropped)."""
+        while True:
+            await self._fire(await self._verdicts.get())
 
     async def _fire(self, verdict: LineVerdict) -> None:
         active = verdict.state == "count_mismatch"
@@ -63,11 +67,6 @@ class MismatchCondition:
         ev.Retain = active
         await self._gens[verdict.camera].trigger()
         self.fired += 1
-
-    async def close(self) -> None:
-        for task in list(self._pending):
-            task.cancel()
-        await asyncio.gather(*self._pending, return_exceptions=True)
 
 
 __all__ = ["MismatchCondition"]

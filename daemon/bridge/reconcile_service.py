@@ -1,8 +1,8 @@
 """The reconciliation at work in `beltsight bridge`: poll the counters, judge, tell everyone.
 
-One task per `[[bridge.reconcile]]` entry reads its counter every `poll_s` (daemon.bridge.reference)
-and feeds the pure `Reconciler` (daemon.bridge.reconcile); the bridge's reader hands over the newly
-served crossings (`on_changes`). What the judgement says goes to:
+One task per `[[bridge.reconcile]]` entry (`tasks`, in the bridge's task group) reads its counter
+every `poll_s` (daemon.bridge.reference) and feeds the pure `Reconciler` (daemon.bridge.reconcile);
+the bridge's reader hands over the newly served crossings (`on_changes`). What the judgement says goes to:
 
 - the events stream (`[redis] events_stream`, the daemon's format: `kind`, `camera`, `detail` as
   compact JSON, `at_ms`): `count_mismatch` / `count_agrees` (detail `line`, `direction`, `vision`,
@@ -18,11 +18,12 @@ served crossings (`on_changes`). What the judgement says goes to:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,18 +136,19 @@ class ReconcileService:
             rec.add_crossing(change.at_ms, evidence_label(change), change.speed_mm_s)
             self.store.add(key, change.at_ms + rec.lag_ms, vision=1)
 
-    async def run(self) -> None:
-        """Poll every entry, write the events, flush the counts; until cancelled (the store is flushed)."""
-        try:
-            async with asyncio.TaskGroup() as tg:
-                for e in self.entries:
-                    tg.create_task(self._poll(e), name=f"reconcile-{e.key}")
-                tg.create_task(self._write_events(), name="reconcile-events")
-                tg.create_task(self._flush_loop(), name="reconcile-flush")
-        finally:
-            for reader in self.readers.values():
-                await reader.close()
-            await asyncio.to_thread(self._flush_quietly)
+    def tasks(self) -> dict[str, Callable[[], Coroutine[Any, Any, None]]]:
+        """Its long-lived tasks by name, run in the bridge's task group: one poll per entry, the events
+        writer, the counts' flush; `close` once they ended."""
+        tasks: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {
+            f"reconcile-{e.key}": functools.partial(self._poll, e) for e in self.entries
+        }
+        return tasks | {"reconcile-events": self._write_events, "reconcile-flush": self._flush_loop}
+
+    async def close(self) -> None:
+        """The counters' connections closed, the counts store flushed (its tasks already ended)."""
+        for reader in self.readers.values():
+            await reader.close()
+        await asyncio.to_thread(self._flush_quietly)
 
     async def _poll(self, cfg: ReconcileConfig) -> None:
         rec = self.reconcilers[cfg.key]

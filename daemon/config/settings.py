@@ -99,7 +99,8 @@ class Settings(BaseSettings):
     """Which share of the cameras this instance runs (see daemon.config.sharding)."""
     shutdown_grace_s: Seconds = 10.0
     """On SIGTERM/SIGINT: the time to finish in-flight batches and flush Redis (or spill to the
-    spool) before exiting; what is left is logged as `unflushed`."""
+    spool) before exiting; what is left is logged as `unflushed`. `beltsight bridge`: the time to
+    serve and acknowledge its batch in flight (`bridge_drain_overdue` past it)."""
     _models_resolved: Resolved | None = PrivateAttr(None)
     _camera_sources: dict[str, str] = PrivateAttr(default_factory=dict)
 

@@ -13,7 +13,7 @@ releases the sessions.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +24,7 @@ from daemon.config.engine import EngineConfig
 from daemon.core.clock import SYSTEM_CLOCK, Clock
 from daemon.core.frames import Frame, FrameResult
 from daemon.core.metrics import Metrics
-from daemon.core.tasks import stop_task
+from daemon.core.tasks import Spawn, stop_task
 from daemon.inference.engine import InferenceError
 from daemon.inference.protocols import BatchSource, ResultOrder
 from daemon.inference.providers import lane_workers, worker_batch
@@ -40,7 +40,6 @@ Batching = Callable[[int, int], tuple[BatchSource, ResultOrder]]
 """(size, max_batch) -> the lane's batch source (already subscribed) and its result order."""
 Publish = Callable[[list[FrameResult]], None]
 Observe = Callable[[list[Frame], list[FrameResult]], None]
-Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None]"]
 
 
 @dataclass

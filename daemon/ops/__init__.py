@@ -9,6 +9,8 @@ Grouped by what each part does:
   `models` (`ModelsControl`: the model serving each size, swaps kept in the models drop-in) and
   `reload` (`Reloader`: SIGHUP re-reads the config and applies what can change live);
 - `systemd`: sd_notify (READY/STATUS/WATCHDOG/STOPPING) and the watchdog loop;
+- `signals`: the signal rule of `beltsight run` and `beltsight bridge` (SIGTERM/SIGINT stop, a second
+  one exits 130, SIGHUP reloads);
 - `logging/`: the structlog set-up (`logging.configure`) and the event catalogue
   (`logging.catalogue`, its rows per room in `logging.events`);
 - `doctor/`: `beltsight doctor` (`doctor.command`, `doctor.report`, `doctor.gpu`);

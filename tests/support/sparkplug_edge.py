@@ -72,14 +72,14 @@ def seqs_continue(messages: list[Message]) -> bool:
 KILLED_BRIDGE = """
 import asyncio, json, sys
 import redis.asyncio as aioredis
-from daemon.bridge.service import run_bridge
+from daemon.bridge.service import Bridge
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
 from tests.support.bridge_harness import LAYOUT
 cfg = BridgeConfig.model_validate(json.loads(sys.argv[1]))
 port = int(sys.argv[2])
-asyncio.run(run_bridge(cfg, LAYOUT, lambda: aioredis.Redis(port=port, decode_responses=True),
-                       redis=RedisConfig(), stop_event=asyncio.Event()))
+asyncio.run(Bridge(cfg, LAYOUT, lambda: aioredis.Redis(port=port, decode_responses=True),
+                   redis=RedisConfig()).run())
 """
 
 

@@ -15,6 +15,13 @@ BRIDGE_EVENTS: tuple[LogEvent, ...] = (
         ("error",),
     ),
     LogEvent(
+        "bridge_drain_overdue",
+        "warning",
+        "at the stop, the batch in flight was not served within shutdown_grace_s: left pending, served at the"
+        " next start",
+        ("grace_s", "served"),
+    ),
+    LogEvent(
         "bridge_entry_malformed",
         "warning",
         "a stream entry missing a field or with one that does not parse: counted, acknowledged, nothing served"
@@ -206,11 +213,16 @@ BRIDGE_EVENTS: tuple[LogEvent, ...] = (
         "the bridge serves (READY=1 sent); `protocols`: the PLC protocols on",
         ("cameras", "lines", "protocols"),
     ),
-    LogEvent("bridge_stopping", "info", "stop asked: servers close (STOPPING=1 sent)", ("served",)),
+    LogEvent(
+        "bridge_stopping",
+        "info",
+        "stop asked: intake drained, tasks stopped, servers closed (STOPPING=1 sent)",
+        ("served",),
+    ),
     LogEvent(
         "bridge_task_failed",
         "error",
-        "a bridge task ended with an error (the process exits non-zero)",
+        "a bridge task raised (or returned: `error` is `returned`): the others stop, the process exits 1",
         ("task", "error"),
     ),
 )

@@ -1,0 +1,44 @@
+"""The signal rule of every long-running process (`beltsight run`, `beltsight bridge`).
+
+SIGTERM or SIGINT asks for a graceful stop (`stop_requested`; the process stops intake, drains
+within its deadline and exits 0); a second one while it drains exits at once with `EX_FORCED`
+(`forced_exit`, nothing more drained); SIGHUP asks for a reload (`systemctl reload`). The handlers
+only call the process's `request_stop` / `request_reload`, which set an event on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Callable
+
+import structlog
+
+log = structlog.get_logger("beltsight.cli")  # the logger name operators already filter on
+
+EX_FORCED = 130
+"""Exit status of a forced exit (a second SIGTERM/SIGINT): 128 + SIGINT, as a shell reports Ctrl-C."""
+
+
+def handle_signals(request_stop: Callable[[], None], request_reload: Callable[[], None]) -> None:
+    """Install the rule on the running loop (the handlers stay until the loop closes)."""
+    loop = asyncio.get_running_loop()
+    seen = 0
+
+    def on_stop_signal(signum: int) -> None:
+        nonlocal seen
+        seen += 1
+        name = signal.Signals(signum).name
+        if seen > 1:
+            log.warning("forced_exit", signal=name)
+            os._exit(EX_FORCED)
+        log.info("stop_requested", signal=name)
+        request_stop()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_stop_signal, sig)
+    loop.add_signal_handler(signal.SIGHUP, request_reload)
+
+
+__all__ = ["EX_FORCED", "handle_signals"]
