@@ -5,7 +5,7 @@ tools/kit's launchers and stops them;
 `render_clips` renders the synthetic clips they serve (cached in runs/bench-cache); the /proc
 readers give CPU seconds (this process, its threads, another process, the whole machine) and RSS,
 the daemon's counting its decoder processes (`[engine] processes`, this process's children);
-`pct` and `split_window` are the latency percentiles both phases report.
+`split_window` is the latency window both phases report.
 """
 
 from __future__ import annotations
@@ -177,11 +177,6 @@ def render_clips(k: int, width: int, height: int, fps: int, bitrate: str | None)
             tmp.rename(clip)
         clips.append(clip)
     return clips
-
-
-# -- latency percentiles ------------------------------------------------------------------------
-def pct(a: np.ndarray, q: float) -> float:
-    return round(float(np.percentile(a, q)), 1) if len(a) else float("nan")
 
 
 def split_window(t: np.ndarray, lat: np.ndarray, t0: float, t1: float) -> tuple[np.ndarray, np.ndarray]:

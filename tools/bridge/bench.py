@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from daemon.bridge.seam import Bridge, ModbusProtocol, layout_from_data, words_u
 from daemon.config.seam import BridgeConfig, RedisConfig
 from tools.kit.ports import free_port
 from tools.kit.redis_server import temporary_redis
+from tools.kit.stats import Summary
 
 
 class Changes:
@@ -35,11 +35,6 @@ class Changes:
 
     def datachange_notification(self, node: Any, val: Any, data: Any) -> None:
         self.seen.setdefault(int(val), time.perf_counter())
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
 
 
 async def poll_modbus(port: int, seen: dict[int, float], stop: asyncio.Event, poll_s: float) -> None:
@@ -109,11 +104,10 @@ async def bench(args: argparse.Namespace, redis_port: int, state_dir: Path) -> N
     await writer.aclose()
     await bridge.stop()
     for name, seen in (("opcua data change", opc_seen), ("modbus register", mb_seen)):
-        lat = [seen[n] - sent[n] for n in sent if n in seen]
-        missed = len(sent) - len(lat)
+        s = Summary.of([(seen[n] - sent[n]) * 1000 for n in sent if n in seen])
         print(
-            f"{name:18s} n={len(lat)} missed={missed} p50={pct(lat, 0.5):.1f} ms p99={pct(lat, 0.99):.1f} ms "
-            f"max={max(lat) * 1000:.1f} ms mean={statistics.fmean(lat) * 1000:.1f} ms"
+            f"{name:18s} n={s.n} missed={len(sent) - s.n} p50={s.p50:.1f} ms p99={s.p99:.1f} ms "
+            f"max={s.max:.1f} ms mean={s.mean:.1f} ms"
         )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import shutil
 import time
 from collections.abc import Callable
@@ -38,10 +39,10 @@ from pymodbus.client import AsyncModbusTcpClient
 
 from daemon.bridge.seam import Bridge, ModbusProtocol, OpcUaProtocol, layout_from_data, words_u32
 from daemon.config.seam import BridgeConfig, RedisConfig
-from tools.bridge.bench import pct
 from tools.bridge.bench_mv import MV_URI, crossing_fields
 from tools.kit.ports import free_port
 from tools.kit.redis_server import temporary_redis
+from tools.kit.stats import Summary
 
 JS = Path(__file__).resolve().parents[2] / "tests" / "js"
 STREAM = "beltsight:objects:cam1"
@@ -244,11 +245,11 @@ async def bench(args: argparse.Namespace, redis_port: int, state_dir: Path) -> L
 def report(lat: Latencies) -> None:
     for path in sorted(lat.first):
         first, following = lat.first[path], lat.following.get(path, [])
-        missed = sum(1 for v in first + following if v == float("inf"))
+        missed = sum(1 for v in first + following if v == math.inf)  # counted here, not in the percentiles
+        a, b = (Summary.of([v * 1000 for v in vs if v != math.inf]) for vs in (first, following))
         print(
-            f"{path:20s} first n={len(first)} p50={pct(first, 0.5):7.1f} p99={pct(first, 0.99):7.1f} "
-            f"max={max(first) * 1000:7.1f} ms | following n={len(following)} p50={pct(following, 0.5):6.1f} "
-            f"p99={pct(following, 0.99):6.1f} ms | missed={missed}"
+            f"{path:20s} first n={a.n} p50={a.p50:7.1f} p99={a.p99:7.1f} max={a.max:7.1f} ms | "
+            f"following n={b.n} p50={b.p50:6.1f} p99={b.p99:6.1f} ms | missed={missed}"
         )
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -26,9 +25,9 @@ from redis.typing import EncodableT, FieldT
 
 from daemon.bridge.seam import Bridge, layout_from_data
 from daemon.config.seam import BridgeConfig, RedisConfig
-from tools.bridge.bench import pct
 from tools.kit.ports import free_port
 from tools.kit.redis_server import temporary_redis
+from tools.kit.stats import Summary
 
 MV_URI = "http://opcfoundation.org/UA/MachineVision"
 
@@ -122,11 +121,11 @@ async def bench(args: argparse.Namespace, redis_port: int, state_dir: Path) -> N
 def report(sent: dict[int, float], mv: Seen, base: Seen, memory: list[tuple[str, float]]) -> None:
     p99: dict[str, float] = {}
     for name, seen in (("ResultReadyEvent", mv), ("CrossingEvent (baseline)", base)):
-        lat = [seen.at[n] - sent[n] for n in sent if n in seen.at]
-        p99[name] = pct(lat, 0.99)
+        s = Summary.of([(seen.at[n] - sent[n]) * 1000 for n in sent if n in seen.at])
+        p99[name] = s.p99
         print(
-            f"{name:25s} n={len(lat)} missed={len(sent) - len(lat)} p50={pct(lat, 0.5):.1f} ms "
-            f"p99={p99[name]:.1f} ms max={max(lat) * 1000:.1f} ms mean={statistics.fmean(lat) * 1000:.1f} ms"
+            f"{name:25s} n={s.n} missed={len(sent) - s.n} p50={s.p50:.1f} ms "
+            f"p99={s.p99:.1f} ms max={s.max:.1f} ms mean={s.mean:.1f} ms"
         )
     print(f"p99 ratio ResultReadyEvent / baseline: {p99['ResultReadyEvent'] / p99['CrossingEvent (baseline)']:.2f}")
     print("resident memory (VmRSS): " + ", ".join(f"{label}: {mb:.1f} MB" for label, mb in memory))

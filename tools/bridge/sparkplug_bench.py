@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import tempfile
 import threading
 import time
@@ -27,6 +26,7 @@ from daemon.bridge.seam import Bridge, SparkplugProtocol, layout_from_data
 from daemon.config.seam import BridgeConfig, RedisConfig
 from tools.kit.mosquitto import Mosquitto
 from tools.kit.redis_server import RedisServer, find_redis_server
+from tools.kit.stats import Summary
 
 LAYOUT = layout_from_data([{"id": "cam1", "lines": [{"id": "L1", "gates": ["g1"]}]}])
 STREAM = "beltsight:objects:cam1"
@@ -95,10 +95,11 @@ async def run(crossings: int, rate: float, memory: int, tmp: Path) -> None:
             await asyncio.sleep(1 / rate)
         while len(receiver.arrived) < crossings:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
-        lat = sorted((receiver.arrived[n] - sent[n]) * 1000 for n in sent)
-        p99 = lat[int(len(lat) * 0.99) - 1]
-        print(f"XADD -> DDATA, {crossings} crossings at {rate:g}/s: p50 {statistics.median(lat):.1f} ms, "
-              f"p99 {p99:.1f} ms, max {lat[-1]:.1f} ms")  # fmt: skip
+        s = Summary.of([(receiver.arrived[n] - sent[n]) * 1000 for n in sent])
+        print(
+            f"XADD -> DDATA, {crossings} crossings at {rate:g}/s: "
+            f"p50 {s.p50:.1f} ms, p99 {s.p99:.1f} ms, max {s.max:.1f} ms"
+        )
         before = rss_mb()
         for n in range(crossings + 1, crossings + memory + 1):
             await r.xadd(STREAM, entry(n))  # type: ignore[arg-type]
