@@ -22,26 +22,13 @@ import paho.mqtt.client as paho
 import redis.asyncio as aioredis
 from pysparkplug import DData
 
-from daemon.bridge.seam import Bridge, SparkplugProtocol, layout_from_data
-from daemon.config.seam import BridgeConfig, RedisConfig
+from daemon.bridge.seam import SparkplugProtocol
 from tools.kit.mosquitto import Mosquitto
+from tools.kit.plc_clients import bench_bridge, crossing_fields, rss_mb
 from tools.kit.redis_server import RedisServer, find_redis_server
 from tools.kit.stats import Summary
 
-LAYOUT = layout_from_data([{"id": "cam1", "lines": [{"id": "L1", "gates": ["g1"]}]}])
 STREAM = "beltsight:objects:cam1"
-
-
-def rss_mb() -> float:
-    pages = int(Path("/proc/self/statm").read_text().split()[1])
-    return pages * 4096 / 2**20
-
-
-def entry(count: int) -> dict[str, str]:
-    at = str(int(time.time() * 1000))
-    return {"v": "1", "camera": "cam1", "track": str(count), "label": "box", "cls": "0", "score": "0.9",
-            "event": "crossed", "at_ms": at, "line": "L1", "direction": "in", "count": str(count),
-            "speed_px_s": "40", "eta": '{"g1":1}'}  # fmt: skip
 
 
 class Receiver:
@@ -73,16 +60,7 @@ async def run(crossings: int, rate: float, memory: int, tmp: Path) -> None:
     broker = Mosquitto(tmp).start()
     receiver = Receiver(broker.port)
     receiver.ready.wait(10)
-    config = BridgeConfig.model_validate(
-        {
-            "health_listen": "",
-            "state_dir": str(tmp),
-            "opcua": {"listen": ""},
-            "modbus": {"listen": ""},
-            "sparkplug": {"url": broker.url},
-        }
-    )
-    bridge = Bridge(config, LAYOUT, lambda: aioredis.Redis(port=redis_server.port), redis=RedisConfig())
+    bridge = bench_bridge(redis_server.port, tmp, opcua=False, modbus=False, sparkplug_url=broker.url)
     r = aioredis.Redis(port=redis_server.port)
     await bridge.start()
     try:
@@ -91,7 +69,7 @@ async def run(crossings: int, rate: float, memory: int, tmp: Path) -> None:
         sent: dict[int, float] = {}
         for n in range(1, crossings + 1):
             sent[n] = time.perf_counter()
-            await r.xadd(STREAM, entry(n))  # type: ignore[arg-type]
+            await r.xadd(STREAM, crossing_fields(n))  # type: ignore[arg-type]
             await asyncio.sleep(1 / rate)
         while len(receiver.arrived) < crossings:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
@@ -102,7 +80,7 @@ async def run(crossings: int, rate: float, memory: int, tmp: Path) -> None:
         )
         before = rss_mb()
         for n in range(crossings + 1, crossings + memory + 1):
-            await r.xadd(STREAM, entry(n))  # type: ignore[arg-type]
+            await r.xadd(STREAM, crossing_fields(n))  # type: ignore[arg-type]
         while len(receiver.arrived) < crossings + memory:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         print(f"RSS over {memory} more crossings: {before:.1f} MB -> {rss_mb():.1f} MB (this process: bridge + bench)")

@@ -13,6 +13,9 @@
   demo models, CPU provider unless overridden), and `MODELS`;
 - `run_output`: `reports_dir()` and `run_dir(name)`, where every tool writes its reports, plots and
   logs by default: `$BELTSIGHT_REPORTS_DIR`, else `~/.local/state/beltsight/reports`, never the repository;
+- `plc_clients`: what a PLC does to the bridge, once: OPC UA look-ups (`node`, `event_type`,
+  `vision_system`), the `Arrivals` subscription handler, the Modbus block read and poll, the benches'
+  `crossing_fields` and `bench_bridge` (the bridge in-process for a measurement);
 - `stats`: `percentile` (linear interpolation, q in 0..100, in the unit of the values) and `Summary`
   (n, p50, p99, mean, max), the one percentile every bench, soak, eval and the demo report;
 - `synth`: the procedural conveyor scenes and H.264 clips with exact ground truth (`render_scene`,
