@@ -19,7 +19,8 @@
 - `stats`: `percentile` (linear interpolation, q in 0..100, in the unit of the values) and `Summary`
   (n, p50, p99, mean, max), the one percentile every bench, soak, eval and the demo report;
 - `synth`: the procedural conveyor scenes and H.264 clips with exact ground truth (`render_scene`,
-  `render_video`, `h264_writer`); its command line is `python -m tools.synth`.
+  `render_video`, `render_cached`: rendered where missing, `h264_writer`); its command line is
+  `python -m tools.synth`.
 
 Imported by tests/support and the tests, by the operators' tools (tools/demo) and by the lab
 (tools/bench, tools/soak, tools/model, tools/tracking, tools/checks, tools/bridge). It imports only the

@@ -26,16 +26,13 @@ def kill_proc(proc: subprocess.Popen[Any] | None) -> None:
 
 
 def render_clips(out: Path, cameras: int, seconds: float) -> list[Path]:
-    from tools.kit.synth.video import render_video  # noqa: PLC0415
+    from tools.kit.synth.video import render_cached  # noqa: PLC0415
 
-    clips = []
-    for i in range(cameras):
-        w, h = CAMERA_SIZES[i % len(CAMERA_SIZES)]
-        path = out / "clips" / f"cam{i}-{w}x{h}.mp4"
-        if not path.exists():
-            render_video(path, path.with_suffix(".json"), w, h, 10, seconds, 100 + i)
-        clips.append(path)
-    return clips
+    sizes = [CAMERA_SIZES[i % len(CAMERA_SIZES)] for i in range(cameras)]
+    return [
+        render_cached(out / "clips" / f"cam{i}-{w}x{h}.mp4", w, h, 10, seconds, 100 + i)
+        for i, (w, h) in enumerate(sizes)
+    ]
 
 
 SOAK_LINE = {
