@@ -9,6 +9,9 @@
 
       /usr/bin/python3 tools/kit/rtsp_server.py --port 0 --stream cam0=clip.mp4
 
+- `running`: the one way a tool starts the daemon for a measurement: `start_daemon(config)` in this
+  process on a thread (the benches), `spawn_daemon(config, log)` as a process of its own (the soak,
+  the tracking eval, the live-view bench), `stop_process` (SIGTERM, then SIGKILL; the demo's too);
 - `daemon_config`: `write_config(...)`, the one writer of daemon TOML configs (the committed
   demo models, CPU provider unless overridden), and `MODELS`;
 - `run_output`: `reports_dir()` and `run_dir(name)`, where every tool writes its reports, plots and
