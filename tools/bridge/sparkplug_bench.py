@@ -60,7 +60,7 @@ async def run(crossings: int, rate: float, memory: int, tmp: Path) -> None:
     broker = Mosquitto(tmp).start()
     receiver = Receiver(broker.port)
     receiver.ready.wait(10)
-    bridge = bench_bridge(redis_server.port, tmp, opcua=False, modbus=False, sparkplug_url=broker.url)
+    bridge = bench_bridge(redis_server.port, tmp, opcua=False, modbus=False, sparkplug={"url": broker.url})
     r = aioredis.Redis(port=redis_server.port)
     await bridge.start()
     try:

@@ -136,28 +136,16 @@ def crossing_fields(n: int, *, snapshot: bool = False) -> dict[str, str]:
     return fields | ({"snapshot": f"cam1/{n}.jpg"} if snapshot else {})
 
 
-def bench_bridge(
-    redis_port: int,
-    state_dir: Path,
-    *,
-    opcua: bool = True,
-    modbus: bool = True,
-    machine_vision: bool = False,
-    sparkplug_url: str | None = None,
-) -> Bridge:
-    """The bridge for cam1/L1 (not started), OPC UA with security none, its Redis clients decoding
-    replies as the daemon's connection does."""
-    opcua_cfg: dict[str, Any] = {"listen": f"127.0.0.1:{free_port()}" if opcua else ""}
-    if opcua:
-        opcua_cfg |= {"security": "none"} | ({"machine_vision": True} if machine_vision else {})
-    data: dict[str, Any] = {
-        "health_listen": "",
-        "state_dir": str(state_dir),
-        "opcua": opcua_cfg,
-        "modbus": {"listen": f"127.0.0.1:{free_port()}" if modbus else ""},
-    }
-    if sparkplug_url is not None:
-        data["sparkplug"] = {"url": sparkplug_url}
+def _listen(on: bool) -> str:
+    return f"127.0.0.1:{free_port()}" if on else ""
+
+
+def bench_bridge(redis_port: int, state_dir: Path, *, opcua: bool = True, modbus: bool = True, **more: Any) -> Bridge:
+    """The bridge for cam1/L1 (not started), OPC UA with security none, `more` its other `[bridge]` keys
+    (`sparkplug={"url": ...}`) or `machine_vision=True`; its Redis clients decode replies as the daemon's do."""
+    mv = {"machine_vision": more.pop("machine_vision", False)}
+    data = {"health_listen": "", "state_dir": str(state_dir), "modbus": {"listen": _listen(modbus)}, **more}
+    data["opcua"] = {"listen": _listen(opcua), "security": "none", **mv}
     layout = layout_from_data([{"id": "cam1", "lines": [{"id": "L1", "gates": ["g1"]}]}])
     client = lambda: aioredis.Redis(port=redis_port, decode_responses=True)  # noqa: E731
     return Bridge(BridgeConfig.model_validate(data), layout, client, redis=RedisConfig())

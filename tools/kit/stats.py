@@ -23,16 +23,20 @@ import numpy.typing as npt
 Values = Iterable[float] | npt.NDArray[np.floating] | npt.NDArray[np.integer]
 
 
+def _array(values: Values) -> npt.NDArray[np.float64]:
+    return np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=float)
+
+
 def percentile(values: Values, q: float, ndigits: int | None = None) -> float:
     """The `q`-th percentile (0..100) of `values` by linear interpolation; nan when empty."""
-    a = np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=float)
+    a = _array(values)
     out = float(np.percentile(a, q)) if a.size else math.nan
     return out if ndigits is None or math.isnan(out) else round(out, ndigits)
 
 
 def percentiles(values: Values, qs: Sequence[int], ndigits: int | None = None) -> dict[str, float]:
     """`{"p50": ..., "p99": ...}` for each `q` of `qs`."""
-    a = np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=float)
+    a = _array(values)
     return {f"p{q}": percentile(a, q, ndigits) for q in qs}
 
 
@@ -48,7 +52,7 @@ class Summary:
 
     @classmethod
     def of(cls, values: Values) -> Summary:
-        a = np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=float)
+        a = _array(values)
         if not a.size:
             return cls(0, math.nan, math.nan, math.nan, math.nan)
         return cls(int(a.size), percentile(a, 50), percentile(a, 99), float(a.mean()), float(a.max()))

@@ -189,43 +189,19 @@ class Scene:
     shadow: tuple[float, float, float]
 
 
-def render_cached(
-    clip: Path,
-    width: int,
-    height: int,
-    fps: int,
-    seconds: float,
-    seed: int,
-    maxrate: str | None = None,
-    *,
-    say: Callable[[str], None] | None = None,
-    speed_px_s: float | None = None,
-    density: float | None = None,
-    stops: Sequence[tuple[float, float]] = (),
-) -> Path:
-    """`clip` and its GT JSON beside it (`clip` with `.json`), by ``render_video`` unless both exist:
-    rendered under partial names and renamed when complete, GT first. `say` hears what is rendered."""
+def render_cached(clip: Path, *args: Any, say: Callable[[str], None] | None = None, **scene: Any) -> Path:
+    """`clip` and its GT JSON beside it (`clip` with `.json`) unless both exist, by ``render_video``
+    (`args` and `scene`: its arguments after the paths) under partial names renamed when complete, GT
+    first. `say` hears what is rendered."""
     gt = clip.with_suffix(".json")
     if clip.exists() and gt.exists():
         return clip
     if say is not None:
-        say(f"rendering {clip.name} ({width}x{height}, {fps} fps, {seconds:g} s)")
+        say(f"rendering {clip.name} ({args[0]}x{args[1]}, {args[2]} fps, {args[3]:g} s)")
     clip.parent.mkdir(parents=True, exist_ok=True)
     partial, partial_gt = clip.with_suffix(".partial.mp4"), clip.with_suffix(".partial.json")
     try:
-        render_video(
-            partial,
-            partial_gt,
-            width,
-            height,
-            fps,
-            seconds,
-            seed,
-            maxrate,
-            speed_px_s=speed_px_s,
-            density=density,
-            stops=stops,
-        )
+        render_video(partial, partial_gt, *args, **scene)
         os.replace(partial_gt, gt)
         os.replace(partial, clip)
     finally:
