@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from tools.demo.view import CameraWindow, StatusBoard, percentile
+from tools.demo.view import CameraWindow, StatusBoard
 
 
 def entry(published_ms: int, latency_ms: int, labels: list[str]) -> dict[str, object]:
@@ -15,13 +15,6 @@ def entry(published_ms: int, latency_ms: int, labels: list[str]) -> dict[str, ob
         "dets": [{"label": label} for label in labels],
         "model_size": 640,
     }
-
-
-def test_percentile_nearest_rank() -> None:
-    values = list(range(1, 101))
-    assert percentile(values, 50) == 50
-    assert percentile(values, 99) == 99
-    assert percentile([7], 99) == 7
 
 
 def test_window_keeps_only_the_last_seconds() -> None:

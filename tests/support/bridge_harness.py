@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-from asyncua import Client, ua
+from asyncua import Client
 
 from daemon.bridge.layout import layout_from_data
 from daemon.bridge.modbus import ModbusBridgeServer
@@ -27,6 +27,7 @@ from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
 from tests.support.fixtures_redis import RedisServer, find_redis_server, free_port
 from tests.support.loop_thread import LoopThread
+from tools.kit.plc_clients import beltsight_ns, event_type, node
 
 LAYOUT = layout_from_data(
     [
@@ -116,18 +117,17 @@ class Events:
 
 
 async def subscribe(client: Client, handler: Events, *paths: str) -> Any:
-    ns = await client.get_namespace_index("urn:beltsight")
+    ns = await beltsight_ns(client)
     sub = await client.create_subscription(10, handler)
-    etype = await client.nodes.base_event_type.get_child([f"{ns}:CrossingEventType"])
-    await sub.subscribe_events(client.get_node(ua.NodeId("BeltSight", ns)), etype, queuesize=1000)
+    etype = await event_type(client, ns, "CrossingEventType")
+    await sub.subscribe_events(node(client, ns, "BeltSight"), etype, queuesize=1000)
     if paths:
-        await sub.subscribe_data_change([client.get_node(ua.NodeId(p, ns)) for p in paths], queuesize=100)
+        await sub.subscribe_data_change([node(client, ns, p) for p in paths], queuesize=100)
     return sub
 
 
 async def read(client: Client, path: str) -> Any:
-    ns = await client.get_namespace_index("urn:beltsight")
-    return await client.get_node(ua.NodeId(path, ns)).read_value()
+    return await node(client, await beltsight_ns(client), path).read_value()
 
 
 async def wait_for(check: Callable[[], bool], within_s: float = 60.0) -> None:

@@ -7,24 +7,12 @@ from typing import Any
 from asyncua import Client, Node, ua
 
 from tests.support.bridge_harness import Events
-
-MV_NS_URI = "http://opcfoundation.org/UA/MachineVision"
-
-
-async def mv_ns(client: Client) -> int:
-    return int(await client.get_namespace_index(MV_NS_URI))
-
-
-async def vision_system(client: Client, camera: str) -> Node:
-    """The camera's VisionSystemType object, found by browsing Objects/BeltSight/MachineVision/<camera>."""
-    ns = await client.get_namespace_index("urn:beltsight")
-    return await client.nodes.objects.get_child([f"{ns}:BeltSight", f"{ns}:MachineVision", f"{ns}:{camera}"])
+from tools.kit.plc_clients import event_type, mv_ns, vision_system
 
 
 async def subscribe_results(client: Client, handler: Events, *cameras: str) -> Any:
     """ResultReadyEventType events of each camera's VisionSystemType object."""
-    ns = await mv_ns(client)
-    etype = await client.nodes.base_event_type.get_child([f"{ns}:ResultReadyEventType"])
+    etype = await event_type(client, await mv_ns(client), "ResultReadyEventType")
     sub = await client.create_subscription(10, handler)
     for camera in cameras:
         await sub.subscribe_events(await vision_system(client, camera), etype, queuesize=1000)

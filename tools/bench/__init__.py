@@ -52,7 +52,7 @@ with each `engine.processes` value (the daemon's CPU, threads and RSS include it
 Modules: `cli` (the flags and their checks), `phase` (the daemon in-process, sampled),
 `budget` (stage budget, counters' cost, scaling),
 `baselines` (the bare model, beside decoders, the naive loop), `naive` (that loop), `procs` (the
-servers, clips, /proc readers, percentiles), `report` (checks, table, plot); `python -m
+servers, clips, /proc readers), `report` (checks, table, plot); `python -m
 tools.bench.decoders URL ...` and `python -m tools.bench.preprocess` are the decoding load and the
 pre-processing micro-bench;
 `python -m tools.bench.redis_parser` measures the sink's pipelines with redis-py's Python parser

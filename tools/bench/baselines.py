@@ -30,8 +30,9 @@ from daemon.core.seam import Frame, Letterbox
 from daemon.inference.seam import BatchTensor, intra_op_threads, lane_workers, load_model_info, session_options
 from daemon.ingest.seam import scale
 from tools.bench.naive import NaiveCamera, run_naive
-from tools.bench.procs import Servers, machine_busy_s, pct, proc_cpu_s, split_window
+from tools.bench.procs import Servers, machine_busy_s, proc_cpu_s, split_window
 from tools.kit.daemon_config import MODELS, REPO
+from tools.kit.stats import percentile, percentiles
 
 
 # -- baselines ----------------------------------------------------------------------------------
@@ -274,13 +275,11 @@ def naive_phase(
         "fps_total": round(len(t) / elapsed, 2),
         "per_camera": per_cam,
         "latency_vs_expected_capture_ms": {
-            "p50": pct(exp, 50),
-            "p95": pct(exp, 95),
-            "p99": pct(exp, 99),
-            "first_p50": pct(first, 50),
-            "last_p50": pct(last, 50),
+            **percentiles(exp, (50, 95, 99), 1),
+            "first_p50": percentile(first, 50, 1),
+            "last_p50": percentile(last, 50, 1),
         },
-        "latency_vs_decode_ms": {"p50": pct(dec, 50), "p99": pct(dec, 99)},
+        "latency_vs_decode_ms": percentiles(dec, (50, 99), 1),
         "cpu_pct_mean": cpu_pct,
         "machine_cpu_pct_mean": machine_pct,
         "series": series,

@@ -46,10 +46,10 @@ from typing import Any
 from daemon.app import Daemon
 from daemon.core.seam import SYSTEM_CLOCK, FrameResult, time_ms
 from tools.bench.lines_apply import delta, totals
-from tools.bench.running import start_daemon, wait
 from tools.kit.daemon_config import write_config
 from tools.kit.redis_server import RedisServer, find_redis_server
 from tools.kit.rtsp import RtspServer
+from tools.kit.running import start_daemon, wait
 from tools.kit.synth.video import render_video
 
 WIDTH, HEIGHT = 320, 240  # the 416 model: the fastest lane on a CPU

@@ -35,7 +35,8 @@ from daemon.core.seam import Metrics, stop_task
 from daemon.publish.seam import RedisSink
 from tools.kit.redis_cluster import ClusterNodeServer, RedisClusterProcs, start_cluster
 from tools.kit.redis_server import find_redis_server
-from tools.kit.sink_load import feed, pct, watch
+from tools.kit.sink_load import feed, watch
+from tools.kit.stats import percentile
 from tools.kit.streams import read_stream
 
 STREAM = "beltsight:detections:{}"
@@ -116,7 +117,7 @@ def entry_latencies(
         for k in keys:
             (latencies if accepted[k] >= fault_at else before).append((arrived[k] - accepted[k]) * 1000.0)
     if fault:
-        print(f"    (this fault run before the kill: p99 {pct(before, 0.99):.2f} ms of {len(before)} entries)")
+        print(f"    (this fault run before the kill: p99 {percentile(before, 99):.2f} ms of {len(before)} entries)")
     slowest = sorted(
         ((arrived[k] - accepted[k]) * 1000.0, accepted[k] - fault_at, k)
         for camera in others
@@ -198,10 +199,10 @@ async def main(args: argparse.Namespace) -> None:
     )
     for name, lat in (("baseline", base), ("shard down", faulted)):
         print(
-            f"  {name:>10}: other cameras' accept-to-visible latency p50 {pct(lat, 0.5):.2f} ms,"
-            f" p99 {pct(lat, 0.99):.2f} ms ({len(lat)} entries)"
+            f"  {name:>10}: other cameras' accept-to-visible latency p50 {percentile(lat, 50):.2f} ms,"
+            f" p99 {percentile(lat, 99):.2f} ms ({len(lat)} entries)"
         )
-    ratio = pct(faulted, 0.99) / pct(base, 0.99)
+    ratio = percentile(faulted, 99) / percentile(base, 99)
     print(f"  p99 ratio shard down / baseline: {ratio:.2f} (goal <= 1.10)")
     print(f"  victim: {victim_entries} entries after the restart, exactly once, in order")
 

@@ -38,6 +38,7 @@ from daemon.ingest.seam import CameraSource
 from tools.kit.gige_fake import FakeGigeCamera
 from tools.kit.leash import spawn
 from tools.kit.rtsp import RtspServer
+from tools.kit.stats import percentile
 from tools.kit.synth.video import h264_writer
 
 CASES = ((1280, 1024, "Mono8"), (1920, 1200, "BayerRG8"))
@@ -142,7 +143,7 @@ def report_gige(name: str, consumer: Converting, cpu: float, metrics: Metrics) -
     lost, incomplete = dropped(metrics, "frame_lost"), dropped(metrics, "incomplete")
     print(
         f"{name}: {consumer.frames} frames, {1000 * cpu / max(1, consumer.frames):.2f} ms CPU/frame, "
-        f"capture-to-hand-off p50 {np.percentile(lat, 50):.0f} ms p99 {np.percentile(lat, 99):.0f} ms, "
+        f"capture-to-hand-off p50 {percentile(lat, 50):.0f} ms p99 {percentile(lat, 99):.0f} ms, "
         f"lost {lost:.0f} incomplete {incomplete:.0f} (whole run)",
         flush=True,
     )

@@ -27,7 +27,8 @@ from daemon.config.seam import RedisConfig
 from daemon.core.seam import Metrics, stop_task
 from daemon.publish.seam import RedisSink
 from tools.kit.redis_server import RedisServer, find_redis_server
-from tools.kit.sink_load import feed, pct, watch
+from tools.kit.sink_load import feed, watch
+from tools.kit.stats import percentile
 from tools.kit.streams import read_stream
 
 REFUSED = "cam0"
@@ -95,10 +96,10 @@ async def main(args: argparse.Namespace) -> None:
     )
     for name, lat in (("baseline", base), ("cam0 refused", refused)):
         print(
-            f"  {name:>13}: other cameras' accept-to-visible latency p50 {pct(lat, 0.5):.2f} ms,"
-            f" p99 {pct(lat, 0.99):.2f} ms ({len(lat)} entries)"
+            f"  {name:>13}: other cameras' accept-to-visible latency p50 {percentile(lat, 50):.2f} ms,"
+            f" p99 {percentile(lat, 99):.2f} ms ({len(lat)} entries)"
         )
-    ratio = pct(refused, 0.99) / pct(base, 0.99)
+    ratio = percentile(refused, 99) / percentile(base, 99)
     print(f"  p99 ratio refused / baseline: {ratio:.2f} (goal <= 1.10)")
     print(f"  {REFUSED}: {len(held)} entries after the fix, exactly once, in order")
 

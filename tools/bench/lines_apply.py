@@ -38,9 +38,9 @@ from typing import Any
 from daemon.app import Daemon
 from daemon.core.seam import FrameResult, Metrics
 from daemon.tracking.seam import TrackingStage
-from tools.bench.running import start_daemon, wait
 from tools.kit.daemon_config import write_config
 from tools.kit.redis_server import RedisServer, find_redis_server
+from tools.kit.running import start_daemon, wait
 from tools.kit.synth.video import render_video
 
 FPS = 10

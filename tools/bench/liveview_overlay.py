@@ -20,7 +20,6 @@ import argparse
 import json
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,6 +30,7 @@ from pathlib import Path
 from tools.kit.daemon_config import write_config
 from tools.kit.ports import free_port
 from tools.kit.redis_server import RedisServer, find_redis_server
+from tools.kit.running import spawn_daemon, stop_process
 from tools.kit.synth.video import render_video
 
 EDITING_POLL_MS = 1000
@@ -100,11 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             health={"listen": f"127.0.0.1:{port}", "snapshot_min_interval_s": 0.5},
             tracking={"lines_dir": str(tmp / "lines")},
         )
-        daemon = subprocess.Popen(
-            [sys.executable, "-m", "daemon", "run", "--config", str(config)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        daemon = spawn_daemon(config, tmp / "daemon.log")
         try:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
@@ -127,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 rows.append(rates["open"] / rates["closed"])
         finally:
-            daemon.terminate()
-            daemon.wait(30)
+            stop_process(daemon)
             redis.close()
     ratio = statistics.median(rows)
     print(json.dumps({"open_over_closed": round(ratio, 3), "per_round": [round(r, 3) for r in rows]}))

@@ -39,9 +39,9 @@ from daemon.app import Daemon
 from daemon.core.seam import FrameResult
 from daemon.tracking.seam import TrackingStage
 from tools.bench.lines_apply import delta, totals
-from tools.bench.running import start_daemon, wait
 from tools.kit.daemon_config import MODELS, write_config
 from tools.kit.redis_server import RedisServer, find_redis_server
+from tools.kit.running import start_daemon, wait
 from tools.kit.synth.video import render_video
 
 WIDTH, HEIGHT = 640, 480  # the router picks the 640 lane

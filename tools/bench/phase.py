@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,8 +16,7 @@ from typing import Any
 import redis
 from prometheus_client import Histogram
 
-from daemon.app import Daemon
-from daemon.config.seam import EngineConfig, load_settings
+from daemon.config.seam import EngineConfig
 from daemon.core.seam import Metrics
 from tools.bench.budget import budget, diff, overhead, role_seconds, stage_seconds
 from tools.bench.experiments import EXPERIMENTS, Experiment
@@ -34,6 +31,7 @@ from tools.bench.procs import (
     thread_times_s,
 )
 from tools.kit.daemon_config import write_config
+from tools.kit.running import RunningDaemon, start_daemon
 
 
 # -- the daemon phase ---------------------------------------------------------------------------
@@ -54,31 +52,6 @@ class BenchMetrics(Metrics):
 
 def snapshot(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return {(s.name, tuple(sorted(s.labels.items()))): s.value for m in metrics.registry.collect() for s in m.samples}
-
-
-def run_daemon(config: Path, metrics: Metrics) -> tuple[Daemon, threading.Thread, list[Any]]:
-    daemon = Daemon(load_settings(config), metrics=metrics)
-    box: list[Any] = [None, None]  # loop, error
-
-    def main() -> None:
-        async def go() -> None:
-            box[0] = asyncio.get_running_loop()
-            await daemon.run()
-
-        try:
-            asyncio.run(go())
-        except BaseException as exc:
-            box[1] = exc
-
-    thread = threading.Thread(target=main, name="bench-daemon", daemon=True)
-    thread.start()
-    return daemon, thread, box
-
-
-def stop_daemon(daemon: Daemon, thread: threading.Thread, box: list[Any]) -> None:
-    if box[0] is not None and thread.is_alive():
-        box[0].call_soon_threadsafe(daemon.request_stop)
-    thread.join(30)
 
 
 class Segments:
@@ -167,13 +140,14 @@ def daemon_phase(
     is called when that window starts (a profiler to start, say)."""
     config, cams, engine = phase_config(k, args, srv, out)
     metrics = BenchMetrics()
-    daemon, thread, box = run_daemon(config, metrics)
+    running = start_daemon(config, metrics=metrics)
+    daemon = running.daemon
     client = redis.Redis(port=srv.redis_port, db=k % 16, decode_responses=True)  # 16 databases by default
     streams = {c["id"]: daemon.settings.redis.stream_for(c["id"]) for c in cams}
     samples: list[dict[str, Any]] = []
     spy: subprocess.Popen[bytes] | None = None
     try:
-        wait_entries(client, streams, thread, box)
+        wait_entries(client, streams, running)
         t0, s0, threads0, tids0 = time.time(), snapshot(metrics), thread_times_s(), thread_cpu_s()
         prev = cpu_clocks(srv)
         experiment = EXPERIMENTS[args.ab] if getattr(args, "ab", None) else None
@@ -191,11 +165,11 @@ def daemon_phase(
         segments.finish()
     finally:
         metrics.stage_cpu.switch.on = True
-        stop_daemon(daemon, thread, box)
+        running.stop(30)
         if spy is not None:
             finish_flame(spy, flame)
-    if box[1] is not None:
-        raise RuntimeError("daemon failed") from box[1]
+    if running.error is not None:
+        raise RuntimeError("daemon failed") from running.error
     s2 = snapshot(metrics)
     phase = summarize_phase(k, args, client, streams, samples, (t0, t1), (s0, s1, s2), engine)
     if (counted := crossings(args, s0, s1, t1 - t0)) is not None:  # with --lines
@@ -240,12 +214,12 @@ def phase_config(
     return config, cams, engine
 
 
-def wait_entries(client: redis.Redis, streams: dict[str, str], thread: threading.Thread, box: list[Any]) -> None:
+def wait_entries(client: redis.Redis, streams: dict[str, str], running: RunningDaemon) -> None:
     """Until every camera's stream has an entry (90 s at most; RuntimeError if the daemon fails first)."""
     deadline = time.time() + 90
     while not all(client.xlen(s) for s in streams.values()):
-        if time.time() > deadline or box[1] is not None or not thread.is_alive():
-            raise RuntimeError(f"daemon produced no entries for every camera: {box[1]!r}")
+        if time.time() > deadline or not running.thread.is_alive():
+            raise RuntimeError(f"daemon produced no entries for every camera: {running.error!r}")
         time.sleep(0.2)
 
 

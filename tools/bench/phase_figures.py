@@ -12,7 +12,8 @@ import numpy as np
 import redis
 
 from daemon.publish.seam import decode_entry
-from tools.bench.procs import pct, split_window
+from tools.bench.procs import split_window
+from tools.kit.stats import percentile, percentiles
 from tools.kit.streams import read_stream
 
 
@@ -70,16 +71,12 @@ def summarize_phase(
         "fps_total": round(len(t) / (t1 - t0), 2),
         "per_camera": per_cam,
         "latency_ms": {
-            "p50": pct(lat, 50),
-            "p95": pct(lat, 95),
-            "p99": pct(lat, 99),
-            "max": pct(lat, 100),
-            "first_p50": pct(first, 50),
-            "first_p99": pct(first, 99),
-            "last_p50": pct(last, 50),
-            "last_p99": pct(last, 99),
+            **percentiles(lat, (50, 95, 99), 1),
+            "max": percentile(lat, 100, 1),
+            **{f"first_{k}": v for k, v in percentiles(first, (50, 99), 1).items()},
+            **{f"last_{k}": v for k, v in percentiles(last, (50, 99), 1).items()},
         },
-        "latency_vs_expected_capture_ms": {"p50": pct(exp, 50), "p95": pct(exp, 95), "p99": pct(exp, 99)},
+        "latency_vs_expected_capture_ms": percentiles(exp, (50, 95, 99), 1),
         "batch_sizes": batch_counts(s0, s1),
         "inference_ms_mean": round(1000 * sum_inf / n_inf, 2) if n_inf else float("nan"),
         "session_run_busy_pct": round(100 * sum_inf / (t1 - t0), 1),
@@ -117,7 +114,7 @@ def camera_figures(
     figures = {
         "fps": round(len(rows) / (t1 - t0), 2),
         "entries": len(rows),
-        "latency_ms": {"p50": pct(lat, 50), "p95": pct(lat, 95), "p99": pct(lat, 99)},
+        "latency_ms": percentiles(lat, (50, 95, 99), 1),
         "dropped_window": {
             r: sample(s1, "beltsight_frames_dropped_total", camera=cam, reason=r)
             - sample(s0, "beltsight_frames_dropped_total", camera=cam, reason=r)

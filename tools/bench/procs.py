@@ -5,7 +5,7 @@ tools/kit's launchers and stops them;
 `render_clips` renders the synthetic clips they serve (cached in runs/bench-cache); the /proc
 readers give CPU seconds (this process, its threads, another process, the whole machine) and RSS,
 the daemon's counting its decoder processes (`[engine] processes`, this process's children);
-`pct` and `split_window` are the latency percentiles both phases report.
+`split_window` is the latency window both phases report.
 """
 
 from __future__ import annotations
@@ -163,25 +163,17 @@ class Servers:
 
 
 def render_clips(k: int, width: int, height: int, fps: int, bitrate: str | None) -> list[Path]:
-    from tools.kit.synth.video import render_video  # noqa: PLC0415
+    from tools.kit.synth.video import render_cached  # noqa: PLC0415
 
-    CACHE.mkdir(parents=True, exist_ok=True)
-    clips = []
-    for i in range(k):
-        rate = f"-{bitrate}bps" if bitrate else "-crf20"
-        clip = CACHE / f"cam{i}-{width}x{height}-{fps}fps{rate}-seed{1000 + i}.mp4"
-        if not clip.exists():
-            print(f"bench: rendering {clip.name}", flush=True)
-            tmp = clip.with_suffix(".tmp.mp4")
-            render_video(tmp, clip.with_suffix(".json"), width, height, fps, CLIP_SECONDS, 1000 + i, bitrate)
-            tmp.rename(clip)
-        clips.append(clip)
-    return clips
-
-
-# -- latency percentiles ------------------------------------------------------------------------
-def pct(a: np.ndarray, q: float) -> float:
-    return round(float(np.percentile(a, q)), 1) if len(a) else float("nan")
+    rate = f"-{bitrate}bps" if bitrate else "-crf20"
+    return [
+        render_cached(
+            CACHE / f"cam{i}-{width}x{height}-{fps}fps{rate}-seed{1000 + i}.mp4",
+            *(width, height, fps, CLIP_SECONDS, 1000 + i, bitrate),
+            say=lambda text: print(f"bench: {text}", flush=True),
+        )
+        for i in range(k)
+    ]
 
 
 def split_window(t: np.ndarray, lat: np.ndarray, t0: float, t1: float) -> tuple[np.ndarray, np.ndarray]:

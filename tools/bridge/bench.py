@@ -12,108 +12,50 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import time
 from pathlib import Path
-from typing import Any
 
 import redis.asyncio as aioredis
-from asyncua import ua
 from asyncua.client.client import Client
-from pymodbus.client import AsyncModbusTcpClient
-from redis.typing import EncodableT, FieldT
 
-from daemon.bridge.seam import Bridge, ModbusProtocol, layout_from_data, words_u32
-from daemon.config.seam import BridgeConfig, RedisConfig
-from tools.kit.ports import free_port
+from daemon.bridge.seam import ModbusProtocol
+from tools.kit.plc_clients import Arrivals, beltsight_ns, bench_bridge, crossing_fields, node, opcua_url, poll_count_in
 from tools.kit.redis_server import temporary_redis
-
-
-class Changes:
-    def __init__(self, seen: dict[int, float]) -> None:
-        self.seen = seen
-
-    def datachange_notification(self, node: Any, val: Any, data: Any) -> None:
-        self.seen.setdefault(int(val), time.perf_counter())
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
-
-
-async def poll_modbus(port: int, seen: dict[int, float], stop: asyncio.Event, poll_s: float) -> None:
-    client = AsyncModbusTcpClient("127.0.0.1", port=port)
-    await client.connect()
-    last = 0
-    while not stop.is_set():
-        regs = (await client.read_holding_registers(0, count=16, device_id=1)).registers
-        count = words_u32(regs[0], regs[1])
-        now = time.perf_counter()
-        for n in range(last + 1, count + 1):
-            seen.setdefault(n, now)
-        last = max(last, count)
-        await asyncio.sleep(poll_s)
-    client.close()
+from tools.kit.stats import Summary
 
 
 async def bench(args: argparse.Namespace, redis_port: int, state_dir: Path) -> None:
-    layout = layout_from_data([{"id": "cam1", "lines": [{"id": "L1", "gates": ["g1"]}]}])
-    config = BridgeConfig.model_validate(
-        {
-            "health_listen": "",
-            "state_dir": str(state_dir),
-            "opcua": {"listen": f"127.0.0.1:{free_port()}", "security": "none"},
-            "modbus": {"listen": f"127.0.0.1:{free_port()}"},
-        }
-    )
-    bridge = Bridge(config, layout, lambda: aioredis.Redis(port=redis_port, decode_responses=True), redis=RedisConfig())
+    bridge = bench_bridge(redis_port, state_dir)
     await bridge.start()
     writer = aioredis.Redis(port=redis_port, decode_responses=True)
     sent: dict[int, float] = {}
-    opc_seen: dict[int, float] = {}
-    mb_seen: dict[int, float] = {}
+    opc, mb = Arrivals(), Arrivals()
     stop = asyncio.Event()
-    async with Client(f"opc.tcp://{config.opcua.listen}/beltsight") as client:
-        ns = await client.get_namespace_index("urn:beltsight")
-        sub = await client.create_subscription(10, Changes(opc_seen))
+    async with Client(opcua_url(bridge.config.opcua.listen or "")) as client:
+        sub = await client.create_subscription(10, opc)
         await sub.subscribe_data_change(
-            client.get_node(ua.NodeId(ua.String("BeltSight/cam1/L1/CountIn"), ua.Int16(ns))), queuesize=100
+            node(client, await beltsight_ns(client), "BeltSight/cam1/L1/CountIn"), queuesize=100
         )
         modbus = bridge.protocol(ModbusProtocol)
         port = modbus.server.port if modbus is not None else 0
-        poller = asyncio.create_task(poll_modbus(port, mb_seen, stop, args.poll_ms / 1000))
+        poller = asyncio.create_task(
+            poll_count_in(port, lambda n: mb.at.setdefault(n, time.perf_counter()), stop, args.poll_ms / 1000)
+        )
         await asyncio.sleep(0.5)
         for n in range(1, args.crossings + 1):
-            fields: dict[FieldT, EncodableT] = {
-                "v": "1",
-                "camera": "cam1",
-                "track": str(n),
-                "label": "box",
-                "cls": "0",
-                "score": "0.9",
-                "event": "crossed",
-                "at_ms": str(int(time.time() * 1000)),
-                "line": "L1",
-                "direction": "in",
-                "count": str(n),
-                "speed_px_s": "50",
-                "eta": f'{{"g1":{int(time.time() * 1000) + 4000}}}',
-            }
             sent[n] = time.perf_counter()
-            await writer.xadd("beltsight:objects:cam1", fields)
+            await writer.xadd("beltsight:objects:cam1", crossing_fields(n))  # type: ignore[arg-type]
             await asyncio.sleep(1 / args.rate)
         await asyncio.sleep(1.0)
         stop.set()
         await poller
     await writer.aclose()
     await bridge.stop()
-    for name, seen in (("opcua data change", opc_seen), ("modbus register", mb_seen)):
-        lat = [seen[n] - sent[n] for n in sent if n in seen]
-        missed = len(sent) - len(lat)
+    for name, seen in (("opcua data change", opc.at), ("modbus register", mb.at)):
+        s = Summary.of([(seen[n] - sent[n]) * 1000 for n in sent if n in seen])
         print(
-            f"{name:18s} n={len(lat)} missed={missed} p50={pct(lat, 0.5):.1f} ms p99={pct(lat, 0.99):.1f} ms "
-            f"max={max(lat) * 1000:.1f} ms mean={statistics.fmean(lat) * 1000:.1f} ms"
+            f"{name:18s} n={s.n} missed={len(sent) - s.n} p50={s.p50:.1f} ms p99={s.p99:.1f} ms "
+            f"max={s.max:.1f} ms mean={s.mean:.1f} ms"
         )
 
 

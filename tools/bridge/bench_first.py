@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import shutil
 import time
 from collections.abc import Callable
@@ -32,16 +33,23 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
-from asyncua import ua
 from asyncua.client.client import Client
-from pymodbus.client import AsyncModbusTcpClient
 
-from daemon.bridge.seam import Bridge, ModbusProtocol, OpcUaProtocol, layout_from_data, words_u32
-from daemon.config.seam import BridgeConfig, RedisConfig
-from tools.bridge.bench import pct
-from tools.bridge.bench_mv import MV_URI, crossing_fields
-from tools.kit.ports import free_port
+from daemon.bridge.seam import Bridge, ModbusProtocol, OpcUaProtocol
+from tools.kit.plc_clients import Arrivals as Handler
+from tools.kit.plc_clients import (
+    beltsight_ns,
+    bench_bridge,
+    crossing_fields,
+    event_type,
+    mv_ns,
+    node,
+    opcua_url,
+    poll_count_in,
+    vision_system,
+)
 from tools.kit.redis_server import temporary_redis
+from tools.kit.stats import Summary
 
 JS = Path(__file__).resolve().parents[2] / "tests" / "js"
 STREAM = "beltsight:objects:cam1"
@@ -58,6 +66,12 @@ class Arrivals:
     def seen(self, path: str, track: int) -> None:
         self.at.setdefault(path, {}).setdefault(track, time.time())
 
+    def handler(self, path: str, key_of: Callable[[Any], Any]) -> Handler:
+        """A subscription handler noting `path`'s arrivals here (a CountIn change's value is its track)."""
+        handler = Handler(key_of, time.time)
+        handler.at = self.at.setdefault(path, handler.at)
+        return handler
+
 
 @dataclass
 class Latencies:
@@ -72,49 +86,16 @@ class Latencies:
                 mine.setdefault(path, []).extend(values)
 
 
-class _Handler:
-    def __init__(self, arrivals: Arrivals, path: str, track_of: Callable[[Any], Any]) -> None:
-        self._arrivals, self._path, self._track_of = arrivals, path, track_of
-
-    def event_notification(self, event: Any) -> None:
-        self._arrivals.seen(self._path, int(self._track_of(event)))
-
-    def datachange_notification(self, node: Any, val: Any, data: Any) -> None:
-        self._arrivals.seen(self._path, int(val))  # crossing n is count n: CountIn's value is its track
-
-
 async def _subscribe(client: Client, arrivals: Arrivals) -> None:
-    ns = await client.get_namespace_index("urn:beltsight")
-    mv_ns = await client.get_namespace_index(MV_URI)
-    root = client.get_node(ua.NodeId(ua.String("BeltSight"), ua.Int16(ns)))
-    crossing = await client.create_subscription(10, _Handler(arrivals, "crossing event", lambda e: e.Track))
-    await crossing.subscribe_events(
-        root, await client.nodes.base_event_type.get_child([f"{ns}:CrossingEventType"]), queuesize=10_000
-    )
-    result = await client.create_subscription(10, _Handler(arrivals, "result event", lambda e: e.PartId.Id))
-    camera = await root.get_child([f"{ns}:MachineVision", f"{ns}:cam1"])
-    etype = await client.nodes.base_event_type.get_child([f"{mv_ns}:ResultReadyEventType"])
-    await result.subscribe_events(camera, etype, queuesize=10_000)
-    change = await client.create_subscription(10, _Handler(arrivals, "CountIn change", lambda v: v))
-    await change.subscribe_data_change(
-        client.get_node(ua.NodeId(ua.String("BeltSight/cam1/L1/CountIn"), ua.Int16(ns))), queuesize=1000
-    )
-
-
-async def _poll_modbus(port: int, arrivals: Arrivals, stop: asyncio.Event) -> None:
-    """Until `stop` is set. Not cancelled: pymodbus can swallow a cancellation that lands inside a
-    request and go on polling, which left the measurement's clean-up waiting for ever (a CI hang)."""
-    client = AsyncModbusTcpClient("127.0.0.1", port=port)
-    await client.connect()
-    try:
-        while not stop.is_set():
-            reply = await client.read_holding_registers(0, count=2, device_id=1)
-            if not reply.isError():  # busy until the snapshot is loaded
-                for n in range(1, words_u32(reply.registers[0], reply.registers[1]) + 1):
-                    arrivals.seen("modbus register", n)
-            await asyncio.sleep(0.002)
-    finally:
-        client.close()
+    ns = await beltsight_ns(client)
+    root = node(client, ns, "BeltSight")
+    crossing = await client.create_subscription(10, arrivals.handler("crossing event", lambda e: e.Track))
+    await crossing.subscribe_events(root, await event_type(client, ns, "CrossingEventType"), queuesize=10_000)
+    result = await client.create_subscription(10, arrivals.handler("result event", lambda e: e.PartId.Id))
+    etype = await event_type(client, await mv_ns(client), "ResultReadyEventType")
+    await result.subscribe_events(await vision_system(client, "cam1"), etype, queuesize=10_000)
+    change = await client.create_subscription(10, arrivals.handler("CountIn change", lambda v: v))
+    await change.subscribe_data_change(node(client, ns, "BeltSight/cam1/L1/CountIn"), queuesize=1000)
 
 
 async def _node_client(
@@ -158,9 +139,11 @@ async def first_crossing_latencies(
     opcua, modbus = bridge.protocol(OpcUaProtocol), bridge.protocol(ModbusProtocol)
     assert opcua is not None and modbus is not None
     arrivals = Arrivals()
-    endpoint = f"opc.tcp://127.0.0.1:{opcua.server.port}/beltsight"
+    endpoint = opcua_url(f"127.0.0.1:{opcua.server.port}")
     stop_polling = asyncio.Event()
-    poller = asyncio.create_task(_poll_modbus(modbus.server.port, arrivals, stop_polling))
+    poller = asyncio.create_task(
+        poll_count_in(modbus.server.port, lambda n: arrivals.seen("modbus register", n), stop_polling, 0.002)
+    )
     proc, feed = await _node_client(endpoint, node, arrivals) if node != "off" else (None, None)
     sent: dict[int, tuple[float, bool]] = {}
     try:
@@ -173,7 +156,7 @@ async def first_crossing_latencies(
                 for k in range(1 + follow):
                     n += 1
                     sent[n] = (time.time(), k == 0)
-                    await writer.xadd(STREAM, crossing_fields(n))
+                    await writer.xadd(STREAM, crossing_fields(n, snapshot=True))  # type: ignore[arg-type]
                     await asyncio.sleep(GAP_S)
                 deadline = time.monotonic() + ARRIVAL_DEADLINE_S
                 while any(m not in seen for seen in _paths(arrivals, proc) for m in sent):
@@ -203,29 +186,14 @@ def _paths(arrivals: Arrivals, proc: asyncio.subprocess.Process | None) -> list[
     return [arrivals.at.get(name, {}) for name in names]
 
 
-def bench_config(state_dir: Path) -> BridgeConfig:
-    return BridgeConfig.model_validate(
-        {
-            "health_listen": "",
-            "state_dir": str(state_dir),
-            "opcua": {"listen": f"127.0.0.1:{free_port()}", "security": "none", "machine_vision": True},
-            "modbus": {"listen": f"127.0.0.1:{free_port()}"},
-        }
-    )
-
-
 async def bench(args: argparse.Namespace, redis_port: int, state_dir: Path) -> Latencies:
-    layout = layout_from_data([{"id": "cam1", "lines": [{"id": "L1", "gates": ["g1"]}]}])
     writer = aioredis.Redis(port=redis_port, decode_responses=True)
     total = Latencies()
     start = 1
     spells = [float(x) for x in args.idle.split(",")]
     try:
         for _ in range(args.rounds):
-            config = bench_config(state_dir)
-            bridge = Bridge(
-                config, layout, lambda: aioredis.Redis(port=redis_port, decode_responses=True), redis=RedisConfig()
-            )
+            bridge = bench_bridge(redis_port, state_dir, machine_vision=True)
             await bridge.start()
             try:
                 total.add(
@@ -244,11 +212,11 @@ async def bench(args: argparse.Namespace, redis_port: int, state_dir: Path) -> L
 def report(lat: Latencies) -> None:
     for path in sorted(lat.first):
         first, following = lat.first[path], lat.following.get(path, [])
-        missed = sum(1 for v in first + following if v == float("inf"))
+        missed = sum(1 for v in first + following if v == math.inf)  # counted here, not in the percentiles
+        a, b = (Summary.of([v * 1000 for v in vs if v != math.inf]) for vs in (first, following))
         print(
-            f"{path:20s} first n={len(first)} p50={pct(first, 0.5):7.1f} p99={pct(first, 0.99):7.1f} "
-            f"max={max(first) * 1000:7.1f} ms | following n={len(following)} p50={pct(following, 0.5):6.1f} "
-            f"p99={pct(following, 0.99):6.1f} ms | missed={missed}"
+            f"{path:20s} first n={a.n} p50={a.p50:7.1f} p99={a.p99:7.1f} max={a.max:7.1f} ms | "
+            f"following n={b.n} p50={b.p50:6.1f} p99={b.p99:6.1f} ms | missed={missed}"
         )
 
 

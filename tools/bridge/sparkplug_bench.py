@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import tempfile
 import threading
 import time
@@ -23,25 +22,13 @@ import paho.mqtt.client as paho
 import redis.asyncio as aioredis
 from pysparkplug import DData
 
-from daemon.bridge.seam import Bridge, SparkplugProtocol, layout_from_data
-from daemon.config.seam import BridgeConfig, RedisConfig
+from daemon.bridge.seam import SparkplugProtocol
 from tools.kit.mosquitto import Mosquitto
+from tools.kit.plc_clients import bench_bridge, crossing_fields, rss_mb
 from tools.kit.redis_server import RedisServer, find_redis_server
+from tools.kit.stats import Summary
 
-LAYOUT = layout_from_data([{"id": "cam1", "lines": [{"id": "L1", "gates": ["g1"]}]}])
 STREAM = "beltsight:objects:cam1"
-
-
-def rss_mb() -> float:
-    pages = int(Path("/proc/self/statm").read_text().split()[1])
-    return pages * 4096 / 2**20
-
-
-def entry(count: int) -> dict[str, str]:
-    at = str(int(time.time() * 1000))
-    return {"v": "1", "camera": "cam1", "track": str(count), "label": "box", "cls": "0", "score": "0.9",
-            "event": "crossed", "at_ms": at, "line": "L1", "direction": "in", "count": str(count),
-            "speed_px_s": "40", "eta": '{"g1":1}'}  # fmt: skip
 
 
 class Receiver:
@@ -73,16 +60,7 @@ async def run(crossings: int, rate: float, memory: int, tmp: Path) -> None:
     broker = Mosquitto(tmp).start()
     receiver = Receiver(broker.port)
     receiver.ready.wait(10)
-    config = BridgeConfig.model_validate(
-        {
-            "health_listen": "",
-            "state_dir": str(tmp),
-            "opcua": {"listen": ""},
-            "modbus": {"listen": ""},
-            "sparkplug": {"url": broker.url},
-        }
-    )
-    bridge = Bridge(config, LAYOUT, lambda: aioredis.Redis(port=redis_server.port), redis=RedisConfig())
+    bridge = bench_bridge(redis_server.port, tmp, opcua=False, modbus=False, sparkplug={"url": broker.url})
     r = aioredis.Redis(port=redis_server.port)
     await bridge.start()
     try:
@@ -91,17 +69,18 @@ async def run(crossings: int, rate: float, memory: int, tmp: Path) -> None:
         sent: dict[int, float] = {}
         for n in range(1, crossings + 1):
             sent[n] = time.perf_counter()
-            await r.xadd(STREAM, entry(n))  # type: ignore[arg-type]
+            await r.xadd(STREAM, crossing_fields(n))  # type: ignore[arg-type]
             await asyncio.sleep(1 / rate)
         while len(receiver.arrived) < crossings:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
-        lat = sorted((receiver.arrived[n] - sent[n]) * 1000 for n in sent)
-        p99 = lat[int(len(lat) * 0.99) - 1]
-        print(f"XADD -> DDATA, {crossings} crossings at {rate:g}/s: p50 {statistics.median(lat):.1f} ms, "
-              f"p99 {p99:.1f} ms, max {lat[-1]:.1f} ms")  # fmt: skip
+        s = Summary.of([(receiver.arrived[n] - sent[n]) * 1000 for n in sent])
+        print(
+            f"XADD -> DDATA, {crossings} crossings at {rate:g}/s: "
+            f"p50 {s.p50:.1f} ms, p99 {s.p99:.1f} ms, max {s.max:.1f} ms"
+        )
         before = rss_mb()
         for n in range(crossings + 1, crossings + memory + 1):
-            await r.xadd(STREAM, entry(n))  # type: ignore[arg-type]
+            await r.xadd(STREAM, crossing_fields(n))  # type: ignore[arg-type]
         while len(receiver.arrived) < crossings + memory:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         print(f"RSS over {memory} more crossings: {before:.1f} MB -> {rss_mb():.1f} MB (this process: bridge + bench)")

@@ -4,7 +4,6 @@ no half clip), each with its ground truth beside it (`<clip>.json`)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,24 +18,12 @@ CLIP_SECONDS = 12
 
 def render_clips(data: Path, say: Callable[[str], None]) -> dict[str, Path]:
     """camera id -> its clip, rendered where missing."""
-    from tools.kit.synth.video import render_video  # noqa: PLC0415 - Pillow and x264 only when rendering
+    from tools.kit.synth.video import render_cached  # noqa: PLC0415 - Pillow and x264 only when rendering
 
-    data.mkdir(parents=True, exist_ok=True)
-    clips = {}
-    for cam, (w, h, fps, seed) in CAMERAS.items():
-        clip = data / f"{cam}-{w}x{h}.mp4"
-        if not clip.exists():
-            say(f"rendering {clip.name} ({w}x{h}, {fps} fps, {CLIP_SECONDS} s)")
-            partial, partial_gt = clip.with_suffix(".partial.mp4"), clip.with_suffix(".partial.json")
-            try:
-                render_video(partial, partial_gt, w, h, fps, CLIP_SECONDS, seed)
-                os.replace(partial_gt, clip.with_suffix(".json"))
-                os.replace(partial, clip)
-            finally:
-                partial.unlink(missing_ok=True)
-                partial_gt.unlink(missing_ok=True)
-        clips[cam] = clip
-    return clips
+    return {
+        cam: render_cached(data / f"{cam}-{w}x{h}.mp4", w, h, fps, CLIP_SECONDS, seed, say=say)
+        for cam, (w, h, fps, seed) in CAMERAS.items()
+    }
 
 
 __all__ = ["CAMERAS", "CLIP_SECONDS", "render_clips"]

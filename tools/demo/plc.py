@@ -19,14 +19,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from asyncua import ua
 from asyncua.client.client import Client
 from asyncua.ua.uaerrors import UaError
 from pymodbus.client import AsyncModbusTcpClient
 
-from daemon.bridge.seam import DEFINED_REGISTERS, ETA_SUFFIX, BridgeLayout, layout_from_data, words_u32
+from daemon.bridge.seam import DEFINED_REGISTERS, ETA_SUFFIX, BridgeLayout, layout_from_data
 from daemon.config.seam import ConfigError, Settings, load_settings
 from daemon.core.seam import parse_host_port
+from tools.kit.plc_clients import beltsight_ns, block_counts, node, opcua_url, read_block
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 5.0
@@ -46,10 +46,10 @@ class Reading:
 
 async def read_opcua(endpoint: str, blocks: list[tuple[str, str, str | None]]) -> list[Reading]:
     async with Client(endpoint, timeout=TIMEOUT_S) as client:
-        ns = await client.get_namespace_index("urn:beltsight")
+        ns = await beltsight_ns(client)
 
         async def value(path: str) -> object:
-            return await client.get_node(ua.NodeId(ua.String(path), ua.Int16(ns))).read_value()
+            return await node(client, ns, path).read_value()
 
         out = []
         for camera, line, gate in blocks:
@@ -72,12 +72,8 @@ async def read_modbus(host: str, port: int, unit: int, offsets: list[int]) -> li
     try:
         out = []
         for offset in offsets:
-            reply = await client.read_holding_registers(offset, count=DEFINED_REGISTERS, device_id=unit)
-            if reply.isError():
-                raise ConnectionError(f"Modbus read of registers {offset}.. failed: {reply}")
-            regs = reply.registers
-            detail = f"registers {offset}-{offset + 3}, heartbeat {regs[13]}"
-            out.append(Reading(words_u32(regs[0], regs[1]), words_u32(regs[2], regs[3]), detail))
+            regs = await read_block(client, offset, unit, DEFINED_REGISTERS)
+            out.append(Reading(*block_counts(regs), f"registers {offset}-{offset + 3}, heartbeat {regs[13]}"))
         return out
     finally:
         client.close()
@@ -102,7 +98,7 @@ async def report(settings: Settings, camera: str | None) -> int:
         return 1
     bridge = settings.bridge
     opcua_host, opcua_port = parse_host_port(bridge.opcua.listen or "")
-    endpoint = f"opc.tcp://{opcua_host}:{opcua_port}/beltsight"
+    endpoint = opcua_url(f"{opcua_host}:{opcua_port}")
     mb_host, mb_port = parse_host_port(bridge.modbus.listen or "")
     all_blocks = layout.blocks()
     offsets = [

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -106,16 +105,6 @@ class Children:
         for what, proc, log in (("daemon", self.daemon, self.daemon_log), ("bridge", self.bridge, self.bridge_log)):
             if proc.poll() is not None:
                 raise DemoFailed(f"the {what} exited with code {proc.returncode}; see {log}")
-
-
-def stop_daemon(proc: subprocess.Popen[str]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def stop_all(stops: list[Callable[[], None]]) -> None:

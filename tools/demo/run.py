@@ -41,12 +41,12 @@ from tools.demo.procs import (
     start_redis,
     start_rtsp,
     stop_all,
-    stop_daemon,
     wait_ready,
 )
 from tools.demo.reference import DemoReference
 from tools.demo.watch import watch
 from tools.kit.rtsp import SYSTEM_PYTHON
+from tools.kit.running import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -110,10 +110,10 @@ def run(args: argparse.Namespace) -> None:
         stops.append(lambda: rtsp.terminate(timeout_s=15))
         bridge_log = data / "bridge.log"
         bridge = start_beltsight("bridge", config, bridge_log)
-        stops.append(lambda: stop_daemon(bridge))
+        stops.append(lambda: stop_process(bridge, 15))
         log = data / "daemon.log"
         daemon = start_beltsight("run", config, log)
-        stops.append(lambda: stop_daemon(daemon))
+        stops.append(lambda: stop_process(daemon, 15))
         say(f"daemon started (log: {log}); waiting for READY")
         wait_ready(daemon, args.health_port, log)
         wait_ready(bridge, args.bridge_health_port, bridge_log, "the bridge")

@@ -10,12 +10,13 @@ line per camera: refreshed in place on a terminal, printed every few seconds oth
 
 from __future__ import annotations
 
-import math
 import shutil
 import sys
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, TextIO
+
+from tools.kit.stats import percentile
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,13 +49,6 @@ class Summary:
             f"{self.camera:<14} {self.state:<9} {self.fps:5.1f} fps  {parts}{lat}  "
             f"{self.dets_per_frame:4.1f} det/frame  model {self.model:<4}  {labels}"
         )
-
-
-def percentile(values: list[int], q: float) -> float:
-    """The q-th percentile (0..100) by the nearest-rank method."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return float(ordered[rank - 1])
 
 
 @dataclass

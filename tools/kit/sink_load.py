@@ -2,7 +2,7 @@
 
 `feed` accepts one `frame` per camera every 1/fps s and notes the moment each was accepted; `watch`
 notes the moment each entry becomes visible to a blocking XREAD; both on `time.perf_counter`, so a
-bench's latency per entry is `arrived[k] - accepted[k]`. `pct` is the nearest-rank percentile they print.
+bench's latency per entry is `arrived[k] - accepted[k]`. They print `tools.kit.stats.percentile`.
 """
 
 from __future__ import annotations
@@ -75,9 +75,3 @@ async def watch(client: aioredis.Redis, streams: list[str], arrived: dict[tuple[
                     arrived[(fields["camera"], int(fields["seq"]))] = now
     finally:
         await client.aclose()
-
-
-def pct(values: list[float], q: float) -> float:
-    """The nearest-rank `q` quantile of `values` (not empty)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

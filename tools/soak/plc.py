@@ -38,11 +38,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from asyncua import ua
 from asyncua.client.client import Client
 from pymodbus.client import AsyncModbusTcpClient
 
-NAMESPACE = "urn:beltsight"
+from tools.kit.plc_clients import beltsight_ns, block_counts, event_type, node, opcua_url, read_block
+
 MESSAGE = re.compile(r"^(?P<camera>\S+)/(?P<line>\S+) (?P<direction>in|out) #(?P<count>\d+)$")
 BLOCK_SIZE = 16
 
@@ -130,7 +130,7 @@ class Plc:
         self.sessions.write("\n")
 
     async def opcua(self) -> None:
-        url = f"opc.tcp://{self.args.opcua}/beltsight"
+        url = opcua_url(self.args.opcua)
         while not self.stop.is_set():
             client = Client(url, timeout=5)
             try:
@@ -140,20 +140,19 @@ class Plc:
                 self.sessions.write(
                     json.dumps({"t": round(time.time(), 3), "session": self.session, "up": True}) + "\n"
                 )
-                ns = await client.get_namespace_index(NAMESPACE)
+                ns = await beltsight_ns(client)
                 sub = await client.create_subscription(50, self)
-                etype = await client.nodes.base_event_type.get_child([f"{ns}:CrossingEventType"])
-                source = client.get_node(ua.NodeId(ua.String("BeltSight"), ua.Int16(ns)))
+                etype, source = await event_type(client, ns, "CrossingEventType"), node(client, ns, "BeltSight")
                 await sub.subscribe_events(source, etype, queuesize=10_000)
                 if self.args.history_s > 0:  # subscribed first: nothing falls between the two
                     await self.read_history(source, etype)
                 nodes = [
-                    client.get_node(ua.NodeId(ua.String(f"BeltSight/{cam}/{line}/{name}"), ua.Int16(ns)))
+                    node(client, ns, f"BeltSight/{cam}/{line}/{name}")
                     for cam, line in self.blocks
                     for name in ("CountIn", "CountOut")
                 ]
                 await sub.subscribe_data_change(nodes, queuesize=100)
-                heartbeat = client.get_node(ua.NodeId(ua.String("BeltSight/Heartbeat"), ua.Int16(ns)))
+                heartbeat = node(client, ns, "BeltSight/Heartbeat")
                 while not self.stop.is_set():
                     await asyncio.wait_for(heartbeat.read_value(), timeout=5)
                     with contextlib.suppress(TimeoutError):
@@ -177,11 +176,8 @@ class Plc:
                 if not client.connected:
                     await client.connect()
                 for n, (cam, line) in enumerate(self.blocks):
-                    reply = await client.read_holding_registers(BLOCK_SIZE * n, count=4, device_id=1)
-                    if reply.isError():
-                        raise ConnectionError(str(reply))
-                    regs = reply.registers
-                    for name, value in (("CountIn", regs[0] << 16 | regs[1]), ("CountOut", regs[2] << 16 | regs[3])):
+                    counts = block_counts(await read_block(client, BLOCK_SIZE * n))
+                    for name, value in zip(("CountIn", "CountOut"), counts, strict=True):
                         key = f"{cam}/{line}/{name}"
                         if value < self.modbus_counts.get(key, 0):
                             self.tallies["modbus_backwards"] += 1

@@ -1,17 +1,15 @@
-"""What `python -m tools.soak` starts its children with: the clips, the daemon's config, the daemon itself
-(`start_daemon`, `wait_publishing`), `kill_proc`."""
+"""What `python -m tools.soak` starts its children with: the clips, the daemon's config, `wait_publishing`
+(the daemon itself is `tools.kit.running.spawn_daemon`), `kill_proc`."""
 
 from __future__ import annotations
 
 import contextlib
-import resource
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from tools.kit.daemon_config import REPO, write_config
+from tools.kit.daemon_config import write_config
 from tools.soak.stats import by_label, scrape
 
 CAMERA_SIZES = ((640, 480), (1280, 720))
@@ -26,16 +24,13 @@ def kill_proc(proc: subprocess.Popen[Any] | None) -> None:
 
 
 def render_clips(out: Path, cameras: int, seconds: float) -> list[Path]:
-    from tools.kit.synth.video import render_video  # noqa: PLC0415
+    from tools.kit.synth.video import render_cached  # noqa: PLC0415
 
-    clips = []
-    for i in range(cameras):
-        w, h = CAMERA_SIZES[i % len(CAMERA_SIZES)]
-        path = out / "clips" / f"cam{i}-{w}x{h}.mp4"
-        if not path.exists():
-            render_video(path, path.with_suffix(".json"), w, h, 10, seconds, 100 + i)
-        clips.append(path)
-    return clips
+    sizes = [CAMERA_SIZES[i % len(CAMERA_SIZES)] for i in range(cameras)]
+    return [
+        render_cached(out / "clips" / f"cam{i}-{w}x{h}.mp4", w, h, 10, seconds, 100 + i)
+        for i, (w, h) in enumerate(sizes)
+    ]
 
 
 SOAK_LINE = {
@@ -74,23 +69,6 @@ def write_soak_config(
             {"id": cid, "url": url, "read_timeout_s": 2.0, "stall_s": 5.0, "mm_per_px": 0.5, "lines": [SOAK_LINE]}
             for cid, url in cameras
         ],
-    )
-
-
-def start_daemon(config: Path, log_path: Path, nofile: int) -> subprocess.Popen[bytes]:
-    """`python -m daemon run -c config`, its output appended to `log_path`, with RLIMIT_NOFILE `nofile` (0: as is)."""
-    log = log_path.open("ab")
-
-    def limit_descriptors() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-
-    return subprocess.Popen(
-        [sys.executable, "-m", "daemon", "run", "-c", str(config)],
-        cwd=REPO,
-        stdout=log,
-        stderr=log,
-        stdin=subprocess.DEVNULL,
-        preexec_fn=limit_descriptors if nofile else None,  # noqa: PLW1509  (setrlimit only)
     )
 
 

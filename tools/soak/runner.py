@@ -14,6 +14,7 @@ from typing import Any
 from tools.kit.ports import free_port
 from tools.kit.redis_server import RedisServer, find_redis_server
 from tools.kit.rtsp import RtspServer
+from tools.kit.running import spawn_daemon
 from tools.kit.sentinel import SentinelGroup, start_group
 from tools.soak.bridge import PlcSide
 from tools.soak.checks import check_detections, check_objects
@@ -27,7 +28,7 @@ from tools.soak.faults import (
 )
 from tools.soak.flood import FloodProc
 from tools.soak.plc_checks import stream_crossings
-from tools.soak.procs import kill_proc, render_clips, start_daemon, wait_publishing, write_soak_config
+from tools.soak.procs import kill_proc, render_clips, wait_publishing, write_soak_config
 from tools.soak.report import row, write_report
 from tools.soak.stats import Sample, by_label, healthz_time, proc_stats, scrape
 
@@ -87,7 +88,7 @@ class Soak:
         )
         if self.plc is not None:  # serving, and the PLC subscribed, before the first crossing
             self.plc.start()
-        self.daemon = start_daemon(config, self.out / "logs" / "daemon.log", self.args.nofile)
+        self.daemon = spawn_daemon(config, self.out / "logs" / "daemon.log", self.args.nofile)
         wait_publishing(self.daemon, self.health_port)
 
     def start_redis(self) -> tuple[str, dict[str, Any]]:

@@ -30,6 +30,7 @@ import numpy as np
 import onnxruntime as ort
 
 from daemon.tracking.seam import CameraTracker, GateSpec, LineSpec
+from tools.kit.stats import percentile
 
 W, H = 1280, 720
 LABELS = ("bolt", "hex_nut", "washer", "l_bracket")
@@ -127,7 +128,7 @@ def run(
     return {
         "update_mean_ms": statistics.fmean(update_ms),
         "update_p50_ms": statistics.median(update_ms),
-        "update_p99_ms": float(np.percentile(update_ms, 99)),
+        "update_p99_ms": percentile(update_ms, 99),
         "events": float(events),
         "infer_median_ms": statistics.median(infer_ms),
         "infer_min_ms": min(infer_ms),

@@ -11,7 +11,7 @@ from typing import Any
 
 import av
 
-from tools.kit.synth.video import h264_writer, render_video
+from tools.kit.synth.video import h264_writer, render_cached
 
 WIDTH, HEIGHT = 640, 480
 
@@ -33,23 +33,14 @@ class Scenario:
 
 def render(sc: Scenario, cache: Path) -> tuple[Path, Path]:
     """The scenario's MP4 and GT JSON under ``cache`` (rendered if not there yet)."""
-    mp4, gt = cache / f"{sc.key()}.mp4", cache / f"{sc.key()}.json"
-    if not (mp4.exists() and gt.exists()):
-        tmp = gt.with_suffix(".tmp.json")
-        render_video(
-            mp4,
-            tmp,
-            WIDTH,
-            HEIGHT,
-            sc.fps,
-            sc.seconds,
-            sc.seed,
-            speed_px_s=sc.speed * WIDTH,
-            density=sc.density,
-            stops=sc.stops,
-        )
-        tmp.rename(gt)
-    return mp4, gt
+    mp4 = render_cached(
+        cache / f"{sc.key()}.mp4",
+        *(WIDTH, HEIGHT, sc.fps, sc.seconds, sc.seed),
+        speed_px_s=sc.speed * WIDTH,
+        density=sc.density,
+        stops=sc.stops,
+    )
+    return mp4, mp4.with_suffix(".json")
 
 
 def decimate(mp4: Path, step: int) -> Path:

@@ -5,12 +5,8 @@ and the objects stream's events. ``replay_tracking`` runs the daemon's tracker o
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +17,9 @@ import numpy as np
 from daemon.config.seam import CameraConfig, TrackingConfig
 from daemon.core.seam import ObjectEvent, parse_fields
 from daemon.tracking.seam import CameraTracker, line_specs, tracker_params
-from tools.kit.daemon_config import REPO, write_config
+from tools.kit.daemon_config import write_config
 from tools.kit.redis_server import RedisServer, find_redis_server
+from tools.kit.running import spawn_daemon, stop_process
 
 
 @dataclass
@@ -49,29 +46,18 @@ def run_daemon(
     try:
         config = write_config(out / "daemon.toml", redis_url=server.url, cameras=cameras, tracking=tracking, **engine)
         client = server.client()
-        with (out / "daemon.log").open("wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "daemon", "run", "-c", str(config)],
-                cwd=REPO,
-                stdout=log,
-                stderr=log,
-                stdin=subprocess.DEVNULL,
-            )
-            try:
-                deadline = time.monotonic() + timeout_s
-                done = False
-                while time.monotonic() < deadline and not done and proc.poll() is None:
-                    done = all(client.xlen(f"beltsight:detections:{c}") >= n for c, n in want.items())
-                    time.sleep(0.5)
-                if not done and proc.poll() is not None:
-                    raise RuntimeError(f"daemon exited with {proc.returncode}; see {out / 'daemon.log'}")
-            finally:
-                proc.send_signal(signal.SIGTERM)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(30)
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
+        (out / "daemon.log").unlink(missing_ok=True)
+        proc = spawn_daemon(config, out / "daemon.log")
+        try:
+            deadline = time.monotonic() + timeout_s
+            done = False
+            while time.monotonic() < deadline and not done and proc.poll() is None:
+                done = all(client.xlen(f"beltsight:detections:{c}") >= n for c, n in want.items())
+                time.sleep(0.5)
+            if not done and proc.poll() is not None:
+                raise RuntimeError(f"daemon exited with {proc.returncode}; see {out / 'daemon.log'}")
+        finally:
+            stop_process(proc)
         return {c: _read(client, c) for c in want}
     finally:
         server.close()

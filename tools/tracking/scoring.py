@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from tools.kit.stats import percentile
 from tools.kit.synth.crossings import Crossing, gt_crossings
 from tools.tracking.daemon_run import Published
 from tools.tracking.metrics import (
@@ -94,7 +95,7 @@ def abs_stats(errors: list[float], interval_ms: float) -> dict[str, float]:
     med = float(np.median(a))
     return {
         "median_dt_ms": med,
-        "p90_dt_ms": float(np.percentile(a, 90)),
+        "p90_dt_ms": percentile(a, 90),
         "median_dt_intervals": med / interval_ms,
         "bias_ms": 1000 * statistics.median(errors),
     }

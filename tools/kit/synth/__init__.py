@@ -23,5 +23,6 @@ CLI (tools/synth/__main__.py)::
         -> H.264 MP4 (libx264, yuv420p, no B-frames, GOP = fps) + per-frame GT JSON (camera pixels, xyxy)
 
 Modules: ``belt`` (belt texture, lighting), ``parts`` (the classes, part shapes and placement), ``scene``
-(compositing, camera effects; ``render_image``, ``render_scene``), ``video`` (``render_video``, ``h264_writer``).
+(compositing, camera effects; ``render_image``, ``render_scene``), ``video`` (``render_video``, ``render_cached``,
+``h264_writer``).
 """

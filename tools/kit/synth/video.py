@@ -1,7 +1,9 @@
 """H.264 conveyor clips with per-frame ground truth, rendered from the scenes of ``tools.kit.synth.scene``.
 
 ``render_video`` moves a belt and its parts through the frame and writes the MP4 and the GT JSON;
-``h264_writer`` is the H.264 writer it uses (also used directly by the tests' fast pattern clips).
+``h264_writer`` is the H.264 writer it uses (also used directly by the tests' fast pattern clips);
+``render_cached`` is the one way a tool gets a clip: rendered where missing, under partial names renamed
+when complete, so an interrupted render leaves no half clip.
 The CLI is ``python -m tools.synth video`` (tools/synth/__main__.py; options in ``tools/kit/synth/__init__.py``).
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -184,6 +187,27 @@ class Scene:
     base_x: list[float]
     light: np.ndarray
     shadow: tuple[float, float, float]
+
+
+def render_cached(clip: Path, *args: Any, say: Callable[[str], None] | None = None, **scene: Any) -> Path:
+    """`clip` and its GT JSON beside it (`clip` with `.json`) unless both exist, by ``render_video``
+    (`args` and `scene`: its arguments after the paths) under partial names renamed when complete, GT
+    first. `say` hears what is rendered."""
+    gt = clip.with_suffix(".json")
+    if clip.exists() and gt.exists():
+        return clip
+    if say is not None:
+        say(f"rendering {clip.name} ({args[0]}x{args[1]}, {args[2]} fps, {args[3]:g} s)")
+    clip.parent.mkdir(parents=True, exist_ok=True)
+    partial, partial_gt = clip.with_suffix(".partial.mp4"), clip.with_suffix(".partial.json")
+    try:
+        render_video(partial, partial_gt, *args, **scene)
+        os.replace(partial_gt, gt)
+        os.replace(partial, clip)
+    finally:
+        partial.unlink(missing_ok=True)
+        partial_gt.unlink(missing_ok=True)
+    return clip
 
 
 def make_scene(
