@@ -204,7 +204,7 @@ def _close_steps(p: Pipeline) -> list[CloseStep]:
     steps: list[CloseStep] = [("cameras", p.cameras.close)]
     if p.health is not None:
         steps.append(("health", p.health.close))
-    steps.append(("liveview", now(p.liveview.close)))
+    steps.append(("liveview", p.liveview.close))
     evidence = {"snapshots": p.evidence.snapshots, "capture": p.evidence.capture, "clips": p.evidence.clips}
     steps += [(name, off_loop(writer.stop)) for name, writer in evidence.items() if writer is not None]
     if p.review is not None:
