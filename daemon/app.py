@@ -7,7 +7,9 @@ tracking resume, `daemon.tracking.persist.resume_stage`; sources, health endpoin
 monitor, the lanes of the sizes proved at startup; READY) -> main loop (wait for `request_stop`,
 which a signal handler may call: it only sets a flag; `request_reload`, SIGHUP's, runs
 `daemon.ops.reload`) -> shutdown (stop intake, finish in-flight batches, flush the sink within
-`shutdown_grace_s`, then stop its own tasks) -> close (sockets, threads, sessions).
+`shutdown_grace_s`, then stop its own tasks) -> close (sockets, threads, sessions, processes: named
+steps, each run whatever an earlier one did; a failed one is logged as `close_step_failed` and the
+first failure raised once all ran).
 One TaskGroup owns every long-lived task; the daemon keeps the handles of those it starts, the
 lanes theirs. An unexpected exception in any task ends `run()` with it (systemd restarts the
 process); expected faults (camera gone, Redis down) are retried inside the stages. Close runs
@@ -18,6 +20,7 @@ stopped again, the sink's spool-writer threads included.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -164,24 +167,53 @@ class Daemon:
             await stop_task(task)
 
     async def _close(self, p: Pipeline) -> None:
-        if p.health is not None:
-            await p.health.close()
-        p.liveview.close()
-        if p.evidence.snapshots is not None:
-            await asyncio.get_running_loop().run_in_executor(None, p.evidence.snapshots.stop)
-        if p.evidence.capture is not None:
-            await asyncio.get_running_loop().run_in_executor(None, p.evidence.capture.stop)
-        if p.evidence.clips is not None:
-            await asyncio.get_running_loop().run_in_executor(None, p.evidence.clips.stop)
-        if p.review is not None:
-            await asyncio.get_running_loop().run_in_executor(None, p.review.close)
-        for source in list(p.sources):
-            source.stop()
-        await p.sink.close()
-        p.lanes.close()
-        p.workers.close()
-        if p.decoders is not None:
-            await asyncio.get_running_loop().run_in_executor(None, p.decoders.close)
+        """Run every close step (`_close_steps`) whatever an earlier one did: a step that raises (or is
+        cancelled) is logged as `close_step_failed` with its name, the next one runs all the same, and
+        the first such failure is raised once every step has run (the process still exits non-zero);
+        a cancellation is raised before any other failure: never swallowed."""
+        failures: list[BaseException] = []
+        for name, step in _close_steps(p):
+            try:
+                await step()
+            except (Exception, asyncio.CancelledError) as exc:  # raised below, once the rest ran
+                log.error("close_step_failed", step=name, error=f"{type(exc).__name__}: {exc}")
+                failures.append(exc)
+        cancels = [exc for exc in failures if isinstance(exc, asyncio.CancelledError)]
+        if cancels or failures:
+            raise (cancels or failures)[0]
+
+
+CloseStep = tuple[str, Callable[[], Awaitable[object]]]
+
+
+def _close_steps(p: Pipeline) -> list[CloseStep]:
+    """What `Daemon._close` runs, in order, by name: the camera changes still applied, the health
+    endpoint and the live view, the evidence writers and the review record (their threads), each
+    source, the sink (its spools' writer threads), the lanes, the workers, the decoder processes.
+    Each is safe to run whether start-up reached it or not."""
+
+    def off_loop(call: Callable[[], object]) -> Callable[[], Awaitable[object]]:
+        return lambda: asyncio.get_running_loop().run_in_executor(None, call)
+
+    def now(call: Callable[[], object]) -> Callable[[], Awaitable[object]]:
+        async def step() -> object:
+            return call()
+
+        return step
+
+    steps: list[CloseStep] = [("cameras", p.cameras.close)]
+    if p.health is not None:
+        steps.append(("health", p.health.close))
+    steps.append(("liveview", p.liveview.close))
+    evidence = {"snapshots": p.evidence.snapshots, "capture": p.evidence.capture, "clips": p.evidence.clips}
+    steps += [(name, off_loop(writer.stop)) for name, writer in evidence.items() if writer is not None]
+    if p.review is not None:
+        steps.append(("review", off_loop(p.review.close)))
+    steps += [(f"source {source.camera_id}", now(source.stop)) for source in list(p.sources)]
+    steps += [("sink", p.sink.close), ("lanes", now(p.lanes.close)), ("workers", now(p.workers.close))]
+    if p.decoders is not None:
+        steps.append(("decoders", off_loop(p.decoders.close)))
+    return steps
 
 
 def _join_sources(sources: list[CameraSource], timeout_s: float) -> None:

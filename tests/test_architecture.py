@@ -333,23 +333,58 @@ BRIDGE_GROUP = "daemon/bridge/service.py"
 """The one module of daemon/bridge that owns a task group (`Bridge.serving`)."""
 
 
-def test_the_bridge_starts_its_tasks_only_in_its_one_task_group() -> None:
-    """daemon/bridge starts no task of its own (no bare `create_task`): every long-lived task runs in
-    the one `asyncio.TaskGroup` of `Bridge.serving` (daemon.core.tasks.spawner, the daemon's helper),
-    declared by a protocol's or the reconciliation's `tasks()`; a fan-out a task waits for goes
-    through daemon.core.tasks.run_together."""
+def task_starters(root: str) -> list[tuple[str, int, str]]:
+    """Each call under `root` that starts a task or owns a group of them: (module, line, call)."""
     found = []
-    for path in python_files("daemon/bridge"):
+    for path in python_files(root):
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            where = str(path.relative_to(REPO))
-            if name in TASK_STARTERS and not (name == "TaskGroup" and where == BRIDGE_GROUP):
-                found.append(f"{where}:{node.lineno} {name}")
+            if name in TASK_STARTERS:
+                found.append((str(path.relative_to(REPO)), node.lineno, name))
+    return found
+
+
+def test_the_bridge_starts_its_tasks_only_in_its_one_task_group() -> None:
+    """daemon/bridge starts no task of its own (no bare `create_task`): every long-lived task runs in
+    the one `asyncio.TaskGroup` of `Bridge.serving` (daemon.core.tasks.spawner, the daemon's helper),
+    declared by a protocol's or the reconciliation's `tasks()`; a fan-out a task waits for goes
+    through daemon.core.tasks.run_together."""
+    found = [
+        f"{where}:{line} {name}"
+        for where, line, name in task_starters("daemon/bridge")
+        if not (name == "TaskGroup" and where == BRIDGE_GROUP)
+    ]
     assert not found, "tasks started outside the bridge's task group:\n" + "\n".join(found)
+
+
+TASKS_STARTED_HERE = {
+    ("daemon/core/tasks.py", "create_task"): "the helpers every owner starts its tasks through: `spawner` (its"
+    " task group's), `run_together` (a fan-out its caller waits for), `Tracked` (short-lived tasks started on"
+    " request: kept, their exceptions handed on, ended and awaited by the owner's close)",
+    ("daemon/app.py", "TaskGroup"): "the daemon's one task group (`Daemon.run`): every long-lived task",
+    (BRIDGE_GROUP, "TaskGroup"): "the bridge's one task group (`Bridge.serving`): every long-lived task",
+}
+"""The only places in daemon/ that start a task or own a task group, each with its reason."""
+
+
+def test_the_daemon_starts_tasks_only_through_its_task_groups_and_tracked_sets() -> None:
+    """No bare `create_task` / `ensure_future` in daemon/ (a task nobody owns is orphaned at shutdown
+    and its exception lost): a long-lived task is spawned in its process's task group (the `Spawn`
+    handed in at start-up), a short-lived one per request (a camera change's apply, a TLS handshake,
+    a snapshot's render, a try of the held cameras) is started in its owner's `daemon.core.tasks.Tracked`.
+    The allowed places are `TASKS_STARTED_HERE`, each with its reason."""
+    found = [
+        f"{where}:{line} {name}"
+        for where, line, name in task_starters("daemon")
+        if (where, name) not in TASKS_STARTED_HERE
+    ]
+    assert not found, "tasks started outside a task group or a Tracked set:\n" + "\n".join(found)
+    used = {(where, name) for where, _line, name in task_starters("daemon")}
+    assert set(TASKS_STARTED_HERE) <= used, f"allowed but no longer there: {set(TASKS_STARTED_HERE) - used}"
 
 
 def test_every_daemon_subpackage_says_what_it_is_for() -> None:

@@ -4,8 +4,9 @@ What crosses stage boundaries (`frames`: Frame, FrameResult, StatusEvent, Letter
 FrameConsumer/Router seams; `yuv`, `model_spec`), the one `clock.Clock` and `status.StatusCallback`,
 Prometheus `metrics`, secret `redaction`, reconnect `backoff` and `log_repeat`, `ratelimit` (at most
 one log line per interval), `tasks` (a task group's `spawn`, stopping a task that may swallow a
-cancel, a fan-out run together), `durable` (small state files replaced atomically and durably),
-`netaddr`'s host:port parser, the array module `xp`, `nvml` and process `memory`.
+cancel, a fan-out run together, the `Tracked` short-lived tasks an owner starts on request),
+`durable` (small state files replaced atomically and durably), `netaddr`'s host:port parser, the
+array module `xp`, `nvml` and process `memory`.
 
 May import: the standard library and third-party packages only (no other `daemon` room).
 Entry points: `daemon.core.frames`, `daemon.core.clock.SYSTEM_CLOCK`, `daemon.core.metrics.Metrics`,

@@ -6,15 +6,18 @@ The lifecycle shape both processes follow (daemon.app `Daemon.run`, daemon.bridg
 `Bridge.run`): one `asyncio.TaskGroup` owns every long-lived task, each started through `spawn`
 (`spawner(group)`); an unexpected exception in any of them ends the group, and with it the process
 (non-zero: systemd restarts it); the ordered stop cancels each with `stop_task`. Work a task fans out
-for a while and waits for is `run_together`.
+for a while and waits for is `run_together`. A short-lived task started per request (an API write's
+apply, a TLS handshake, a snapshot's render) is started in its owner's `Tracked`: kept until it ends,
+its exception handed to the owner (logged, never lost), and cancelled and waited for by the owner's close.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
+T = TypeVar("T")
 RECANCEL_S = 1.0
 Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None]"]
 """Start a task in its owner's task group: the coroutine and the task's name."""
@@ -53,3 +56,36 @@ async def run_together(coros: Mapping[str, Coroutine[Any, Any, None]]) -> None:
     finally:
         for task in tasks:
             await stop_task(task)
+
+
+class Tracked:
+    """The short-lived tasks one owner starts on request (event loop only): each kept from `start`
+    until it ended; an exception it ended with is retrieved and handed to `on_error` (the task's
+    name and the exception), so none is lost; `close` cancels those still running and waits until
+    each ended (`stop_task`), so none is left behind at shutdown."""
+
+    def __init__(self, on_error: Callable[[str, BaseException], None]) -> None:
+        self._on_error = on_error
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def __len__(self) -> int:
+        """The tasks started and still running."""
+        return sum(not task.done() for task in self._tasks)
+
+    def start(self, coro: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._ended)
+        return task
+
+    def _ended(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            self._on_error(task.get_name(), exc)
+
+    async def close(self) -> None:
+        """Cancel every task still running and wait until each ended (one started meanwhile too)."""
+        while self._tasks:
+            for task in list(self._tasks):
+                await stop_task(task)
+                self._tasks.discard(task)

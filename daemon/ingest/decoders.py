@@ -53,6 +53,7 @@ class _Process:
     pipe: Pipe
     lock: threading.Lock
     alive: bool = True
+    dispatch: threading.Thread | None = None  # reads `pipe` until the process is gone (joined by `close`)
 
 
 class DecoderPool:
@@ -129,7 +130,8 @@ class DecoderPool:
         process.start()
         theirs.close()
         proc = _Process(index, process, ours, threading.Lock())
-        threading.Thread(target=self._dispatch, args=(proc,), name=f"decoder-{index}-pipe", daemon=True).start()
+        proc.dispatch = threading.Thread(target=self._dispatch, args=(proc,), name=f"decoder-{index}-pipe", daemon=True)
+        proc.dispatch.start()
         log.info("decoder_process_started", process=index, pid=process.pid, restarts=self.restarts)
         return proc
 
@@ -190,7 +192,8 @@ class DecoderPool:
                 counter.labels(**dict(labels)).inc(delta)
 
     def close(self, timeout_s: float = 5.0) -> None:
-        """Ask every process to exit, wait for them (killing what does not end)."""
+        """Ask every process to exit, wait for them (killing what does not end) and for the threads
+        reading their pipes (each ends at its process's end)."""
         with self._lock:
             self._closed = True
             procs = [p for p in self._procs if p is not None]
@@ -205,6 +208,8 @@ class DecoderPool:
             if proc.process.is_alive():
                 proc.process.kill()
                 proc.process.join(timeout_s)
+            if proc.dispatch is not None:
+                proc.dispatch.join(timeout_s)
             proc.pipe.close()
         for link in self._links:
             link.died()

@@ -44,6 +44,7 @@ from daemon.config.sharding import runs
 from daemon.core.clock import SYSTEM_CLOCK, time_ms
 from daemon.core.frames import StatusEvent
 from daemon.core.status_kinds import StatusKind
+from daemon.core.tasks import Tracked
 from daemon.inference.model_file import ModelError, ModelInfo, load_model_info
 from daemon.ops.camera_runner import CameraParts, CameraRunner, changed_keys
 
@@ -77,7 +78,7 @@ class CamerasControl:
         self.cameras_dir = settings.cameras_dir
         self._lock = asyncio.Lock()
         self._runner = CameraRunner(parts, lambda: self._settings)
-        self._changes: set[asyncio.Task[None]] = set()
+        self._changes = Tracked(_change_failed)  # the applies still running (`_write`)
 
     # -- what is configured ----------------------------------------------------------------
     @property
@@ -186,24 +187,14 @@ class CamerasControl:
                 if before is not None or after is not None:
                     await self._apply(camera_id, before, after, user)
 
-        task = asyncio.create_task(run(), name=f"camera-change-{camera_id}")
-        self._changes.add(task)
-        task.add_done_callback(self._finished)
+        task = self._changes.start(run(), f"camera-change-{camera_id}")
         result = await decided
         await asyncio.wait({task}, timeout=API_WAIT_S)
         return result
 
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self._changes.discard(task)
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            log.error("camera_change_failed", change=task.get_name(), error=f"{type(exc).__name__}: {exc}")
-
     async def close(self) -> None:
         """At shutdown: end the changes still being applied (the daemon stops every reader next)."""
-        for task in list(self._changes):
-            task.cancel()
-        if self._changes:
-            await asyncio.wait(self._changes)
+        await self._changes.close()
 
     def _persist(self, camera: CameraConfig) -> Path:
         """The camera's drop-in; and its lines drop-in where it has one, so a restart runs the same lines."""
@@ -313,6 +304,10 @@ class CamerasControl:
             log.info("camera_changed", camera=camera_id, user=user, changed=keys)
         detail = json.dumps({"user": user, "changed": keys}, separators=(",", ":"))
         self._parts.on_event(StatusEvent(kind, detail, camera_id, time_ms(SYSTEM_CLOCK)))
+
+
+def _change_failed(change: str, exc: BaseException) -> None:
+    log.error("camera_change_failed", change=change, error=f"{type(exc).__name__}: {exc}")
 
 
 __all__ = ["CameraParts", "CamerasControl", "Precondition", "StaleError", "changed_keys"]

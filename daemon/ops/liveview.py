@@ -41,6 +41,7 @@ from daemon.core.frames import Frame, FrameResult
 from daemon.core.metrics import Metrics
 from daemon.core.objects import ObjectEvent
 from daemon.core.redaction import SECRETS
+from daemon.core.tasks import Tracked
 from daemon.ops.http.server import HealthProvider, HealthServer
 from daemon.ops.liveview_render import Counts, Latest, Snapshot, count_text, render
 from daemon.publish.schema import model_tag
@@ -68,7 +69,8 @@ class LiveView:
         self._latency_s: dict[str, float] = {}
         self._lines: dict[str, tuple[LineConfig, ...]] = {}
         self._cache: dict[tuple[str, bool], Snapshot] = {}
-        self._pending: dict[tuple[str, bool], asyncio.Task[Snapshot]] = {}
+        self._pending: dict[tuple[str, bool], asyncio.Task[Snapshot]] = {}  # shared by the viewers asking
+        self._renders = Tracked(self._render_failed)  # every render still running (`close` ends them)
         self._executor: ThreadPoolExecutor | None = None
         self._failing: set[str] = set()
         self._counts: Callable[[str], Counts] = lambda _camera_id: {}
@@ -188,7 +190,7 @@ class LiveView:
         if task is None:
             counts = dict(self._counts(camera_id))  # read here, on the loop; drawn in the thread
             drawn = Latest(latest.frame, latest.result, self._lines.get(camera_id, ()) if lines else (), counts)
-            task = asyncio.create_task(self._render(key, drawn), name=f"snapshot-{camera_id}")
+            task = self._renders.start(self._render(key, drawn), f"snapshot-{camera_id}")
             self._pending[key] = task
             task.add_done_callback(lambda _t: self._pending.pop(key, None))
         return await asyncio.shield(task)  # a viewer that goes away does not cancel the others' snapshot
@@ -202,15 +204,19 @@ class LiveView:
         self._metrics.snapshot_encodes.labels(camera=snapshot.camera_id).inc()
         return snapshot
 
-    def _report_failure(self, camera_id: str, exc: Exception) -> None:
+    def _render_failed(self, name: str, exc: BaseException) -> None:
+        """A render that raised: reported even when every viewer that asked for it went away."""
+        self._report_failure(name.removeprefix("snapshot-"), exc)
+
+    def _report_failure(self, camera_id: str, exc: BaseException) -> None:
         """Logged once per camera until a snapshot of it works again (viewers retry every 2 s)."""
         if camera_id not in self._failing:
             self._failing.add(camera_id)
             log.error("snapshot_failed", camera=camera_id, error=SECRETS.scrub(f"{type(exc).__name__}: {exc}"))
 
-    def close(self) -> None:
-        for task in self._pending.values():
-            task.cancel()
+    async def close(self) -> None:
+        """End the renders still running (waited for) and the live view's thread."""
+        await self._renders.close()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
 

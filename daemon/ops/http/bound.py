@@ -21,6 +21,7 @@ from aiohttp.web_protocol import RequestHandler
 
 from daemon.core.metrics import Metrics
 from daemon.core.ratelimit import RateLimited
+from daemon.core.tasks import Tracked
 from daemon.ops.http.tls import TlsAccept
 
 log = structlog.get_logger("beltsight.health")
@@ -143,6 +144,11 @@ class BoundedServer(web.Server):
         self._open: dict[RequestHandler, _Conn] = {}  # insertion order: oldest first
         self._shed = {"evicted": 0, "refused": 0, "deadline": 0}
         self._shed_log = RateLimited(SHED_LOG_INTERVAL_S)
+        self._handshakes = Tracked(_setup_failed)  # TLS: each connection's handshake (`close_handshakes`)
+
+    async def close_handshakes(self) -> None:
+        """End the TLS handshakes still running (the listener closed first: no new one starts)."""
+        await self._handshakes.close()
 
     @property
     def open_connections(self) -> int:
@@ -159,7 +165,8 @@ class BoundedServer(web.Server):
         handler = _Handler(self, loop=self._loop, **self._kwargs)
         self._unmade[handler] = now
         if self._tls is not None:
-            return TlsAccept(self, handler, self._tls, self.limits.request_timeout_s)  # type: ignore[return-value]
+            tls = TlsAccept(self, handler, self._tls, self.limits.request_timeout_s, self._handshakes)
+            return tls  # type: ignore[return-value]
         return handler
 
     def _evict_one(self) -> bool:
@@ -223,6 +230,10 @@ class BoundedServer(web.Server):
     def _gauge(self) -> None:
         if self._metrics is not None:
             self._metrics.http_connections_open.set(self.open_connections)
+
+
+def _setup_failed(task: str, exc: BaseException) -> None:
+    log.error("http_tls_setup_failed", task=task, error=f"{type(exc).__name__}: {exc}")
 
 
 __all__ = ["ACCEPT_BURST", "BoundedServer", "server_logger"]

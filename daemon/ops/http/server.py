@@ -176,6 +176,8 @@ class HealthServer:
     async def close(self) -> None:
         if self._listener is not None:
             self._listener.close()
+        if self._server is not None:
+            await self._server.close_handshakes()
         if self._runner is not None:
             await self._runner.cleanup()
         if self._auth is not None:

@@ -6,7 +6,10 @@ descriptors the bound does not see, each for asyncio's handshake timeout. So the
 plain TCP and each accepted connection starts TLS itself (`loop.start_tls`): the bound counts it
 from accept, as an idle connection (the first evicted for a new one), and its deadline
 (`request_timeout_s`, from accept to the end of the response) covers the handshake. A connection
-refused at the bound gets the plain-text `503` and is closed at once, without a handshake.
+refused at the bound gets the plain-text `503` and is closed at once, without a handshake. Each
+handshake runs in a task of the server's `Tracked` (`daemon.core.tasks`): one that raises unexpectedly
+closes its connection and is logged (`http_tls_setup_failed`), and the server's close ends those
+still running.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import ssl
 from typing import Protocol
 
 from aiohttp.web_protocol import RequestHandler
+
+from daemon.core.tasks import Tracked
 
 
 class Bound(Protocol):
@@ -29,8 +34,12 @@ class TlsAccept(asyncio.Protocol):
     """The protocol of an accepted TLS connection until its handshake is done; then the
     connection is `handler`'s (aiohttp's, which sees the decrypted bytes)."""
 
-    def __init__(self, bound: Bound, handler: RequestHandler, context: ssl.SSLContext, timeout_s: float) -> None:
+    def __init__(
+        self, bound: Bound, handler: RequestHandler, context: ssl.SSLContext, timeout_s: float, tasks: Tracked
+    ) -> None:
+        """`tasks`: where the handshake's task runs (the server's, ended by its close)."""
         self._bound = bound
+        self._tasks = tasks
         self._handler = handler
         self._context = context
         self._timeout_s = timeout_s
@@ -40,9 +49,17 @@ class TlsAccept(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         transport.pause_reading()  # nothing is read before start_tls has the transport (it resumes it)
         self._bound.track(self._handler, transport)
-        self._task = asyncio.get_running_loop().create_task(self._handshake(transport), name="health-tls")
+        self._task = self._tasks.start(self._handshake(transport), "health-tls")
 
     async def _handshake(self, raw: asyncio.Transport) -> None:
+        try:
+            await self._start_tls(raw)
+        except Exception:  # not the client's doing: the connection goes, the failure is the task's (logged)
+            self._bound.connection_lost(self._handler)
+            raw.abort()
+            raise
+
+    async def _start_tls(self, raw: asyncio.Transport) -> None:
         loop = asyncio.get_running_loop()
         try:
             tls = await loop.start_tls(

@@ -4,7 +4,9 @@ The cameras held apart (`daemon.publish.sink.held`) that are due a try are tried
 their own, on a client of their own (its failures' topology refreshes stay off the batches'
 client), so that a probe of a master still down (even one that never answers) delays no other
 camera. A failed try is backed off by the holds (`HeldStreams.settle`) and logged when held; after
-a slot fault the slot map is read again (redis-py does so itself after a node's).
+a slot fault the slot map is read again (redis-py does so itself after a node's). The try runs in a
+`Tracked` task (`daemon.core.tasks`): an unexpected exception is logged (`sink_probe_failed`), never
+lost, and `stop` cancels a try under way and waits for it.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+import structlog
 from redis.exceptions import ResponseError
 
-from daemon.core.tasks import stop_task
+from daemon.core.tasks import Tracked
 from daemon.publish.redis_conn import RETRYABLE, RedisClient
 from daemon.publish.sink.faults import REDIRECTS, refresh_slots, stream_fault
 from daemon.publish.sink.held import HeldStreams
+
+log = structlog.get_logger("beltsight.sink")
 
 
 class HeldProbe:
@@ -39,20 +44,18 @@ class HeldProbe:
         self._publish = publish
         self._forget_tops = forget_tops
         self._wake = wake
-        self._task: asyncio.Task[None] | None = None
+        self._tries = Tracked(_probe_failed)  # at most one at a time
         self._client: RedisClient | None = None
 
     def start(self) -> None:
         """Try the held cameras that are due, unless a try is under way."""
-        if (self._task is None or self._task.done()) and self._held.cameras_due():
+        if not self._tries and self._held.cameras_due():
             self._client = self._client or self._client_factory()
-            self._task = asyncio.create_task(self._probe(self._client))
+            self._tries.start(self._probe(self._client), "held-probe")
 
     async def stop(self) -> None:
         """End the try under way and close the client."""
-        task, self._task = self._task, None
-        if task is not None:
-            await stop_task(task)
+        await self._tries.close()
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
@@ -68,6 +71,10 @@ class HeldProbe:
                 await refresh_slots(client)
         finally:
             self._wake.set()
+
+
+def _probe_failed(task: str, exc: BaseException) -> None:
+    log.error("sink_probe_failed", task=task, error=f"{type(exc).__name__}: {exc}")
 
 
 __all__ = ["HeldProbe"]

@@ -2,32 +2,41 @@
 writing a file (the spool a previous run left, the holds' spools, the evidence directories and a
 stale models drop-in are all found as they were); `Daemon` start-up opens them, and a start-up that
 fails after the sink has opened its spool stops it again: no spool-writer thread is left running,
-no file of the state left open."""
+no file of the state left open. The close runs every step whatever an earlier one did: a close step
+that raises (the health endpoint's, early in the order) is logged once with its name, every later
+step still runs (the evidence writers', the sources', the sink's spool writers, the lanes, the
+workers, the decoder processes), and `run()` still ends with that failure (the process exits
+non-zero)."""
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 import threading
 from pathlib import Path
 
 import pytest
+import structlog
 
 from daemon.app import Daemon
 from daemon.config.models import ModelConfig
 from daemon.config.models_dropin import SwapEntry, write
 from daemon.config.settings import Settings, load_settings
+from daemon.ops.http import HealthServer
 from daemon.pipeline import build
 from daemon.publish.spool.store import Spool
 from tests.support.daemon_harness import MODELS, write_config
 from tests.support.spool_records import record
+from tests.support.waits import async_wait_until
 
 NOWHERE = "redis://127.0.0.1:1/0"  # nothing listens there: nothing may try to connect while wiring
 
 
-def settings_with_state(tmp_path: Path) -> Settings:
+def settings_with_state(tmp_path: Path, *, clips: bool = True, **engine: object) -> Settings:
     """A config whose state a previous run left: a spool with entries, a held camera's spool, a
-    stale models drop-in entry; snapshots, capture, clips and the review record on."""
+    stale models drop-in entry; snapshots, capture, clips (unless not `clips`) and the review record
+    on (`engine`: more `[engine]` keys)."""
     state = tmp_path / "state"
     spool = state / "spool"
     for directory, camera in ((spool, "cam1"), (spool / "held" / b"cam2".hex(), "cam2")):
@@ -38,7 +47,7 @@ def settings_with_state(tmp_path: Path) -> Settings:
     write(tmp_path / "models.toml", {416: stale})
     extra = (
         f'[snapshots]\nenabled = true\ndir = "{state / "snaps"}"\n'
-        f'[clips]\nenabled = true\ndir = "{state / "clips"}"\n'
+        f'[clips]\nenabled = {str(clips).lower()}\ndir = "{state / "clips"}"\n'
         f'[capture]\ndir = "{state / "capture"}"\n[[capture.strategies]]\ntype = "random"\nprobability = 1.0\n'
         f'[review]\nenabled = true\ndb = "{state / "review.db"}"\n'
     )
@@ -48,6 +57,7 @@ def settings_with_state(tmp_path: Path) -> Settings:
         cameras=[{"id": "cam1", "url": "rtsp://127.0.0.1:1/none"}, {"id": "cam2", "url": "rtsp://127.0.0.1:1/none"}],
         redis={"spool_dir": str(spool)},
         extra=extra,
+        **engine,
     )
     return load_settings(config)
 
@@ -130,3 +140,49 @@ def test_a_wiring_that_fails_leaves_nothing_running(tmp_path: Path, monkeypatch:
     assert spool_writers() == []
     assert open_under(tmp_path) == []
     assert files_under(tmp_path) == files
+
+
+READY_S = 60.0  # start-up on a busy machine: the decoder process imports the daemon first
+
+
+@pytest.mark.parametrize(
+    ("decoders", "failure"),
+    [(False, OSError), (True, OSError), (False, asyncio.CancelledError)],
+    ids=["clips-threads", "decoder-process", "cancelled"],
+)
+def test_a_close_step_that_fails_leaves_the_later_ones_run_and_is_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decoders: bool, failure: type[BaseException]
+) -> None:
+    """Evidence writers (snapshots, capture, clips: threads) and review record on; or, without clips
+    (which keep every camera in this process), both cameras read by one decoder process. A step cut
+    off (cancelled) is a failure as any other: the rest run, then the cancellation goes on."""
+    settings = settings_with_state(tmp_path, clips=not decoders, processes=2 if decoders else 1)
+    real_close = HealthServer.close
+
+    async def failing_close(self: HealthServer) -> None:
+        await real_close(self)  # its socket closed all the same: only the failure is injected
+        raise failure("injected: the health endpoint's close failed")
+
+    monkeypatch.setattr(HealthServer, "close", failing_close)
+    before = set(threading.enumerate())
+    daemon = Daemon(settings)
+    running: list[tuple[int, int]] = []
+
+    async def scenario() -> None:
+        run = asyncio.create_task(daemon.run())
+        await async_wait_until(
+            lambda: daemon.state == "running" and len(multiprocessing.active_children()) >= decoders, READY_S
+        )
+        running.append((len(spool_writers()), len(multiprocessing.active_children())))
+        daemon.request_stop()
+        await run
+
+    with structlog.testing.capture_logs() as logs, pytest.raises(failure):
+        asyncio.run(scenario())
+    assert running == [(2, int(decoders))]  # the backlog's spool and the held camera's writers; the decoder process
+    assert spool_writers() == []
+    assert {t.name for t in threading.enumerate() if t.is_alive()} - {t.name for t in before} == set()
+    assert multiprocessing.active_children() == []
+    assert open_under(tmp_path) == []
+    failed = [(e["step"], e["error"]) for e in logs if e["event"] == "close_step_failed"]
+    assert failed == [("health", f"{failure.__name__}: injected: the health endpoint's close failed")]

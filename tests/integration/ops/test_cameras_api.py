@@ -14,6 +14,7 @@ from typing import Any
 
 import bcrypt
 import pytest
+import structlog
 from aiohttp.test_utils import make_mocked_request
 
 from daemon.batching.hub import FrameHub
@@ -194,3 +195,42 @@ def test_writes_need_authentication_or_a_loopback_only_endpoint(
         assert {c["id"]: c["state"] for c in listing} == {"replay": listing[0]["state"], "x": "idle"}
         added = events(redis, "camera_added")
         assert [(e["camera"], e["detail"]) for e in added] == [("x", '{"user":"ann","changed":["enabled","id","url"]}')]
+
+
+def test_a_change_s_apply_that_fails_is_logged_and_close_ends_one_still_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The apply of a write runs in a task of the control's own (the write returns after `API_WAIT_S`
+    of it): an apply that raises is logged (`camera_change_failed`), not lost; the control's close
+    (the daemon's shutdown) cancels one still running and returns once it ended: none left pending."""
+    monkeypatch.setattr("daemon.ops.cameras.API_WAIT_S", 0.05)
+    control = bare_control(tmp_path)
+    cancelled: list[str] = []
+
+    async def broken(_self: object, camera: CameraConfig) -> None:
+        raise KeyError(f"injected: {camera.id}")
+
+    async def slow(_self: object, camera: CameraConfig) -> None:
+        try:
+            await asyncio.sleep(60)  # a reader that takes its time to open
+        except asyncio.CancelledError:
+            cancelled.append(camera.id)
+            raise
+
+    def changes() -> list[str]:
+        return [t.get_name() for t in asyncio.all_tasks() if t.get_name().startswith("camera-change-")]
+
+    async def scenario() -> tuple[list[str], list[str]]:
+        monkeypatch.setattr("daemon.ops.camera_runner.CameraRunner.start", broken)
+        assert await control.put(CameraConfig(id="bad", url="rtsp://127.0.0.1:1/x"), "op")
+        monkeypatch.setattr("daemon.ops.camera_runner.CameraRunner.start", slow)
+        assert await control.put(CameraConfig(id="slow", url="rtsp://127.0.0.1:1/x"), "op")
+        running = changes()
+        await asyncio.wait_for(control.close(), 5)
+        return running, changes()
+
+    with structlog.testing.capture_logs() as logs:
+        assert asyncio.run(scenario()) == (["camera-change-slow"], [])
+    assert cancelled == ["slow"]
+    failed = [(e["change"], e["error"]) for e in logs if e["event"] == "camera_change_failed"]
+    assert failed == [("camera-change-bad", "KeyError: 'injected: bad'")]

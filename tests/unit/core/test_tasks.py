@@ -1,5 +1,6 @@
 """daemon.core.tasks: the task group's spawn handle, stop_task against a task that swallows one
-cancellation, and run_together (all return, or the first error raised and the others stopped)."""
+cancellation, run_together (all return, or the first error raised and the others stopped), and Tracked (short-lived
+tasks: exceptions handed on, close ends and awaits them)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import contextlib
 import pytest
 
 from daemon.core import tasks
-from daemon.core.tasks import run_together, spawner, stop_task
+from daemon.core.tasks import Tracked, run_together, spawner, stop_task
 
 
 def test_spawn_starts_a_named_task_in_the_group() -> None:
@@ -80,3 +81,52 @@ def test_run_together_raises_the_first_error_itself_and_stops_the_others() -> No
 
     error, stopped = asyncio.run(scenario())
     assert isinstance(error, ConnectionError) and stopped
+
+
+def test_tracked_hands_a_task_s_exception_on_and_forgets_the_task() -> None:
+    """A short-lived task that raises: its exception goes to `on_error` with the task's name (retrieved:
+    no "exception was never retrieved" at exit, which the warnings-as-errors run would fail on)."""
+    failures: list[tuple[str, str]] = []
+
+    async def scenario() -> int:
+        tracked = Tracked(lambda name, exc: failures.append((name, repr(exc))))
+
+        async def broken() -> None:
+            raise KeyError("injected")
+
+        task = tracked.start(broken(), "broken-1")
+        await asyncio.wait([task])
+        await asyncio.sleep(0)  # its done callback
+        return len(tracked)
+
+    assert asyncio.run(scenario()) == 0
+    assert failures == [("broken-1", "KeyError('injected')")]
+
+
+def test_tracked_close_cancels_the_tasks_still_running_and_waits_for_them() -> None:
+    """`close` ends every task still running (one started by a task it cancels too) and returns
+    only once each ended: none is left pending, none reported as a failure."""
+    failures: list[str] = []
+    ended: list[str] = []
+
+    async def scenario() -> set[asyncio.Task[object]]:
+        tracked = Tracked(lambda name, _exc: failures.append(name))
+
+        async def slow(name: str) -> None:
+            try:
+                await asyncio.sleep(60)
+            finally:
+                if name == "first":  # a task starting another one as it ends
+                    tracked.start(slow("late"), "late")
+                ended.append(name)
+
+        for name in ("first", "second"):
+            tracked.start(slow(name), name)
+        await asyncio.sleep(0)
+        assert len(tracked) == 2
+        await asyncio.wait_for(tracked.close(), 5)
+        assert len(tracked) == 0
+        return {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
+
+    assert asyncio.run(scenario()) == set()
+    assert sorted(ended) == ["first", "late", "second"] and failures == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from io import BytesIO
 
 import numpy as np
@@ -21,6 +22,7 @@ from daemon.core.objects import ObjectEvent
 from daemon.ops.http import HealthServer
 from daemon.ops.liveview import SCRIPTS, LiveView
 from daemon.ops.liveview_render import LINE_COLOUR, Snapshot
+from tests.support.waits import async_wait_until
 
 
 class Clock:
@@ -92,7 +94,7 @@ def test_encodes_only_when_asked_once_per_interval_and_once_for_concurrent_viewe
         clock.now += 5.0
         same = await view.snapshot("cam")
         assert same is fresh and encodes(metrics) == 2  # no newer frame: nothing to draw again
-        view.close()
+        await view.close()
 
     asyncio.run(scenario())
 
@@ -106,7 +108,7 @@ def test_boxes_are_drawn_where_the_detections_are_in_a_scaled_letterbox() -> Non
     view = LiveView(Metrics(), 1.0, Clock())
     view.offer([frame], [result])
     snap = asyncio.run(view.snapshot("cam"))
-    view.close()
+    asyncio.run(view.close())
     assert snap is not None and (snap.image_w, snap.image_h) == (800, 450)
     assert snap.describe()["dets"] == [d.as_json() for d in dets]
     image = np.asarray(Image.open(BytesIO(snap.jpeg)).convert("RGB")).astype(np.int16)
@@ -144,7 +146,7 @@ def test_a_frame_that_cannot_be_drawn_fails_its_request_with_500_and_one_log_lin
             return statuses
         finally:
             await server.close()
-            view.close()
+            await view.close()
 
     with structlog.testing.capture_logs() as logs:
         assert asyncio.run(scenario()) == [500, 500, 500]
@@ -205,8 +207,8 @@ def test_each_line_shows_the_tracking_stages_counts_beside_it_and_in_the_api() -
     without.set_lines("cam", [line])
     without.offer([frame], [result])
     snaps = [asyncio.run(v.snapshot("cam")) for v in (view, without)]
-    view.close()
-    without.close()
+    asyncio.run(view.close())
+    asyncio.run(without.close())
     images = [np.asarray(Image.open(BytesIO(s.jpeg)).convert("RGB")).astype(np.int16) for s in snaps if s]
     assert len(images) == 2
     yellow = [(np.abs(im - np.array(LINE_COLOUR, np.int16)).max(axis=2) <= 60) for im in images]
@@ -230,7 +232,7 @@ def test_a_snapshot_without_lines_leaves_them_to_the_page_and_is_cached_on_its_o
         return list(await asyncio.gather(*(view.snapshot("cam", lines=kind) for kind in (True, False, True, False))))
 
     snaps = [s for s in asyncio.run(both()) if s is not None]
-    view.close()
+    asyncio.run(view.close())
     assert encodes(metrics) == 2 and len(snaps) == 4
     assert snaps[2] is snaps[0] and snaps[3] is snaps[1] and snaps[0] is not snaps[1]
     images = [np.asarray(Image.open(BytesIO(s.jpeg)).convert("RGB")).astype(np.int16) for s in snaps[:2]]
@@ -265,7 +267,7 @@ def test_the_page_loads_its_scripts_from_the_endpoint() -> None:
             return {path: await get(path) for path in paths}
         finally:
             await server.close()
-            view.close()
+            await view.close()
 
     replies = asyncio.run(scenario())
     page = replies["/"][2].decode()
@@ -279,3 +281,45 @@ def test_the_page_loads_its_scripts_from_the_endpoint() -> None:
     assert status == 200 and headers["content-type"] == "image/jpeg"
     image = np.asarray(Image.open(BytesIO(jpeg)).convert("RGB")).astype(np.int16)
     assert int((np.abs(image - np.array(LINE_COLOUR, np.int16)).max(axis=2) <= 60).sum()) == 0
+
+
+def test_a_render_its_viewer_left_is_still_reported_and_close_ends_one_under_way() -> None:
+    """Each render is a task of the live view's own: one whose every viewer went away and that then
+    fails is logged (`snapshot_failed`), not lost; `close` cancels a render still under way and
+    returns once it ended (no `snapshot-` task left pending)."""
+    drawing = threading.Event()
+    release = threading.Event()
+
+    def stuck() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        drawing.set()
+        release.wait(10)
+        raise RuntimeError("the decoder's frame is gone")
+
+    frame, result = frame_and_result(1, 1.0)
+    view = LiveView(Metrics(), 0.0, Clock())
+    view.offer([dataclasses.replace(frame, pixels=stuck)], [result])
+
+    def renders() -> list[asyncio.Task[object]]:
+        return [t for t in asyncio.all_tasks() if t.get_name().startswith("snapshot-") and not t.done()]
+
+    async def scenario() -> tuple[int, int]:
+        viewer = asyncio.create_task(view.snapshot("cam"))
+        await asyncio.get_running_loop().run_in_executor(None, drawing.wait, 10)
+        viewer.cancel()  # the viewer went away; the render goes on for the others
+        release.set()
+        await async_wait_until(lambda: not renders())
+        drawing.clear()
+        release.clear()
+        viewer = asyncio.create_task(view.snapshot("cam"))  # another render, still drawing at close
+        await asyncio.get_running_loop().run_in_executor(None, drawing.wait, 10)
+        under_way = len(renders())
+        await asyncio.wait_for(view.close(), 5)
+        left = len(renders())
+        release.set()
+        await asyncio.wait([viewer])
+        return under_way, left
+
+    with structlog.testing.capture_logs() as logs:
+        assert asyncio.run(scenario()) == (1, 0)
+    failed = [(e["camera"], e["error"]) for e in logs if e["event"] == "snapshot_failed"]
+    assert failed == [("cam", "RuntimeError: the decoder's frame is gone")]

@@ -33,6 +33,13 @@ OPS_EVENTS: tuple[LogEvent, ...] = (
         ("open", "max_connections", "evicted", "refused", "deadline"),
     ),
     LogEvent(
+        "http_tls_setup_failed",
+        "error",
+        "setting up an accepted TLS connection raised an unexpected error (not a client's failed or abandoned"
+        " handshake, which only closes it): that connection was closed; the endpoint goes on",
+        ("task", "error"),
+    ),
+    LogEvent(
         "config_reload_failed",
         "error",
         "a reload (SIGHUP, `systemctl reload`) found the config or a drop-in (lines, cameras) invalid, or a"

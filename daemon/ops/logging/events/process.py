@@ -7,6 +7,14 @@ from __future__ import annotations
 from daemon.ops.logging.event import LIBRARY_EVENT, LogEvent
 
 PROCESS_EVENTS: tuple[LogEvent, ...] = (
+    LogEvent(
+        "close_step_failed",
+        "error",
+        "a step of the daemon's close (`step`: cameras, health, liveview, snapshots, capture, clips, review,"
+        " source <id>, sink, lanes, workers, decoders) raised or was cut off; the later steps ran all the same"
+        " and the first such failure ends the process (non-zero)",
+        ("step", "error"),
+    ),
     LogEvent("config_invalid", "error", "`run` found the configuration invalid: exit 78 (on stderr)", ("error",)),
     LogEvent("daemon_ready", "info", "models validated, lanes started, READY=1 sent", ("cameras", "models")),
     LogEvent("forced_exit", "warning", "a second SIGTERM/SIGINT: exit 130 without draining", ("signal",)),

@@ -108,6 +108,13 @@ PUBLISH_EVENTS: tuple[LogEvent, ...] = (
         "stream key, slot or master was fixed; it publishes with the others again",
         ("camera", "stream", "held_s"),
     ),
+    LogEvent(
+        "sink_probe_failed",
+        "error",
+        "a try of the held cameras raised an unexpected error (not Redis's refusal or outage, which are backed"
+        " off and logged as sink_stream_held): the holds stay; the next try comes when they are due",
+        ("task", "error"),
+    ),
     LogEvent("sink_event_dropped", "warning", "a status event could not be queued for Redis", ("kind", "camera")),
     LogEvent(
         "sink_spooled_at_shutdown",
