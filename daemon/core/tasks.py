@@ -14,7 +14,7 @@ its exception handed to the owner (logged, never lost), and cancelled and waited
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Collection, Coroutine, Mapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -54,8 +54,30 @@ async def run_together(coros: Mapping[str, Coroutine[Any, Any, None]]) -> None:
         for task in done:
             task.result()  # the first error, raised
     finally:
-        for task in tasks:
-            await stop_task(task)
+        await stop_all(tasks)
+
+
+async def stop_all(tasks: Collection[asyncio.Task[Any]]) -> None:
+    """Cancel every one of `tasks` first, then wait until all ended (cancelling those still running
+    again every `RECANCEL_S`, as `stop_task`). A cancellation of the caller meanwhile (`stop_task`
+    re-cancels its target every `RECANCEL_S`) is deferred, not obeyed: stopping them one by one, a
+    repeat cancel would leave the rest running. It is remembered, the waiting goes on until every task
+    ended, and it is raised then."""
+    pending = {task for task in tasks if not task.done()}
+    interrupted = False
+    while pending:
+        for task in pending:
+            task.cancel()
+        try:
+            await asyncio.wait(pending, timeout=RECANCEL_S)
+        except asyncio.CancelledError:
+            interrupted = True
+        pending = {task for task in pending if not task.done()}
+    for task in tasks:
+        if not task.cancelled():
+            task.exception()  # retrieved: no "exception was never retrieved" at exit
+    if interrupted:
+        raise asyncio.CancelledError
 
 
 class Tracked:
@@ -86,6 +108,6 @@ class Tracked:
     async def close(self) -> None:
         """Cancel every task still running and wait until each ended (one started meanwhile too)."""
         while self._tasks:
-            for task in list(self._tasks):
-                await stop_task(task)
-                self._tasks.discard(task)
+            batch = list(self._tasks)
+            await stop_all(batch)
+            self._tasks.difference_update(batch)

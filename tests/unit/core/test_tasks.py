@@ -130,3 +130,50 @@ def test_tracked_close_cancels_the_tasks_still_running_and_waits_for_them() -> N
 
     assert asyncio.run(scenario()) == set()
     assert sorted(ended) == ["first", "late", "second"] and failures == []
+
+
+async def _slow_to_stop(started: list[asyncio.Task[object]], cleanup_s: float) -> None:
+    """Runs until cancelled, then takes `cleanup_s` to end (re-cancels meanwhile swallowed)."""
+    started.append(asyncio.current_task())  # type: ignore[arg-type]
+    try:
+        await asyncio.sleep(60)
+    finally:
+        until = asyncio.get_running_loop().time() + cleanup_s
+        while asyncio.get_running_loop().time() < until:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0.01)
+
+
+def test_run_together_stopped_by_stop_task_cancels_every_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The caller stopped by `stop_task`, whose repeat cancel lands while the children still take longer
+    than `RECANCEL_S` to end: every child is still cancelled and ended (stopping them one by one, the
+    repeat cancel left the rest running: read loops serving after intake stopped)."""
+    monkeypatch.setattr(tasks, "RECANCEL_S", 0.05)
+
+    async def scenario() -> list[bool]:
+        children: list[asyncio.Task[object]] = []
+        caller = asyncio.create_task(run_together({f"read-{i}": _slow_to_stop(children, 0.3) for i in range(3)}))
+        await asyncio.sleep(0.05)
+        assert len(children) == 3
+        await asyncio.wait_for(stop_task(caller), 5)
+        return [caller.cancelled(), *(child.done() for child in children)]
+
+    assert asyncio.run(scenario()) == [True, True, True, True]
+
+
+def test_tracked_close_interrupted_by_repeat_cancels_still_ends_every_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`close` run by a task stopped with `stop_task`: its tasks slow to end are all ended all the same."""
+    monkeypatch.setattr(tasks, "RECANCEL_S", 0.05)
+
+    async def scenario() -> list[bool]:
+        tracked = Tracked(lambda name, _exc: None)
+        children: list[asyncio.Task[object]] = []
+        for i in range(3):
+            tracked.start(_slow_to_stop(children, 0.3), f"slow-{i}")
+        await asyncio.sleep(0.01)
+        closer = asyncio.create_task(tracked.close())
+        await asyncio.sleep(0.01)
+        await asyncio.wait_for(stop_task(closer), 5)
+        return [closer.cancelled(), len(tracked) == 0, *(child.done() for child in children)]
+
+    assert asyncio.run(scenario()) == [True, True, True, True, True]
