@@ -145,10 +145,17 @@ class ReconcileService:
         return tasks | {"reconcile-events": self._write_events, "reconcile-flush": self._flush_loop}
 
     async def close(self) -> None:
-        """The counters' connections closed, the counts store flushed (its tasks already ended)."""
-        for reader in self.readers.values():
-            await reader.close()
-        await asyncio.to_thread(self._flush_quietly)
+        """The counters' connections closed, the counts store flushed (its tasks already ended): a reader
+        whose close fails is logged (`reference_close_failed`), the others are closed and the counts
+        flushed all the same."""
+        try:
+            for key, reader in self.readers.items():
+                try:
+                    await reader.close()
+                except Exception as exc:  # closing on the way out: logged, never in the way of the flush
+                    log.error("reference_close_failed", key=key, error=f"{type(exc).__name__}: {exc}"[:200])
+        finally:
+            await asyncio.to_thread(self._flush_quietly)
 
     async def _poll(self, cfg: ReconcileConfig) -> None:
         rec = self.reconcilers[cfg.key]

@@ -297,13 +297,17 @@ class Bridge:
         for task in self._tasks:
             await stop_task(task)
         self._tasks = []
-        if self.reconcile is not None:
-            await self.reconcile.close()
 
     async def _close(self) -> None:
-        """The health endpoint, then each protocol (its tasks already ended)."""
-        if self.health is not None:
-            await self.health.close()
-            self.health = None
-        for protocol in self.protocols:
-            await protocol.close()
+        """The reconciliation (its readers closed, its counts flushed), the health endpoint, then each
+        protocol (their tasks already ended). Outside the task group: a task failing while the tasks
+        stop cancels the group's body, never this."""
+        try:
+            if self.reconcile is not None:
+                await self.reconcile.close()
+        finally:
+            if self.health is not None:
+                await self.health.close()
+                self.health = None
+            for protocol in self.protocols:
+                await protocol.close()

@@ -244,6 +244,64 @@ def test_one_tasks_exception_ends_run_and_stops_every_other_task(
     assert [e["task"] for e in failed] == ["faulty-task"]
 
 
+class Unruly(Faulty):
+    """A test-only protocol whose long-lived task raises when it is cancelled (in the stop window)."""
+
+    name = "unruly"
+
+    def tasks(self) -> dict[str, Callable[[], Coroutine[Any, Any, None]]]:
+        return {"unruly-task": self._run}
+
+    async def _run(self) -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            raise LookupError("a bug in the task's stop") from None
+
+
+class Reconcile:
+    """Stands in for the bridge's ReconcileService: no tasks; `close` noted."""
+
+    store = None
+    closed = False
+
+    def tasks(self) -> dict[str, Callable[[], Coroutine[Any, Any, None]]]:
+        return {}
+
+    def report(self) -> dict[str, Any]:
+        return {}
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def test_a_task_failing_in_the_stop_window_still_closes_the_reconciliation(
+    redis_server: RedisServerFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task raising as the stop cancels it cancels the group's body: the reconciliation's close (its
+    counts' final flush) and the protocols' still run, outside the group."""
+    monkeypatch.setitem(PROTOCOLS, Unruly.name, Unruly)
+    server = redis_server()
+    path, _health_port = write_config(tmp_path, server)
+    settings, layout = load(path)
+
+    async def scenario() -> tuple[bool, bool]:
+        bridge = Bridge(settings.bridge, layout, factory(server), redis=settings.redis)
+        reconcile = Reconcile()
+        bridge.reconcile = reconcile  # type: ignore[assignment]
+        unruly = bridge.protocol(Unruly)
+        assert unruly is not None
+        running = asyncio.create_task(bridge.run())
+        await wait_for(lambda: bridge.reader.stats.connected and bridge.heartbeats >= 1)
+        bridge.request_stop()
+        with pytest.raises(ExceptionGroup) as raised:
+            await asyncio.wait_for(running, 30)
+        assert [type(e) for e in raised.value.exceptions] == [LookupError]
+        return reconcile.closed, unruly.closed
+
+    assert asyncio.run(scenario()) == (True, True)
+
+
 class Held(PlcProtocol):
     """A test-only protocol whose `serve` waits until `release` is set (a batch kept in flight)."""
 

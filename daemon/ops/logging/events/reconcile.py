@@ -29,6 +29,13 @@ RECONCILE_EVENTS: tuple[LogEvent, ...] = (
         ("path", "error"),
     ),
     LogEvent(
+        "reference_close_failed",
+        "error",
+        "at the bridge's stop, closing a plant counter's connection failed: the other counters are closed and"
+        " the counts flushed all the same",
+        ("key", "error"),
+    ),
+    LogEvent(
         "reference_down",
         "warning",
         "a plant counter does not answer (once per outage): the line is reference_down, never a mismatch",
