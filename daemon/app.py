@@ -29,7 +29,7 @@ import structlog
 from daemon.config.settings import Settings
 from daemon.core.clock import SYSTEM_CLOCK
 from daemon.core.metrics import Metrics
-from daemon.core.tasks import Spawn, spawner, stop_task
+from daemon.core.tasks import CloseStep, Spawn, run_close_steps, spawner, stop_task
 from daemon.core.xp import DeviceChoice
 from daemon.inference.lanes import Lane
 from daemon.inference.protocols import EngineBuilder
@@ -167,23 +167,9 @@ class Daemon:
             await stop_task(task)
 
     async def _close(self, p: Pipeline) -> None:
-        """Run every close step (`_close_steps`) whatever an earlier one did: a step that raises (or is
-        cancelled) is logged as `close_step_failed` with its name, the next one runs all the same, and
-        the first such failure is raised once every step has run (the process still exits non-zero);
-        a cancellation is raised before any other failure: never swallowed."""
-        failures: list[BaseException] = []
-        for name, step in _close_steps(p):
-            try:
-                await step()
-            except (Exception, asyncio.CancelledError) as exc:  # raised below, once the rest ran
-                log.error("close_step_failed", step=name, error=f"{type(exc).__name__}: {exc}")
-                failures.append(exc)
-        cancels = [exc for exc in failures if isinstance(exc, asyncio.CancelledError)]
-        if cancels or failures:
-            raise (cancels or failures)[0]
-
-
-CloseStep = tuple[str, Callable[[], Awaitable[object]]]
+        """Run every close step (`_close_steps`) whatever an earlier one did (`run_close_steps`: a
+        failed one logged as `close_step_failed`, the first failure raised once all ran)."""
+        await run_close_steps(_close_steps(p))
 
 
 def _close_steps(p: Pipeline) -> list[CloseStep]:

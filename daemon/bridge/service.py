@@ -42,7 +42,7 @@ from daemon.bridge.state import BridgeState, Change, Crossing
 from daemon.config.bridge import BridgeConfig
 from daemon.config.redis import RedisConfig
 from daemon.core.netaddr import parse_host_port
-from daemon.core.tasks import Spawn, spawner, stop_task
+from daemon.core.tasks import CloseStep, Spawn, run_close_steps, spawner, stop_task
 from daemon.ops.http import HealthServer
 from daemon.ops.systemd import SystemdNotifier
 from daemon.publish.redis_conn import RedisClient
@@ -300,14 +300,14 @@ class Bridge:
 
     async def _close(self) -> None:
         """The reconciliation (its readers closed, its counts flushed), the health endpoint, then each
-        protocol (their tasks already ended). Outside the task group: a task failing while the tasks
-        stop cancels the group's body, never this."""
-        try:
-            if self.reconcile is not None:
-                await self.reconcile.close()
-        finally:
-            if self.health is not None:
-                await self.health.close()
-                self.health = None
-            for protocol in self.protocols:
-                await protocol.close()
+        protocol (their tasks already ended): every step runs whatever an earlier one did, the first
+        failure raised once all ran (`run_close_steps`, `close_step_failed`). Outside the task group:
+        a task failing while the tasks stop cancels the group's body, never this."""
+        steps: list[CloseStep] = []
+        if self.reconcile is not None:
+            steps.append(("reconcile", self.reconcile.close))
+        if self.health is not None:
+            health, self.health = self.health, None
+            steps.append(("health", health.close))
+        steps += [(f"protocol {protocol.name}", protocol.close) for protocol in self.protocols]
+        await run_close_steps(steps)

@@ -4,7 +4,8 @@ What crosses stage boundaries (`frames`: Frame, FrameResult, StatusEvent, Letter
 FrameConsumer/Router seams; `yuv`, `model_spec`), the one `clock.Clock` and `status.StatusCallback`,
 Prometheus `metrics`, secret `redaction`, reconnect `backoff` and `log_repeat`, `ratelimit` (at most
 one log line per interval), `tasks` (a task group's `spawn`, stopping a task that may swallow a
-cancel, a fan-out run together, the `Tracked` short-lived tasks an owner starts on request),
+cancel, a fan-out run together, the `Tracked` short-lived tasks an owner starts on request,
+`run_close_steps`: a process's close, every step run),
 `durable` (small state files replaced atomically and durably), `netaddr`'s host:port parser, the
 array module `xp`, `nvml` and process `memory`.
 

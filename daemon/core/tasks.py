@@ -9,18 +9,25 @@ The lifecycle shape both processes follow (daemon.app `Daemon.run`, daemon.bridg
 for a while and waits for is `run_together`. A short-lived task started per request (an API write's
 apply, a TLS handshake, a snapshot's render) is started in its owner's `Tracked`: kept until it ends,
 its exception handed to the owner (logged, never lost), and cancelled and waited for by the owner's close.
+The close that follows the stop is `run_close_steps`: named steps, each run whatever an earlier one did.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
+
+import structlog
 
 T = TypeVar("T")
 RECANCEL_S = 1.0
 Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None]"]
 """Start a task in its owner's task group: the coroutine and the task's name."""
+CloseStep = tuple[str, Callable[[], Awaitable[object]]]
+"""One step of a process's close: its name (logged if it fails) and what it runs."""
+
+log = structlog.get_logger("beltsight.close")
 
 
 def spawner(group: asyncio.TaskGroup) -> Spawn:
@@ -111,3 +118,20 @@ class Tracked:
             batch = list(self._tasks)
             await stop_all(batch)
             self._tasks.difference_update(batch)
+
+
+async def run_close_steps(steps: Iterable[CloseStep]) -> None:
+    """Run every close step whatever an earlier one did: a step that raises (or is cancelled) is logged
+    as `close_step_failed` with its name, the next one runs all the same, and the first such failure
+    is raised once every step has run (the process still exits non-zero); a cancellation is raised
+    before any other failure: never swallowed."""
+    failures: list[BaseException] = []
+    for name, step in steps:
+        try:
+            await step()
+        except (Exception, asyncio.CancelledError) as exc:  # raised below, once the rest ran
+            log.error("close_step_failed", step=name, error=f"{type(exc).__name__}: {exc}")
+            failures.append(exc)
+    cancels = [exc for exc in failures if isinstance(exc, asyncio.CancelledError)]
+    if cancels or failures:
+        raise (cancels or failures)[0]

@@ -302,6 +302,48 @@ def test_a_task_failing_in_the_stop_window_still_closes_the_reconciliation(
     assert asyncio.run(scenario()) == (True, True)
 
 
+class BrokenClose(Faulty):
+    """A test-only protocol whose close raises."""
+
+    name = "broken-close"
+
+    def tasks(self) -> dict[str, Callable[[], Coroutine[Any, Any, None]]]:
+        return {}
+
+    async def close(self) -> None:
+        self.closed = True
+        raise OSError("socket already gone")
+
+
+def test_a_protocol_whose_close_raises_does_not_keep_the_later_ones_open(
+    redis_server: RedisServerFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every close step runs whatever an earlier one did (`close_step_failed`); the first failure is
+    raised once all ran."""
+    monkeypatch.setitem(PROTOCOLS, BrokenClose.name, BrokenClose)
+    monkeypatch.setitem(PROTOCOLS, Faulty.name, Faulty)
+    server = redis_server()
+    path, health_port = write_config(tmp_path, server)
+    settings, layout = load(path)
+
+    async def scenario() -> tuple[bool, bool]:
+        bridge = Bridge(settings.bridge, layout, factory(server), redis=settings.redis)
+        broken, later = bridge.protocol(BrokenClose), bridge.protocol(Faulty)
+        assert broken is not None and later is not None
+        running = asyncio.create_task(bridge.run())
+        await wait_for(lambda: bridge.reader.stats.connected and bridge.heartbeats >= 1)
+        bridge.request_stop()
+        with pytest.raises(OSError, match="socket already gone"):
+            await asyncio.wait_for(running, 30)
+        assert await asyncio.to_thread(report, health_port) is None
+        return broken.closed, later.closed
+
+    with structlog.testing.capture_logs() as logs:
+        assert asyncio.run(scenario()) == (True, True)
+    failed = [(e["step"], e["error"]) for e in logs if e["event"] == "close_step_failed"]
+    assert failed == [("protocol broken-close", "OSError: socket already gone")]
+
+
 class Held(PlcProtocol):
     """A test-only protocol whose `serve` waits until `release` is set (a batch kept in flight)."""
 

@@ -11,8 +11,9 @@ PROCESS_EVENTS: tuple[LogEvent, ...] = (
         "close_step_failed",
         "error",
         "a step of the daemon's close (`step`: cameras, health, liveview, snapshots, capture, clips, review,"
-        " source <id>, sink, lanes, workers, decoders) raised or was cut off; the later steps ran all the same"
-        " and the first such failure ends the process (non-zero)",
+        " source <id>, sink, lanes, workers, decoders; `beltsight bridge`'s: reconcile, health, protocol <name>)"
+        " raised or was cut off; the later steps ran all the same and the first such failure ends the process"
+        " (non-zero)",
         ("step", "error"),
     ),
     LogEvent("config_invalid", "error", "`run` found the configuration invalid: exit 78 (on stderr)", ("error",)),
