@@ -100,7 +100,10 @@ class Settings(BaseSettings):
     shutdown_grace_s: Seconds = 10.0
     """On SIGTERM/SIGINT: the time to finish in-flight batches and flush Redis (or spill to the
     spool) before exiting; what is left is logged as `unflushed`. `beltsight bridge`: the time to
-    serve and acknowledge its batch in flight (`bridge_drain_overdue` past it)."""
+    serve and acknowledge its batch in flight (`bridge_drain_overdue` past it). Keep it well under
+    the systemd units' `TimeoutStopSec` (30 s in beltsight.service, beltsight@.service and
+    beltsight-bridge.service; raise it there with a drop-in for a longer grace): past that, systemd
+    kills the process mid-drain."""
     _models_resolved: Resolved | None = PrivateAttr(None)
     _camera_sources: dict[str, str] = PrivateAttr(default_factory=dict)
 

@@ -149,6 +149,7 @@ def test_the_bridge_unit_is_a_watched_notify_service_with_the_daemons_hardening(
     assert bridge["Type"] == "notify" and bridge["NotifyAccess"] == "main"
     assert int(bridge["WatchdogSec"]) >= 5  # the heartbeat sends WATCHDOG=1 every second
     assert bridge["RestartPreventExitStatus"] == "78"  # an invalid config: restarting cannot help
+    assert bridge["TimeoutStopSec"] == single["TimeoutStopSec"]  # the same shutdown_grace_s drains both
     assert bridge["ExecStart"] == "/opt/beltsight/.venv/bin/beltsight bridge -c /etc/beltsight/beltsight.toml"
     assert bridge["User"] == single["User"] and bridge["Group"] == single["Group"]
     assert bridge["Environment"].count("HOME=/var/lib/beltsight-bridge") == 1
