@@ -34,7 +34,7 @@ from daemon.config.bridge import BridgeConfig
 from daemon.config.settings import EX_CONFIG, ConfigError, Settings, load_settings
 from daemon.core.redaction import SECRETS
 from daemon.ops.logging import capture_uncaught, configure_logging
-from daemon.ops.signals import handle_signals
+from daemon.ops.signals import Requests, handle_signals
 from daemon.ops.systemd import SystemdNotifier
 from daemon.publish.redis_conn import Connector
 
@@ -79,6 +79,8 @@ async def _serve(path: Path, settings: Settings, layout: BridgeLayout) -> None:
             log.error("bridge_reload_failed", error=SECRETS.scrub(str(exc))[:2000])
             return None
 
+    requests = Requests()  # the handlers before the Bridge is built (its construction does I/O)
+    handle_signals(requests.request_stop, requests.request_reload)  # the daemon's rule (daemon.ops.signals)
     bridge = Bridge(
         settings.bridge,
         layout,
@@ -89,7 +91,7 @@ async def _serve(path: Path, settings: Settings, layout: BridgeLayout) -> None:
         load_config=load_config,
         grace_s=settings.shutdown_grace_s,
     )
-    handle_signals(bridge.request_stop, bridge.request_reload)  # the daemon's rule (daemon.ops.signals)
+    requests.attach(bridge.request_stop, bridge.request_reload)  # a stop or reload asked meanwhile replayed
     await bridge.run()
 
 

@@ -3,7 +3,8 @@
 SIGTERM or SIGINT asks for a graceful stop (`stop_requested`; the process stops intake, drains
 within its deadline and exits 0); a second one while it drains exits at once with `EX_FORCED`
 (`forced_exit`, nothing more drained); SIGHUP asks for a reload (`systemctl reload`). The handlers
-only call the process's `request_stop` / `request_reload`, which set an event on the loop.
+only call the process's `request_stop` / `request_reload`, which set an event on the loop; they are
+installed before that object is built (`Requests` keeps what is asked meanwhile and replays it).
 """
 
 from __future__ import annotations
@@ -41,4 +42,39 @@ def handle_signals(request_stop: Callable[[], None], request_reload: Callable[[]
     loop.add_signal_handler(signal.SIGHUP, request_reload)
 
 
-__all__ = ["EX_FORCED", "handle_signals"]
+class Requests:
+    """The `request_stop` / `request_reload` to install before the process's object exists (its
+    construction does I/O a signal may interrupt, whose default action would kill the process): what is
+    asked before `attach` is kept, and replayed to the object's own once it is attached (the reload
+    first, then the stop); what is asked after goes straight to them."""
+
+    def __init__(self) -> None:
+        self.stop_pending = False
+        self.reload_pending = False
+        self._stop: Callable[[], None] | None = None
+        self._reload: Callable[[], None] | None = None
+
+    def request_stop(self) -> None:
+        if self._stop is None:
+            self.stop_pending = True
+        else:
+            self._stop()
+
+    def request_reload(self) -> None:
+        if self._reload is None:
+            self.reload_pending = True
+        else:
+            self._reload()
+
+    def attach(self, request_stop: Callable[[], None], request_reload: Callable[[], None]) -> None:
+        """Hand the requests on to these from now on, replaying those asked meanwhile."""
+        self._stop, self._reload = request_stop, request_reload
+        if self.reload_pending:
+            self.reload_pending = False
+            request_reload()
+        if self.stop_pending:
+            self.stop_pending = False
+            request_stop()
+
+
+__all__ = ["EX_FORCED", "Requests", "handle_signals"]

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from daemon.__main__ import main
+from daemon.bridge import cli
 from daemon.bridge.cli import load
 from daemon.config.settings import EX_CONFIG, ConfigError
 
@@ -163,3 +167,34 @@ def test_check_config_accepts_bridge_sections_and_redacts_the_passwords(
     stale = (BASE + BRIDGE).replace("[bridge]\n", "[bridge]\nobjects_stream = 'x:{camera}'\n", 1)
     assert main(["check-config", "-c", str(write(tmp_path, stale))]) == EX_CONFIG
     assert "bridge.objects_stream: unknown key" in capsys.readouterr().err
+
+
+def test_the_signal_handlers_are_installed_before_the_bridge_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building the Bridge does I/O (the Modbus blocks file, the reconcile store): a SIGTERM in that
+    window is handled (the stop asked, served by the bridge once built), never the default action."""
+    seen: list[str] = []
+
+    class Built:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            handled = signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None)
+            seen.append(f"handled={handled}")
+            self.stopped = asyncio.Event()
+            if handled:  # only then: the default action would end the test run
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        def request_stop(self) -> None:
+            seen.append("stop")
+            self.stopped.set()
+
+        def request_reload(self) -> None:
+            seen.append("reload")
+
+        async def run(self) -> None:
+            await asyncio.wait_for(self.stopped.wait(), 10)
+
+    monkeypatch.setattr(cli, "Bridge", Built)
+    settings, layout = load(write(tmp_path, BASE + BRIDGE))
+    asyncio.run(cli._serve(tmp_path / "beltsight.toml", settings, layout))
+    assert seen == ["handled=True", "stop"]
