@@ -13,6 +13,8 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any, Self
 
+import structlog
+
 from daemon.bridge.layout import BridgeLayout
 from daemon.bridge.machine_vision import MachineVision
 from daemon.bridge.opcua import OpcUaBridgeServer
@@ -23,6 +25,8 @@ from daemon.bridge.reconcile_service import ReconcileService
 from daemon.bridge.state import BridgeState, Change, Crossing
 from daemon.config.bridge import BridgeConfig
 from daemon.core.redaction import SECRETS
+
+log = structlog.get_logger("beltsight.bridge")
 
 RELOADABLE = ("users", "cert_file", "key_file")
 """The `[bridge.opcua]` keys a reload applies (with the files they name, and the trusted directory's contents)."""
@@ -137,10 +141,22 @@ class OpcUaProtocol(PlcProtocol):
             await self.server.await_event_subscriber(self._grace_s)
             held = self._held or []
             while held:  # `serve` appends to it until it is None
-                await self.server.fire(held.pop(0))
+                await self._fire_held(held.pop(0))
         finally:
             self._held = None  # whatever happened, the next events fire as they come
         await asyncio.Event().wait()
+
+    async def _fire_held(self, crossing: Crossing) -> None:
+        """One held crossing's event; one that fails to fire is logged and skipped (the others still fire)."""
+        try:
+            await self.server.fire(crossing)
+        except Exception as exc:  # asyncua's trigger: this event lost, never the end of the bridge
+            log.error(
+                "bridge_held_event_failed",
+                camera=crossing.camera,
+                line=crossing.line,
+                error=f"{type(exc).__name__}: {exc}"[:300],
+            )
 
     async def recall(self, crossings: list[Crossing]) -> None:
         await self.server.recall(crossings)

@@ -6,6 +6,10 @@ camera's `VisionSystemType` object (`Objects/BeltSight/MachineVision/<camera>`):
 `Severity` 700, `Retain` true. `count_agrees` fires the same condition cleared: `ErrorString`
 `count_agrees`, `Severity` 100, `Retain` false. A PLC subscribed to the object's events (the same
 subscription that receives its `ResultReadyEventType` events) sees the alarm come and go.
+
+The verdicts are fired in order by one task (`run`); an event that fails to fire is logged
+(`bridge_mv_condition_failed`) and the next one goes on. At most `VERDICTS_QUEUED_MAX` wait: past
+that the oldest is dropped (the newest state of a line is what a PLC needs), counted in `dropped`.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import structlog
 from asyncua import ua
 from asyncua.server.server import Server
 
@@ -22,6 +27,10 @@ from daemon.bridge.reconcile_service import LineVerdict, ReconcileService
 VISION_WARNING_CONDITION_TYPE = 1034
 SEVERITY_ACTIVE = 700
 SEVERITY_CLEARED = 100
+VERDICTS_QUEUED_MAX = 256
+"""The verdicts waiting to be fired, at most: past it the oldest is dropped (keep newest)."""
+
+log = structlog.get_logger("beltsight.bridge")
 
 
 class MismatchCondition:
@@ -30,8 +39,10 @@ class MismatchCondition:
         self.mv = mv
         self.service = service
         self._gens: dict[str, Any] = {}
-        self._verdicts: asyncio.Queue[LineVerdict] = asyncio.Queue()
+        self._verdicts: asyncio.Queue[LineVerdict] = asyncio.Queue(VERDICTS_QUEUED_MAX)
         self.fired = 0
+        self.failed = 0
+        self.dropped = 0
 
     async def attach(self) -> None:
         """Event generators for the reconciled cameras; listen to the service's verdicts."""
@@ -44,13 +55,29 @@ class MismatchCondition:
     def _on_verdict(self, verdict: LineVerdict) -> None:
         if verdict.state not in ("count_mismatch", "agrees") or verdict.camera not in self._gens:
             return
+        if self._verdicts.full():  # keep newest: the oldest waiting is dropped, counted
+            self._verdicts.get_nowait()
+            self.dropped += 1
         self._verdicts.put_nowait(verdict)  # fired by `run`, in order
 
     async def run(self) -> None:
         """Fire each verdict's condition event, in order (the OPC UA protocol's long-lived task
-        `bridge-mv-conditions`, in the bridge's task group; what is queued at the stop is dropped)."""
+        `bridge-mv-conditions`, in the bridge's task group; what is queued at the stop is dropped).
+        One that fails to fire is logged and skipped: never the end of the bridge."""
         while True:
-            await self._fire(await self._verdicts.get())
+            verdict = await self._verdicts.get()
+            try:
+                await self._fire(verdict)
+            except Exception as exc:  # asyncua's trigger: one event lost, the next ones still fire
+                self.failed += 1
+                log.error(
+                    "bridge_mv_condition_failed",
+                    camera=verdict.camera,
+                    line=verdict.line,
+                    direction=verdict.direction,
+                    state=verdict.state,
+                    error=f"{type(exc).__name__}: {exc}"[:300],
+                )
 
     async def _fire(self, verdict: LineVerdict) -> None:
         active = verdict.state == "count_mismatch"

@@ -36,6 +36,13 @@ BRIDGE_EVENTS: tuple[LogEvent, ...] = (
         ("crossings", "window_s"),
     ),
     LogEvent(
+        "bridge_held_event_failed",
+        "error",
+        "a crossing's OPC UA event held back at start (until a client subscribed or the grace passed) could"
+        " not be fired: that event is lost, the others still fire, the bridge serves on",
+        ("camera", "line", "error"),
+    ),
+    LogEvent(
         "bridge_layout_applied",
         "info",
         "the cameras in the config changed (a camera_added/changed/removed entry of the events stream, or"
@@ -79,6 +86,13 @@ BRIDGE_EVENTS: tuple[LogEvent, ...] = (
         "Modbus connections closed or refused since the last such line (at most one a minute): over"
         " max_connections (refused, evicted), idle past idle_timeout_s, overlong frames (malformed)",
         ("open", "refused", "evicted", "idle_closed", "malformed"),
+    ),
+    LogEvent(
+        "bridge_mv_condition_failed",
+        "error",
+        "a reconciled line's Machine Vision condition event (CountMismatch, count_mismatch or count_agrees)"
+        " could not be fired: that event is lost, the next verdicts still fire, the bridge serves on",
+        ("camera", "line", "direction", "state", "error"),
     ),
     LogEvent(
         "bridge_opcua_anonymous", "warning", "no OPC UA users configured: anonymous clients are accepted", ("security",)
