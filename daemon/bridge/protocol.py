@@ -134,6 +134,15 @@ class PlcProtocol(ABC):
     def health(self) -> Health:
         return Health()
 
+    reports_stats: ClassVar[bool] = False
+    """Whether `/healthz` has its `<name>` section (`Health.stats`) even while it is off (then null)."""
+
+    @classmethod
+    def health_off(cls) -> Health:
+        """Its part of `/healthz` while it is off: monitoring reading its keys finds them (e.g. 0
+        clients, nothing refused); nothing by default."""
+        return Health()
+
     async def close(self) -> None:  # noqa: B027 (optional: nothing by default)
         """Stop serving (its tasks are already cancelled)."""
 

@@ -80,6 +80,10 @@ class ModbusProtocol(PlcProtocol):
                 self.registers.add(cid, line.id, self._planned[(cid, line.id)], line.gates[0] if line.gates else None)
                 self.registers.update_line(cid, line.id, self.state.line(cid, line.id))
 
+    @classmethod
+    def health_off(cls) -> Health:
+        return Health(clients=0, refused={})
+
     def health(self) -> Health:
         stats = self.server.stats
         return Health(clients=stats.connections, refused={k: getattr(stats, k) for k in SHED})

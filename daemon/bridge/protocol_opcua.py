@@ -176,6 +176,10 @@ class OpcUaProtocol(PlcProtocol):
     async def reload(self, config: BridgeConfig) -> dict[str, Any]:
         return await self.server.reload(config.opcua, read_users(config))
 
+    @classmethod
+    def health_off(cls) -> Health:
+        return Health(clients=0, refused={})
+
     def health(self) -> Health:
         return Health(clients=self.server.clients, refused=dict(self.server.refusals.counts))
 

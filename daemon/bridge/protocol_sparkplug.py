@@ -20,6 +20,7 @@ class SparkplugProtocol(PlcProtocol):
     """`[bridge.sparkplug]` with `enabled`."""
 
     name = "sparkplug"
+    reports_stats = True  # "sparkplug": null while it is off
 
     def __init__(self, ctx: ProtocolContext) -> None:
         self.edge = SparkplugEdge(ctx.config.sparkplug, ctx.layout, ctx.state, ctx.config.state_dir)

@@ -10,6 +10,8 @@ here (docs/development/extending.md).
 
 from __future__ import annotations
 
+from typing import Any
+
 from daemon.bridge.protocol import PlcProtocol, ProtocolContext
 from daemon.bridge.protocol_modbus import ModbusProtocol
 from daemon.bridge.protocol_opcua import OpcUaProtocol
@@ -28,6 +30,21 @@ def build_protocols(ctx: ProtocolContext) -> list[PlcProtocol]:
     return [p for kind in PROTOCOLS.values() if (p := kind.build(ctx)) is not None]
 
 
+def health_report(running: list[PlcProtocol]) -> dict[str, Any]:
+    """The protocols' part of `/healthz`: `clients` and `refused` by protocol name, and each one's own
+    section under its name; every protocol of the table is there, a running one's `health`, else its
+    `health_off` (the keys monitoring reads stay when a protocol is off)."""
+    health = {kind.name: kind.health_off() for kind in PROTOCOLS.values()}
+    health |= {p.name: p.health() for p in running}
+    kinds = [*PROTOCOLS.values(), *(type(p) for p in running)]
+    reports_stats = {kind.name for kind in kinds if kind.reports_stats}
+    out: dict[str, Any] = {
+        "clients": {name: h.clients for name, h in health.items() if h.clients is not None},
+        "refused": {name: h.refused for name, h in health.items() if h.refused is not None},
+    }
+    return out | {name: h.stats for name, h in health.items() if h.stats is not None or name in reports_stats}
+
+
 def config_problems(config: BridgeConfig) -> list[str]:
     """Every protocol's `check_config`, whether it is on in `config` or not."""
     return [problem for kind in PROTOCOLS.values() for problem in kind.check_config(config)]
@@ -43,4 +60,4 @@ def reloaded(old: BridgeConfig, new: BridgeConfig) -> tuple[BridgeConfig, list[s
     return old, restart
 
 
-__all__ = ["PROTOCOLS", "build_protocols", "config_problems", "reloaded"]
+__all__ = ["PROTOCOLS", "build_protocols", "config_problems", "health_report", "reloaded"]

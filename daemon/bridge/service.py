@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry
 from daemon.bridge.layout import BridgeLayout, validate_layout
 from daemon.bridge.live import LiveLayout
 from daemon.bridge.protocol import PlcProtocol, ProtocolContext
-from daemon.bridge.protocols import build_protocols, reloaded
+from daemon.bridge.protocols import build_protocols, health_report, reloaded
 from daemon.bridge.reader import StreamReader
 from daemon.bridge.reconcile_setup import add_routes, build_reconcile, reconcile_problems
 from daemon.bridge.reference import Reference
@@ -202,9 +202,10 @@ class Bridge:
         log.info("bridge_reloaded", restart_needed=sorted(restart), **changes)
 
     def report(self) -> dict[str, Any]:
-        """`/healthz`: the reader's counters, and each running protocol's `health` under its name."""
+        """`/healthz`: the reader's counters, and every protocol's part (`health_report`: a running
+        one's `health`, an off one's defaults)."""
         stats = self.reader.stats
-        health = {p.name: p.health() for p in self.protocols}
+        protocols = health_report(self.protocols)
         return {
             "ok": stats.connected,
             "redis_connected": stats.connected,
@@ -215,10 +216,10 @@ class Bridge:
             "served": stats.served,
             "reconnects": stats.reconnects,
             "replicas_short": stats.replicas_short,
-            "clients": {name: h.clients for name, h in health.items() if h.clients is not None},
-            "refused": {name: h.refused for name, h in health.items() if h.refused is not None},
+            "clients": protocols.pop("clients"),
+            "refused": protocols.pop("refused"),
             "heartbeat": self.heartbeats,
-            **{name: h.stats for name, h in health.items() if h.stats is not None},
+            **protocols,
             "reconcile": self.reconcile.report() if self.reconcile is not None else None,
         }
 

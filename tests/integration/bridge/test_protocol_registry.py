@@ -123,7 +123,10 @@ def test_a_protocol_added_to_the_table_is_served_by_the_bridge(
             await wait_for(lambda: ledger.counts.get(("cam3", "X")) == 4)
 
             report = json.loads(await asyncio.to_thread(_get, f"http://{config.health_listen}/healthz"))
-            assert report["clients"] == {"ledger": 1} and report["refused"] == {"ledger": {"nobody": 0}}
+            # the built-in protocols, off, keep their keys with their off-defaults (monitoring reads them)
+            assert report["clients"] == {"opcua": 0, "modbus": 0, "ledger": 1}
+            assert report["refused"] == {"opcua": {}, "modbus": {}, "ledger": {"nobody": 0}}
+            assert report["sparkplug"] is None
             assert report["ledger"] == {"served": len(ledger.counts)}
         finally:
             await bridge.stop()
