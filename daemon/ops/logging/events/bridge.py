@@ -29,18 +29,18 @@ BRIDGE_EVENTS: tuple[LogEvent, ...] = (
         ("stream", "id", "reason", "malformed"),
     ),
     LogEvent(
-        "bridge_history_recalled",
-        "info",
-        "once per process: the crossings of the last event_history_s read back from the objects streams into"
-        " the OPC UA event history (HistoryRead)",
-        ("crossings", "window_s"),
-    ),
-    LogEvent(
         "bridge_held_event_failed",
         "error",
         "a crossing's OPC UA event held back at start (until a client subscribed or the grace passed) could"
         " not be fired: that event is lost, the others still fire, the bridge serves on",
         ("camera", "line", "error"),
+    ),
+    LogEvent(
+        "bridge_history_recalled",
+        "info",
+        "once per process: the crossings of the last event_history_s read back from the objects streams into"
+        " the OPC UA event history (HistoryRead)",
+        ("crossings", "window_s"),
     ),
     LogEvent(
         "bridge_layout_applied",
