@@ -195,11 +195,20 @@ def _close_steps(p: Pipeline) -> list[CloseStep]:
     steps += [(name, off_loop(writer.stop)) for name, writer in evidence.items() if writer is not None]
     if p.review is not None:
         steps.append(("review", off_loop(p.review.close)))
-    steps += [(f"source {source.camera_id}", now(source.stop)) for source in list(p.sources)]
+    sources = list(p.sources)
+    steps += [(f"source {source.camera_id}", now(source.stop)) for source in sources]
+    # a start-up that failed never ran `_shutdown`'s join: the readers end here, bounded, before
+    # the sink and the lanes they hand frames to are closed
+    steps.append(("sources joined", off_loop(lambda: _join_sources(sources, SOURCES_CLOSE_JOIN_S))))
     steps += [("sink", p.sink.close), ("lanes", now(p.lanes.close)), ("workers", now(p.workers.close))]
     if p.decoders is not None:
         steps.append(("decoders", off_loop(p.decoders.close)))
     return steps
+
+
+SOURCES_CLOSE_JOIN_S = 5.0
+"""How long close waits for the camera readers together (a reader notices its stop at the next
+packet, or at its read timeout on a frozen server)."""
 
 
 def _join_sources(sources: list[CameraSource], timeout_s: float) -> None:
