@@ -144,5 +144,6 @@ def test_a_reload_compares_against_what_serves_and_an_edit_back_to_the_original_
         d.reload()
         wait_until(lambda: tag_and_state(port)[1]["path"] == str(MODELS[640]), 120, "the original model back", d)
         assert tag_and_state(port)[1] == original
-        assert tomllib.loads(dropin.read_text()) == {}
+        # the reload prunes the drop-in after the swap it serves (ModelsControl.reload): wait for it
+        wait_until(lambda: tomllib.loads(dropin.read_text()) == {}, 30, "the drop-in entry pruned", d)
         wait_until(lambda: serving(redis) == f"640:{original['name']}", 120, "detections on the original model", d)
