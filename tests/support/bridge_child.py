@@ -14,13 +14,11 @@ import asyncio
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from daemon.bridge.cli import main as bridge_main
-from daemon.bridge.layout import BridgeLayout
-from daemon.bridge.protocol import Added, PlcProtocol, ProtocolContext
 from daemon.bridge.protocols import PROTOCOLS
-from daemon.bridge.state import BridgeState, Change
+from tests.support.bridge_protocols import Idle
 
 MODES = ("ok", "stall", "fail")
 
@@ -29,19 +27,12 @@ class ProbeFault(RuntimeError):
     """What the probe's task raises in `fail` mode."""
 
 
-class Probe(PlcProtocol):
+class Probe(Idle):
     """A protocol that serves nothing and does what `mode` says (class attributes: set by `main`)."""
 
     name = "probe"
     mode: ClassVar[str] = "ok"
     files: ClassVar[Path] = Path()
-
-    @classmethod
-    def build(cls, ctx: ProtocolContext) -> Self | None:
-        return cls()
-
-    async def start(self) -> None:
-        pass
 
     def tasks(self) -> dict[str, Callable[[], Coroutine[Any, Any, None]]]:
         return {"probe-task": self._run}
@@ -51,15 +42,6 @@ class Probe(PlcProtocol):
             if self.mode == "fail" and (self.files / "fail").exists():
                 raise ProbeFault("the probe's task failed")
             await asyncio.sleep(0.05)
-
-    async def serve_all(self, state: BridgeState) -> None:
-        pass
-
-    async def serve(self, changes: list[Change]) -> None:
-        pass
-
-    async def grow(self, layout: BridgeLayout, added: Added) -> None:
-        pass
 
     async def close(self) -> None:
         (self.files / "closed").touch()

@@ -17,18 +17,17 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 import pytest
 import structlog
 
 from daemon.bridge.cli import load
-from daemon.bridge.layout import BridgeLayout
-from daemon.bridge.protocol import Added, PlcProtocol, ProtocolContext
 from daemon.bridge.protocols import PROTOCOLS
 from daemon.bridge.service import Bridge
-from daemon.bridge.state import BridgeState, Change
+from daemon.bridge.state import Change
 from tests.support.bridge_harness import crossing, factory, wait_for
+from tests.support.bridge_protocols import Idle
 from tests.support.fixtures_redis import RedisServer, RedisServerFactory, free_port
 from tests.support.waits import wait_until
 from tools.kit import leash
@@ -180,7 +179,7 @@ def test_an_unexpected_exception_in_a_task_stops_the_bridge_non_zero(
     assert "unhandled_exception" in child.names()
 
 
-class Faulty(PlcProtocol):
+class Faulty(Idle):
     """A test-only protocol whose long-lived task raises once `trip` is set."""
 
     name = "faulty"
@@ -189,28 +188,12 @@ class Faulty(PlcProtocol):
         self.trip = asyncio.Event()
         self.closed = False
 
-    @classmethod
-    def build(cls, ctx: ProtocolContext) -> Self | None:
-        return cls()
-
-    async def start(self) -> None:
-        pass
-
     def tasks(self) -> dict[str, Callable[[], Coroutine[Any, Any, None]]]:
         return {"faulty-task": self._run}
 
     async def _run(self) -> None:
         await self.trip.wait()
         raise LookupError("a bug in one task")
-
-    async def serve_all(self, state: BridgeState) -> None:
-        pass
-
-    async def serve(self, changes: list[Change]) -> None:
-        pass
-
-    async def grow(self, layout: BridgeLayout, added: Added) -> None:
-        pass
 
     async def close(self) -> None:
         self.closed = True
@@ -344,7 +327,7 @@ def test_a_protocol_whose_close_raises_does_not_keep_the_later_ones_open(
     assert failed == [("protocol broken-close", "OSError: socket already gone")]
 
 
-class Held(PlcProtocol):
+class Held(Idle):
     """A test-only protocol whose `serve` waits until `release` is set (a batch kept in flight)."""
 
     name = "held"
@@ -353,22 +336,9 @@ class Held(PlcProtocol):
         self.entered = asyncio.Event()
         self.release = asyncio.Event()
 
-    @classmethod
-    def build(cls, ctx: ProtocolContext) -> Self | None:
-        return cls()
-
-    async def start(self) -> None:
-        pass
-
-    async def serve_all(self, state: BridgeState) -> None:
-        pass
-
     async def serve(self, changes: list[Change]) -> None:
         self.entered.set()
         await self.release.wait()
-
-    async def grow(self, layout: BridgeLayout, added: Added) -> None:
-        pass
 
 
 async def stop_with_a_batch_in_flight(bridge: Bridge, r: Any, *, release_after_s: float | None) -> float:
