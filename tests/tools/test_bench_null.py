@@ -14,7 +14,9 @@ import onnxruntime as ort
 from daemon.inference.model_file import load_model_info
 from daemon.inference.pixel_input import with_pixel_input
 from daemon.inference.postprocess import decode_batch
+from tools.bench.cli import parse_args
 from tools.bench.gil import summarise
+from tools.bench.null_bench import lanes_as_gpu
 from tools.bench.null_model import make_null_model
 from tools.bench.procs import busiest_thread
 
@@ -89,3 +91,19 @@ def test_busiest_thread_is_the_one_that_used_most_cpu_in_between() -> None:
     before = {1: ("source-cam0", 10.0), 2: ("beltsight-infer-640-0_0", 50.0)}
     after = {1: ("source-cam0", 14.0), 2: ("beltsight-infer-640-0_0", 52.0), 3: ("bench-daemon", 3.0)}
     assert busiest_thread(before, after, 8.0) == {"name": "source-cam0", "core_pct": 50.0}
+
+
+def test_null_bench_lanes_take_a_gpu_lanes_shape_unless_told_otherwise() -> None:
+    """The null model stands in for a GPU: one session and batches up to max_batch, not the CPU lanes'
+    session per core and frame per batch; explicit --workers / --worker-batch and --lanes cpu win."""
+    shapes = {}
+    for name, argv in {
+        "default": ["--null-model"],
+        "max batch": ["--null-model", "--max-batch", "16"],
+        "cpu": ["--null-model", "--lanes", "cpu"],
+        "told": ["--null-model", "--workers", "2", "--worker-batch", "3"],
+    }.items():
+        args = parse_args(argv)
+        lanes_as_gpu(args)
+        shapes[name] = (args.workers, args.worker_batch)
+    assert shapes == {"default": (1, 8), "max batch": (1, 16), "cpu": (0, 0), "told": (2, 3)}

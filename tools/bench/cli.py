@@ -13,12 +13,12 @@ from tools.kit.daemon_config import MODELS
 from tools.kit.run_output import WHERE, run_dir
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=(tools.bench.__doc__ or "").split("\n\n")[0])
     add_bench_args(p)
     add_stream_args(p)
     add_phase_args(p)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     args.model = model_size(p, args.model)
     if not args.null_model:
         if args.cameras is not None and not args.cameras.isdigit():
@@ -57,9 +57,16 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--processes",
-        default="1",
-        help="engine.processes for the daemon phases (1, a count or auto); with --null-model a comma list "
-        "(e.g. 1,auto): a phase with each per camera count, one after the other",
+        help="engine.processes for the daemon phases (1, a count or auto; default 1, with --null-model auto as "
+        "the daemon's); with --null-model a comma list (e.g. 1,auto): a phase with each per camera count",
+    )
+    p.add_argument(
+        "--lanes",
+        choices=["gpu", "cpu"],
+        default="gpu",
+        help="--null-model: the lanes' shape when --workers and --worker-batch are left at 0. 'gpu' (default): as "
+        "the daemon runs a CUDA lane, which the null model stands in for (one session, batches of the cameras' "
+        "share up to max_batch); 'cpu': as it runs CPU lanes (a session per core, one frame per batch)",
     )
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import redis
 
+from daemon.config.seam import EngineConfig
 from daemon.core.seam import STAGES
 from tools.bench import gil
 from tools.bench.baselines import DecoderLoad
@@ -180,6 +181,17 @@ def null_phase(k: int, mode: str, procs: str, args: argparse.Namespace, srv: Ser
     return phase
 
 
+def lanes_as_gpu(args: argparse.Namespace) -> None:
+    """With `--lanes gpu` (the default) and `--workers`/`--worker-batch` left to auto: the lanes as the daemon
+    shapes a CUDA lane (`daemon.inference.providers.lane_workers`/`worker_batch`: one session, batches of the
+    cameras' share, so up to max_batch), not as it shapes CPU lanes (a session per core, one frame each), which
+    is what the CPU provider the null model runs on would otherwise get. A GPU box's costs around the model are
+    then paid per batch of many frames, as they are there."""
+    if args.lanes == "gpu":
+        args.workers = args.workers or 1
+        args.worker_batch = args.worker_batch or args.max_batch or EngineConfig().max_batch
+
+
 def run(args: argparse.Namespace) -> int:
     """The null-model bench (`args` from `tools.bench.cli.parse_args`)."""
     counts = [int(v) for v in (args.cameras or DEFAULT_COUNTS).split(",")]
@@ -188,6 +200,8 @@ def run(args: argparse.Namespace) -> int:
         for pre in (["host", "graph"] if args.preprocess == "both" else [args.preprocess])
         for procs in str(args.processes).split(",")
     ]
+    args.processes = args.processes or "auto"
+    lanes_as_gpu(args)
     source = MODELS[args.model]
     null = make_null_model(source, CACHE / f"null-{source.stem}.onnx", args.boxes)
     MODELS[args.model] = null  # the daemon's config and every phase read the harness's model table
@@ -211,7 +225,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         srv.close()
     print(
-        f"\nnull model ({null.name}, from {source.name}, {args.boxes} fixed boxes); "
+        f"\nnull model ({null.name}, from {source.name}, {args.boxes} fixed boxes); lanes as on a {args.lanes.upper()} "
+        f"(engine.workers {args.workers}, worker_batch {args.worker_batch}); "
         f"{args.size} cameras at {args.fps} fps "
         f"over RTSP (H.264 capped at {args.bitrate or 'none'}); {args.seconds} s per phase; freshness = published - "
         "captured; 'outside' = CPU per frame outside decoding and the null model's run; 'cores' = the daemon "
