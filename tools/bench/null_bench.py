@@ -195,13 +195,13 @@ def lanes_as_gpu(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     """The null-model bench (`args` from `tools.bench.cli.parse_args`)."""
     counts = [int(v) for v in (args.cameras or DEFAULT_COUNTS).split(",")]
+    args.processes = args.processes or "auto"
+    lanes_as_gpu(args)
     modes = [
         (pre, procs)
         for pre in (["host", "graph"] if args.preprocess == "both" else [args.preprocess])
         for procs in str(args.processes).split(",")
     ]
-    args.processes = args.processes or "auto"
-    lanes_as_gpu(args)
     source = MODELS[args.model]
     null = make_null_model(source, CACHE / f"null-{source.stem}.onnx", args.boxes)
     MODELS[args.model] = null  # the daemon's config and every phase read the harness's model table
