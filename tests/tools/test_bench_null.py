@@ -16,7 +16,7 @@ from daemon.inference.pixel_input import with_pixel_input
 from daemon.inference.postprocess import decode_batch
 from tools.bench.cli import parse_args
 from tools.bench.gil import summarise
-from tools.bench.null_bench import lanes_as_gpu
+from tools.bench.null_bench import Mode, lane_shape, modes
 from tools.bench.null_model import make_null_model
 from tools.bench.procs import busiest_thread
 
@@ -95,15 +95,21 @@ def test_busiest_thread_is_the_one_that_used_most_cpu_in_between() -> None:
 
 def test_null_bench_lanes_take_a_gpu_lanes_shape_unless_told_otherwise() -> None:
     """The null model stands in for a GPU: one session and batches up to max_batch, not the CPU lanes'
-    session per core and frame per batch; explicit --workers / --worker-batch and --lanes cpu win."""
-    shapes = {}
-    for name, argv in {
-        "default": ["--null-model"],
-        "max batch": ["--null-model", "--max-batch", "16"],
-        "cpu": ["--null-model", "--lanes", "cpu"],
-        "told": ["--null-model", "--workers", "2", "--worker-batch", "3"],
-    }.items():
-        args = parse_args(argv)
-        lanes_as_gpu(args)
-        shapes[name] = (args.workers, args.worker_batch)
+    session per core and frame per batch; explicit --workers / --worker-batch win, --lanes lists phases."""
+    shapes = {
+        name: lane_shape(parse_args(argv), lanes)
+        for name, argv, lanes in (
+            ("default", ["--null-model"], "gpu"),
+            ("max batch", ["--null-model", "--max-batch", "16"], "gpu"),
+            ("cpu", ["--null-model"], "cpu"),
+            ("told", ["--null-model", "--workers", "2", "--worker-batch", "3"], "gpu"),
+        )
+    }
     assert shapes == {"default": (1, 8), "max batch": (1, 16), "cpu": (0, 0), "told": (2, 3)}
+    assert modes(parse_args(["--null-model"])) == [Mode("host", "auto", "gpu")]
+    assert modes(parse_args(["--null-model", "--lanes", "cpu,gpu", "--processes", "1,auto"])) == [
+        Mode("host", "1", "cpu"),
+        Mode("host", "auto", "cpu"),
+        Mode("host", "1", "gpu"),
+        Mode("host", "auto", "gpu"),
+    ]

@@ -45,8 +45,11 @@ and RSS per camera count into scaling.png, and names the knee (the last count se
 daemon at each `--cameras` count up to and past saturation beside a decode-only run of the same
 streams, one table (frames/s, CPU per frame by stage and outside decoding and the model's run, the
 busiest thread, freshness p50/p99, least/most served camera, RSS, decode-only fps and CPU);
-`--preprocess both` runs each count with `engine.preprocess` "host" and "graph", `--processes 1,auto`
-with each `engine.processes` value (the daemon's CPU, threads and RSS include its decoder processes); `--gil` adds
+its lanes shaped as the daemon shapes a CUDA lane (one session, batches up to max_batch), as on the GPU
+the null model stands in for, and `engine.processes` auto, as the daemon's default; `--lanes cpu,gpu` adds
+phases with the CPU lanes' shape (a session per core, one frame per batch). `--preprocess both` runs
+each count with `engine.preprocess` "host" and "graph", `--processes 1,auto` with each `engine.processes`
+value (the daemon's CPU, threads and RSS include its decoder processes); `--gil` adds
 `tools/bench/gil.py` (where each thread role waits for the interpreter lock, from py-spy).
 
 Modules: `cli` (the flags and their checks), `phase` (the daemon in-process, sampled),

@@ -62,11 +62,11 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--lanes",
-        choices=["gpu", "cpu"],
         default="gpu",
-        help="--null-model: the lanes' shape when --workers and --worker-batch are left at 0. 'gpu' (default): as "
-        "the daemon runs a CUDA lane, which the null model stands in for (one session, batches of the cameras' "
-        "share up to max_batch); 'cpu': as it runs CPU lanes (a session per core, one frame per batch)",
+        help="--null-model: the lanes' shape where --workers and --worker-batch are left at 0, a comma list (e.g. "
+        "cpu,gpu: a phase with each per camera count). 'gpu' (default): as the daemon runs a CUDA lane, which the "
+        "null model stands in for (one session, batches of the cameras' share up to max_batch); 'cpu': as it runs "
+        "CPU lanes (a session per core, one frame per batch)",
     )
 
 

@@ -1,11 +1,14 @@
 """`python -m tools.bench --null-model`: what the daemon costs around a model that costs nothing.
 
     .venv/bin/python -m tools.bench --null-model [--cameras 8,16,24,32] [--seconds 20] [--model 640|FILE.onnx]
-        [--boxes 7] [--fps 15] [--size 640x480] [--processes 1,auto] [--out DIR]
+        [--boxes 7] [--fps 15] [--size 640x480] [--processes 1,auto] [--lanes cpu,gpu] [--out DIR]
 
 The model (`--model`, a 416/640/800 demo model or a file of one of those sizes) is replaced by its
 null model (`tools.bench.null_model`: same input, output and metadata, a few fixed boxes, cached in
-runs/bench-cache), standing in for a fast GPU. For each camera count, in one run: the real daemon
+runs/bench-cache), standing in for a fast GPU; its lanes are shaped as the daemon shapes a CUDA lane
+(one session, batches of the cameras' share up to max_batch; `--lanes cpu` as it shapes CPU lanes: a
+session per core, one frame per batch) and `engine.processes` is auto (the daemon's default) unless
+`--processes` says otherwise. For each camera count, in one run: the real daemon
 over RTSP into redis-server (`tools.bench.phase.daemon_phase`, the stage counters on throughout,
 tracking and a counting line per camera as in the main bench), then `tools.bench.decoders` alone on
 the same streams for the same seconds (what decoding costs on these cores, the limit for CPU
@@ -14,8 +17,8 @@ of it lies outside decoding and the (null) model's run, the busiest thread's sha
 freshness (published - captured) p50/p99, the least and most served camera's fps, RSS, and the
 decode-only run; then the stage budget per frame for each count. Writes null-report.json into --out.
 With `engine.preprocess = "graph"` the pixel prefix runs inside `session.run`, so "outside" leaves it
-out: compare the process CPU per frame between the two paths. `--processes 1,auto` runs each count
-with each `[engine] processes` value in turn; the daemon's CPU, threads and RSS then include its
+out: compare the process CPU per frame between the two paths. `--processes 1,auto` and `--lanes
+cpu,gpu` run each count with each value in turn; the daemon's CPU, threads and RSS then include its
 decoder processes (`tools.bench.procs.daemon_cpu_s`).
 """
 
@@ -28,7 +31,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
@@ -125,7 +128,8 @@ def row(phase: dict[str, Any], decode: dict[str, Any]) -> dict[str, Any]:
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
     head = (
-        f"{'cams':>4} {'pre':>5} {'procs':>5} {'offered':>7} {'fps':>7} {'cores':>5} {'ms/frame':>8} {'outside':>7}"
+        f"{'cams':>4} {'lanes':>5} {'pre':>5} {'procs':>5} {'offered':>7} {'fps':>7} {'cores':>5}"
+        f" {'ms/frame':>8} {'outside':>7}"
         f" {'busiest thread':>29} {'p50':>6} {'p99':>6} {'cam fps min-max':>15} {'RSS MB':>7}"
         f" | {'decode-only fps':>15} {'cores':>5} {'ms/fr':>5}"
     )
@@ -133,7 +137,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         b, d = r["busiest_thread"], r["decode_only"]
         lines.append(
-            f"{r['cameras']:>4} {r['preprocess']:>5} {r['processes']:>5} {r['offered_fps']:>7}"
+            f"{r['cameras']:>4} {r['lanes']:>5} {r['preprocess']:>5} {r['processes']:>5} {r['offered_fps']:>7}"
             f" {r['fps']:>7.1f} {r['process_cores']:>5.2f}"
             f" {r['cpu_ms_per_frame']:>8.2f} {r['cpu_ms_outside_decode_and_run']:>7.2f}"
             f" {str(b['name'])[:22]:>22} {b['core_pct']:>5.1f}%"
@@ -144,29 +148,69 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     lines += [
         "",
         "CPU per published frame by stage, ms (thread CPU where each stage runs; untimed = the rest of the process):",
-        f"{'cams':>4} {'pre':>5} {'procs':>5} " + " ".join(f"{k:>11}" for k in SHOWN_STAGES) + f" {'untimed':>8}",
+        f"{'cams':>4} {'lanes':>5} {'pre':>5} {'procs':>5} "
+        + " ".join(f"{k:>11}" for k in SHOWN_STAGES)
+        + f" {'untimed':>8}",
     ]
     for r in rows:
         st = r["stages_ms_per_frame"]
         lines.append(
-            f"{r['cameras']:>4} {r['preprocess']:>5} {r['processes']:>5} "
+            f"{r['cameras']:>4} {r['lanes']:>5} {r['preprocess']:>5} {r['processes']:>5} "
             + " ".join(f"{st[k]:>11.2f}" for k in SHOWN_STAGES)
             + f" {r['untimed_ms_per_frame']:>8.2f}"
         )
     return lines
 
 
-def null_phase(k: int, mode: str, procs: str, args: argparse.Namespace, srv: Servers) -> dict[str, Any]:
-    """One daemon phase of `k` cameras with engine.preprocess `mode` and engine.processes `procs` (with --gil,
-    py-spy over its window), its figures printed."""
+class Mode(NamedTuple):
+    """One phase's settings beside its camera count: `engine.preprocess`, `engine.processes`, the lanes' shape."""
+
+    preprocess: str
+    processes: str
+    lanes: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.preprocess}-{self.processes}-{self.lanes}"
+
+
+def modes(args: argparse.Namespace) -> list[Mode]:
+    """Every combination of --preprocess (both: host and graph), --processes and --lanes (comma lists)."""
+    return [
+        Mode(pre, procs, lanes)
+        for lanes in args.lanes.split(",")
+        for pre in (["host", "graph"] if args.preprocess == "both" else [args.preprocess])
+        for procs in str(args.processes or "auto").split(",")
+    ]
+
+
+def lane_shape(args: argparse.Namespace, lanes: str) -> tuple[int, int]:
+    """`engine.workers` and `engine.worker_batch` for lanes shaped as on a `lanes` ("gpu" or "cpu") box, where
+    --workers / --worker-batch left them to auto (0). As on a GPU: as the daemon shapes a CUDA lane
+    (`daemon.inference.providers.lane_workers` / `worker_batch`: one session, batches of the cameras' share, so up
+    to max_batch), which the null model stands in for; as on a CPU: auto, what the CPU provider it runs on would
+    otherwise get (a session per core, one frame per batch)."""
+    if lanes == "gpu":
+        return args.workers or 1, args.worker_batch or args.max_batch or EngineConfig().max_batch
+    if lanes == "cpu":
+        return args.workers, args.worker_batch
+    raise ValueError(f"--lanes: {lanes!r} is neither gpu nor cpu")
+
+
+def null_phase(k: int, mode: Mode, args: argparse.Namespace, srv: Servers) -> dict[str, Any]:
+    """One daemon phase of `k` cameras in `mode` (with --gil, py-spy over its window), its figures printed."""
     redis.Redis(port=srv.redis_port).flushall()
-    args.preprocess, args.processes = mode, procs
+    phase_args = argparse.Namespace(**vars(args))
+    phase_args.preprocess, phase_args.processes = mode.preprocess, mode.processes
+    phase_args.workers, phase_args.worker_batch = lane_shape(args, mode.lanes)
     print(
-        f"bench: null model, daemon phase, {k} cameras, preprocess {mode}, processes {procs}, {args.seconds} s",
+        f"bench: null model, daemon phase, {k} cameras, lanes as on a {mode.lanes} (engine.workers "
+        f"{phase_args.workers}, worker_batch {phase_args.worker_batch}), preprocess {mode.preprocess}, "
+        f"processes {mode.processes}, {args.seconds} s",
         flush=True,
     )
     spy = GilProfile(args.seconds) if args.gil else None
-    phase = daemon_phase(k, args, srv, args.out, on_window=spy.start if spy is not None else None)
+    phase = daemon_phase(k, phase_args, srv, args.out, on_window=spy.start if spy is not None else None)
     if spy is not None:
         phase["gil"] = spy.result()
         print("\n".join(gil.lines(phase["gil"])), flush=True)
@@ -181,27 +225,10 @@ def null_phase(k: int, mode: str, procs: str, args: argparse.Namespace, srv: Ser
     return phase
 
 
-def lanes_as_gpu(args: argparse.Namespace) -> None:
-    """With `--lanes gpu` (the default) and `--workers`/`--worker-batch` left to auto: the lanes as the daemon
-    shapes a CUDA lane (`daemon.inference.providers.lane_workers`/`worker_batch`: one session, batches of the
-    cameras' share, so up to max_batch), not as it shapes CPU lanes (a session per core, one frame each), which
-    is what the CPU provider the null model runs on would otherwise get. A GPU box's costs around the model are
-    then paid per batch of many frames, as they are there."""
-    if args.lanes == "gpu":
-        args.workers = args.workers or 1
-        args.worker_batch = args.worker_batch or args.max_batch or EngineConfig().max_batch
-
-
 def run(args: argparse.Namespace) -> int:
     """The null-model bench (`args` from `tools.bench.cli.parse_args`)."""
     counts = [int(v) for v in (args.cameras or DEFAULT_COUNTS).split(",")]
-    args.processes = args.processes or "auto"
-    lanes_as_gpu(args)
-    modes = [
-        (pre, procs)
-        for pre in (["host", "graph"] if args.preprocess == "both" else [args.preprocess])
-        for procs in str(args.processes).split(",")
-    ]
+    phase_modes = modes(args)
     source = MODELS[args.model]
     null = make_null_model(source, CACHE / f"null-{source.stem}.onnx", args.boxes)
     MODELS[args.model] = null  # the daemon's config and every phase read the harness's model table
@@ -215,18 +242,18 @@ def run(args: argparse.Namespace) -> int:
         srv.start([clips[i % len(clips)] for i in range(max(counts))], args.out)
         for k in counts:
             done = []
-            for mode, procs in modes:
-                phases[f"{k}-{mode}-{procs}"] = phase = null_phase(k, mode, procs, args, srv)
-                done.append((mode, procs, phase))
+            for mode in phase_modes:
+                phases[f"{k}-{mode.key}"] = phase = null_phase(k, mode, args, srv)
+                done.append((mode, phase))
             print(f"bench: null model, decode only, {k} streams, {args.seconds} s", flush=True)
             decode = decode_only(srv.urls[:k], args.seconds)
             print(f"bench:   decode only {decode['fps']} fps", flush=True)
-            rows += [{"preprocess": mode, "processes": procs, **row(phase, decode)} for mode, procs, phase in done]
+            rows += [{**mode._asdict(), **row(phase, decode)} for mode, phase in done]
     finally:
         srv.close()
     print(
-        f"\nnull model ({null.name}, from {source.name}, {args.boxes} fixed boxes); lanes as on a {args.lanes.upper()} "
-        f"(engine.workers {args.workers}, worker_batch {args.worker_batch}); "
+        f"\nnull model ({null.name}, from {source.name}, {args.boxes} fixed boxes); lanes: 'gpu' one session, "
+        "batches up to max_batch, as the daemon runs a CUDA lane, 'cpu' as it runs CPU lanes; "
         f"{args.size} cameras at {args.fps} fps "
         f"over RTSP (H.264 capped at {args.bitrate or 'none'}); {args.seconds} s per phase; freshness = published - "
         "captured; 'outside' = CPU per frame outside decoding and the null model's run; 'cores' = the daemon "
