@@ -21,6 +21,7 @@ DropReason = Literal[
     "frame_lost",
     "incomplete",
     "removed",
+    "behind",
 ]
 
 DROP_REASONS: Final[dict[DropReason, str]] = {
@@ -36,6 +37,8 @@ DROP_REASONS: Final[dict[DropReason, str]] = {
     "frame_lost": "a GigE Vision camera's frame that never arrived (a gap in its block ids)",
     "incomplete": "a GigE Vision frame with packets the resend could not recover: never handed on",
     "removed": "left in the slot of a camera removed live when its drain timed out",
+    "behind": "never decoded: the camera's decoding ran behind its stream, so its reader skipped to a keyframe "
+    "near the live edge (`daemon.ingest.lag`)",
 }
 
 __all__ = ["DROP_REASONS", "DropReason", "reasons"]

@@ -18,7 +18,11 @@ Policies:
   shrinking, BILINEAR when enlarging) happen in the worker, only for frames a batch takes.
 - Corrupt packets are counted (`corrupt_packets`) and skipped; more than
   `MAX_CONSECUTIVE_DECODE_ERRORS` in a row end the connection.
-- Stall: no decoded frame for `stall_s` on an open connection ends it (`ConnectionLostError`).
+- Stall: no decoded frame for `stall_s` on an open connection ends it (`ConnectionLostError`); a
+  packet skipped by the lag watch counts as progress (the stream is alive, the reader chose).
+- Behind: a live camera whose decoding falls behind its stream skips to a keyframe near the live
+  edge (`daemon.ingest.lag`); what it skips is counted as dropped (`behind`), never decoded, and
+  a skip's start is logged (`camera_behind`, at most once a minute per camera).
 """
 
 from __future__ import annotations
@@ -40,9 +44,11 @@ from daemon.config.cameras import CameraConfig
 from daemon.core.clock import Clock, time_ms
 from daemon.core.frames import Frame, FrameConsumer
 from daemon.core.metrics import Metrics
+from daemon.core.ratelimit import RateLimited
 from daemon.core.status_kinds import StatusKind
 from daemon.ingest.decoding import ConnectionLostError, describe_error, scale, set_decoder_threads
 from daemon.ingest.geometry import SourceGeometry
+from daemon.ingest.lag import StreamLag
 from daemon.ingest.packet_tap import PacketTap
 
 log = structlog.get_logger("beltsight.source")
@@ -53,6 +59,8 @@ FPS_SMOOTHING = 0.1
 """Weight of the newest inter-frame interval in the fps estimate (exponential moving average)."""
 MAX_PACING_LAG_S = 1.0
 """A realtime file replay that falls further behind than this re-anchors instead of bursting."""
+BEHIND_LOG_INTERVAL_S = 60.0
+"""A camera that keeps falling behind logs `camera_behind` at most once per this many seconds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +127,7 @@ class FrameReader:
         self.frames = 0
         """Frames decoded since start (all connections)."""
         self.last_frame_mono: float | None = None
+        self._behind_log = RateLimited(BEHIND_LOG_INTERVAL_S, clock)
 
     @property
     def fps(self) -> float:
@@ -144,9 +153,14 @@ class FrameReader:
         packets = self._packets
         if packets is not None:
             packets.start(stream)
+        lag = None if self.camera.is_file else StreamLag()
         for packet in container.demux(stream):
             if packets is not None:
                 packets.add(packet, time_ms(self._clock))
+            if lag is not None and not self._admit(lag, packet, conn):
+                if self._stop.is_set():
+                    return self._stopped(conn)
+                continue
             for vframe in self._decode(packet, conn):
                 if not self._handle(vframe, conn):
                     return self._stopped(conn)
@@ -156,6 +170,24 @@ class FrameReader:
         if self.camera.is_file:
             return Outcome("loop" if self.camera.loop else "finished", "end of file")
         raise ConnectionLostError("stream ended")
+
+    def _admit(self, lag: StreamLag, packet: av.Packet[VideoStream], conn: Connection) -> bool:
+        """Whether to decode `packet` (`daemon.ingest.lag`); a skipped one is counted as dropped (`behind`)."""
+        pts, base = packet.pts, packet.time_base
+        now = self._clock.monotonic()
+        pts_s = float(pts * base) if pts is not None and base is not None else None
+        verdict = lag.packet(pts_s, packet.is_keyframe, now)
+        if verdict.started:
+            held = self._behind_log.allow()
+            if held is not None:
+                log.warning("camera_behind", camera=self.camera.id, lag_ms=round(1000 * lag.lag_s), skips_since=held)
+        elif verdict.ended:
+            log.debug("camera_caught_up", camera=self.camera.id, skipped=lag.skipped, lag_ms=round(1000 * lag.lag_s))
+        if verdict.decode:
+            return True
+        conn.last_good_mono = now  # the stream is alive: skipping is the reader's choice, not a stall
+        self._metrics.dropped(self.camera.id, "behind")
+        return False
 
     def _stopped(self, conn: Connection) -> Outcome:
         if conn.up:

@@ -13,6 +13,9 @@ so neither side of the comparison needs a different build of the daemon:
 - `readers-nice`: the camera reader threads at nice 5 (they yield more of a contended core to
   the workers); off: nice 0. Lowering a nice value again needs root or CAP_SYS_NICE.
 - `loop-nice`: the same for the event loop's thread.
+- `decoders-nice`: every thread of the decoder processes (`engine.processes`) at nice 5: under
+  overload the daemon's own process (batching, inference, tracking, publishing) gets a contended
+  core first, and the decoders the rest; off: nice 0.
 - `switch-1ms`: the interpreter's switch interval at 1 ms (`sys.setswitchinterval`); off: 5 ms,
   Python's default. A thread that wants the lock back asks the holder to drop it after this long,
   so it bounds each wait of a convoy behind the threads that hold the lock.
@@ -20,6 +23,7 @@ so neither side of the comparison needs a different build of the daemon:
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 import threading
@@ -52,6 +56,21 @@ def _nice(match: Callable[[str], bool], on: bool) -> None:
         os.setpriority(os.PRIO_PROCESS, tid, 5 if on else 0)
 
 
+def _decoders_nice(on: bool) -> None:
+    """Nice is per thread on Linux: every thread of every decoder process (this process's multiprocessing
+    children: the daemon runs in the bench's process)."""
+    for child in multiprocessing.active_children():
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{child.pid}/task")]
+        except (FileNotFoundError, ProcessLookupError):  # a decoder that just exited
+            continue
+        for tid in tids:
+            try:
+                os.setpriority(os.PRIO_PROCESS, tid, 5 if on else 0)
+            except ProcessLookupError:
+                continue
+
+
 @dataclass(frozen=True)
 class Experiment:
     name: str
@@ -69,6 +88,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "readers-nice", "camera readers at nice 5", lambda on: _nice(lambda n: n.startswith(READERS_PREFIX), on)
         ),
         Experiment("loop-nice", "the event loop's thread at nice 5", lambda on: _nice(lambda n: n == LOOP_THREAD, on)),
+        Experiment("decoders-nice", "every thread of the decoder processes at nice 5", _decoders_nice),
         Experiment(
             "switch-1ms",
             "the interpreter's switch interval at 1 ms instead of 5",

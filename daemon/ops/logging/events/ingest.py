@@ -11,6 +11,20 @@ INGEST_EVENTS: tuple[LogEvent, ...] = (
         "opening a camera; logged for the first attempt of an outage, not every retry",
         ("camera", "url"),
     ),
+    LogEvent(
+        "camera_behind",
+        "warning",
+        "a live camera's decoding ran behind its stream (`lag_ms`) for a second: its reader skips to a keyframe "
+        "near the live edge, the frames between counted as dropped (`behind`); at most once a minute per camera, "
+        "`skips_since` counts the skips not logged since",
+        ("camera", "lag_ms", "skips_since"),
+    ),
+    LogEvent(
+        "camera_caught_up",
+        "debug",
+        "a skip of a camera that ran behind ended at a keyframe (`skipped`: packets not decoded)",
+        ("camera", "skipped", "lag_ms"),
+    ),
     LogEvent("camera_decode_error", "debug", "one packet failed to decode (the stream goes on)", ("camera", "error")),
     LogEvent(
         "camera_down",
