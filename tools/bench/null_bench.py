@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import threading
 import time
@@ -108,6 +109,7 @@ def row(phase: dict[str, Any], decode: dict[str, Any]) -> dict[str, Any]:
     stage = {k: sum(s["stage_cpu_s"].get(k, 0.0) for s in segs) for k in STAGES}
     per = (lambda v: round(1000 * v / published, 2)) if published else (lambda v: float("nan"))
     fps = [c["fps"] for c in phase["per_camera"].values()]
+    behind = [c["behind_stream_at_end_ms"] for c in phase["per_camera"].values()]
     return {
         "cameras": phase["cameras"],
         "offered_fps": phase["fps_offered"],
@@ -121,6 +123,11 @@ def row(phase: dict[str, Any], decode: dict[str, Any]) -> dict[str, Any]:
         "freshness_ms": {"p50": phase["latency_ms"]["p50"], "p99": phase["latency_ms"]["p99"]},
         "camera_fps": {"min": min(fps), "max": max(fps), "min_over_max": round(min(fps) / max(fps), 3)},
         "rss_mb": phase["rss_mb_end"],
+        "behind_stream_at_end_ms": {
+            "p50": round(statistics.median(behind), 1),
+            "max": round(max(behind), 1),
+            "skipped": sum(c["dropped_total"].get("behind", 0) for c in phase["per_camera"].values()),
+        },
         "others_cpu_pct": phase["others_cpu_pct_mean"],
         "decode_only": decode,
     }
@@ -146,6 +153,15 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             f" | {d['fps']:>15.1f} {d['core_pct'] / 100:>5.2f} {d['ms_per_frame']:>5.2f}"
         )
     lines += [
+        "",
+        "how far behind its stream each camera's last published frame was at the window's end, ms (seq plus the "
+        "frames skipped as 'behind', against the stream's start):",
+        *(
+            f"{r['cameras']:>4} {r['lanes']:>5} {r['preprocess']:>5} {r['processes']:>5}  p50 "
+            f"{r['behind_stream_at_end_ms']['p50']:>8.0f}  max {r['behind_stream_at_end_ms']['max']:>8.0f}  "
+            f"frames skipped {r['behind_stream_at_end_ms']['skipped']:.0f}"
+            for r in rows
+        ),
         "",
         "CPU per published frame by stage, ms (thread CPU where each stage runs; untimed = the rest of the process):",
         f"{'cams':>4} {'lanes':>5} {'pre':>5} {'procs':>5} "

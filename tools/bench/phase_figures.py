@@ -111,10 +111,14 @@ def camera_figures(
     rows = rows[(rows[:, 0] >= t0 * 1000) & (rows[:, 0] <= t1 * 1000)]
     t, lat = rows[:, 0] / 1000, rows[:, 0] - rows[:, 1]
     exp = rows[:, 0] - (anchor + rows[:, 2] * 1000 / fps)
+    # seq counts decoded frames: a reader that skipped (`behind`) is further along its stream than seq says
+    skipped = sample(s1, "beltsight_frames_dropped_total", camera=cam, reason="behind")
+    behind_end = float(rows[-1, 0] - (anchor + (rows[-1, 2] + skipped) * 1000 / fps)) if len(rows) else float("nan")
     figures = {
         "fps": round(len(rows) / (t1 - t0), 2),
         "entries": len(rows),
         "latency_ms": percentiles(lat, (50, 95, 99), 1),
+        "behind_stream_at_end_ms": round(behind_end, 1),
         "dropped_window": {
             r: sample(s1, "beltsight_frames_dropped_total", camera=cam, reason=r)
             - sample(s0, "beltsight_frames_dropped_total", camera=cam, reason=r)
