@@ -15,6 +15,7 @@ from pathlib import Path
 
 from PIL import Image
 
+from daemon.ingest.decoder_proc import NICE
 from tests.support.daemon_harness import InProcessDaemon, http_get, write_config
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip, RtspServer
@@ -44,6 +45,9 @@ def _replay(
         assert (decoders is not None) == (processes > 1)
         if decoders is not None:
             assert len(decoders.pids()) == processes - 1
+            # every thread of a decoder process yields a contended core to the daemon's own (decoder_proc.NICE)
+            for pid in decoders.pids():
+                assert {_nice(pid, tid) for tid in os.listdir(f"/proc/{pid}/task")} == {_nice(os.getpid()) + NICE}
         registry = d.metrics.registry
         wait_until(
             lambda: all(
@@ -58,6 +62,13 @@ def _replay(
     redis.client().flushall()
     assert live in {e["seq"] for e in got[next(iter(clips))]}, "the live view shows a published frame"
     return got
+
+
+def _nice(pid: int, tid: int | str | None = None) -> int:
+    """A process's (or one of its threads') nice value, from /proc (field 19 of stat)."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    with open(path, encoding="ascii") as f:
+        return int(f.read().rpartition(")")[2].split()[16])
 
 
 def _live_view(d: InProcessDaemon, camera: str) -> str:
