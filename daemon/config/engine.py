@@ -102,10 +102,11 @@ class EngineConfig(Section):
     reconnect. Decoder processes run 5 nicer than the daemon: where the cores are contended the
     daemon's own work goes first, and a camera whose decoding then falls behind its stream skips to
     its live edge (`behind`, `daemon.ingest.lag`). GigE cameras, and lanes that decode on the device
-    (NVDEC), stay in threads. "auto": the readers' estimated load, cameras x 15 fps x 3.3 ms (decode and scale of a 640x480
-    frame), stays in the daemon up to 0.7 of a core; beyond it, one decoder process per 0.7 of a
-    core of it, at most one process per CPU core (`daemon.ingest.decoder_plan.plan_processes`; the
-    choice and its reason are logged as `engine_processes`)."""
+    (NVDEC), stay in threads. "auto": the readers' estimated load, cameras x 15 fps x 3.3 ms (decode
+    and scale of a 640x480 frame), stays in the daemon up to 0.7 of a core; beyond it, one decoder
+    process per 0.7 of a core of it, at most one process per CPU core
+    (`daemon.ingest.decoder_plan.plan_processes`; the choice and its reason are logged as
+    `engine_processes`)."""
     allow_fallback: bool = False
     """A session that did not get the first provider: false refuses to start (`provider_unavailable`,
     exit 69); true runs on what it got and logs an ERROR `provider_fallback`."""
