@@ -154,10 +154,11 @@ class FrameReader:
         if packets is not None:
             packets.start(stream)
         lag = None if self.camera.is_file else StreamLag()
+        tick = float(stream.time_base) if stream.time_base else None  # seconds per pts unit, once per connection
         for packet in container.demux(stream):
             if packets is not None:
                 packets.add(packet, time_ms(self._clock))
-            if lag is not None and not self._admit(lag, packet, conn):
+            if lag is not None and not self._admit(lag, packet, tick, conn):
                 if self._stop.is_set():
                     return self._stopped(conn)
                 continue
@@ -171,11 +172,11 @@ class FrameReader:
             return Outcome("loop" if self.camera.loop else "finished", "end of file")
         raise ConnectionLostError("stream ended")
 
-    def _admit(self, lag: StreamLag, packet: av.Packet[VideoStream], conn: Connection) -> bool:
+    def _admit(self, lag: StreamLag, packet: av.Packet[VideoStream], tick: float | None, conn: Connection) -> bool:
         """Whether to decode `packet` (`daemon.ingest.lag`); a skipped one is counted as dropped (`behind`)."""
-        pts, base = packet.pts, packet.time_base
+        pts = packet.pts
         now = self._clock.monotonic()
-        pts_s = float(pts * base) if pts is not None and base is not None else None
+        pts_s = pts * tick if pts is not None and tick is not None else None
         verdict = lag.packet(pts_s, packet.is_keyframe, now)
         if verdict.started:
             held = self._behind_log.allow()

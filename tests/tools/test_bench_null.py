@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 
 from daemon.inference.model_file import load_model_info
 from daemon.inference.pixel_input import with_pixel_input
@@ -113,3 +114,9 @@ def test_null_bench_lanes_take_a_gpu_lanes_shape_unless_told_otherwise() -> None
         Mode("host", "1", "gpu"),
         Mode("host", "auto", "gpu"),
     ]
+
+
+def test_an_unknown_lane_shape_is_refused_before_anything_starts(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--null-model", "--lanes", "gpu,tpu"])
+    assert "--lanes: tpu is not a lane shape" in capsys.readouterr().err

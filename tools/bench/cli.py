@@ -24,6 +24,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if args.cameras is not None and not args.cameras.isdigit():
             p.error("--cameras: one count (lists only with --null-model; see --sweep)")
         args.cameras = int(args.cameras or 4)
+    wrong = set(args.lanes.split(",")) - {"gpu", "cpu"}
+    if wrong:
+        p.error(f"--lanes: {', '.join(sorted(wrong))} is not a lane shape; give gpu, cpu or both (cpu,gpu)")
     args.width, args.height = (int(v) for v in args.size.lower().split("x"))
     args.out = (args.out or run_dir("bench")).resolve()  # redis-server chdirs
     return args
