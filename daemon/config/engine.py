@@ -101,10 +101,14 @@ class EngineConfig(Section):
     process that dies is started again and its cameras report `camera_down` / `camera_up` as on a
     reconnect. Decoder processes run 5 nicer than the daemon: where the cores are contended the
     daemon's own work goes first, and a camera whose decoding then falls behind its stream skips to
-    its live edge (`behind`, `daemon.ingest.lag`). GigE cameras, and lanes that decode on the device
-    (NVDEC), stay in threads. "auto": the readers' estimated load, cameras x 15 fps x 3.3 ms (decode
-    and scale of a 640x480 frame), stays in the daemon up to 0.7 of a core; beyond it, one decoder
-    process per 0.7 of a core of it, at most one process per CPU core
+    its live edge (`behind`, `daemon.ingest.lag`). GigE cameras, and cameras that NVDEC decodes
+    (lanes on the device, frames kept there), stay in threads. Where lanes run on the device but
+    NVDEC is unavailable (a PyAV built without CUDA), the decoder processes decode on the CPU and
+    hand on each frame's decoded YUV 4:2:0 planes instead (half the bytes, no scaling in the
+    decoder), which the device letterboxes as it does NVDEC's. "auto": the readers' estimated load,
+    cameras x 15 fps x 3.3 ms (decode and scale of a 640x480 frame), stays in the daemon up to 0.7
+    of a core; beyond it, one decoder process per 0.7 of a core of it, at most one process per CPU
+    core
     (`daemon.ingest.decoder_plan.plan_processes`; the choice and its reason are logged as
     `engine_processes`)."""
     allow_fallback: bool = False

@@ -23,9 +23,13 @@ from daemon.ingest.reader import FrameReader, Outcome
 class AvLink:
     """An RTSP camera's or a file's connections (`daemon.ingest.link.Link`)."""
 
-    def __init__(self, camera: CameraConfig, parts: LinkParts, hwdecode: HwDecode | None) -> None:
+    def __init__(
+        self, camera: CameraConfig, parts: LinkParts, hwdecode: HwDecode | None, *, keep_decoded: bool = False
+    ) -> None:
         """`hwdecode` (lanes on the device only): open streams for NVDEC and hand each frame's
-        decoded planes on (`Frame.decoded`); None keeps the CPU path's `av.open` and frames."""
+        decoded planes on (`Frame.decoded`); None keeps the CPU path's `av.open` and frames.
+        `keep_decoded` alone: CPU decoding, each frame's decoded planes handed on (a decoder
+        process feeding lanes on the device, `daemon.ingest.decoder_proc`)."""
         self.camera = camera
         self._hwdecode = hwdecode
         self._clock = parts.clock
@@ -38,7 +42,7 @@ class AvLink:
             stop=parts.stop,
             on_up=parts.on_up,
             status=parts.status,
-            keep_decoded=hwdecode is not None,
+            keep_decoded=keep_decoded or hwdecode is not None,
             packets=PacketTap(parts.packets) if parts.packets is not None else None,
         )
 

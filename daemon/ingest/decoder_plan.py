@@ -49,13 +49,16 @@ def decoder_pool(
     metrics: Metrics,
     *,
     on_device: bool,
+    yuv: bool = False,
     clips: bool = False,
     log_setup: Callable[[], None] | None = None,
 ) -> DecoderPool | None:
     """The pool `[engine] processes` asks for, None for the single-process path (logged with its
     reason as `engine_processes`). GigE cameras stay in threads; `on_device` (lanes decoding on
     NVDEC, frames kept on the device) keeps every camera in threads, and so does `clips` (each
-    camera's packet ring must be beside the clip recorder, in the daemon's process)."""
+    camera's packet ring must be beside the clip recorder, in the daemon's process). `yuv` (lanes
+    that letterbox on the device, decoding on the CPU: NVDEC unavailable): the processes hand
+    each frame's decoded YUV planes on instead of RGB scaled in the decoder."""
     decoded = [c for c in cameras if c.kind != "gige"]
     count, reason = plan_processes(setting, len(decoded))
     if count > 1 and on_device:
@@ -64,8 +67,8 @@ def decoder_pool(
         count, reason = 1, "[clips] keeps each camera's packets beside the clip recorder, in this process"
     if count > 1 and not decoded:
         count, reason = 1, "no RTSP camera or file to decode"
-    log.info("engine_processes", processes=count, setting=str(setting), reason=reason)
-    return DecoderPool(count - 1, metrics, log_setup) if count > 1 else None
+    log.info("engine_processes", processes=count, setting=str(setting), reason=reason, frames="yuv" if yuv else "rgb")
+    return DecoderPool(count - 1, metrics, log_setup, yuv=yuv) if count > 1 else None
 
 
 __all__ = ["AUTO_FPS", "AUTO_FRAME_CPU_S", "AUTO_THREAD_SHARE", "decoder_pool", "plan_processes"]

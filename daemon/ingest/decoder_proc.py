@@ -2,16 +2,20 @@
 threads of the single-process path, with frames written into shared memory (`shm_ring.SlotRing`).
 
 The daemon (`daemon.ingest.decoders.DecoderPool`) starts it with the `spawn` context and talks to
-it over one duplex pipe. Commands in: `("attempt", camera_config)` (open one connection and read it
-to its end), `("stop", camera_id)`, `("routed", camera_id, letterbox, ring_name, slots)` (the
-answer to a route request), `("taken", camera_id)` (a `realtime = false` replay's frame was taken by
-the daemon's consumer: the reader goes on, as `put(wait=True)` does in a thread), `("exit",)`.
+it over one duplex pipe. Commands in: `("attempt", camera_config, yuv)` (open one connection and read
+it to its end; `yuv`: the pool may route this camera's frames as their decoded YUV planes), `("stop",
+camera_id)`, `("routed", camera_id, letterbox, ring_name, slots, yuv)` (the answer to a route
+request: a `yuv` ring takes the decoded Y, U and V planes as they are, for lanes that letterbox on
+the device; otherwise the R, G, B planes scaled to the letterbox content, as the CPU path fills),
+`("taken", camera_id)` (a `realtime = false` replay's frame was taken by the daemon's consumer: the
+reader goes on, as `put(wait=True)` does in a thread), `("exit",)`.
 Messages out, one small tuple each, never pixels:
 
 - `("route", camera, w, h)`: a frame of a size not yet routed; the reader waits for `routed`.
   Routing, its log lines and status events stay in the daemon (`SourceGeometry`).
 - `("up", camera, w, h, codec, connect_s)`, `("status", camera, kind, detail)`.
-- `("frame", camera, slot, seq, captured_ms, captured_mono, frames, fps)`: `slot` holds the planes.
+- `("frame", camera, slot, seq, captured_ms, captured_mono, frames, fps, colour)`: `slot` holds the
+  planes; `colour` is a YUV slot's `(matrix, full_range)`, None for RGB.
 - `("end", camera, kind, reason, stalled, traceback)`: the attempt's `Outcome` (`kind` one of its
   kinds), its `ConnectionLostError` (`failed`), or a bug (`crashed`, with the scrubbed traceback).
 - `("metrics", {(name, labels): delta})`: the reader's counters (frames decoded, corrupt packets,
@@ -36,11 +40,14 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection as Pipe
 from typing import Any
 
+import numpy as np
+
 from daemon.config.cameras import CameraConfig
 from daemon.core.clock import SYSTEM_CLOCK
 from daemon.core.frames import Frame, Letterbox
 from daemon.core.metrics import Metrics
 from daemon.core.redaction import SECRETS
+from daemon.core.yuv import YuvFrame, yuv_frame
 from daemon.ingest.av_link import AvLink
 from daemon.ingest.decoding import ConnectionLostError
 from daemon.ingest.link import LinkParts
@@ -94,6 +101,8 @@ class _Camera:
     routes: dict[tuple[int, int], _Routed] = field(default_factory=dict)
     current: _Routed | None = None
     link: AvLink | None = None
+    keep_decoded: bool = False
+    """Frames carry their decoded `av.VideoFrame` (`Frame.decoded`), which a YUV ring copies."""
 
     @property
     def id(self) -> str:
@@ -127,8 +136,15 @@ class _Camera:
             if self.stop.wait(SLOT_WAIT_S):
                 return False
             slot = ring.acquire()
+        colour: tuple[str, bool] | None = None
         try:
-            ring.write(slot, frame.planes)
+            if ring.yuv:
+                yuv = _yuv420(frame.decoded)
+                assert yuv.v is not None  # I420 (`_yuv420`)
+                ring.write(slot, (yuv.y, yuv.u, yuv.v))
+                colour = (yuv.matrix, yuv.full_range)
+            else:
+                ring.write(slot, frame.planes)
         except BaseException:
             ring.abandon(slot)
             raise
@@ -136,7 +152,9 @@ class _Camera:
         frames, fps = (reader.frames, reader.fps) if reader is not None else (0, 0.0)
         if wait:
             self.taken.clear()
-        self.outbox.send(("frame", self.id, slot, frame.seq, frame.captured_ms, frame.captured_mono, frames, fps))
+        self.outbox.send(
+            ("frame", self.id, slot, frame.seq, frame.captured_ms, frame.captured_mono, frames, fps, colour)
+        )
         while wait and not self.taken.wait(0.1):  # a replay: on once the daemon's consumer took it
             if self.stop.is_set():
                 return False
@@ -185,7 +203,7 @@ class _Process:
     def _command(self, command: tuple[Any, ...]) -> None:
         kind = command[0]
         if kind == "attempt":
-            self._attempt(command[1])
+            self._attempt(command[1], keep_decoded=command[2])
         elif kind == "stop":
             camera = self.cameras.get(command[1])
             if camera is not None:
@@ -195,22 +213,21 @@ class _Process:
             if camera is not None:
                 camera.taken.set()
         elif kind == "routed":
-            _, camera_id, letterbox, ring_name, slots = command
+            _, camera_id, letterbox, ring_name, slots, yuv = command
             camera = self.cameras.get(camera_id)
             if camera is not None:
                 ring = None
                 if ring_name is not None and letterbox is not None:
                     ring = self.rings.get(ring_name)
                     if ring is None:
-                        ring = self.rings[ring_name] = SlotRing.attach(
-                            ring_name, slots, (letterbox.new_h, letterbox.new_w)
-                        )
+                        shape = (letterbox.src_h, letterbox.src_w) if yuv else (letterbox.new_h, letterbox.new_w)
+                        ring = self.rings[ring_name] = SlotRing.attach(ring_name, slots, shape, yuv=yuv)
                 camera.pending = _Routed(letterbox, ring)
                 camera.answer.set()
 
-    def _attempt(self, config: CameraConfig) -> None:
+    def _attempt(self, config: CameraConfig, *, keep_decoded: bool) -> None:
         SECRETS.add_from_url(config.url.get_secret_value())
-        camera = _Camera(config, self.outbox, metrics=self.metrics)
+        camera = _Camera(config, self.outbox, metrics=self.metrics, keep_decoded=keep_decoded)
         self.cameras[config.id] = camera
         threading.Thread(target=self._read, args=(camera,), name=f"decode-{config.id}", daemon=True).start()
 
@@ -223,7 +240,7 @@ class _Process:
             camera.outbox.send(("status", camera.id, kind, detail))
 
         parts = LinkParts(camera, camera, self.metrics, SYSTEM_CLOCK, camera.stop, on_up, status)  # type: ignore[arg-type]
-        link = camera.link = AvLink(camera.config, parts, None)
+        link = camera.link = AvLink(camera.config, parts, None, keep_decoded=camera.keep_decoded)
         end: tuple[Any, ...]
         try:
             outcome = link.attempt()
@@ -260,6 +277,14 @@ class _Process:
             if deltas:
                 with contextlib.suppress(OSError, ValueError):
                     self.outbox.send(("metrics", deltas))
+
+
+def _yuv420(vframe: Any) -> YuvFrame:
+    """A CPU-decoded frame's planes as I420 (`yuv_frame` converts 10-bit and 4:2:2 ones; NV12 too)."""
+    yuv = yuv_frame(vframe, np)
+    if yuv.v is None:
+        yuv = yuv_frame(vframe.reformat(format="yuv420p"), np)
+    return yuv
 
 
 def serve(pipe: Pipe, log_setup: Callable[[], None] | None) -> None:

@@ -23,6 +23,7 @@ import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from multiprocessing.connection import Connection as Pipe
 from typing import Any
 
@@ -32,8 +33,9 @@ from daemon.config.cameras import CameraConfig
 from daemon.core.frames import Frame, Letterbox
 from daemon.core.metrics import Metrics
 from daemon.core.redaction import SECRETS
+from daemon.core.yuv import YuvFrame
 from daemon.ingest import decoder_proc
-from daemon.ingest.decoding import ConnectionLostError
+from daemon.ingest.decoding import ConnectionLostError, scale_yuv
 from daemon.ingest.link import LinkParts
 from daemon.ingest.reader import Connection, Outcome
 from daemon.ingest.shm_ring import SlotRing
@@ -64,10 +66,15 @@ class DecoderPool:
     one removed for good is stopped and joined like any source, then `forget` drops it here. The
     processes start at their first camera's first attempt and stop at `close`."""
 
-    def __init__(self, processes: int, metrics: Metrics, log_setup: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, processes: int, metrics: Metrics, log_setup: Callable[[], None] | None = None, *, yuv: bool = False
+    ) -> None:
+        """`yuv` (lanes that letterbox on the device): frames cross as their decoded Y, U and V planes
+        (`ProcessLink._route`), not scaled to RGB in the decoder."""
         if processes < 1:
             raise ValueError("a decoder pool needs at least one process")
         self.size = processes
+        self.yuv = yuv
         self._metrics = metrics
         self._log_setup = log_setup
         self._context = multiprocessing.get_context("spawn")
@@ -251,7 +258,7 @@ class ProcessLink:
             inbox.get_nowait()
         if self._ring_of is not proc:
             self._retire_ring()
-        self._pool._send(proc, ("attempt", self.camera))
+        self._pool._send(proc, ("attempt", self.camera, self._pool.yuv))
         return _Attempt(self, proc, inbox).run()
 
     def _retire_ring(self) -> None:
@@ -264,25 +271,35 @@ class ProcessLink:
         letterbox = self._parts.geometry.letterbox_for(width, height)
         self._letterbox = letterbox
         if letterbox is None:
-            self._pool._send(proc, ("routed", self.camera.id, None, None, 0))
+            self._pool._send(proc, ("routed", self.camera.id, None, None, 0, False))
             return
-        shape = (letterbox.new_h, letterbox.new_w)
-        if self._ring is None or self._ring.shape != shape:
+        # YUV for the device's letterbox where the planes can be rebuilt as an I420 frame (even sizes)
+        yuv = self._pool.yuv and width % 2 == 0 and height % 2 == 0
+        shape = (height, width) if yuv else (letterbox.new_h, letterbox.new_w)
+        if self._ring is None or self._ring.shape != shape or self._ring.yuv != yuv:
             self._retire_ring()
-            self._ring = SlotRing.create(shape)
+            self._ring = SlotRing.create(shape, yuv=yuv)
             self._ring_of = proc
-        self._pool._send(proc, ("routed", self.camera.id, letterbox, self._ring.name, self._ring.slots))
+        self._pool._send(proc, ("routed", self.camera.id, letterbox, self._ring.name, self._ring.slots, yuv))
 
     def _frame(self, proc: _Process, message: Sequence[Any], stop: threading.Event) -> bool:
         """Hand one frame on; False when a replay's put was stopped."""
-        _, camera_id, slot, seq, captured_ms, captured_mono, frames, fps = message
+        _, camera_id, slot, seq, captured_ms, captured_mono, frames, fps, colour = message
         self.frames, self._fps, self.last_frame_mono = frames, fps, captured_mono
         ring, letterbox = self._ring, self._letterbox
         if ring is None or letterbox is None:
             return True
-        view = ring.lease(slot)
-        frame = Frame(camera_id, seq, captured_ms, captured_mono, letterbox, (view[0], view[1], view[2]))
-        del view
+        if ring.yuv and colour is not None:
+            y, u, v = ring.lease_planes(slot)
+            matrix, full_range = colour
+            yuv = YuvFrame(letterbox.src_w, letterbox.src_h, y, u, v, matrix=matrix, full_range=full_range)
+            del y, u, v
+            pixels = partial(scale_yuv, yuv, letterbox)  # the host path's (a breaker's CPU fallback, the live view)
+            frame = Frame(camera_id, seq, captured_ms, captured_mono, letterbox, pixels, decoded=yuv)
+        else:
+            view = ring.lease(slot)
+            frame = Frame(camera_id, seq, captured_ms, captured_mono, letterbox, (view[0], view[1], view[2]))
+            del view
         if not (self.camera.is_file and not self.camera.realtime):
             self._parts.consumer.put(frame, wait=False)
             return True

@@ -14,6 +14,12 @@ from av.video.stream import VideoStream
 
 from daemon.core.frames import Letterbox, RGBPlanes
 from daemon.core.redaction import SECRETS
+from daemon.core.yuv import AVCOL_RANGE_JPEG, AVCOL_SPC_BT709, YuvFrame
+
+AVCOL_SPC_BT470BG = 5
+"""FFmpeg's AVColorSpace for BT.601 (625-line; the same matrix as SMPTE 170M)."""
+AVCOL_RANGE_MPEG = 1
+"""FFmpeg's AVColorRange for limited (16-235) range."""
 
 
 class ConnectionLostError(Exception):
@@ -105,6 +111,23 @@ def scale(vframe: av.VideoFrame, letterbox: Letterbox) -> RGBPlanes:
         vframe, width=w, height=h, format="gbrp", interpolation="AREA" if shrink else "BILINEAR", threads=1
     )
     return rgb_planes(gbr)
+
+
+def scale_yuv(yuv: YuvFrame, letterbox: Letterbox) -> RGBPlanes:
+    """`scale` for a frame held as its host I420 planes (a decoder process's YUV slot): the planes
+    rebuilt into one `yuv420p` frame (a copy; even sizes only), tagged with the frame's matrix and
+    range, then scaled as the CPU path scales a decoded frame. For the host paths of lanes on the
+    device (a breaker's CPU fallback, the live view), which the device's letterbox otherwise spares."""
+    if yuv.v is None or yuv.width % 2 or yuv.height % 2:
+        kind = "NV12" if yuv.v is None else "I420"
+        raise ValueError(f"a {yuv.width}x{yuv.height} {kind} frame: even-sized I420 only")
+    w, h = yuv.width, yuv.height
+    u, v = yuv.chroma_planes()
+    packed = np.concatenate((yuv.y[:h, :w].reshape(-1), u.reshape(-1), v.reshape(-1))).reshape(h * 3 // 2, w)
+    vframe = av.VideoFrame.from_ndarray(packed, format="yuv420p")
+    vframe.colorspace = AVCOL_SPC_BT709 if yuv.matrix == "bt709" else AVCOL_SPC_BT470BG
+    vframe.color_range = AVCOL_RANGE_JPEG if yuv.full_range else AVCOL_RANGE_MPEG
+    return scale(vframe, letterbox)
 
 
 def rgb_planes(gbr: av.VideoFrame) -> RGBPlanes:

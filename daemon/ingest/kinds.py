@@ -19,12 +19,13 @@ def make_link(
     camera: CameraConfig, parts: LinkParts, hwdecode: HwDecode | None, decoders: DecoderPool | None = None
 ) -> Link:
     """The link for the camera's kind (its URL's scheme); RTSP and files in a decoder process where
-    `decoders` is given (`[engine] processes` above 1), frames stay on the host (no `hwdecode`) and
+    `decoders` is given (`[engine] processes` above 1), the frames are decoded on the CPU (no
+    `hwdecode`, or a pool that hands lanes on the device their YUV planes: NVDEC unavailable) and
     the camera keeps no packet ring for clips (the ring must live beside the clip recorder)."""
     if camera.kind == "gige":
         from daemon.ingest.gige.link import GigeLink  # noqa: PLC0415 - Aravis only where a gige:// camera runs
 
         return GigeLink(camera, parts)
-    if decoders is not None and hwdecode is None and parts.packets is None:
+    if decoders is not None and (hwdecode is None or decoders.yuv) and parts.packets is None:
         return decoders.link(camera, parts)
     return AvLink(camera, parts, hwdecode)

@@ -1,10 +1,13 @@
 """Shared-memory slots for one camera's frames between a decoder process and the daemon.
 
 A `SlotRing` is one `multiprocessing.shared_memory` segment: a header of one state byte per slot,
-then `slots` slots of `slot_bytes` each (a frame's R, G and B planes, `3 x h x w` uint8, at its
-letterbox content size). The daemon (main process) creates it and owns its name; a decoder
-process attaches to it by name. Pixels never travel through a pipe: the pipe carries a small
-control message per frame (camera, slot, seq, times), the pixels stay where the decoder wrote them.
+then `slots` slots of `slot_bytes` each, one frame's planes back to back: its R, G and B planes,
+`3 x h x w` uint8 at its letterbox content size (the CPU path: the decoder scales them), or with
+`yuv` its decoded Y, U and V planes at the source size, `h x w` and twice `h/2 x w/2` (lanes on the
+device, which letterbox YUV themselves: the decoder only copies what it decoded, half the bytes).
+The daemon (main process) creates it and owns its name; a decoder process attaches to it by name.
+Pixels never travel through a pipe: the pipe carries a small control message per frame (camera,
+slot, seq, times), the pixels stay where the decoder wrote them.
 
 Slot states, one byte each (single-byte stores, ordered by the pipe's system call between them):
 - `FREE`: the decoder may take it (`acquire`).
@@ -25,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
+from collections.abc import Sequence
 from multiprocessing import shared_memory
 
 import numpy as np
@@ -39,16 +43,29 @@ SLOTS_PER_CAMERA = 8
 frame and the snapshot writer's queue each hold one while they keep a frame."""
 
 
+def plane_shapes(shape: tuple[int, int], *, yuv: bool) -> tuple[tuple[int, int], ...]:
+    """(h, w) of each plane of a slot: three of `shape`, or Y of `shape` and 4:2:0 U and V."""
+    h, w = shape
+    if not yuv:
+        return (shape, shape, shape)
+    chroma = ((h + 1) // 2, (w + 1) // 2)
+    return (shape, chroma, chroma)
+
+
 class SlotRing:
     """One camera's slots (see the module text). `create` on the daemon's side, `attach` in a decoder."""
 
-    def __init__(self, shm: shared_memory.SharedMemory, slots: int, shape: tuple[int, int], *, owner: bool) -> None:
+    def __init__(
+        self, shm: shared_memory.SharedMemory, slots: int, shape: tuple[int, int], *, owner: bool, yuv: bool = False
+    ) -> None:
         self._shm = shm
         self.name = shm.name
         self.slots = slots
         self.shape = shape
-        """(h, w) of each plane."""
-        self.slot_bytes = 3 * shape[0] * shape[1]
+        """(h, w): of each RGB plane, or of the Y plane (`yuv`)."""
+        self.yuv = yuv
+        self.plane_shapes = plane_shapes(shape, yuv=yuv)
+        self.slot_bytes = sum(h * w for h, w in self.plane_shapes)
         self._owner = owner
         self._states: npt.NDArray[np.uint8] = np.ndarray((slots,), dtype=np.uint8, buffer=shm.buf)
         self._next = 0
@@ -57,21 +74,32 @@ class SlotRing:
         self._retired = False
 
     @classmethod
-    def create(cls, shape: tuple[int, int], slots: int = SLOTS_PER_CAMERA) -> SlotRing:
-        """A new ring of `slots` slots for planes of `shape` (h, w), every slot free."""
-        size = slots + slots * 3 * shape[0] * shape[1]
+    def create(cls, shape: tuple[int, int], slots: int = SLOTS_PER_CAMERA, *, yuv: bool = False) -> SlotRing:
+        """A new ring of `slots` slots for planes of `shape` (h, w; see `plane_shapes`), every slot free."""
+        size = slots + slots * sum(h * w for h, w in plane_shapes(shape, yuv=yuv))
         shm = shared_memory.SharedMemory(create=True, size=size)
-        ring = cls(shm, slots, shape, owner=True)
+        ring = cls(shm, slots, shape, owner=True, yuv=yuv)
         ring._states[:] = FREE
         return ring
 
     @classmethod
-    def attach(cls, name: str, slots: int, shape: tuple[int, int]) -> SlotRing:
+    def attach(cls, name: str, slots: int, shape: tuple[int, int], *, yuv: bool = False) -> SlotRing:
         """The decoder's side of a ring the daemon created."""
-        return cls(shared_memory.SharedMemory(name=name), slots, shape, owner=False)
+        return cls(shared_memory.SharedMemory(name=name), slots, shape, owner=False, yuv=yuv)
 
     def _offset(self, slot: int) -> int:
         return self.slots + slot * self.slot_bytes
+
+    def _slot(self, slot: int) -> npt.NDArray[np.uint8]:
+        """The slot's bytes as one flat array: every plane view derives from it."""
+        return np.ndarray((self.slot_bytes,), dtype=np.uint8, buffer=self._shm.buf, offset=self._offset(slot))
+
+    def _split(self, flat: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[np.uint8], ...]:
+        views, start = [], 0
+        for h, w in self.plane_shapes:
+            views.append(flat[start : start + h * w].reshape(h, w))
+            start += h * w
+        return tuple(views)
 
     def _planes(self, slot: int) -> npt.NDArray[np.uint8]:
         h, w = self.shape
@@ -91,12 +119,13 @@ class SlotRing:
                 return slot
         return None
 
-    def write(self, slot: int, planes: tuple[npt.NDArray[np.uint8], ...]) -> None:
-        """Copy R, G, B planes (each h x w, may be strided) into `slot` and mark it `HELD`."""
-        dest = self._planes(slot)
-        for channel, plane in zip(dest, planes, strict=True):
-            np.copyto(channel, plane)
-        del dest, channel
+    def write(self, slot: int, planes: Sequence[npt.NDArray[np.uint8]]) -> None:
+        """Copy the frame's planes (R, G, B, or Y, U, V with `yuv`; each at least its `plane_shapes`
+        entry, may be strided or pitched: the excess is cut) into `slot` and mark it `HELD`."""
+        flat = self._slot(slot)
+        for dest, plane in zip(self._split(flat), planes, strict=True):
+            np.copyto(dest, plane[: dest.shape[0], : dest.shape[1]])
+        del flat, dest
         self._states[slot] = HELD
 
     def abandon(self, slot: int) -> None:
@@ -108,10 +137,19 @@ class SlotRing:
         """The planes of a `HELD` slot as a 3 x h x w view; the slot is freed when the view and every
         array derived from it are gone."""
         view = self._planes(slot)
+        self._leased(view, slot)
+        return view
+
+    def lease_planes(self, slot: int) -> tuple[npt.NDArray[np.uint8], ...]:
+        """The planes of a `HELD` slot (`plane_shapes`), freed as by `lease` once every view is gone."""
+        flat = self._slot(slot)
+        self._leased(flat, slot)
+        return self._split(flat)
+
+    def _leased(self, base: npt.NDArray[np.uint8], slot: int) -> None:
         with self._lock:
             self._leases += 1
-        weakref.finalize(view, self._release, slot)
-        return view
+        weakref.finalize(base, self._release, slot)
 
     def _release(self, slot: int) -> None:
         with self._lock:

@@ -19,7 +19,7 @@ from daemon.core.xp import DeviceChoice
 from daemon.inference.build import ProvedModels
 from daemon.ingest.decoder_plan import decoder_pool
 from daemon.ingest.decoders import DecoderPool
-from daemon.ingest.hwdecode import source_decode
+from daemon.ingest.hwdecode import nvdec_status, source_decode
 from daemon.ingest.sources import CameraSource
 from daemon.ops.cameras import CameraParts, CamerasControl
 from daemon.ops.http import HealthServer
@@ -32,12 +32,21 @@ log = structlog.get_logger("beltsight.app")
 
 def decoders(settings: Settings, models: ProvedModels, metrics: Metrics) -> DecoderPool | None:
     """The decoder processes `[engine] processes` asks for (`daemon.ingest.decoder_plan.decoder_pool`), planned
-    once for the cameras at start; None: every camera in a thread of the daemon."""
-    on_device = source_decode(models.device, settings.engine.cuda.device_id) is not None
+    once for the cameras at start; None: every camera in a thread of the daemon. Lanes on the device
+    keep their cameras in threads where NVDEC decodes them (frames stay on the device); where it
+    cannot (a PyAV built without CUDA), the processes decode and hand the device their YUV planes."""
+    hw = source_decode(models.device, settings.engine.cuda.device_id)
+    nvdec = hw is not None and nvdec_status(hw.device_id).available
     logs = partial(configure_logging, settings.logging.format, settings.logging.level)
     cameras = settings.instance_cameras()
     return decoder_pool(
-        settings.engine.processes, cameras, metrics, on_device=on_device, clips=settings.clips.enabled, log_setup=logs
+        settings.engine.processes,
+        cameras,
+        metrics,
+        on_device=nvdec,
+        yuv=hw is not None,
+        clips=settings.clips.enabled,
+        log_setup=logs,
     )
 
 

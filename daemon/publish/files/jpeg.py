@@ -62,7 +62,8 @@ class Picture:
 
 
 def decoded_of(frame: Frame) -> Any | None:
-    """The decoded `av.VideoFrame` behind `frame`: `Frame.decoded` (the device path), else the frame its
+    """The decoded frame behind `frame`: `Frame.decoded` (the device path: an `av.VideoFrame`, or a
+    host `YuvFrame` from a decoder process), else the `av.VideoFrame` its
     scaler was bound to (the CPU path's `pixels` is `partial(scale, vframe, letterbox)`); None when
     the frame holds only planes."""
     if frame.decoded is not None:
@@ -81,7 +82,9 @@ def picture_of(frame: Frame) -> Picture:
         rgb = np.dstack((r, g, b))
         lb = frame.letterbox
         return Picture(lb.new_w, lb.new_h, rgb=rgb, scale_x=lb.new_w / lb.src_w, scale_y=lb.new_h / lb.src_h)
-    if vframe.format.name == "cuda":
+    if isinstance(vframe, YuvFrame):  # a decoder process's YUV slot (lanes on the device): host I420 planes
+        yuv = vframe
+    elif vframe.format.name == "cuda":
         on_device = yuv_frame(vframe, get_xp("cuda"))
         yuv = YuvFrame(
             on_device.width,

@@ -21,7 +21,7 @@ import structlog
 from daemon.app import Daemon
 from daemon.config.settings import Settings
 from daemon.core.xp import cupy_status
-from tests.support.daemon_harness import InProcessDaemon, run_cli, write_config
+from tests.support.daemon_harness import InProcessDaemon, http_get, run_cli, write_config
 from tests.support.device_seam import SEAM, CudaStandIn, StandInFactory
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip, RtspServer
@@ -123,3 +123,62 @@ def test_run_with_device_cuda_and_no_cuda_session_exits_69_saying_why(tmp_path: 
     assert len(failed) == 1, logs
     assert '[engine] device = "cuda"' in failed[0]["error"] and "CUDAExecutionProvider" in failed[0]["error"]
     assert not any(entry["event"] == "daemon_ready" for entry in logs)
+
+
+def _device_replay(
+    tmp_path: Path, redis: RedisServer, clips: dict[str, Clip], processes: int
+) -> tuple[dict[str, list[dict[str, str]]], list[CudaStandIn], InProcessDaemon]:
+    """Every frame of `clips` (frame-exact replays) through the device path on NumPy."""
+    config = write_config(
+        tmp_path / f"dev-{processes}.toml",
+        redis_url=redis.url,
+        cameras=[{"id": cam, "url": str(clip.path), "realtime": False} for cam, clip in clips.items()],
+        processes=processes,
+        workers=1,
+    )
+    d = InProcessDaemon(config)
+    factory = StandInFactory(d.daemon.settings.engine, d.metrics)
+    d.daemon = Daemon(d.daemon.settings, metrics=d.metrics, engine_factory=factory, device=SEAM)
+    with d:
+        wait_until(
+            lambda: all(len(entries(redis, cam)) >= clip.frames for cam, clip in clips.items()),
+            120,
+            "every frame of every replay in Redis",
+            d,
+        )
+        decoders = d.daemon.pipeline.decoders if d.daemon.pipeline is not None else None
+        assert (decoders is not None) == (processes > 1)
+        assert decoders is None or decoders.yuv, "lanes on the device take the decoded YUV planes"
+        if decoders is not None:  # the live view: RGB made from the slot's YUV planes on the host
+            assert d.daemon.health is not None
+            reply = http_get(d.daemon.health.port, f"/cameras/{next(iter(clips))}/snapshot.jpg")
+            assert reply.status == 200 and reply.body[:2] == b"\xff\xd8"
+    got = {cam: entries(redis, cam) for cam in clips}
+    redis.client().flushall()
+    return got, [e for _, e in factory.built if isinstance(e, CudaStandIn)], d
+
+
+def test_decoder_processes_hand_the_device_path_the_planes_the_threads_decode(
+    tmp_path: Path, redis_server: Callable[..., RedisServer], clip_factory: Callable[..., Clip]
+) -> None:
+    """Lanes on the device with NVDEC unavailable (PyAV here has no CUDA): `processes = 2` decodes in a
+    decoder process, whose shared-memory slots carry the decoded YUV planes (not RGB scaled there); the
+    device letterboxes them as it does the threads' decoded frames: the same entries, frame by frame."""
+    clips = {
+        "a": clip_factory(640, 480, fps=10, seconds=2, seed=51, synthetic=True),
+        "b": clip_factory(1280, 720, fps=10, seconds=2, seed=52, synthetic=True),
+    }
+    redis = redis_server()
+    with structlog.testing.capture_logs() as logs:
+        threads, _, _ = _device_replay(tmp_path, redis, clips, 1)
+        procs, stand_ins, _ = _device_replay(tmp_path, redis, clips, 2)
+    plans = [e for e in logs if e["event"] == "engine_processes"]
+    assert [(e["processes"], e["frames"]) for e in plans] == [(1, "yuv"), (2, "yuv")], plans
+    assert sum(e.device_runs for e in stand_ins) > 0 and sum(e.runs for e in stand_ins) == 0, "all on run_device"
+    for cam, clip in clips.items():
+        assert [int(e["seq"]) for e in procs[cam]] == list(range(clip.frames))
+        assert [int(e["seq"]) for e in threads[cam]] == list(range(clip.frames))
+        for one, two in zip(threads[cam], procs[cam], strict=True):
+            assert (one["w"], one["h"], one["model"], one["n"]) == (two["w"], two["h"], two["model"], two["n"])
+            assert json.loads(one["dets"]) == json.loads(two["dets"]), "the same planes, the same letterbox"
+        assert sum(int(e["n"]) for e in procs[cam]) > 0, "detections at all"

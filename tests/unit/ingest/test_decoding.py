@@ -10,9 +10,10 @@ import numpy.typing as npt
 import pytest
 
 from daemon.core.frames import LETTERBOX_PAD_VALUE, Frame, Letterbox
+from daemon.core.yuv import YuvFrame, yuv_frame
 from daemon.inference.stage import BatchTensor
 from daemon.ingest import decoding
-from daemon.ingest.decoding import rgb_planes, scale
+from daemon.ingest.decoding import rgb_planes, scale, scale_yuv
 
 
 def _picture(width: int, height: int) -> npt.NDArray[np.uint8]:
@@ -118,3 +119,32 @@ def test_threads_scale_side_by_side() -> None:
     for t in threads:
         t.join()
     assert not errors
+
+
+@pytest.mark.parametrize(
+    ("src", "size", "bt709", "full"), [((640, 480), 640, False, False), ((1280, 720), 800, True, True)]
+)
+def test_planes_from_a_yuv_slot_are_those_of_the_decoded_frame(
+    src: tuple[int, int], size: int, bt709: bool, full: bool
+) -> None:
+    """A decoder process's YUV slot (lanes on the device) holds the decoded frame's I420 planes; where the
+    host needs RGB (the live view, a breaker's CPU fallback), `scale_yuv` gives what `scale` gives from
+    the decoded frame itself, with its matrix and range."""
+    vframe = _yuv_frame(_picture(*src))
+    vframe.colorspace = 1 if bt709 else 5
+    vframe.color_range = 2 if full else 1
+    yuv = yuv_frame(vframe, np)
+    assert (yuv.matrix, yuv.full_range) == ("bt709" if bt709 else "bt601", full)
+    lb = Letterbox.fit(*src, size)
+    slot = tuple(np.array(p) for p in (yuv.y[:, : src[0]], *yuv.chroma_planes()))  # copied out, as into the slot
+    copied = YuvFrame(yuv.width, yuv.height, *slot, matrix=yuv.matrix, full_range=yuv.full_range)
+    for got, want in zip(scale_yuv(copied, lb), scale(vframe, lb), strict=True):
+        np.testing.assert_array_equal(got, want)
+    other = YuvFrame(yuv.width, yuv.height, *slot, matrix="bt601" if bt709 else "bt709", full_range=not full)
+    assert any((a != b).any() for a, b in zip(scale_yuv(other, lb), scale(vframe, lb), strict=True))
+
+
+def test_planes_from_a_yuv_slot_need_even_i420() -> None:
+    planes = (np.zeros((5, 6), np.uint8), np.zeros((3, 3), np.uint8), np.zeros((3, 3), np.uint8))
+    with pytest.raises(ValueError, match="6x5 I420 frame: even-sized I420 only"):
+        scale_yuv(YuvFrame(6, 5, *planes), Letterbox.fit(6, 5, 416))

@@ -137,3 +137,29 @@ def test_engine_processes_takes_auto_or_a_count_from_toml_or_the_environment() -
     for bad in (0, 65, "many"):
         with pytest.raises(ValidationError):
             EngineConfig.model_validate({"processes": bad})
+
+
+def test_a_yuv_ring_holds_the_decoded_planes_cut_to_the_picture_and_frees_with_the_last_view() -> None:
+    """Lanes on the device: a slot holds Y (h x w) and 4:2:0 U and V (ceil(h/2) x ceil(w/2)) back to
+    back; pitched planes (FFmpeg's line padding) are cut to the picture; all three leased views
+    derive from the slot, which is free again once the last of them goes."""
+    ring = SlotRing.create((5, 6), slots=2, yuv=True)
+    writer = SlotRing.attach(ring.name, ring.slots, ring.shape, yuv=True)
+    assert ring.plane_shapes == ((5, 6), (3, 3), (3, 3)) and ring.slot_bytes == 30 + 9 + 9
+    y = np.arange(5 * 8, dtype=np.uint8).reshape(5, 8)  # pitched: 8 bytes a row for 6 pixels
+    u, v = np.full((3, 4), 7, np.uint8), np.full((3, 4), 9, np.uint8)
+    slot = writer.acquire()
+    assert slot is not None
+    writer.write(slot, (y, u, v))
+    assert ring.state(slot) == HELD
+    ly, lu, lv = ring.lease_planes(slot)
+    np.testing.assert_array_equal(ly, y[:, :6])
+    assert (lu == 7).all() and (lv == 9).all() and lu.shape == lv.shape == (3, 3)
+    del ly, lu
+    gc.collect()
+    assert ring.state(slot) == HELD, "the V plane's view still holds the slot"
+    del lv
+    gc.collect()
+    assert ring.state(slot) == FREE
+    writer.close()
+    ring.retire()

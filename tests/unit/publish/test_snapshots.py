@@ -16,7 +16,8 @@ from daemon.config.snapshots import SnapshotsConfig
 from daemon.core.frames import Detection, Frame, FrameResult, Letterbox
 from daemon.core.metrics import Metrics
 from daemon.core.objects import ObjectEvent, parse_fields
-from daemon.ingest.decoding import scale
+from daemon.core.yuv import YuvFrame, yuv_frame
+from daemon.ingest.decoding import scale, scale_yuv
 from daemon.publish.files.jpeg import crop_rect, decoded_of, picture_of, render
 from daemon.publish.files.retention import Retention
 from daemon.publish.snapshots import SnapshotWriter, resolve, snapshot_path
@@ -134,6 +135,22 @@ def test_the_decoded_frame_is_found_behind_the_cpu_paths_scaler() -> None:
     assert decoded_of(Frame("c", 0, 0, 0.0, lb, partial(scale, vframe, lb))) is vframe
     picture = picture_of(Frame("c", 0, 0, 0.0, lb, partial(scale, vframe, lb)))
     assert picture.y is not None and picture.rgb is None and (picture.width, picture.height) == (320, 240)
+
+
+def test_a_decoder_processs_yuv_slot_is_the_picture_as_the_decoded_frame_is() -> None:
+    """Lanes on the device fed by decoder processes: `Frame.decoded` is a host `YuvFrame` (the slot's
+    planes); the snapshot's picture is made from its planes as from the decoded frame's."""
+    vframe = _vframes()[0]
+    lb = Letterbox.fit(320, 240, 640)
+    yuv = yuv_frame(vframe, np)
+    copied = YuvFrame(320, 240, np.array(yuv.y[:, :320]), *(np.array(p) for p in yuv.chroma_planes()))
+    frame = Frame("c", 0, 0, 0.0, lb, partial(scale_yuv, copied, lb), decoded=copied)
+    assert decoded_of(frame) is copied
+    got, want = picture_of(frame), picture_of(Frame("c", 0, 0, 0.0, lb, partial(scale, vframe, lb)))
+    for a, b in ((got.y, want.y), (got.u, want.u), (got.v, want.v)):
+        assert a is not None and b is not None
+        np.testing.assert_array_equal(a, b)
+    assert (got.width, got.height, got.rgb, got.full_range) == (320, 240, None, want.full_range)
 
 
 @pytest.mark.parametrize(("crop", "size"), [(False, (320, 240)), (True, (92, 60))])

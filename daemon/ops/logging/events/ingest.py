@@ -48,8 +48,9 @@ INGEST_EVENTS: tuple[LogEvent, ...] = (
     LogEvent(
         "engine_processes",
         "info",
-        "how many processes read the cameras (`[engine] processes`), the daemon included, and why",
-        ("processes", "setting", "reason"),
+        "how many processes read the cameras (`[engine] processes`), the daemon included, and why; `frames`: what "
+        "a decoder process hands on, `rgb` (scaled for the host's fill) or `yuv` (decoded planes, lanes on the device)",
+        ("processes", "setting", "reason", "frames"),
     ),
     LogEvent("camera_finished", "info", "a file source reached its end and does not loop", ("camera", "reason")),
     LogEvent("camera_no_model", "warning", "no configured model serves this camera's frame size", ("camera", "size")),
