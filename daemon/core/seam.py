@@ -7,8 +7,9 @@ as light as its `__init__` and the lab's reach into the daemon is this list, not
 
 Here: the values that cross stages (`Frame`, `FrameResult`, `Detection`, `Letterbox`, `StatusEvent`,
 `ObjectEvent` with `parse_fields`), `Metrics`, the clock, the array module (`get_xp`, `to_host`,
-`cupy_status`), `nvml` and `yuv` (as modules: the GPU check calls several of their functions), and
-the enumerations the docs are generated from (`DROP_REASONS`, `STATUS_KINDS`, `STAGES`).
+`cupy_status`, `DeviceChoice`: the device stand-in's), `nvml` and `yuv` (as modules: the GPU check
+calls several of their functions), and the enumerations the docs are generated from
+(`DROP_REASONS`, `STATUS_KINDS`, `STAGES`).
 """
 
 from daemon.core import nvml, yuv
@@ -34,7 +35,7 @@ from daemon.core.shifts import parse_shifts
 from daemon.core.stagecpu import STAGES
 from daemon.core.status_kinds import STATUS_KINDS, kinds
 from daemon.core.tasks import stop_task
-from daemon.core.xp import cupy_status, get_xp, to_host
+from daemon.core.xp import DeviceChoice, cupy_status, get_xp, to_host
 
 __all__ = [
     "DROP_REASONS",
@@ -43,6 +44,7 @@ __all__ = [
     "STATUS_KINDS",
     "SYSTEM_CLOCK",
     "Detection",
+    "DeviceChoice",
     "Frame",
     "FrameResult",
     "Letterbox",

@@ -9,7 +9,7 @@ CuPy is imported lazily, so a CPU-only install never needs it. `choose_device` t
 from __future__ import annotations
 
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -75,12 +75,17 @@ CUDA_PROVIDER = "CUDAExecutionProvider"
 
 @dataclass(frozen=True, slots=True)
 class DeviceChoice:
-    """Where pre- and post-processing run: `xp` (NumPy or CuPy), on `device`, and why."""
+    """Where pre- and post-processing run: `xp` (NumPy or CuPy), on `device`, and why.
+
+    `kernel`: what makes the device path's letterbox kernel for `xp` where it is not CUDA's
+    (`daemon.inference.placement.device_path`); None everywhere but the null-model bench, whose
+    stand-in for the GPU does the host's share of the fill only (`tools.kit.device_standin`)."""
 
     asked: str
     device: Device
     xp: ArrayModule
     reason: str
+    kernel: Callable[[ArrayModule], Any] | None = None
 
 
 def choose_device(asked: str, session_providers: Sequence[str], device_id: int = 0) -> DeviceChoice:

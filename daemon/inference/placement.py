@@ -42,5 +42,7 @@ def device_path(choice: DeviceChoice | None, info: ModelInfo, max_batch: int) ->
     is CuPy; the xp letterbox with NumPy, the test seam), else None (the CPU path)."""
     if choice is None or choice.device != "cuda":
         return None
-    kernel = LetterboxKernel(choice.xp) if choice.xp is not np else None
+    kernel = choice.kernel(choice.xp) if choice.kernel is not None else None
+    if kernel is None and choice.xp is not np:
+        kernel = LetterboxKernel(choice.xp)
     return DeviceInference(choice.xp, info, max_batch, kernel=kernel)

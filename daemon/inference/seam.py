@@ -10,7 +10,7 @@ model files (`load_model_info`, `ModelInfo`, `ModelError`), sessions (`EngineFac
 """
 
 from daemon.inference.device_preprocess import DeviceBatchTensor
-from daemon.inference.engine import Engine, EngineFactory
+from daemon.inference.engine import Engine, EngineFactory, InferenceError
 from daemon.inference.iobinding import run_bound
 from daemon.inference.layouts import dense, yolov8
 from daemon.inference.layouts.base import Candidates, Decode, ModelLayout
@@ -38,6 +38,7 @@ __all__ = [
     "EngineError",
     "EngineFactory",
     "InferenceEngine",
+    "InferenceError",
     "InferenceStage",
     "LetterboxKernel",
     "ModelError",

@@ -152,11 +152,13 @@ class InferenceStage:
 
     def infer(self, frames: list[Frame]) -> list[FrameResult]:
         device = self._device
+        cpu = self._metrics.stage_cpu
         if device is not None and device.serves(self.engine, frames):  # YUV planes -> device batch -> run_device
             with device.stream(self.engine):  # fill, inference, decode + NMS queued on the engine's stream
+                started = cpu.letterbox.start()  # the host's share: uploads through pinned memory, the launches
                 batch = device.fill([(f.decoded, f.letterbox) for f in frames])
+                cpu.letterbox.stop(started)
                 return self._infer(frames, batch, partial(device.infer, self.engine), None)
-        cpu = self._metrics.stage_cpu
         started = cpu.letterbox.start()  # the frames' scaling (swscale, on first `planes`) and the fill
         batch = self._tensor.fill(frames)
         cpu.letterbox.stop(started)

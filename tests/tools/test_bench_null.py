@@ -103,10 +103,11 @@ def test_null_bench_lanes_take_a_gpu_lanes_shape_unless_told_otherwise() -> None
             ("default", ["--null-model"], "gpu"),
             ("max batch", ["--null-model", "--max-batch", "16"], "gpu"),
             ("cpu", ["--null-model"], "cpu"),
+            ("device", ["--null-model", "--lanes", "device"], "device"),
             ("told", ["--null-model", "--workers", "2", "--worker-batch", "3"], "gpu"),
         )
     }
-    assert shapes == {"default": (1, 8), "max batch": (1, 16), "cpu": (0, 0), "told": (2, 3)}
+    assert shapes == {"default": (1, 8), "max batch": (1, 16), "cpu": (0, 0), "device": (1, 8), "told": (2, 3)}
     assert modes(parse_args(["--null-model"])) == [Mode("host", "auto", "gpu")]
     assert modes(parse_args(["--null-model", "--lanes", "cpu,gpu", "--processes", "1,auto"])) == [
         Mode("host", "1", "cpu"),

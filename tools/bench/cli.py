@@ -24,9 +24,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if args.cameras is not None and not args.cameras.isdigit():
             p.error("--cameras: one count (lists only with --null-model; see --sweep)")
         args.cameras = int(args.cameras or 4)
-    wrong = set(args.lanes.split(",")) - {"gpu", "cpu"}
+    wrong = set(args.lanes.split(",")) - {"gpu", "cpu", "device"}
     if wrong:
-        p.error(f"--lanes: {', '.join(sorted(wrong))} is not a lane shape; give gpu, cpu or both (cpu,gpu)")
+        p.error(f"--lanes: {', '.join(sorted(wrong))} is not a lane shape; give gpu, device, cpu or a list (cpu,gpu)")
     args.width, args.height = (int(v) for v in args.size.lower().split("x"))
     args.out = (args.out or run_dir("bench")).resolve()  # redis-server chdirs
     return args
@@ -68,8 +68,10 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
         default="gpu",
         help="--null-model: the lanes' shape where --workers and --worker-batch are left at 0, a comma list (e.g. "
         "cpu,gpu: a phase with each per camera count). 'gpu' (default): as the daemon runs a CUDA lane, which the "
-        "null model stands in for (one session, batches of the cameras' share up to max_batch); 'cpu': as it runs "
-        "CPU lanes (a session per core, one frame per batch)",
+        "null model stands in for (one session, batches of the cameras' share up to max_batch); 'device': the same "
+        "shape on the device path, with the GPU's work left out (tools.kit.device_standin.BENCH: YUV planes staged "
+        "as for the upload, the letterbox and the model's run not done on the host); 'cpu': as it runs CPU lanes (a "
+        "session per core, one frame per batch)",
     )
 
 

@@ -3,23 +3,24 @@
     .venv/bin/python -m tools.bench --null-model [--cameras 8,16,24,32] [--seconds 20] [--model 640|FILE.onnx]
         [--boxes 7] [--fps 15] [--size 640x480] [--processes 1,auto] [--lanes cpu,gpu] [--out DIR]
 
-The model (`--model`, a 416/640/800 demo model or a file of one of those sizes) is replaced by its
-null model (`tools.bench.null_model`: same input, output and metadata, a few fixed boxes, cached in
+The model (`--model`, a 416/640/800 demo model or a file of one of those sizes) is replaced by its null
+model (`tools.bench.null_model`: same input, output and metadata, a few fixed boxes, cached in
 runs/bench-cache), standing in for a fast GPU; its lanes are shaped as the daemon shapes a CUDA lane
 (one session, batches of the cameras' share up to max_batch; `--lanes cpu` as it shapes CPU lanes: a
-session per core, one frame per batch) and `engine.processes` is auto (the daemon's default) unless
-`--processes` says otherwise. For each camera count, in one run: the real daemon
-over RTSP into redis-server (`tools.bench.phase.daemon_phase`, the stage counters on throughout,
-tracking and a counting line per camera as in the main bench), then `tools.bench.decoders` alone on
-the same streams for the same seconds (what decoding costs on these cores, the limit for CPU
-decoding). Prints one table: published frames/s, the process's CPU per published frame and what
-of it lies outside decoding and the (null) model's run, the busiest thread's share of a core,
-freshness (published - captured) p50/p99, the least and most served camera's fps, RSS, and the
-decode-only run; then the stage budget per frame for each count. Writes null-report.json into --out.
-With `engine.preprocess = "graph"` the pixel prefix runs inside `session.run`, so "outside" leaves it
-out: compare the process CPU per frame between the two paths. `--processes 1,auto` and `--lanes
-cpu,gpu` run each count with each value in turn; the daemon's CPU, threads and RSS then include its
-decoder processes (`tools.bench.procs.daemon_cpu_s`).
+session per core, one frame per batch; `--lanes device` the GPU shape on the device path, as a GPU box
+with CPU decoding runs it, the GPU's own work left out: `tools.kit.device_standin.BENCH`) and
+`engine.processes` is auto (the daemon's default) unless `--processes` says otherwise. For each camera
+count, in one run: the real daemon over RTSP into redis-server (`tools.bench.phase.daemon_phase`, the
+stage counters on throughout, tracking and a counting line per camera as in the main bench), then
+`tools.bench.decoders` alone on the same streams for the same seconds (what decoding costs on these
+cores, the limit for CPU decoding). Prints one table: published frames/s, the process's CPU per
+published frame and what of it lies outside decoding and the (null) model's run, the busiest thread's
+share of a core, freshness (published - captured) p50/p99, the least and most served camera's fps, RSS,
+and the decode-only run; then the stage budget per frame for each count. Writes null-report.json into
+--out. With `engine.preprocess = "graph"` the pixel prefix runs inside `session.run`, so "outside"
+leaves it out: compare the process CPU per frame between the two paths. `--processes 1,auto` and
+`--lanes cpu,gpu` run each count with each value in turn; the daemon's CPU, threads and RSS then include
+its decoder processes (`tools.bench.procs.daemon_cpu_s`).
 """
 
 from __future__ import annotations
@@ -206,11 +207,11 @@ def lane_shape(args: argparse.Namespace, lanes: str) -> tuple[int, int]:
     (`daemon.inference.providers.lane_workers` / `worker_batch`: one session, batches of the cameras' share, so up
     to max_batch), which the null model stands in for; as on a CPU: auto, what the CPU provider it runs on would
     otherwise get (a session per core, one frame per batch)."""
-    if lanes == "gpu":
+    if lanes in ("gpu", "device"):
         return args.workers or 1, args.worker_batch or args.max_batch or EngineConfig().max_batch
     if lanes == "cpu":
         return args.workers, args.worker_batch
-    raise ValueError(f"--lanes: {lanes!r} is neither gpu nor cpu")
+    raise ValueError(f"--lanes: {lanes!r} is neither gpu, device nor cpu")
 
 
 def null_phase(k: int, mode: Mode, args: argparse.Namespace, srv: Servers) -> dict[str, Any]:
@@ -219,6 +220,7 @@ def null_phase(k: int, mode: Mode, args: argparse.Namespace, srv: Servers) -> di
     phase_args = argparse.Namespace(**vars(args))
     phase_args.preprocess, phase_args.processes = mode.preprocess, mode.processes
     phase_args.workers, phase_args.worker_batch = lane_shape(args, mode.lanes)
+    phase_args.device_standin = mode.lanes == "device"
     print(
         f"bench: null model, daemon phase, {k} cameras, lanes as on a {mode.lanes} (engine.workers "
         f"{phase_args.workers}, worker_batch {phase_args.worker_batch}), preprocess {mode.preprocess}, "

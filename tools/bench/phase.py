@@ -140,7 +140,7 @@ def daemon_phase(
     is called when that window starts (a profiler to start, say)."""
     config, cams, engine = phase_config(k, args, srv, out)
     metrics = BenchMetrics()
-    running = start_daemon(config, metrics=metrics)
+    running = start_daemon(config, metrics=metrics, device_standin=getattr(args, "device_standin", False))
     daemon = running.daemon
     client = redis.Redis(port=srv.redis_port, db=k % 16, decode_responses=True)  # 16 databases by default
     streams = {c["id"]: daemon.settings.redis.stream_for(c["id"]) for c in cams}

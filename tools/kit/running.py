@@ -57,12 +57,23 @@ class RunningDaemon:
         self.thread.join(timeout_s)
 
 
-def start_daemon(config: Path, *, metrics: Metrics | None = None, timeout_s: float = 120.0) -> RunningDaemon:
+def start_daemon(
+    config: Path, *, metrics: Metrics | None = None, timeout_s: float = 120.0, device_standin: bool = False
+) -> RunningDaemon:
     """The daemon of `config` (with `metrics`, else its own), running (its health endpoint up) on a
-    thread of its own; RuntimeError if it ends before."""
+    thread of its own; RuntimeError if it ends before. `device_standin`: its lanes on the device path
+    without a GPU, the GPU's work left out (`tools.kit.device_standin.BENCH`, the null-model bench)."""
     from daemon.app import Daemon  # noqa: PLC0415
+    from daemon.core.seam import Metrics as DaemonMetrics  # noqa: PLC0415
+    from tools.kit.device_standin import BENCH, StandInFactory  # noqa: PLC0415
 
-    daemon = Daemon(load_settings(config), metrics=metrics, config_path=config)
+    settings = load_settings(config)
+    if device_standin:
+        metrics = metrics or DaemonMetrics()
+        factory = StandInFactory(settings.engine, metrics)
+        daemon = Daemon(settings, metrics=metrics, config_path=config, engine_factory=factory, device=BENCH)
+    else:
+        daemon = Daemon(settings, metrics=metrics, config_path=config)
     loops: list[asyncio.AbstractEventLoop] = []
     errors: list[BaseException] = []
 

@@ -22,11 +22,11 @@ from daemon.app import Daemon
 from daemon.config.settings import Settings
 from daemon.core.xp import cupy_status
 from tests.support.daemon_harness import InProcessDaemon, http_get, run_cli, write_config
-from tests.support.device_seam import SEAM, CudaStandIn, StandInFactory
 from tests.support.fixtures_redis import RedisServer
 from tests.support.fixtures_rtsp import Clip, RtspServer
 from tests.support.streams import entries
 from tests.support.waits import wait_until
+from tools.kit.device_standin import SEAM, CudaStandIn, StandInFactory
 
 FRAMES_EACH = 24
 

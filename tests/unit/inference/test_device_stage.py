@@ -29,8 +29,8 @@ from daemon.inference.serving import ServingEngine
 from daemon.inference.stage import BatchTensor, InferenceStage, PostprocessConfig
 from daemon.ingest.decoding import scale
 from tests.support.clips import scene_frames
-from tests.support.device_seam import SEAM, CudaStandIn, StandInFactory
 from tests.support.onnx_models import DEMO_MODELS, wrap_demo
+from tools.kit.device_standin import SEAM, CudaStandIn, StandInFactory
 
 MODEL = DEMO_MODELS / "conveyor-640.onnx"
 pytestmark = pytest.mark.skipif(not MODEL.is_file(), reason="demo model not built (tools/bootstrap.sh)")

@@ -1,21 +1,47 @@
-"""The device path without a GPU: NumPy as the "cuda" array module (`SEAM`), and real CPU engines
-behind the `DeviceEngine` interface (`CudaStandIn`, built by `StandInFactory`)."""
+"""The device path without a GPU, for the tests and the null-model bench: NumPy as the "cuda" array
+module (`SEAM`), and real CPU engines behind the `DeviceEngine` interface (`CudaStandIn`, built by
+`StandInFactory`). The tests run the device path's own letterbox (NumPy's); the bench (`BENCH`)
+stands in for the GPU's with `HostShareKernel`, which does only what the host does for it."""
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
-from daemon.config.engine import EngineConfig
-from daemon.core.metrics import Metrics
-from daemon.core.xp import DeviceChoice
-from daemon.inference.engine import Engine, EngineFactory, InferenceError
-from daemon.inference.model_file import ModelInfo
-from daemon.inference.protocols import HostArray, InferenceEngine
-from daemon.inference.providers import Placement
+from daemon.config.seam import EngineConfig
+from daemon.core.seam import DeviceChoice, Letterbox, Metrics
+from daemon.inference.seam import Engine, EngineFactory, InferenceEngine, InferenceError, ModelInfo, Placement
+
+HostArray = npt.NDArray[Any]
 
 SEAM = DeviceChoice("cuda", "cuda", np, "test: the device path with NumPy as its array module")
+
+
+class HostShareKernel:
+    """Stands in for the CUDA letterbox kernel (`DeviceChoice.kernel`) where the model ignores its
+    input (the null model): it does the host's share of the device path's fill for each frame, the
+    copy of its planes into staging buffers (what `YuvUploader` copies into pinned memory before
+    the asynchronous upload: with NumPy as `xp` the uploader hands the planes on as they are), and
+    leaves the letterbox, GPU work, undone: the batch keeps its padding."""
+
+    def __init__(self, xp: Any) -> None:
+        self._staging: dict[tuple[int, int, tuple[int, ...]], HostArray] = {}
+
+    def write(self, array: Any, index: int, frame: Any, *, lb: Letterbox, k: Any, conv: Any) -> None:
+        planes = (frame.y, frame.u) if frame.v is None else (frame.y, frame.u, frame.v)
+        for n, plane in enumerate(planes):
+            key = (index, n, tuple(plane.shape))
+            staging = self._staging.get(key)
+            if staging is None:
+                staging = self._staging[key] = np.empty(plane.shape, np.uint8)
+            np.copyto(staging, plane)
+
+
+BENCH = DeviceChoice(
+    "cuda", "cuda", np, "bench: the device path's host side, the GPU's work left out", kernel=HostShareKernel
+)
 
 
 class CudaStandIn:
