@@ -35,8 +35,9 @@ class Metrics:
         """Where the CPU goes, per stage of a frame's path (`daemon.core.stagecpu`)."""
         self.stage_cpu_seconds = Counter(
             "beltsight_stage_cpu_seconds",
-            "Thread CPU time spent in each pipeline stage, measured in the thread that runs it: decode,"
-            " handoff (to the batcher's slot), batching, letterbox (scale and fill the batch), session_run,"
+            "Thread CPU time spent in each pipeline stage, measured in the thread that runs it: demux"
+            " (reading the stream's packets), decode, handoff (to the batcher's slot), batching, letterbox"
+            " (scale and fill the batch; on the device path the host's share: uploads), session_run,"
             " postprocess (decode and NMS), tracking, encode (the entries), redis (the pipeline's round"
             " trip on the event loop), snapshot, capture, clip (muxing on the clip writer's thread)",
             ["stage"],

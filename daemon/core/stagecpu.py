@@ -27,6 +27,7 @@ from typing import Final
 from prometheus_client import Counter
 
 STAGES: Final = (
+    "demux",
     "decode",
     "handoff",
     "batching",
@@ -40,7 +41,8 @@ STAGES: Final = (
     "capture",
     "clip",
 )
-"""Every stage, in the order a frame meets them; `snapshot` is recorded on the snapshot writer's
+"""Every stage, in the order a frame meets them (`demux`: reading a stream's packets, its socket and
+RTP depacketisation; `decode`: decoding them); `snapshot` is recorded on the snapshot writer's
 thread (daemon.publish.snapshots), `capture` on the
 frame capture's (daemon.publish.capture), `clip` on the clip writer's (daemon.publish.clips)."""
 
@@ -102,6 +104,7 @@ class StageCpu:
         for name in STAGES:
             setattr(self, name, Stage(name, counter, self.switch))
 
+    demux: Stage
     decode: Stage
     handoff: Stage
     batching: Stage

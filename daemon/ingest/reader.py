@@ -28,7 +28,7 @@ Policies:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Literal
@@ -155,7 +155,7 @@ class FrameReader:
             packets.start(stream)
         lag = None if self.camera.is_file else StreamLag()
         tick = float(stream.time_base) if stream.time_base else None  # seconds per pts unit, once per connection
-        for packet in container.demux(stream):
+        for packet in self._demuxed(container.demux(stream)):
             if packets is not None:
                 packets.add(packet, time_ms(self._clock))
             if lag is not None and not self._admit(lag, packet, tick, conn):
@@ -171,6 +171,18 @@ class FrameReader:
         if self.camera.is_file:
             return Outcome("loop" if self.camera.loop else "finished", "end of file")
         raise ConnectionLostError("stream ended")
+
+    def _demuxed(self, packets: Iterator[av.Packet[VideoStream]]) -> Iterator[av.Packet[VideoStream]]:
+        """`packets`, each one's reading timed as the `demux` stage (the thread's CPU: waiting for the
+        network costs none)."""
+        stage = self._metrics.stage_cpu.demux
+        while True:
+            started = stage.start()
+            packet = next(packets, None)
+            stage.stop(started)
+            if packet is None:
+                return
+            yield packet
 
     def _admit(self, lag: StreamLag, packet: av.Packet[VideoStream], tick: float | None, conn: Connection) -> bool:
         """Whether to decode `packet` (`daemon.ingest.lag`); a skipped one is counted as dropped (`behind`)."""

@@ -21,6 +21,7 @@ METRIC = "beltsight_stage_cpu_seconds_total"
 LOOP, WORKERS, READERS = "event loop", "inference workers", "camera readers"
 SNAPSHOTS, CAPTURE, CLIPS = "snapshot writer", "capture writer", "clip writer"
 STAGE_THREADS = {
+    "demux": READERS,
     "decode": READERS,
     "handoff": READERS,
     "batching": LOOP,

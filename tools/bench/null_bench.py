@@ -14,7 +14,7 @@ count, in one run: the real daemon over RTSP into redis-server (`tools.bench.pha
 stage counters on throughout, tracking and a counting line per camera as in the main bench), then
 `tools.bench.decoders` alone on the same streams for the same seconds (what decoding costs on these
 cores, the limit for CPU decoding). Prints one table: published frames/s, the process's CPU per
-published frame and what of it lies outside decoding and the (null) model's run, the busiest thread's
+published frame and what of it lies outside demuxing, decoding and the (null) model's run, the busiest thread's
 share of a core, freshness (published - captured) p50/p99, the least and most served camera's fps, RSS,
 and the decode-only run; then the stage budget per frame for each count. Writes null-report.json into
 --out. With `engine.preprocess = "graph"` the pixel prefix runs inside `session.run`, so "outside"
@@ -50,7 +50,7 @@ DEFAULT_COUNTS = "8,16,24,32"
 DISTINCT_CLIPS = 16
 """Cameras past this many serve the same clips again (each its own RTSP session and decoder): rendering
 a clip takes seconds to minutes on a loaded machine, and a decoder's cost does not depend on which clip."""
-SHOWN_STAGES = ("decode", "letterbox", "session_run", "postprocess", "tracking", "encode", "redis")
+SHOWN_STAGES = ("demux", "decode", "letterbox", "session_run", "postprocess", "tracking", "encode", "redis")
 
 
 def decode_only(urls: list[str], seconds: float, connect_timeout_s: float = 30.0) -> dict[str, Any]:
@@ -116,7 +116,7 @@ def row(phase: dict[str, Any], decode: dict[str, Any]) -> dict[str, Any]:
         "offered_fps": phase["fps_offered"],
         "fps": phase["fps_total"],
         "cpu_ms_per_frame": per(cpu),
-        "cpu_ms_outside_decode_and_run": per(cpu - stage["decode"] - stage["session_run"]),
+        "cpu_ms_outside_decode_and_run": per(cpu - stage["demux"] - stage["decode"] - stage["session_run"]),
         "process_cores": round(cpu / sum(s["seconds"] for s in segs), 2),
         "stages_ms_per_frame": {k: per(stage[k]) for k in SHOWN_STAGES},
         "untimed_ms_per_frame": per(cpu - sum(stage.values())),
@@ -271,10 +271,11 @@ def run(args: argparse.Namespace) -> int:
         srv.close()
     print(
         f"\nnull model ({null.name}, from {source.name}, {args.boxes} fixed boxes); lanes: 'gpu' one session, "
-        "batches up to max_batch, as the daemon runs a CUDA lane, 'cpu' as it runs CPU lanes; "
+        "batches up to max_batch, as the daemon runs a CUDA lane, 'device' the same on the device path (the GPU's "
+        "work left out), 'cpu' as it runs CPU lanes; "
         f"{args.size} cameras at {args.fps} fps "
         f"over RTSP (H.264 capped at {args.bitrate or 'none'}); {args.seconds} s per phase; freshness = published - "
-        "captured; 'outside' = CPU per frame outside decoding and the null model's run; 'cores' = the daemon "
+        "captured; 'outside' = CPU per frame outside demuxing, decoding and the null model's run; 'cores' = the daemon "
         "process's CPU in cores\n"
     )
     print("\n".join(table(rows)))

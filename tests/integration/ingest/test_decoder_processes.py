@@ -58,6 +58,8 @@ def _replay(
             "the reader's counters in the daemon's registry",
             d,
         )
+        for stage in ("demux", "decode"):  # the readers' CPU, relayed from a decoder process or counted here
+            assert (registry.get_sample_value("beltsight_stage_cpu_seconds_total", {"stage": stage}) or 0) > 0, stage
     got = {cam: entries(redis, cam) for cam in clips}
     redis.client().flushall()
     assert live in {e["seq"] for e in got[next(iter(clips))]}, "the live view shows a published frame"
