@@ -13,6 +13,7 @@ from daemon.ingest.av_link import AvLink
 from daemon.ingest.decoder_plan import decoder_pool
 from daemon.ingest.decoders import DecoderPool
 from daemon.ingest.geometry import SourceGeometry
+from daemon.ingest.hwdecode import HwDecode
 from daemon.ingest.kinds import make_link
 from daemon.ingest.link import LinkParts
 
@@ -53,3 +54,21 @@ def test_clips_keep_every_camera_in_the_daemons_process_and_say_why() -> None:
             pool.close()
     assert decoder_pool("auto", cameras, Metrics(), on_device=False, clips=True) is None
     assert decoder_pool(3, cameras, Metrics(), on_device=False, clips=True) is None
+
+
+def test_lanes_on_the_device_keep_nvdec_cameras_in_threads_and_give_the_others_yuv_processes() -> None:
+    """Where NVDEC decodes (frames stay on the device) every camera stays in a thread; where it cannot, the
+    pool applies and hands on YUV planes, and the camera opened for the device is read in the pool."""
+    cameras = [CameraConfig(id=f"cam{i}", url=f"rtsp://127.0.0.1:8554/cam{i}") for i in range(24)]
+    assert decoder_pool(3, cameras, Metrics(), on_device=True, yuv=True) is None
+    pool = decoder_pool(3, cameras, Metrics(), on_device=False, yuv=True)
+    rgb = DecoderPool(1, Metrics())
+    try:
+        assert pool is not None and pool.yuv and not rgb.yuv
+        hw = HwDecode(0, on_device=False)  # a lane on the device (NVDEC unavailable here)
+        assert not isinstance(make_link(cameras[0], _parts(None), hw, pool), AvLink)
+        assert isinstance(make_link(cameras[0], _parts(None), hw, rgb), AvLink), "an RGB pool never feeds the device"
+    finally:
+        rgb.close()
+        if pool is not None:
+            pool.close()
