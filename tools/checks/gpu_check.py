@@ -11,7 +11,8 @@ Checks (each prints PASS / FAIL / SKIP with why; exit status 1 if any failed, an
      thermal (tools/checks/gpu_thermal.py): the daemon's real NVML reader on the device:
      temperature, slowdown thresholds, clock-event reasons, power, and the governor's limit;
   2. pre-processing: the YUV letterbox (daemon.inference.device_preprocess) under NumPy against the CPU
-     path (swscale + BatchTensor), under CuPy (xp path, and the CUDA kernel) against NumPy;
+     path (swscale + BatchTensor), under CuPy (xp path, and the CUDA kernel) against NumPy, and the
+     kernel on frames as a decoder process's YUV slot holds them, uploaded through pinned buffers;
   3. NVDEC frames against CPU-decoded frames (Y plane, and the letterboxed batch);
   4. inference: IO binding against `session.run` (on the CPU here, on CUDA where it exists),
      `run_device` against `run`;
@@ -161,7 +162,28 @@ def preprocess(cupy: Any | None, frames: list[av.VideoFrame], info: Any) -> np.n
         out = timed("pre-processing", name, fill, cupy)
         worst = float(np.abs(to_host(out).astype(np.float32) - host.astype(np.float32)).max())
         check(f"letterbox {name} vs numpy", worst < 2e-3 * max(1.0, conv.scale * 255), f"max {worst:.2e}")
+    # a decoder process's YUV slot (`[engine] processes` on a box without NVDEC): host I420 planes cut to the
+    # picture, uploaded through pinned staging buffers (`YuvUploader`), as the daemon's device path does
+    slots = [_slot_copy(yuv.yuv_frame(f, np)) for f in frames]
+    uploader = yuv.YuvUploader(cupy)
+    kernel_tensor = DeviceBatchTensor(cupy, n, size, conv, kernel=LetterboxKernel(cupy))
+
+    def from_slots() -> Any:
+        return kernel_tensor.fill([(uploader.upload(i, f), lb) for i, f in enumerate(slots)])
+
+    out = timed("pre-processing", "cupy kernel, YUV slots (pinned upload)", from_slots, cupy)
+    worst = float(np.abs(to_host(out).astype(np.float32) - host.astype(np.float32)).max())
+    check("letterbox of YUV slot frames vs numpy", worst < 2e-3 * max(1.0, conv.scale * 255), f"max {worst:.2e}")
     return host
+
+
+def _slot_copy(frame: Any) -> Any:
+    """`frame`'s planes as a decoder process's YUV slot holds them: I420, cut to the picture, contiguous."""
+    u, v = frame.chroma_planes()
+    y = np.ascontiguousarray(frame.y[: frame.height, : frame.width])
+    return yuv.YuvFrame(
+        frame.width, frame.height, y, np.ascontiguousarray(u), np.ascontiguousarray(v), frame.matrix, frame.full_range
+    )
 
 
 def nvdec(cupy: Any | None, clip: Path, cpu_frames: list[av.VideoFrame], size: int, device_id: int) -> None:
