@@ -289,9 +289,9 @@ class ProcessLink:
         ring, letterbox = self._ring, self._letterbox
         if ring is None or letterbox is None:
             return True
-        if ring.yuv and colour is not None:
+        if ring.yuv:
             y, u, v = ring.lease_planes(slot)
-            matrix, full_range = colour
+            matrix, full_range = colour  # the decoder sends a YUV slot's colour with it
             yuv = YuvFrame(letterbox.src_w, letterbox.src_h, y, u, v, matrix=matrix, full_range=full_range)
             del y, u, v
             pixels = partial(scale_yuv, yuv, letterbox)  # the host path's (a breaker's CPU fallback, the live view)
