@@ -107,18 +107,27 @@ async def _through_the_reader(server: RedisServer, batch: list[tuple[str, str, d
     assert reader.stats.malformed == malformed_count(entries), "every bad entry counted, and only those"
     for change in sink.changes:
         if isinstance(change, Crossing):
-            # entry ids repeat across cameras' streams: the crossing's own camera says which entry it was
-            source = next(
-                f
-                for _s, eid, f in entries
-                if eid == change.entry_id and f.get("line") == change.line and f.get("camera") == change.camera
-            )
-            assert (int(source["count"]), source["direction"], source["label"]) == (
-                change.count,
-                change.direction,
-                change.label,
-            )
+            served = (change.count, change.direction, change.label)
+            sources = [(c.count, c.direction, c.label) for c in _crossings_of(entries, change)]
+            assert served in sources, (served, sources)
     BridgeState(LAYOUT).load_snapshot(state.to_snapshot())  # what was acknowledged reloads
+
+
+def _crossings_of(entries: list[tuple[str, str, dict[str, str]]], change: Crossing) -> list[Crossing]:
+    """The crossings that the entries `change` may have come from parse to: entry ids repeat (across cameras'
+    streams, and within one, where a malformed entry and a valid one share an id), so every entry of the
+    crossing's stream with its id and line that parses, each with its own values."""
+    out = []
+    for stream, entry_id, fields in entries:
+        if entry_id != change.entry_id or stream != REDIS.objects_stream_for(change.camera):
+            continue
+        try:
+            parsed = crossing_from_entry(change.camera, entry_id, fields)
+        except MalformedEntryError:
+            continue
+        if parsed is not None and parsed.line == change.line:
+            out.append(parsed)
+    return out
 
 
 def malformed_count(entries: list[tuple[str, str, dict[str, str]]]) -> int:
