@@ -18,6 +18,10 @@ from daemon.core.xp import ArrayModule, pinned_empty
 
 Matrix = Literal["bt601", "bt709"]
 AVCOL_SPC_BT709 = 1
+AVCOL_SPC_BT470BG = 5
+"""FFmpeg's AVColorSpace for BT.601 (625-line; the same matrix as SMPTE 170M)."""
+AVCOL_RANGE_MPEG = 1
+"""Limited range (16-235)."""
 AVCOL_RANGE_JPEG = 2
 
 

@@ -289,17 +289,15 @@ class ProcessLink:
         ring, letterbox = self._ring, self._letterbox
         if ring is None or letterbox is None:
             return True
+        a, b, c = ring.lease_planes(slot)  # R, G, B, or Y, U, V
         if ring.yuv:
-            y, u, v = ring.lease_planes(slot)
             matrix, full_range = colour  # the decoder sends a YUV slot's colour with it
-            yuv = YuvFrame(letterbox.src_w, letterbox.src_h, y, u, v, matrix=matrix, full_range=full_range)
-            del y, u, v
+            yuv = YuvFrame(letterbox.src_w, letterbox.src_h, a, b, c, matrix=matrix, full_range=full_range)
             pixels = partial(scale_yuv, yuv, letterbox)  # the host path's (a breaker's CPU fallback, the live view)
             frame = Frame(camera_id, seq, captured_ms, captured_mono, letterbox, pixels, decoded=yuv)
         else:
-            view = ring.lease(slot)
-            frame = Frame(camera_id, seq, captured_ms, captured_mono, letterbox, (view[0], view[1], view[2]))
-            del view
+            frame = Frame(camera_id, seq, captured_ms, captured_mono, letterbox, (a, b, c))
+        del a, b, c
         if not (self.camera.is_file and not self.camera.realtime):
             self._parts.consumer.put(frame, wait=False)
             return True

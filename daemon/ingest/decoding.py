@@ -14,12 +14,7 @@ from av.video.stream import VideoStream
 
 from daemon.core.frames import Letterbox, RGBPlanes
 from daemon.core.redaction import SECRETS
-from daemon.core.yuv import AVCOL_RANGE_JPEG, AVCOL_SPC_BT709, YuvFrame
-
-AVCOL_SPC_BT470BG = 5
-"""FFmpeg's AVColorSpace for BT.601 (625-line; the same matrix as SMPTE 170M)."""
-AVCOL_RANGE_MPEG = 1
-"""FFmpeg's AVColorRange for limited (16-235) range."""
+from daemon.core.yuv import AVCOL_RANGE_JPEG, AVCOL_RANGE_MPEG, AVCOL_SPC_BT470BG, AVCOL_SPC_BT709, YuvFrame
 
 
 class ConnectionLostError(Exception):

@@ -101,10 +101,6 @@ class SlotRing:
             start += h * w
         return tuple(views)
 
-    def _planes(self, slot: int) -> npt.NDArray[np.uint8]:
-        h, w = self.shape
-        return np.ndarray((3, h, w), dtype=np.uint8, buffer=self._shm.buf, offset=self._offset(slot))
-
     def state(self, slot: int) -> int:
         return int(self._states[slot])
 
@@ -136,9 +132,11 @@ class SlotRing:
     def lease(self, slot: int) -> npt.NDArray[np.uint8]:
         """The planes of a `HELD` slot as a 3 x h x w view; the slot is freed when the view and every
         array derived from it are gone."""
-        view = self._planes(slot)
-        self._leased(view, slot)
-        return view
+        if self.yuv:
+            raise ValueError("a YUV ring's planes differ in size: lease_planes")
+        flat = self._slot(slot)
+        self._leased(flat, slot)
+        return flat.reshape(3, *self.shape)
 
     def lease_planes(self, slot: int) -> tuple[npt.NDArray[np.uint8], ...]:
         """The planes of a `HELD` slot (`plane_shapes`), freed as by `lease` once every view is gone."""

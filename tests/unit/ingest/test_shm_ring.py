@@ -152,6 +152,8 @@ def test_a_yuv_ring_holds_the_decoded_planes_cut_to_the_picture_and_frees_with_t
     assert slot is not None
     writer.write(slot, (y, u, v))
     assert ring.state(slot) == HELD
+    with pytest.raises(ValueError, match="lease_planes"):
+        ring.lease(slot)  # one 3 x h x w view would misread Y, U and V
     ly, lu, lv = ring.lease_planes(slot)
     np.testing.assert_array_equal(ly, y[:, :6])
     assert (lu == 7).all() and (lv == 9).all() and lu.shape == lv.shape == (3, 3)
