@@ -137,10 +137,11 @@ def bare_both(
 
 
 class DecoderLoad:
-    """`python -m tools.bench.decoders` in its own process: decodes `urls` until `close()`."""
+    """`python -m tools.bench.decoders` in its own process: decodes `urls` until `close()`. `cmd`: another
+    command that prints the same lines (`tools/bench/ultralytics_run.py`), the URLs appended."""
 
-    def __init__(self, urls: list[str]) -> None:
-        cmd = [sys.executable, "-m", "tools.bench.decoders", *urls]
+    def __init__(self, urls: list[str], cmd: list[str] | None = None) -> None:
+        cmd = [*(cmd or [sys.executable, "-m", "tools.bench.decoders"]), *urls]
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
         self.latest = (0.0, 0.0, 0.0)  # frames, CPU s, monotonic s
         assert self.proc.stdout is not None

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 from pathlib import Path
 
 import tools.bench
@@ -27,9 +29,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     wrong = set(args.lanes.split(",")) - {"gpu", "cpu", "device"}
     if wrong:
         p.error(f"--lanes: {', '.join(sorted(wrong))} is not a lane shape; give gpu, device, cpu or a list (cpu,gpu)")
+    if args.ultralytics is not None:
+        check_ultralytics(p, args)
     args.width, args.height = (int(v) for v in args.size.lower().split("x"))
     args.out = (args.out or run_dir("bench")).resolve()  # redis-server chdirs
     return args
+
+
+def check_ultralytics(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--ultralytics: only with --null-model, and an interpreter that imports ultralytics and onnxruntime."""
+    if not args.null_model:
+        p.error("--ultralytics: only with --null-model")
+    try:
+        found = subprocess.run(
+            [str(args.ultralytics), "-c", "import ultralytics, onnxruntime; print(ultralytics.__version__)"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "YOLO_OFFLINE": "1"},
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        p.error(f"--ultralytics {args.ultralytics}: cannot run it ({type(exc).__name__}: {exc})")
+    if found.returncode != 0:
+        last = (found.stderr.strip().splitlines() or ["no output"])[-1]
+        p.error(f"--ultralytics {args.ultralytics}: cannot import ultralytics and onnxruntime ({last})")
+    args.ultralytics_version = found.stdout.strip().splitlines()[-1]
 
 
 def add_bench_args(p: argparse.ArgumentParser) -> None:
@@ -45,6 +70,13 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
         "boxes, the daemon at each --cameras count beside a decode-only run of the same streams",
     )
     p.add_argument("--boxes", type=int, default=7, help="--null-model: the fixed boxes per image")
+    p.add_argument(
+        "--ultralytics",
+        type=Path,
+        help="--null-model: an interpreter with ultralytics and onnxruntime installed (e.g. runs/ultralytics/bin/python"
+        " after `python3 -m venv runs/ultralytics && runs/ultralytics/bin/pip install ultralytics onnxruntime`): after "
+        "each count's phases, Ultralytics' streaming predictor on the same streams and null model (its own window)",
+    )
     p.add_argument(
         "--gil",
         action="store_true",

@@ -53,16 +53,19 @@ a clip takes seconds to minutes on a loaded machine, and a decoder's cost does n
 SHOWN_STAGES = ("demux", "decode", "letterbox", "session_run", "postprocess", "tracking", "encode", "redis")
 
 
-def decode_only(urls: list[str], seconds: float, connect_timeout_s: float = 30.0) -> dict[str, Any]:
-    """`tools.bench.decoders` alone on `urls` for `seconds`: decoded fps, its CPU (% of one core), ms per frame."""
-    load = DecoderLoad(urls)
+def decode_only(
+    urls: list[str], seconds: float, connect_timeout_s: float = 30.0, cmd: list[str] | None = None
+) -> dict[str, Any]:
+    """`tools.bench.decoders` (or `cmd`, which prints the same lines) alone on `urls` for `seconds`: frames/s,
+    its CPU (% of one core), ms per frame."""
+    load = DecoderLoad(urls, cmd)
     try:
         deadline = time.monotonic() + connect_timeout_s
         while load.latest[0] < 2 * len(urls):  # every stream connected and decoding, roughly
             if time.monotonic() > deadline or load.proc.poll() is not None:
-                raise RuntimeError("tools.bench.decoders did not start decoding (see its stderr)")
+                raise RuntimeError(f"{' '.join((cmd or ['tools.bench.decoders'])[:2])} did not start (see its stderr)")
             time.sleep(0.2)
-        time.sleep(2.0)  # the rest of the connects
+        time.sleep(2.0 if cmd is None else 5.0)  # the rest of the connects (the predictor's warm-up)
         f0, c0, t0 = load.latest
         time.sleep(seconds)
         f1, c1, t1 = load.latest
@@ -179,6 +182,41 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def ultralytics_phase(args: argparse.Namespace, urls: list[str], model: Path) -> dict[str, Any] | None:
+    """With `--ultralytics PYTHON`: Ultralytics' streaming predictor (`tools/bench/ultralytics_run.py` in that
+    interpreter) alone on `urls` with the same null model for `--seconds`, as `decode_only` measures decoding."""
+    if not args.ultralytics:
+        return None
+    print(f"bench: null model, Ultralytics' predictor, {len(urls)} streams, {args.seconds} s", flush=True)
+    script = Path(__file__).with_name("ultralytics_run.py")
+    cmd = [str(args.ultralytics), str(script), "--model", str(model), "--imgsz", str(args.model)]
+    result = decode_only(urls, args.seconds, connect_timeout_s=60.0 + 5.0 * len(urls), cmd=cmd)
+    print(f"bench:   Ultralytics {result['fps']} fps", flush=True)
+    return result
+
+
+def ultralytics_lines(rows: list[dict[str, Any]], version: str) -> list[str]:
+    """The table's part beside Ultralytics: its frames/s, cores and CPU per frame, and the daemon's frames/s over it."""
+    shown = [r for r in rows if r.get("ultralytics")]
+    if not shown:
+        return []
+    lines = [
+        "",
+        f"Ultralytics {version}: its streaming predictor on the same streams and null model, in its own window after "
+        "the daemon's (ms/fr: its process's CPU per frame, decoding included):",
+        f"{'cams':>4} {'lanes':>5} {'pre':>5} {'procs':>5} {'fps':>7} {'cores':>5} {'ms/fr':>6}"
+        f" {'daemon fps / its':>17}",
+    ]
+    for r in shown:
+        u = r["ultralytics"]
+        ratio = r["fps"] / u["fps"] if u["fps"] else float("nan")
+        lines.append(
+            f"{r['cameras']:>4} {r['lanes']:>5} {r['preprocess']:>5} {r['processes']:>5} {u['fps']:>7.1f}"
+            f" {u['core_pct'] / 100:>5.2f} {u['ms_per_frame']:>6.2f} {ratio:>17.2f}"
+        )
+    return lines
+
+
 class Mode(NamedTuple):
     """One phase's settings beside its camera count: `engine.preprocess`, `engine.processes`, the lanes' shape."""
 
@@ -266,7 +304,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"bench: null model, decode only, {k} streams, {args.seconds} s", flush=True)
             decode = decode_only(srv.urls[:k], args.seconds)
             print(f"bench:   decode only {decode['fps']} fps", flush=True)
-            rows += [{**mode._asdict(), **row(phase, decode)} for mode, phase in done]
+            ultra = ultralytics_phase(args, srv.urls[:k], null)
+            rows += [{**mode._asdict(), **row(phase, decode), "ultralytics": ultra} for mode, phase in done]
     finally:
         srv.close()
     print(
@@ -278,7 +317,7 @@ def run(args: argparse.Namespace) -> int:
         "captured; 'outside' = CPU per frame outside demuxing, decoding and the null model's run; 'cores' = the daemon "
         "process's CPU in cores\n"
     )
-    print("\n".join(table(rows)))
+    print("\n".join(table(rows) + ultralytics_lines(rows, getattr(args, "ultralytics_version", ""))))
     report = {
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "model": str(null),
