@@ -93,6 +93,8 @@ class Run:
     bare: Rates
     session: ort.InferenceSession
     naive: dict[str, Any]
+    ultralytics: dict[str, Any] | None = None
+    """`--ultralytics`: its streaming predictor on the main count's streams with the same model."""
 
     @property
     def main_phase(self) -> dict[str, Any]:
@@ -187,6 +189,7 @@ def measure(args: argparse.Namespace, srv: Servers, ks: list[int], main_k: int) 
     naive_s = args.naive_seconds or args.seconds / 2
     print(f"bench: naive loop, {main_k} cameras, {naive_s} s", flush=True)
     naive = naive_phase(main_k, naive_s, args, srv, session)
+    ultralytics = null_bench.ultralytics_phase(args, srv.urls[:main_k], MODELS[args.model])
     return Run(
         main_k=main_k,
         workers=workers,
@@ -204,6 +207,7 @@ def measure(args: argparse.Namespace, srv: Servers, ks: list[int], main_k: int) 
         bare=bare,
         session=session,
         naive=naive,
+        ultralytics=ultralytics,
     )
 
 
@@ -226,6 +230,14 @@ def print_summary(args: argparse.Namespace, run: Run, checks: list[tuple[str, bo
     budget = budget_lines(run.main_phase["stage_budget"], bare_cpu, run.main_phase["stage_counters_cost"])
     print("\n" + "\n".join(budget))
     print(crossings_line(run.main_phase))
+    if run.ultralytics is not None:
+        u = run.ultralytics
+        ratio = run.main_phase["fps_total"] / u["fps"] if u["fps"] else float("nan")
+        print(
+            f"Ultralytics {args.ultralytics_version}, its streaming predictor on the same {run.main_k} streams and "
+            f"model (its own window after the naive loop's): {u['fps']} fps, {u['core_pct']}% of one core, "
+            f"{u['ms_per_frame']} ms CPU per frame; daemon / Ultralytics = {ratio:.2f}"
+        )
     if "experiment" in run.main_phase:
         print(experiment_line(run.main_phase["experiment"]))
     return bare_cpu
@@ -262,6 +274,7 @@ def report_fields(run: Run, bare_cpu: float | None) -> dict[str, Any]:
         "phases": {str(k): v for k, v in run.phases.items()},
         "main_cameras": run.main_k,
         "naive": run.naive,
+        "ultralytics": run.ultralytics,
     }
 
 

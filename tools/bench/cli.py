@@ -37,9 +37,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def check_ultralytics(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """--ultralytics: only with --null-model, and an interpreter that imports ultralytics and onnxruntime."""
-    if not args.null_model:
-        p.error("--ultralytics: only with --null-model")
+    """--ultralytics: an interpreter that imports ultralytics and onnxruntime."""
     try:
         found = subprocess.run(
             [str(args.ultralytics), "-c", "import ultralytics, onnxruntime; print(ultralytics.__version__)"],
@@ -73,9 +71,10 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ultralytics",
         type=Path,
-        help="--null-model: an interpreter with ultralytics and onnxruntime installed (e.g. runs/ultralytics/bin/python"
-        " after `python3 -m venv runs/ultralytics && runs/ultralytics/bin/pip install ultralytics onnxruntime`): after "
-        "each count's phases, Ultralytics' streaming predictor on the same streams and null model (its own window)",
+        help="an interpreter with ultralytics and onnxruntime installed (e.g. runs/ultralytics/bin/python after "
+        "`python3 -m venv runs/ultralytics && runs/ultralytics/bin/pip install ultralytics onnxruntime`): Ultralytics' "
+        "streaming predictor on the same streams and model in its own window (tools/bench/ultralytics_run.py), after "
+        "the naive loop, or with --null-model after each count's phases",
     )
     p.add_argument(
         "--gil",

@@ -184,10 +184,10 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
 def ultralytics_phase(args: argparse.Namespace, urls: list[str], model: Path) -> dict[str, Any] | None:
     """With `--ultralytics PYTHON`: Ultralytics' streaming predictor (`tools/bench/ultralytics_run.py` in that
-    interpreter) alone on `urls` with the same null model for `--seconds`, as `decode_only` measures decoding."""
+    interpreter) alone on `urls` with `model` for `--seconds`, as `decode_only` measures decoding."""
     if not args.ultralytics:
         return None
-    print(f"bench: null model, Ultralytics' predictor, {len(urls)} streams, {args.seconds} s", flush=True)
+    print(f"bench: Ultralytics' predictor, {model.name}, {len(urls)} streams, {args.seconds} s", flush=True)
     script = Path(__file__).with_name("ultralytics_run.py")
     cmd = [str(args.ultralytics), str(script), "--model", str(model), "--imgsz", str(args.model)]
     result = decode_only(urls, args.seconds, connect_timeout_s=60.0 + 5.0 * len(urls), cmd=cmd)
