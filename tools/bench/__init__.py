@@ -3,9 +3,9 @@
     .venv/bin/python -m tools.bench [--cameras 4] [--fps 15] [--size 640x480] [--bitrate 1M] [--seconds 60]
         [--model 640|FILE.onnx] [--max-batch N] [--max-wait-ms M] [--workers W] [--worker-batch B] [--sweep 1,2,4,6]
         [--naive-seconds S] [--stage-ab-seconds 10] [--ab EXPERIMENT] [--no-lines] [--snapshots]
-        [--flame FILE.svg] [--scaling 1,2,4,8,16] [--preprocess host|graph] [--out DIR]
+        [--flame FILE.svg] [--scaling 1,2,4,8,16] [--preprocess host|graph] [--ultralytics PYTHON] [--out DIR]
     .venv/bin/python -m tools.bench --null-model [--cameras 8,16,24,32] [--seconds 20] [--preprocess host|graph|both]
-        [--boxes 7] [--gil] [--ab EXPERIMENT] [--processes 1,auto]
+        [--boxes 7] [--gil] [--ab EXPERIMENT] [--processes 1,auto] [--lanes gpu,device] [--ultralytics PYTHON]
 
 1. renders K synthetic clips (cached in runs/bench-cache), starts redis-server and tools/kit/rtsp_server.py;
 2. runs the real daemon in-process (CPU provider, `model` forced per camera; tracking on, and with
@@ -37,6 +37,9 @@ stay on) and prints its on/off ratios: a change to where the daemon's threads ru
 `--flame FILE.svg` records the main daemon phase (up to 60 s) with py-spy (`--threads --nonblocking`).
 `--scaling 1,2,4,8,16` is a sweep that also plots published / offered, the ratio to the bare model
 and RSS per camera count into scaling.png, and names the knee (the last count served in full).
+`--ultralytics PYTHON` (an interpreter with ultralytics and onnxruntime) adds Ultralytics' streaming
+predictor on the same streams and model (`tools/bench/ultralytics_run.py`), after the naive loop and,
+with `--null-model`, after each count's phases; the daemon's frames/s over its are printed.
 `--sweep` runs the daemon phase once per camera count (T each); the table and checks use --cameras
 (or the last count of the sweep when --cameras is not in it). Every process started is stopped on exit.
 
