@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import threading
 import traceback
 from collections.abc import Callable
@@ -69,15 +70,18 @@ SLOT_WAIT_S = 0.005
 
 
 class _Outbox:
-    """The pipe to the daemon, shared by the process's threads."""
+    """The pipe to the daemon, shared by the process's threads. A message is pickled before the lock, with
+    the plain pickler: `Connection.send` builds a `ForkingPickler` (and copies its dispatch table) for
+    every message, for the handles and sockets these messages never carry; `recv` reads either."""
 
     def __init__(self, pipe: Pipe) -> None:
         self._pipe = pipe
         self._lock = threading.Lock()
 
     def send(self, message: tuple[Any, ...]) -> None:
+        data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
         with self._lock:
-            self._pipe.send(message)
+            self._pipe.send_bytes(data)
 
 
 @dataclass(slots=True)
