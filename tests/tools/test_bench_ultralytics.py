@@ -8,6 +8,8 @@ real one, logs on stdout. The real package runs it in `python -m tools.bench --n
 
 from __future__ import annotations
 
+import argparse
+import math
 import subprocess
 import sys
 import textwrap
@@ -17,7 +19,7 @@ from typing import Any
 import pytest
 
 from tools.bench.cli import parse_args
-from tools.bench.null_bench import ultralytics_lines
+from tools.bench.null_bench import ultralytics_lines, ultralytics_phase
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = REPO / "tools" / "bench" / "ultralytics_run.py"
@@ -91,13 +93,27 @@ def test_an_interpreter_without_ultralytics_is_refused_before_anything_starts(
     assert "cannot run it (FileNotFoundError" in capsys.readouterr().err
 
 
-def test_an_interpreter_with_it_is_taken_with_its_version(tmp_path: Path) -> None:
-    env = stand_in(tmp_path, frames=1, fail=False)
+def interpreter(tmp_path: Path, env: dict[str, str]) -> Path:
+    """An interpreter that finds the stand-in package, as a venv with ultralytics installed finds the real one."""
     python = tmp_path / "python"
     python.write_text(f'#!/bin/sh\nPYTHONPATH={env["PYTHONPATH"]} exec {sys.executable} "$@"\n')
     python.chmod(0o755)
+    return python
+
+
+def test_an_interpreter_with_it_is_taken_with_its_version(tmp_path: Path) -> None:
+    python = interpreter(tmp_path, stand_in(tmp_path, frames=1, fail=False))
     args = parse_args(["--null-model", "--ultralytics", str(python), "--out", str(tmp_path)])
     assert args.ultralytics_version == "0.0-stand-in"
+
+
+def test_a_predictor_that_never_runs_leaves_the_run_its_report(tmp_path: Path) -> None:
+    python = interpreter(tmp_path, stand_in(tmp_path, frames=0, fail=True))
+    args = argparse.Namespace(ultralytics=python, model=416, seconds=1.0)
+    result = ultralytics_phase(args, ["rtsp://a/1"], tmp_path / "null.onnx")
+    assert result is not None and math.isnan(result["fps"])
+    assert "ultralytics_run.py did not start" in result["error"]
+    assert ultralytics_phase(argparse.Namespace(ultralytics=None), ["rtsp://a/1"], tmp_path / "null.onnx") is None
 
 
 def test_the_table_gives_the_daemons_frames_per_second_over_ultralytics() -> None:

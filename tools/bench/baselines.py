@@ -145,7 +145,8 @@ class DecoderLoad:
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
         self.latest = (0.0, 0.0, 0.0)  # frames, CPU s, monotonic s
         assert self.proc.stdout is not None
-        threading.Thread(target=self._follow, args=(self.proc.stdout,), daemon=True).start()
+        self._follower = threading.Thread(target=self._follow, args=(self.proc.stdout,), daemon=True)
+        self._follower.start()
 
     def _follow(self, out: IO[str]) -> None:
         for line in out:
@@ -165,6 +166,9 @@ class DecoderLoad:
     def close(self) -> None:
         self.proc.kill()
         self.proc.wait()
+        self._follower.join(5.0)  # its pipe ends with the process
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 BESIDE_WINDOW_S = 6.0

@@ -190,7 +190,11 @@ def ultralytics_phase(args: argparse.Namespace, urls: list[str], model: Path) ->
     print(f"bench: Ultralytics' predictor, {model.name}, {len(urls)} streams, {args.seconds} s", flush=True)
     script = Path(__file__).with_name("ultralytics_run.py")
     cmd = [str(args.ultralytics), str(script), "--model", str(model), "--imgsz", str(args.model)]
-    result = decode_only(urls, args.seconds, connect_timeout_s=60.0 + 5.0 * len(urls), cmd=cmd)
+    try:
+        result = decode_only(urls, args.seconds, connect_timeout_s=60.0 + 5.0 * len(urls), cmd=cmd)
+    except RuntimeError as exc:  # a baseline: its failure must not cost the run its report
+        print(f"bench:   Ultralytics not measured: {exc}", flush=True)
+        return {"fps": float("nan"), "core_pct": float("nan"), "ms_per_frame": float("nan"), "error": str(exc)}
     print(f"bench:   Ultralytics {result['fps']} fps", flush=True)
     return result
 
