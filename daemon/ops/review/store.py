@@ -28,12 +28,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import time
 from pathlib import Path
+from time import monotonic, sleep
 from typing import Any
 
 from daemon.core.shifts import Bucket
 from daemon.ops.review.buckets import Span, bucket_counts, chunk_ms
 
 MINUTE_MS = 60_000
+BUSY_S = 30.0
+"""How long a connection waits for another's lock (SQLite's busy handler, and the set-up's retries)."""
+BUSY_RETRY_S = 0.05
 SCHEMA_VERSION = 1
 
 SCHEMA = """
@@ -198,11 +202,29 @@ class Store:
     def __init__(self, path: Path) -> None:
         if str(path) != ":memory:":
             path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute("PRAGMA synchronous = NORMAL")
-        if self._db.execute("PRAGMA user_version").fetchone()[0] == 0:  # IF NOT EXISTS: a crash midway is redone
-            self._db.executescript(SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
+        self._db = sqlite3.connect(str(path), timeout=BUSY_S, check_same_thread=False, isolation_level=None)
+        try:
+            self._set_up(monotonic() + BUSY_S)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _set_up(self, deadline: float) -> None:
+        """WAL, and the schema where the file has none. Two connections opening a new file at once (the
+        recorder's and the API reader's) can race here: while one still holds the file in its first,
+        rollback-journal mode, SQLite answers the other's journal-mode change with `SQLITE_BUSY` at once,
+        without its busy handler (waiting could deadlock). That answer is retried until `deadline`."""
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode = WAL")
+                self._db.execute("PRAGMA synchronous = NORMAL")
+                if self._db.execute("PRAGMA user_version").fetchone()[0] == 0:  # IF NOT EXISTS: redone after a crash
+                    self._db.executescript(SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
+                return
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or monotonic() >= deadline:
+                    raise
+                sleep(BUSY_RETRY_S)
 
     def close(self) -> None:
         self._db.close()

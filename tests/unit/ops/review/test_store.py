@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import sqlite3
+import threading
 import time as time_module
 from collections import Counter
 from datetime import time
@@ -188,3 +190,32 @@ def test_counts_in_a_zone_off_the_hour_with_a_shift_off_the_quarter(
     finally:
         monkeypatch.undo()
         time_module.tzset()
+
+
+def test_a_second_connection_opening_while_the_first_still_holds_the_new_file_waits_for_it(tmp_path: Path) -> None:
+    """The recorder's and the API reader's connections open a new file at once: while one holds it in
+    SQLite's first (rollback-journal) mode with a write lock, the other's journal-mode change gets
+    SQLITE_BUSY at once, without the busy handler. The set-up retries it (it used to answer the API's
+    first read with a 500)."""
+    path = tmp_path / "review.sqlite3"
+    first = sqlite3.connect(str(path), isolation_level=None)
+    first.execute("CREATE TABLE early (a)")
+    first.execute("BEGIN IMMEDIATE")
+    first.execute("INSERT INTO early VALUES (1)")
+    with pytest.raises(sqlite3.OperationalError, match="locked"):  # what SQLite itself answers, at once
+        sqlite3.connect(str(path), timeout=5.0, isolation_level=None).execute("PRAGMA journal_mode = WAL")
+    opened: list[Store] = []
+    thread = threading.Thread(target=lambda: opened.append(Store(path)))
+    thread.start()
+    time_module.sleep(0.5)
+    assert not opened and thread.is_alive()  # still waiting for the first connection
+    first.execute("COMMIT")
+    first.close()
+    thread.join(10)
+    assert opened, "the store did not open once the lock was released"
+    store = opened[0]
+    try:
+        assert store.positions() == {}
+        assert store.record([crossing(1)], {"s": "1-1"}) == 1
+    finally:
+        store.close()
