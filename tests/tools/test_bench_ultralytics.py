@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
+from tools.bench.baselines import ultralytics_phase
 from tools.bench.cli import parse_args
-from tools.bench.null_bench import ultralytics_lines, ultralytics_phase
+from tools.bench.null_bench import ultralytics_lines
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = REPO / "tools" / "bench" / "ultralytics_run.py"

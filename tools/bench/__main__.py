@@ -31,6 +31,7 @@ from tools.bench.baselines import (
     bracket,
     make_session,
     naive_phase,
+    ultralytics_phase,
     used_sizes,
 )
 from tools.bench.budget import budget_lines, knee, plot_scaling, scaling_points
@@ -189,7 +190,7 @@ def measure(args: argparse.Namespace, srv: Servers, ks: list[int], main_k: int) 
     naive_s = args.naive_seconds or args.seconds / 2
     print(f"bench: naive loop, {main_k} cameras, {naive_s} s", flush=True)
     naive = naive_phase(main_k, naive_s, args, srv, session)
-    ultralytics = null_bench.ultralytics_phase(args, srv.urls[:main_k], MODELS[args.model])
+    ultralytics = ultralytics_phase(args, srv.urls[:main_k], MODELS[args.model])
     return Run(
         main_k=main_k,
         workers=workers,

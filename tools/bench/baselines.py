@@ -171,6 +171,53 @@ class DecoderLoad:
             self.proc.stdout.close()
 
 
+def decode_only(
+    urls: list[str],
+    seconds: float,
+    connect_timeout_s: float = 30.0,
+    cmd: list[str] | None = None,
+    settle_s: float = 2.0,
+) -> dict[str, Any]:
+    """`tools.bench.decoders` (or `cmd`, which prints the same lines) alone on `urls` for `seconds`, from
+    `settle_s` after every stream gave frames: frames/s, its CPU (% of one core), ms per frame."""
+    load = DecoderLoad(urls, cmd)
+    try:
+        deadline = time.monotonic() + connect_timeout_s
+        while load.latest[0] < 2 * len(urls):  # every stream connected and decoding, roughly
+            if time.monotonic() > deadline or load.proc.poll() is not None:
+                raise RuntimeError(f"{' '.join((cmd or ['tools.bench.decoders'])[:2])} did not start (see its stderr)")
+            time.sleep(0.2)
+        time.sleep(settle_s)  # the rest of the connects
+        f0, c0, t0 = load.latest
+        time.sleep(seconds)
+        f1, c1, t1 = load.latest
+    finally:
+        load.close()
+    frames, cpu, wall = f1 - f0, c1 - c0, t1 - t0
+    return {
+        "fps": round(frames / wall, 1) if wall else float("nan"),
+        "core_pct": round(100 * cpu / wall, 1) if wall else float("nan"),
+        "ms_per_frame": round(1000 * cpu / frames, 2) if frames else float("nan"),
+    }
+
+
+def ultralytics_phase(args: argparse.Namespace, urls: list[str], model: Path) -> dict[str, Any] | None:
+    """With `--ultralytics PYTHON`: Ultralytics' streaming predictor (`tools/bench/ultralytics_run.py` in that
+    interpreter) alone on `urls` with `model` for `--seconds`, as `decode_only` measures decoding."""
+    if not args.ultralytics:
+        return None
+    print(f"bench: Ultralytics' predictor, {model.name}, {len(urls)} streams, {args.seconds} s", flush=True)
+    script = Path(__file__).with_name("ultralytics_run.py")
+    cmd = [str(args.ultralytics), str(script), "--model", str(model), "--imgsz", str(args.model)]
+    try:
+        result = decode_only(urls, args.seconds, connect_timeout_s=60.0 + 5.0 * len(urls), cmd=cmd, settle_s=5.0)
+    except RuntimeError as exc:  # a baseline: its failure must not cost the run its report
+        print(f"bench:   Ultralytics not measured: {exc}", flush=True)
+        return {"fps": float("nan"), "core_pct": float("nan"), "ms_per_frame": float("nan"), "error": str(exc)}
+    print(f"bench:   Ultralytics {result['fps']} fps", flush=True)
+    return result
+
+
 BESIDE_WINDOW_S = 6.0
 BESIDE_CYCLES = 3
 

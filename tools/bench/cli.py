@@ -48,10 +48,16 @@ def check_ultralytics(p: argparse.ArgumentParser, args: argparse.Namespace) -> N
             env={**os.environ, "YOLO_OFFLINE": "1"},
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        p.error(f"--ultralytics {args.ultralytics}: cannot run it ({type(exc).__name__}: {exc})")
+        p.error(
+            f"--ultralytics {args.ultralytics}: cannot run it ({type(exc).__name__}: {exc}); give a Python "
+            "interpreter, e.g. runs/ultralytics/bin/python from `python3 -m venv runs/ultralytics`"
+        )
     if found.returncode != 0:
         last = (found.stderr.strip().splitlines() or ["no output"])[-1]
-        p.error(f"--ultralytics {args.ultralytics}: cannot import ultralytics and onnxruntime ({last})")
+        p.error(
+            f"--ultralytics {args.ultralytics}: cannot import ultralytics and onnxruntime ({last}); install them "
+            f"into it: {args.ultralytics} -m pip install ultralytics onnxruntime"
+        )
     args.ultralytics_version = found.stdout.strip().splitlines()[-1]
 
 

@@ -40,7 +40,7 @@ import redis
 from daemon.config.seam import EngineConfig
 from daemon.core.seam import STAGES
 from tools.bench import gil
-from tools.bench.baselines import DecoderLoad
+from tools.bench.baselines import decode_only, ultralytics_phase
 from tools.bench.null_model import make_null_model
 from tools.bench.phase import daemon_phase
 from tools.bench.procs import CACHE, Servers, render_clips
@@ -51,32 +51,6 @@ DISTINCT_CLIPS = 16
 """Cameras past this many serve the same clips again (each its own RTSP session and decoder): rendering
 a clip takes seconds to minutes on a loaded machine, and a decoder's cost does not depend on which clip."""
 SHOWN_STAGES = ("demux", "decode", "letterbox", "session_run", "postprocess", "tracking", "encode", "redis")
-
-
-def decode_only(
-    urls: list[str], seconds: float, connect_timeout_s: float = 30.0, cmd: list[str] | None = None
-) -> dict[str, Any]:
-    """`tools.bench.decoders` (or `cmd`, which prints the same lines) alone on `urls` for `seconds`: frames/s,
-    its CPU (% of one core), ms per frame."""
-    load = DecoderLoad(urls, cmd)
-    try:
-        deadline = time.monotonic() + connect_timeout_s
-        while load.latest[0] < 2 * len(urls):  # every stream connected and decoding, roughly
-            if time.monotonic() > deadline or load.proc.poll() is not None:
-                raise RuntimeError(f"{' '.join((cmd or ['tools.bench.decoders'])[:2])} did not start (see its stderr)")
-            time.sleep(0.2)
-        time.sleep(2.0 if cmd is None else 5.0)  # the rest of the connects (the predictor's warm-up)
-        f0, c0, t0 = load.latest
-        time.sleep(seconds)
-        f1, c1, t1 = load.latest
-    finally:
-        load.close()
-    frames, cpu, wall = f1 - f0, c1 - c0, t1 - t0
-    return {
-        "fps": round(frames / wall, 1) if wall else float("nan"),
-        "core_pct": round(100 * cpu / wall, 1) if wall else float("nan"),
-        "ms_per_frame": round(1000 * cpu / frames, 2) if frames else float("nan"),
-    }
 
 
 class GilProfile:
@@ -180,23 +154,6 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             + f" {r['untimed_ms_per_frame']:>8.2f}"
         )
     return lines
-
-
-def ultralytics_phase(args: argparse.Namespace, urls: list[str], model: Path) -> dict[str, Any] | None:
-    """With `--ultralytics PYTHON`: Ultralytics' streaming predictor (`tools/bench/ultralytics_run.py` in that
-    interpreter) alone on `urls` with `model` for `--seconds`, as `decode_only` measures decoding."""
-    if not args.ultralytics:
-        return None
-    print(f"bench: Ultralytics' predictor, {model.name}, {len(urls)} streams, {args.seconds} s", flush=True)
-    script = Path(__file__).with_name("ultralytics_run.py")
-    cmd = [str(args.ultralytics), str(script), "--model", str(model), "--imgsz", str(args.model)]
-    try:
-        result = decode_only(urls, args.seconds, connect_timeout_s=60.0 + 5.0 * len(urls), cmd=cmd)
-    except RuntimeError as exc:  # a baseline: its failure must not cost the run its report
-        print(f"bench:   Ultralytics not measured: {exc}", flush=True)
-        return {"fps": float("nan"), "core_pct": float("nan"), "ms_per_frame": float("nan"), "error": str(exc)}
-    print(f"bench:   Ultralytics {result['fps']} fps", flush=True)
-    return result
 
 
 def ultralytics_lines(rows: list[dict[str, Any]], version: str) -> list[str]:

@@ -17,6 +17,7 @@ killed; a predictor that stops (a stream ended or failed) exits with status 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -32,9 +33,13 @@ def predict(model_path: str, imgsz: int, urls: list[str], counts: list[int]) -> 
     model = yolo(model_path, task="detect")
     try:
         for _ in model.predict(source=listing.name, stream=True, imgsz=imgsz, rect=False, verbose=False, save=False):
+            if not counts[0]:  # LoadStreams read the list before its first batch; the run ends killed
+                os.unlink(listing.name)
             counts[0] += 1
     except Exception as exc:  # any failure ends the run: the measurement is void
         print(f"ultralytics_run: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(listing.name)
     print("ultralytics_run: the predictor stopped", file=sys.stderr, flush=True)
     os._exit(1)
 
