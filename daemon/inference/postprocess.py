@@ -258,11 +258,9 @@ def to_detections(
     kept = rows[keep]
     boxes = letterbox.to_source(np.ascontiguousarray(kept[:, :4], dtype=np.float32))
     visible = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
+    known = len(names)
     out: list[Detection] = []
-    for box, score, cls_f in zip(
-        boxes[visible].tolist(), kept[visible, 4].tolist(), kept[visible, 5].tolist(), strict=True
-    ):
+    for (x1, y1, x2, y2), (score, cls_f) in zip(boxes[visible].tolist(), kept[visible, 4:6].tolist(), strict=True):
         cls = int(cls_f)
-        label = names[cls] if 0 <= cls < len(names) else str(cls)
-        out.append(Detection(cls=cls, label=label, score=float(score), box=(box[0], box[1], box[2], box[3])))
+        out.append(Detection(cls, names[cls] if 0 <= cls < known else str(cls), score, (x1, y1, x2, y2)))
     return tuple(out)
