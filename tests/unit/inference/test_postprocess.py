@@ -9,6 +9,7 @@ import numpy.typing as npt
 import pytest
 
 from daemon.core.frames import Letterbox
+from daemon.inference.layouts.dense import nonzero_2d
 from daemon.inference.layouts.yolov8 import bare_layout
 from daemon.inference.postprocess import decode_batch, greedy_nms, to_detections
 from tests.support.postprocess_refs import NAMES, A, C, make_output, random_boxes, reference_nms
@@ -313,3 +314,25 @@ def test_batch_class_rows_read_their_own_column_order() -> None:
     a, b = decode(rows, layout=_layout("end2end", "batch-class-rows", 0), images=2)
     np.testing.assert_allclose(a, [[5, 5, 20, 20, 0.9, 2]])
     np.testing.assert_allclose(b, [[1, 1, 9, 9, 0.5, 1]])
+
+
+@pytest.mark.parametrize("shape", [(8, 8400), (1, 1), (3, 0), (0, 5), (5, 7)])
+def test_nonzero_2d_is_numpys_nonzero_in_the_same_order(shape: tuple[int, int]) -> None:
+    mask = np.random.default_rng(sum(shape)).random(shape) > 0.9
+    if mask.size:
+        mask.flat[-1] = True  # the last row and column are reached
+    rows, cols = nonzero_2d(np, mask)
+    want_rows, want_cols = np.nonzero(mask)
+    assert rows.dtype == want_rows.dtype and cols.dtype == want_cols.dtype
+    np.testing.assert_array_equal(rows, want_rows)
+    np.testing.assert_array_equal(cols, want_cols)
+
+
+def test_to_source_maps_each_column_with_its_own_pad_and_scale() -> None:
+    lb = Letterbox.fit(1280, 720, 640)  # 640 x 360 content, 140 rows of padding above it
+    for dtype in (np.float32, np.float64):
+        boxes = np.array([[0, 140, 640, 500], [-10, 100, 700, 520], [320, 320, 330, 330]], dtype=dtype)
+        out = lb.to_source(boxes)
+        assert out.dtype == dtype
+        np.testing.assert_allclose(out, [[0, 0, 1280, 720], [0, 0, 1280, 720], [640, 360, 660, 380]], rtol=1e-6)
+    assert boxes[1, 0] == -10  # the input is left as it was
