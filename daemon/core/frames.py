@@ -62,7 +62,7 @@ class Letterbox:
         return cls(size, src_w, src_h, scale, new_w, new_h, pad_x, pad_y)
 
     def to_source(self, boxes_xyxy: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        """Map (N, 4) x1,y1,x2,y2 boxes in model-input pixels to camera pixels, clipped."""
+        """Map (N, 4) x1,y1,x2,y2 boxes (a float dtype, kept) in model-input pixels to camera pixels, clipped."""
         pad, scale, high = _source_map(self, boxes_xyxy.dtype)
         out: npt.NDArray[np.float32] = np.subtract(boxes_xyxy, pad)
         np.multiply(out, scale, out=out)
