@@ -72,7 +72,9 @@ class Letterbox:
 
 
 @functools.lru_cache(maxsize=1024)
-def _source_map(letterbox: Letterbox, dtype: np.dtype[Any]) -> tuple[npt.NDArray[Any], ...]:
+def _source_map(
+    letterbox: Letterbox, dtype: np.dtype[Any]
+) -> tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any]]:
     """`to_source`'s per-column offset, scale and upper bound in the boxes' dtype, once per letterbox (a
     hot path: three array operations a frame instead of a dozen column ones, with the same arithmetic)."""
     lb = letterbox
