@@ -9,8 +9,9 @@ Policies (the lifecycle around them, backoff and status events, is `CameraSource
   that arrived incomplete (packets the resend could not recover) takes its number, is counted
   (`incomplete`), logged at most once per `INCOMPLETE_LOG_S` with the count since the last line,
   and never handed on.
-- `captured_ms` is the camera's timestamp on the host clock (`timing.CameraClock`); `captured_mono`
-  the same instant on the monotonic clock.
+- `captured_ms` is the camera's timestamp on the host's wall clock (`daemon.ingest.capture_clock`;
+  a camera without timestamps, 0, gets the arrival time); `captured_mono` the same instant on the
+  monotonic clock.
 - Hand-off: `consumer.put(wait=False)` (the newest frame wins), the pixels wrapped in an
   `av.VideoFrame` (`pixels`) and converted by swscale in the worker. Frames carry no `decoded`
   planes: on a device lane they take the CPU fill.
@@ -41,10 +42,11 @@ from daemon.config.cameras import CameraConfig  # noqa: E402
 from daemon.core.clock import time_ms  # noqa: E402
 from daemon.core.frames import Frame  # noqa: E402
 from daemon.core.ratelimit import RateLimited  # noqa: E402
+from daemon.ingest.capture_clock import CaptureClock  # noqa: E402
 from daemon.ingest.decoding import ConnectionLostError, scale  # noqa: E402
 from daemon.ingest.gige.features import Refused, apply_settings  # noqa: E402
 from daemon.ingest.gige.pixels import UnsupportedPixelFormatError, bins, layout_of, video_frame  # noqa: E402
-from daemon.ingest.gige.timing import CameraClock, FrameIds  # noqa: E402
+from daemon.ingest.gige.timing import FrameIds  # noqa: E402
 from daemon.ingest.link import LinkParts  # noqa: E402
 from daemon.ingest.reader import FPS_SMOOTHING, Connection, Outcome  # noqa: E402
 
@@ -150,7 +152,7 @@ class GigeLink:
         rate = self._cfg.frame_rate or _read_rate(session.camera)
         conn = Connection(session.camera.get_pixel_format_as_string(), now, now, rate)
         self.conn = conn
-        reading = _Reading(FrameIds(), CameraClock(), now, now + 1.0 / rate)
+        reading = _Reading(FrameIds(), CaptureClock(), now, now + 1.0 / rate)
         if self._cfg.hardware_trigger:  # up once acquiring: the first frame waits for the first part
             _x, _y, width, height = session.camera.get_region()
             self._parts.on_up(width, height, conn, now)
@@ -223,7 +225,8 @@ class GigeLink:
         except UnsupportedPixelFormatError as exc:
             raise ConnectionLostError(str(exc)) from None
         width, height = buffer.get_image_width(), buffer.get_image_height()
-        captured_ms = reading.clock.captured_ms(buffer.get_timestamp(), buffer.get_system_timestamp())
+        camera_ns = buffer.get_timestamp()
+        captured_ms = reading.clock.capture_ns(camera_ns or None, buffer.get_system_timestamp()) // 1_000_000
         captured_mono = now - (time_ms(self._clock) - captured_ms) / 1000
         self._count(now, conn)
         if not conn.up:
@@ -291,7 +294,7 @@ def resolve_address(device: str) -> str:
 class _Reading:
     """One connection's frame numbering, clock mapping and timing."""
 
-    def __init__(self, ids: FrameIds, clock: CameraClock, now: float, next_trigger: float) -> None:
+    def __init__(self, ids: FrameIds, clock: CaptureClock, now: float, next_trigger: float) -> None:
         self.ids = ids
         self.clock = clock
         self.numbered = False
