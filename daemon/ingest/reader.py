@@ -7,8 +7,13 @@ Policies:
 - Hand-off: live cameras and realtime file replays use `consumer.put(wait=False)` (latest
   frame wins, the consumer counts what it replaces). `realtime=false` file replays use
   `put(wait=True)`: every frame is processed and `seq` equals the frame index in the file.
-- `captured_ms`: a frame is stamped when it is decoded; a `realtime = false` replay's frame with
-  the pass's start plus its time in the file instead (it keeps the recording's spacing).
+- `captured_ms`: a live camera's frame is stamped from its presentation time (the stream's clock,
+  RTP time over RTSP), mapped onto the host's clocks by `daemon.ingest.capture_clock` (the
+  least-delayed frame's arrival as the floor): a decoder that a busy host held back does not
+  stamp its frames late, so the tracker sees the camera's own spacing. A frame without a
+  presentation time is stamped when it is decoded, as is a realtime replay's (paced to its time in
+  the file); a `realtime = false` replay's with the pass's start plus its time in the file (it
+  keeps the recording's spacing).
 - `seq` counts decoded frames from 0 in each connection; a reconnect or a file loop (a new
   pass) starts again at 0. Frames whose resolution routes to no model are counted as
   dropped (`no_model`) and still take a seq number.
@@ -29,7 +34,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Literal
 
@@ -46,6 +51,7 @@ from daemon.core.frames import Frame, FrameConsumer
 from daemon.core.metrics import Metrics
 from daemon.core.ratelimit import RateLimited
 from daemon.core.status_kinds import StatusKind
+from daemon.ingest.capture_clock import CaptureClock
 from daemon.ingest.decoding import ConnectionLostError, describe_error, scale, set_decoder_threads
 from daemon.ingest.geometry import SourceGeometry
 from daemon.ingest.lag import StreamLag
@@ -85,6 +91,10 @@ class Connection:
     pace_anchor: float | None = None
     file_anchor_ms: int | None = None
     up: bool = False
+    tick: float | None = None
+    """Seconds per presentation-time unit of the stream (None: not known)."""
+    capture: CaptureClock = field(default_factory=CaptureClock)
+    """A live camera's presentation times on the monotonic clock."""
 
 
 OnUp = Callable[[int, int, Connection, float], None]
@@ -154,7 +164,7 @@ class FrameReader:
         if packets is not None:
             packets.start(stream)
         lag = None if self.camera.is_file else StreamLag()
-        tick = float(stream.time_base) if stream.time_base else None  # seconds per pts unit, once per connection
+        tick = conn.tick = float(stream.time_base) if stream.time_base else None  # once per connection
         for packet in self._demuxed(container.demux(stream)):
             if packets is not None:
                 packets.add(packet, time_ms(self._clock))
@@ -236,14 +246,17 @@ class FrameReader:
         """Route and hand off one decoded frame (the worker scales it); False once stop was requested."""
         if self.camera.is_file and self.camera.realtime and not self._pace(vframe, conn):
             return False
-        captured_mono = self._clock.monotonic()
-        replay = self.camera.is_file and not self.camera.realtime
-        captured_ms = self._file_time_ms(vframe, conn) if replay else time_ms(self._clock)
+        now = self._clock.monotonic()
+        if self.camera.is_file:
+            captured_mono = now
+            captured_ms = time_ms(self._clock) if self.camera.realtime else self._file_time_ms(vframe, conn)
+        else:
+            captured_mono, captured_ms = self._stream_time(vframe, conn, now)
         seq = conn.seq
         conn.seq += 1
-        self._count_frame(captured_mono, conn)
+        self._count_frame(now, conn)
         if not conn.up:
-            self._on_up(vframe.width, vframe.height, conn, captured_mono)
+            self._on_up(vframe.width, vframe.height, conn, now)
         letterbox = self._geometry.letterbox_for(vframe.width, vframe.height)
         if letterbox is None:
             self._metrics.dropped(self.camera.id, "no_model")
@@ -255,6 +268,14 @@ class FrameReader:
             return self._consumer.put(frame, wait=True, stop=self._stop)
         self._consumer.put(frame, wait=False)
         return True
+
+    def _stream_time(self, vframe: av.VideoFrame, conn: Connection, now: float) -> tuple[float, int]:
+        """A live frame's capture instant, monotonic seconds and Unix ms, from its presentation time
+        (`daemon.ingest.capture_clock`; the decode instant `now` where the frame has none)."""
+        pts, tick = vframe.pts, conn.tick
+        source_ns = round(pts * tick * 1e9) if pts is not None and tick else None
+        captured_mono = conn.capture.capture_ns(source_ns, round(now * 1e9)) / 1e9
+        return captured_mono, time_ms(self._clock) - round(1000 * (now - captured_mono))
 
     def _file_time_ms(self, vframe: av.VideoFrame, conn: Connection) -> int:
         """A `realtime = false` replay's `captured_ms`: the pass's start plus the frame's time in the

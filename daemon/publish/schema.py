@@ -8,7 +8,7 @@ stream (`RedisConfig.stream_for(camera_id)`), every field a string:
 | `v`            | `1`                                                                |
 | `camera`       | camera id                                                          |
 | `seq`          | frame number within the camera's current connection                |
-| `captured_ms`  | wall-clock Unix ms when the frame was decoded                      |
+| `captured_ms`  | wall-clock Unix ms the frame was captured (`daemon.ingest.reader`) |
 | `published_ms` | wall-clock Unix ms when the XADD was built (sent right after)      |
 | `w`, `h`       | camera frame size in pixels                                        |
 | `model`        | `"<input size>:<model name>"`, e.g. `"640:conveyor-640@1.0.0"`     |

@@ -16,7 +16,7 @@ import structlog.testing
 
 from daemon.config.cameras import CameraConfig
 from daemon.core.backoff import Backoff
-from daemon.core.frames import StatusEvent
+from daemon.core.frames import Frame, StatusEvent
 from daemon.core.metrics import Metrics
 from daemon.ingest.reader import MAX_CONSECUTIVE_DECODE_ERRORS
 from daemon.ingest.sources import CameraSource
@@ -319,3 +319,44 @@ def test_resolution_change_after_reconnect_is_reported_and_rerouted(
     sizes = [f.model_size for f in harness.consumer.of("cam")]
     assert sizes == sorted(sizes)  # 640 until the reconnect, 800 after, never mixed
     assert source.size_text == "1280x720"
+
+
+class HeldBackConsumer(RecordingConsumer):
+    """A busy host: one hand-off in five takes 150-300 ms (the others up to 20), so the next frames
+    wait in the socket and then come in a burst."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handed_mono: list[float] = []
+        rng = np.random.default_rng(11)
+        held = rng.random(10_000) < 0.2
+        self._delays = iter(np.where(held, rng.uniform(0.15, 0.3, 10_000), rng.uniform(0.0, 0.02, 10_000)))
+
+    def put(self, frame: Frame, *, wait: bool = False, stop: threading.Event | None = None) -> bool:
+        self.handed_mono.append(time.monotonic())
+        super().put(frame, wait=wait, stop=stop)
+        time.sleep(next(self._delays))
+        return True
+
+
+def test_a_held_back_reader_stamps_frames_with_the_streams_spacing(
+    harness: Harness, rtsp_server: Callable[..., RtspServer], clip_factory: Callable[..., Clip]
+) -> None:
+    """Frames are stamped from their presentation time, not when the host got to them: a reader held
+    back by up to 300 ms at a time still gives the tracker the camera's 100 ms spacing."""
+    server = rtsp_server({"cam": clip_factory(320, 240, fps=10, seconds=6.0).path})
+    harness.consumer = consumer = HeldBackConsumer()
+    t0_ms = time.time() * 1000
+    harness.start("cam", server.url("cam"))
+    wait_until(lambda: len(consumer.of("cam")) >= 40, 60, "frames")
+    frames = consumer.of("cam")[:40]
+    handed = consumer.handed_mono[: len(frames)]
+    decode_steps = np.diff(handed[5:])
+    assert np.abs(decode_steps - 0.1).max() > 0.08  # the host did hold the reader back
+    captured_steps = np.diff([f.captured_mono for f in frames[5:]])
+    assert np.abs(captured_steps - 0.1).max() < 0.015, captured_steps.round(3).tolist()
+    ms_steps = np.diff([f.captured_ms for f in frames[5:]])
+    assert np.abs(ms_steps - 100).max() <= 16
+    for f, at in zip(frames, handed, strict=True):
+        assert f.captured_mono <= at + 0.002  # never later than the frame reached the host
+        assert t0_ms - 1000 <= f.captured_ms <= time.time() * 1000
