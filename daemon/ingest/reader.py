@@ -272,9 +272,12 @@ class FrameReader:
     def _stream_time(self, vframe: av.VideoFrame, conn: Connection, now: float) -> tuple[float, int]:
         """A live frame's capture instant, monotonic seconds and Unix ms, from its presentation time
         (`daemon.ingest.capture_clock`; the decode instant `now` where the frame has none)."""
-        pts, tick = vframe.pts, conn.tick
+        pts, tick, clock = vframe.pts, conn.tick, conn.capture
         source_ns = round(pts * tick * 1e9) if pts is not None and tick else None
-        captured_mono = conn.capture.capture_ns(source_ns, round(now * 1e9)) / 1e9
+        trusted = clock.trusted
+        captured_mono = clock.capture_ns(source_ns, round(now * 1e9)) / 1e9
+        if trusted and not clock.trusted:
+            log.warning("camera_clock_untrusted", camera=self.camera.id)
         return captured_mono, time_ms(self._clock) - round(1000 * (now - captured_mono))
 
     def _file_time_ms(self, vframe: av.VideoFrame, conn: Connection) -> int:

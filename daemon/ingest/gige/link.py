@@ -225,8 +225,10 @@ class GigeLink:
         except UnsupportedPixelFormatError as exc:
             raise ConnectionLostError(str(exc)) from None
         width, height = buffer.get_image_width(), buffer.get_image_height()
-        camera_ns = buffer.get_timestamp()
-        captured_ms = reading.clock.capture_ns(camera_ns or None, buffer.get_system_timestamp()) // 1_000_000
+        clock, trusted = reading.clock, reading.clock.trusted
+        captured_ms = clock.capture_ns(buffer.get_timestamp() or None, buffer.get_system_timestamp()) // 1_000_000
+        if trusted and not clock.trusted:
+            log.warning("camera_clock_untrusted", camera=self.camera.id)
         captured_mono = now - (time_ms(self._clock) - captured_ms) / 1000
         self._count(now, conn)
         if not conn.up:

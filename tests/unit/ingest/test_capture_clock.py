@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from daemon.ingest.capture_clock import MIN_STEP_NS, WINDOW, CaptureClock
+from daemon.ingest.capture_clock import MAX_BEHIND_NS, MIN_STEP_NS, UNTRUSTED_AFTER, WINDOW, CaptureClock
 
 MS = 1_000_000
 
@@ -72,3 +72,27 @@ def test_a_drifting_source_clock_is_followed_within_the_window() -> None:
     out = [clock.capture_ns(k * 40 * MS, k * 40_040_000) for k in range(3 * WINDOW)]
     lag = [k * 40_040_000 - s for k, s in enumerate(out)]
     assert max(lag[2 * WINDOW :]) <= WINDOW * 40_000 + MS
+
+
+def test_a_network_stall_restarts_the_window_once_and_the_clock_stays_trusted() -> None:
+    """A 3 s stall, then the held frames in a burst: they are that late; the live ones after it are not."""
+    clock = CaptureClock()
+    for k in range(50):
+        clock.capture_ns(k * 40 * MS, 1_000 * MS + k * 40 * MS + 2 * MS)
+    burst_at = 1_000 * MS + 50 * 40 * MS + 3_000 * MS
+    held = [clock.capture_ns(k * 40 * MS, burst_at + (k - 50) * MS) for k in range(50, 125)]
+    assert held[0] == burst_at  # a second behind the floor: measured again from here
+    live = [clock.capture_ns(k * 40 * MS, 1_000 * MS + k * 40 * MS + 3 * MS) for k in range(125, 200)]
+    assert clock.trusted
+    assert live[-1] == 1_000 * MS + 199 * 40 * MS + 3 * MS  # the live edge's floor again
+
+
+def test_a_source_clock_that_runs_slow_is_not_trusted_after_repeated_restarts() -> None:
+    """A camera that stamps 40 ms a frame while it sends one every 80 ms: its times fall behind without end."""
+    clock = CaptureClock()
+    arrivals = [5_000 * MS + k * 80 * MS for k in range(200)]
+    stamps = [clock.capture_ns(k * 40 * MS, arrival) for k, arrival in enumerate(arrivals)]
+    assert not clock.trusted
+    untrusted_from = next(k for k in range(200) if stamps[k:] == arrivals[k:])
+    assert untrusted_from <= UNTRUSTED_AFTER * (MAX_BEHIND_NS // (40 * MS) + 2)
+    assert all(arrival - stamp <= MAX_BEHIND_NS for stamp, arrival in zip(stamps, arrivals, strict=True))

@@ -20,6 +20,14 @@ INGEST_EVENTS: tuple[LogEvent, ...] = (
         ("camera", "lag_ms", "skips_since"),
     ),
     LogEvent(
+        "camera_clock_untrusted",
+        "warning",
+        "a live camera's own frame times (RTSP presentation times, GigE Vision timestamps) fell more than a second "
+        "behind its frames' arrival three times in a minute: its clock does not keep time with the host's, so for "
+        "the rest of the connection its frames are stamped when they arrive (`daemon.ingest.capture_clock`)",
+        ("camera",),
+    ),
+    LogEvent(
         "camera_caught_up",
         "debug",
         "a skip of a camera that ran behind ended at a keyframe (`skipped`: packets not decoded)",
