@@ -23,8 +23,8 @@ sender's timing (GStreamer's `rtpjitterbuffer`, DeepStream with RTCP).
   edge, `daemon.ingest.lag`), but a network stall's burst or a source clock that runs slow does.
   Where that happens `UNTRUSTED_AFTER` times within `UNTRUSTED_SPAN_NS`, the source's clock does not
   keep time with the host's (a camera that stamps its frames at a nominal rate, not when it
-  captured them): from then on the connection's frames get their arrival times (`trusted` False),
-  which is never worse than stamping them when they come.
+  captured them): from then on the connection's frames get their arrival times (`trusted` False,
+  logged once as `camera_clock_untrusted`), which is never worse than stamping them when they come.
 - The result is never later than the arrival (but for the step below), and never goes back: each
   frame at least `MIN_STEP_NS` after the one before.
 """
@@ -33,12 +33,18 @@ from __future__ import annotations
 
 from collections import deque
 
+import structlog
+
+from daemon.ingest.lag import BOUND_S
+
+log = structlog.get_logger("beltsight.source")
+
 WINDOW = 256
 """Frames over which the offset's minimum is taken (about 8 s at 30 fps, 51 s at 5 fps)."""
 MIN_STEP_NS = 1_000_000
 """Each mapped instant is at least this after the one before (1 ms)."""
-MAX_BEHIND_NS = 1_000_000_000
-"""A frame this far behind the floor starts the window again (1 s: `daemon.ingest.lag.BOUND_S`)."""
+MAX_BEHIND_NS = round(BOUND_S * 1e9)
+"""A frame this far behind the floor starts the window again: the lag past which a live reader skips."""
 UNTRUSTED_AFTER = 3
 """So many restarts within `UNTRUSTED_SPAN_NS`: the source's clock is not used for the connection."""
 UNTRUSTED_SPAN_NS = 60_000_000_000
@@ -46,9 +52,10 @@ UNTRUSTED_SPAN_NS = 60_000_000_000
 
 
 class CaptureClock:
-    """Source timestamps -> host-clock ns (one per connection: a new connection measures again)."""
+    """One camera's source timestamps -> host-clock ns (one per connection: a new connection measures again)."""
 
-    def __init__(self) -> None:
+    def __init__(self, camera_id: str) -> None:
+        self.camera_id = camera_id
         self._samples: deque[tuple[int, int]] = deque()  # (index, offset ns), offsets increasing
         self._index = 0
         self._last_source: int | None = None
@@ -82,6 +89,7 @@ class CaptureClock:
         restarts.append(arrival_ns)
         if len(restarts) == UNTRUSTED_AFTER and arrival_ns - restarts[0] <= UNTRUSTED_SPAN_NS:
             self.trusted = False
+            log.warning("camera_clock_untrusted", camera=self.camera_id)
         self._samples.append((self._index, sample))
         return sample
 

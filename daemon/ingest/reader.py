@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Literal
 
@@ -93,8 +93,8 @@ class Connection:
     up: bool = False
     tick: float | None = None
     """Seconds per presentation-time unit of the stream (None: not known)."""
-    capture: CaptureClock = field(default_factory=CaptureClock)
-    """A live camera's presentation times on the monotonic clock."""
+    capture: CaptureClock | None = None
+    """A live camera's frame times on the host's clock (None: a file, stamped as it is read)."""
 
 
 OnUp = Callable[[int, int, Connection, float], None]
@@ -158,7 +158,8 @@ class FrameReader:
         set_decoder_threads(stream, self.camera.decode_threads)
         now = self._clock.monotonic()
         rate = stream.average_rate or stream.guessed_rate
-        conn = Connection(stream.codec_context.name, now, now, float(rate) if rate else 25.0)
+        capture = None if self.camera.is_file else CaptureClock(self.camera.id)
+        conn = Connection(stream.codec_context.name, now, now, float(rate) if rate else 25.0, capture=capture)
         self.conn = conn
         packets = self._packets
         if packets is not None:
@@ -247,11 +248,11 @@ class FrameReader:
         if self.camera.is_file and self.camera.realtime and not self._pace(vframe, conn):
             return False
         now = self._clock.monotonic()
-        if self.camera.is_file:
+        if conn.capture is not None:
+            captured_mono, captured_ms = self._stream_time(vframe, conn.capture, conn.tick, now)
+        else:
             captured_mono = now
             captured_ms = time_ms(self._clock) if self.camera.realtime else self._file_time_ms(vframe, conn)
-        else:
-            captured_mono, captured_ms = self._stream_time(vframe, conn, now)
         seq = conn.seq
         conn.seq += 1
         self._count_frame(now, conn)
@@ -269,15 +270,14 @@ class FrameReader:
         self._consumer.put(frame, wait=False)
         return True
 
-    def _stream_time(self, vframe: av.VideoFrame, conn: Connection, now: float) -> tuple[float, int]:
+    def _stream_time(
+        self, vframe: av.VideoFrame, clock: CaptureClock, tick: float | None, now: float
+    ) -> tuple[float, int]:
         """A live frame's capture instant, monotonic seconds and Unix ms, from its presentation time
         (`daemon.ingest.capture_clock`; the decode instant `now` where the frame has none)."""
-        pts, tick, clock = vframe.pts, conn.tick, conn.capture
+        pts = vframe.pts
         source_ns = round(pts * tick * 1e9) if pts is not None and tick else None
-        trusted = clock.trusted
         captured_mono = clock.capture_ns(source_ns, round(now * 1e9)) / 1e9
-        if trusted and not clock.trusted:
-            log.warning("camera_clock_untrusted", camera=self.camera.id)
         return captured_mono, time_ms(self._clock) - round(1000 * (now - captured_mono))
 
     def _file_time_ms(self, vframe: av.VideoFrame, conn: Connection) -> int:

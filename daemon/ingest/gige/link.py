@@ -152,7 +152,7 @@ class GigeLink:
         rate = self._cfg.frame_rate or _read_rate(session.camera)
         conn = Connection(session.camera.get_pixel_format_as_string(), now, now, rate)
         self.conn = conn
-        reading = _Reading(FrameIds(), CaptureClock(), now, now + 1.0 / rate)
+        reading = _Reading(FrameIds(), CaptureClock(self.camera.id), now, now + 1.0 / rate)
         if self._cfg.hardware_trigger:  # up once acquiring: the first frame waits for the first part
             _x, _y, width, height = session.camera.get_region()
             self._parts.on_up(width, height, conn, now)
@@ -225,10 +225,8 @@ class GigeLink:
         except UnsupportedPixelFormatError as exc:
             raise ConnectionLostError(str(exc)) from None
         width, height = buffer.get_image_width(), buffer.get_image_height()
-        clock, trusted = reading.clock, reading.clock.trusted
-        captured_ms = clock.capture_ns(buffer.get_timestamp() or None, buffer.get_system_timestamp()) // 1_000_000
-        if trusted and not clock.trusted:
-            log.warning("camera_clock_untrusted", camera=self.camera.id)
+        camera_ns = buffer.get_timestamp() or None  # 0: the camera has no timestamps
+        captured_ms = reading.clock.capture_ns(camera_ns, buffer.get_system_timestamp()) // 1_000_000
         captured_mono = now - (time_ms(self._clock) - captured_ms) / 1000
         self._count(now, conn)
         if not conn.up:

@@ -24,7 +24,8 @@ INGEST_EVENTS: tuple[LogEvent, ...] = (
         "warning",
         "a live camera's own frame times (RTSP presentation times, GigE Vision timestamps) fell more than a second "
         "behind its frames' arrival three times in a minute: its clock does not keep time with the host's, so for "
-        "the rest of the connection its frames are stamped when they arrive (`daemon.ingest.capture_clock`)",
+        "the rest of the connection its frames are stamped when they arrive (`daemon.ingest.capture_clock`); counting "
+        "goes on, with its timing as exact as the host's; check the camera's timestamp or RTP clock settings",
         ("camera",),
     ),
     LogEvent(
