@@ -5,6 +5,11 @@ the most CPU between two readings."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -12,14 +17,18 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from daemon.core.frames import FrameResult
 from daemon.inference.model_file import load_model_info
 from daemon.inference.pixel_input import with_pixel_input
 from daemon.inference.postprocess import decode_batch
+from daemon.publish.schema import encode_entry
+from tests.support.fixtures_redis import RedisServer
 from tools.bench.cli import parse_args
 from tools.bench.gil import summarise
-from tools.bench.null_bench import Mode, lane_shape, modes
+from tools.bench.null_bench import Mode, lane_shape, modes, startup_line
 from tools.bench.null_model import make_null_model
-from tools.bench.procs import busiest_thread
+from tools.bench.phase_figures import startup_figures
+from tools.bench.procs import busiest_thread, nice_process
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_416 = REPO / "models" / "conveyor-416.onnx"
@@ -121,3 +130,41 @@ def test_an_unknown_lane_shape_is_refused_before_anything_starts(capsys: pytest.
     with pytest.raises(SystemExit):
         parse_args(["--null-model", "--lanes", "gpu,tpu"])
     assert "--lanes: tpu is not a lane shape" in capsys.readouterr().err
+
+
+def test_startup_freshness_counts_only_the_entries_published_in_the_settle_span(
+    redis_server: Callable[..., RedisServer],
+) -> None:
+    client = redis_server().client()
+    try:
+        for cam, lateness in (("cam0", 10), ("cam1", 300)):
+            for i, published in enumerate((900, 1000, 1500, 2000, 2500)):  # ms; the span is [1.0 s, 2.5 s)
+                result = FrameResult(cam, i, published - lateness, 0.0, 640, 480, 640, "demo", ())
+                client.xadd(f"s:{cam}", encode_entry(result, published))
+        got = startup_figures(client, {"cam0": "s:cam0", "cam1": "s:cam1"}, (1.0, 2.5))
+    finally:
+        client.close()
+    assert got["entries"] == 6  # 1000, 1500 and 2000 of each camera: not 900 (before), not 2500 (the window's)
+    assert got["latency_ms"]["max"] == 300 and got["latency_ms"]["p50"] in (10, 155, 300)
+    assert startup_line(got).startswith("2 s") and "max    300" in startup_line(got)
+    assert startup_line(None) == "none (--settle 0)"
+
+
+def test_nice_process_sets_every_thread_of_the_process() -> None:
+    script = (
+        "import threading, time\n"
+        "for _ in range(3): threading.Thread(target=time.sleep, args=(30,)).start()\n"
+        "time.sleep(30)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 10
+        while len(os.listdir(f"/proc/{proc.pid}/task")) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        nice_process(proc.pid, os.getpriority(os.PRIO_PROCESS, 0) + 3)
+        tasks = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task")]
+        assert len(tasks) == 4
+        assert {os.getpriority(os.PRIO_PROCESS, t) for t in tasks} == {os.getpriority(os.PRIO_PROCESS, 0) + 3}
+    finally:
+        proc.kill()
+        proc.wait()

@@ -4,13 +4,19 @@
         [--model 640|FILE.onnx] [--max-batch N] [--max-wait-ms M] [--workers W] [--worker-batch B] [--sweep 1,2,4,6]
         [--naive-seconds S] [--stage-ab-seconds 10] [--ab EXPERIMENT] [--no-lines] [--snapshots]
         [--flame FILE.svg] [--scaling 1,2,4,8,16] [--preprocess host|graph] [--ultralytics PYTHON] [--out DIR]
+        [--settle 15] [--rtsp-nice -10]
     .venv/bin/python -m tools.bench --null-model [--cameras 8,16,24,32] [--seconds 20] [--preprocess host|graph|both]
         [--boxes 7] [--gil] [--ab EXPERIMENT] [--processes 1,auto] [--lanes gpu,device] [--ultralytics PYTHON]
+        [--flame FILE.svg|FILE.txt] [--settle 15] [--rtsp-nice -10]
 
-1. renders K synthetic clips (cached in runs/bench-cache), starts redis-server and tools/kit/rtsp_server.py;
+1. renders K synthetic clips (cached in runs/bench-cache), starts redis-server and tools/kit/rtsp_server.py
+   (its threads at --rtsp-nice, -10 where the bench may: it stands in for cameras, which do not share the
+   daemon's cores, and a frame it sends late would read as the daemon's lateness);
 2. runs the real daemon in-process (CPU provider, `model` forced per camera; tracking on, and with
    `--lines` (the default) a counting line across each camera's belt, so crossings are counted;
-   `--snapshots`: a JPEG per crossing) for T seconds, sampling
+   `--snapshots`: a JPEG per crossing) for --settle seconds once every camera has published (the
+   start-up: connections, first keyframes; its freshness is reported apart, as `startup`), then for
+   T seconds, sampling
    stream lengths, CPU and RSS every second; reads every entry back (latency = published_ms - captured_ms);
 3. baseline 1: bare `session.run` on the clips' own frames (letterboxed as the workers do) at the
    batch sizes the daemon used, measured two ways and the higher taken: one session with ORT's
@@ -34,7 +40,9 @@
 `--ab EXPERIMENT` (`tools/bench/experiments.py`: worker pinning, the readers' scheduling policy or nice
 value) switches that experiment on and off every --stage-ab-seconds instead of the counters (which
 stay on) and prints its on/off ratios: a change to where the daemon's threads run, measured in one run.
-`--flame FILE.svg` records the main daemon phase (up to 60 s) with py-spy (`--threads --nonblocking`).
+`--flame FILE.svg` records the main daemon phase (up to 60 s) with py-spy (`--threads --nonblocking`, the
+daemon's process); `--flame FILE.txt` writes collapsed stacks instead; with --null-model, one file per
+camera count (FILE-32.svg).
 `--scaling 1,2,4,8,16` is a sweep that also plots published / offered, the ratio to the bare model
 and RSS per camera count into scaling.png, and names the knee (the last count served in full).
 `--ultralytics PYTHON` (an interpreter with ultralytics and onnxruntime) adds Ultralytics' streaming

@@ -158,7 +158,7 @@ def measure(args: argparse.Namespace, srv: Servers, ks: list[int], main_k: int) 
     after (and beside the decoders), the naive loop."""
     clips = render_clips(max(ks), args.width, args.height, args.fps, args.bitrate or None)
     args.clip_mbit_s = round(sum(c.stat().st_size for c in clips) * 8 / CLIP_SECONDS / len(clips) / 1e6, 2)
-    srv.start(clips, args.out)
+    srv.start(clips, args.out, args.rtsp_nice)
     args.bare_clip = clips[0]  # the bare model runs on its frames
     dcfg = engine_config(args)
     workers, threads = lane_workers(dcfg), intra_op_threads(dcfg)

@@ -118,6 +118,20 @@ def add_stream_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", default="640x480")
     p.add_argument("--seconds", type=float, default=60)
     p.add_argument(
+        "--rtsp-nice",
+        type=int,
+        default=-10,
+        help="nice value of the RTSP server's threads (default -10, where allowed): it stands in for cameras, "
+        "which do not share the daemon's cores, so a frame it sends late would read as the daemon's lateness",
+    )
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=15,
+        help="seconds a daemon phase runs, once every camera has published, before its window starts: the "
+        "start-up (connections, first keyframes, the servers' pipelines) is reported apart, as 'startup'",
+    )
+    p.add_argument(
         "--model",
         default="640",
         help="model size (416/640/800: the committed demo model) or an ONNX file "
@@ -168,7 +182,11 @@ def add_phase_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="[snapshots] on (a JPEG of each crossing's frame, under --out): their cost in the budget",
     )
-    p.add_argument("--flame", type=Path, help="record the main daemon phase with py-spy (up to 60 s) into this SVG")
+    p.add_argument(
+        "--flame",
+        type=Path,
+        help="record the main daemon phase with py-spy (up to 60 s) into this SVG (or collapsed stacks: .txt)",
+    )
     p.add_argument("--naive-seconds", type=float, help="default: seconds / 2")
     p.add_argument("--bare-seconds", type=float, default=10)
     p.add_argument("--out", type=Path, help=f"the run's folder (default: bench-<time> under {WHERE})")

@@ -99,6 +99,7 @@ def row(phase: dict[str, Any], decode: dict[str, Any]) -> dict[str, Any]:
         "untimed_ms_per_frame": per(cpu - sum(stage.values())),
         "busiest_thread": phase["busiest_thread"],
         "freshness_ms": {"p50": phase["latency_ms"]["p50"], "p99": phase["latency_ms"]["p99"]},
+        "startup": phase.get("startup"),
         "camera_fps": {"min": min(fps), "max": max(fps), "min_over_max": round(min(fps) / max(fps), 3)},
         "rss_mb": phase["rss_mb_end"],
         "behind_stream_at_end_ms": {
@@ -141,6 +142,14 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             for r in rows
         ),
         "",
+        "freshness in the start-up before the window (the --settle seconds after every camera had first "
+        "published), ms:",
+        *(
+            f"{r['cameras']:>4} {r['lanes']:>5} {r['preprocess']:>5} {r['processes']:>5}  "
+            + startup_line(r.get("startup"))
+            for r in rows
+        ),
+        "",
         "CPU per published frame by stage, ms (thread CPU where each stage runs; untimed = the rest of the process):",
         f"{'cams':>4} {'lanes':>5} {'pre':>5} {'procs':>5} "
         + " ".join(f"{k:>11}" for k in SHOWN_STAGES)
@@ -154,6 +163,13 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             + f" {r['untimed_ms_per_frame']:>8.2f}"
         )
     return lines
+
+
+def startup_line(startup: dict[str, Any] | None) -> str:
+    if not startup or not startup["latency_ms"]:
+        return "none (--settle 0)"
+    lat = startup["latency_ms"]
+    return f"{startup['seconds']:.0f} s  p50 {lat['p50']:>6.0f}  p99 {lat['p99']:>6.0f}  max {lat['max']:>6.0f}"
 
 
 def ultralytics_lines(rows: list[dict[str, Any]], version: str) -> list[str]:
@@ -214,7 +230,8 @@ def lane_shape(args: argparse.Namespace, lanes: str) -> tuple[int, int]:
 
 
 def null_phase(k: int, mode: Mode, args: argparse.Namespace, srv: Servers) -> dict[str, Any]:
-    """One daemon phase of `k` cameras in `mode` (with --gil, py-spy over its window), its figures printed."""
+    """One daemon phase of `k` cameras in `mode` (with --gil, py-spy over its window; with --flame, py-spy's
+    record into FLAME-k), its figures printed."""
     redis.Redis(port=srv.redis_port).flushall()
     phase_args = argparse.Namespace(**vars(args))
     phase_args.preprocess, phase_args.processes = mode.preprocess, mode.processes
@@ -227,7 +244,8 @@ def null_phase(k: int, mode: Mode, args: argparse.Namespace, srv: Servers) -> di
         flush=True,
     )
     spy = GilProfile(args.seconds) if args.gil else None
-    phase = daemon_phase(k, phase_args, srv, args.out, on_window=spy.start if spy is not None else None)
+    flame = args.flame.with_stem(f"{args.flame.stem}-{k}") if args.flame else None  # one per camera count
+    phase = daemon_phase(k, phase_args, srv, args.out, flame, on_window=spy.start if spy is not None else None)
     if spy is not None:
         phase["gil"] = spy.result()
         print("\n".join(gil.lines(phase["gil"])), flush=True)
@@ -256,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
     phases: dict[str, dict[str, Any]] = {}
     try:
         clips = render_clips(min(max(counts), DISTINCT_CLIPS), args.width, args.height, args.fps, args.bitrate or None)
-        srv.start([clips[i % len(clips)] for i in range(max(counts))], args.out)
+        srv.start([clips[i % len(clips)] for i in range(max(counts))], args.out, args.rtsp_nice)
         for k in counts:
             done = []
             for mode in phase_modes:

@@ -20,7 +20,7 @@ from daemon.config.seam import EngineConfig
 from daemon.core.seam import Metrics
 from tools.bench.budget import budget, diff, overhead, role_seconds, stage_seconds
 from tools.bench.experiments import EXPERIMENTS, Experiment
-from tools.bench.phase_figures import crossings, sample, summarize_phase, thread_figures
+from tools.bench.phase_figures import crossings, sample, startup_figures, summarize_phase, thread_figures
 from tools.bench.procs import (
     Servers,
     busiest_thread,
@@ -110,12 +110,16 @@ class Segments:
 
 
 def start_flame(path: Path | None, seconds: float) -> subprocess.Popen[bytes] | None:
-    """py-spy recording this process (the daemon runs in it) for up to 60 s of the phase."""
+    """py-spy recording this process (the daemon runs in it; not its decoder processes: py-spy's
+    `--subprocesses` on 32 decoding threads took a quarter of the cores and halved the published rate)
+    for up to 60 s of the phase: a flame graph (SVG), or collapsed stacks where `path` ends in `.txt`."""
     if path is None:
         return None
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     cmd = [spy, "record", "-o", str(path), "--pid", str(os.getpid()), "--duration", str(int(min(60, seconds)))]
     cmd += ["--threads", "--nonblocking"]
+    if path.suffix == ".txt":  # collapsed stacks, one line each, for reading as text
+        cmd += ["--format", "raw"]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -148,6 +152,8 @@ def daemon_phase(
     spy: subprocess.Popen[bytes] | None = None
     try:
         wait_entries(client, streams, running)
+        up = time.time()  # every camera has published: the start-up runs on for --settle seconds
+        time.sleep(getattr(args, "settle", 0))
         t0, s0, threads0, tids0 = time.time(), snapshot(metrics), thread_times_s(), thread_cpu_s()
         prev = cpu_clocks(srv)
         experiment = EXPERIMENTS[args.ab] if getattr(args, "ab", None) else None
@@ -172,6 +178,7 @@ def daemon_phase(
         raise RuntimeError("daemon failed") from running.error
     s2 = snapshot(metrics)
     phase = summarize_phase(k, args, client, streams, samples, (t0, t1), (s0, s1, s2), engine)
+    phase["startup"] = startup_figures(client, streams, (up, t0))
     if (counted := crossings(args, s0, s1, t1 - t0)) is not None:  # with --lines
         phase["crossings"] = counted
     phase["busiest_thread"] = busiest_thread(tids0, tids1, t1 - t0)

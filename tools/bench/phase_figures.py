@@ -93,6 +93,24 @@ def summarize_phase(
     }
 
 
+def startup_figures(client: redis.Redis, streams: dict[str, str], span: tuple[float, float]) -> dict[str, Any]:
+    """Freshness over `span` (from the moment every camera had published to the window's start: the
+    daemon's start-up, --settle seconds), reported apart from the window's steady state."""
+    up, t0 = span
+    lats = []
+    for stream in streams.values():
+        entries = [decode_entry(f) for _id, f in read_stream(client, stream)]
+        rows = np.array([(e["published_ms"], e["captured_ms"]) for e in entries], dtype=np.float64).reshape(-1, 2)
+        rows = rows[(rows[:, 0] >= up * 1000) & (rows[:, 0] < t0 * 1000)]
+        lats.append(rows[:, 0] - rows[:, 1])
+    lat = np.concatenate(lats) if lats else np.empty(0)
+    return {
+        "seconds": round(t0 - up, 2),
+        "entries": len(lat),
+        "latency_ms": {**percentiles(lat, (50, 99), 1), "max": percentile(lat, 100, 1)} if len(lat) else None,
+    }
+
+
 def camera_figures(
     client: redis.Redis,
     cam: str,

@@ -149,17 +149,38 @@ class Servers:
     def pids(self) -> list[int]:
         return [s.proc.pid for s in (self.redis, self.rtsp) if s is not None and s.proc is not None]
 
-    def start(self, clips: list[Path], out: Path) -> None:
+    def start(self, clips: list[Path], out: Path, rtsp_nice: int = 0) -> None:
+        """Both servers; the RTSP server's threads at `rtsp_nice` (see `nice_process`)."""
         self.redis = RedisServer(find_redis_server() or "redis-server", out)
         self.redis_port = self.redis.start().port
         self.rtsp = RtspServer({f"cam{i}": clip for i, clip in enumerate(clips)}, log_path=out / "rtsp.log")
         self.urls = self.rtsp.start().urls
+        if rtsp_nice and self.rtsp.proc is not None:
+            nice_process(self.rtsp.proc.pid, rtsp_nice)
 
     def close(self) -> None:
         if self.rtsp is not None:
             self.rtsp.terminate()
         if self.redis is not None:
             self.redis.stop()
+
+
+def nice_process(pid: int, value: int) -> None:
+    """Every thread of `pid` at nice `value` (threads it starts later inherit it). The RTSP server stands in
+    for cameras, which do not share the daemon's cores: where it does, a frame it sends late reads as
+    the daemon's lateness. A negative value needs CAP_SYS_NICE; without it the server keeps its nice
+    and the bench says so."""
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            os.setpriority(os.PRIO_PROCESS, int(task), value)
+    except PermissionError:
+        print(
+            f"bench: the RTSP server stays at nice {os.getpriority(os.PRIO_PROCESS, pid)}: "
+            f"nice {value} needs CAP_SYS_NICE",
+            flush=True,
+        )
+    else:
+        print(f"bench: the RTSP server (the cameras' stand-in) runs at nice {value}", flush=True)
 
 
 def render_clips(k: int, width: int, height: int, fps: int, bitrate: str | None) -> list[Path]:
