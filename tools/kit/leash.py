@@ -10,21 +10,31 @@ Linux sends the signal when the *thread* that forked the child ends, not the pro
 started and restarted from worker threads too (`asyncio.to_thread`, fault-injection threads, an
 asyncio loop's executor) that end long before the server should, so every `spawn` forks on one kit
 thread that lives as long as the process: the calling thread hands it the `Popen` call and waits
-for the result (a `Popen` object works from any thread). The child also checks, after the prctl,
-that its parent is still the process that forked it: a parent that died just before would never
-signal, so the child exits at once instead.
+for the result (a `Popen` object works from any thread).
 
-`preexec_fn` runs Python between fork and exec, which CPython calls unsafe with threads (a lock
-held by another thread at the fork stays held in the child). The function here only calls two
-system calls through a ctypes handle loaded beforehand and `os._exit`: it takes no lock, imports
-nothing and allocates nothing of its own. Off Linux, `spawn` is plain `Popen`.
+The signal is asked for by `setpriv --pdeathsig KILL` (util-linux, essential on Debian and Ubuntu),
+which sets it and execs the command in the same process: no Python runs between fork and exec.
+A `preexec_fn` would: with one, CPython calls `PyOS_AfterFork_Child` in the child, which clears
+every other thread's state there and so runs the deallocators of what only those threads held,
+their `threading.local` values among them. A PyAV `VideoReformatter` with swscale slice threads,
+kept per thread as `daemon.ingest.decoding` keeps its scalers, was freed that way in the child of
+`test_pipeline_accuracy_matches_the_model_run_offline`, and swscale's `avpriv_slicethread_free`
+waited forever for threads that exist only in the parent: the child never reached exec and the
+test hung until pytest-timeout (first seen with av 18.1.1; `tests/unit/support/test_leash.py`
+reproduces it). Without `setpriv`, or for a caller's own `preexec` (keep it to system calls),
+`spawn` falls back to a `preexec_fn` that sets the signal with `prctl` and checks that the parent is still the one that
+forked it (a parent that died just before would never signal); that path keeps the hazard above.
+`setpriv` cannot check the parent: a process killed in the microseconds between the fork and
+`setpriv`'s `prctl` leaves that one child without a leash. Off Linux, `spawn` is plain `Popen`.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,6 +48,9 @@ T = TypeVar("T")
 PR_SET_PDEATHSIG = 1
 
 _LIBC: Any = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+SETPRIV = shutil.which("setpriv") if sys.platform == "linux" else None
+"""util-linux's `setpriv`, which sets the parent-death signal and execs the command (see the module's
+docstring); None where it is missing."""
 _jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
@@ -82,11 +95,29 @@ def die_with_parent(parent_pid: int, then: Callable[[], None] | None = None) -> 
 
 def spawn(argv: Sequence[str], *, preexec: Callable[[], None] | None = None, **popen: Any) -> subprocess.Popen[Any]:
     """`subprocess.Popen(argv, **popen)` whose child dies with this process; `preexec` runs after
-    the leash is set (keep it to system calls: it runs between fork and exec)."""
+    the leash is set (keep it to system calls: it runs between fork and exec). A command that is not
+    found raises `FileNotFoundError` here, as `Popen` does, not in the child."""
     if _LIBC is None:
         return subprocess.Popen(argv, preexec_fn=preexec, **popen)  # noqa: PLW1509
+    if preexec is None and SETPRIV is not None and "executable" not in popen:
+        _must_exist(argv[0], popen)
+        leashed = [SETPRIV, "--pdeathsig", "KILL", "--", *argv]
+        return _on_kit_thread(lambda: subprocess.Popen(leashed, **popen))
     hook = die_with_parent(os.getpid(), preexec)
     return _on_kit_thread(lambda: subprocess.Popen(argv, preexec_fn=hook, **popen))  # noqa: PLW1509
+
+
+def _must_exist(command: str | os.PathLike[str], popen: dict[str, Any]) -> None:
+    """FileNotFoundError, as `Popen` raises it, where the child could not exec `command`: looked up in
+    the child's PATH (`env`'s, else ours) where it names no directory, else relative to `cwd`."""
+    name = os.fspath(command)
+    if os.sep in name:
+        found = os.path.exists(os.path.join(os.fspath(popen.get("cwd") or "."), name))
+    else:
+        env = popen.get("env")
+        found = shutil.which(name, path=(env if env is not None else os.environ).get("PATH", os.defpath)) is not None
+    if not found:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
 
 
 def run(argv: Sequence[str], *, timeout: float | None = None, **popen: Any) -> subprocess.CompletedProcess[Any]:
