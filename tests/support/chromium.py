@@ -31,23 +31,22 @@ class Chromium:
         to_child, self._to = os.pipe()
         self._from, from_child = os.pipe()
 
-        def as_fds_3_and_4() -> None:
-            os.dup2(to_child, 3)
-            os.dup2(from_child, 4)
-
         profile = tmp_path / "chromium-profile"
         profile.mkdir(exist_ok=True)
         flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--ignore-certificate-errors", f"--user-data-dir={profile}", "--window-size=1100,1400",
                  "--remote-debugging-pipe", "about:blank"]  # fmt: skip
+        # the pipe's ends as the child's descriptors 3 and 4, where --remote-debugging-pipe looks: bash's
+        # redirections, then exec; not a `preexec_fn`, which runs Python in the forked child
+        # (`tools.kit.leash` says why that can hang)
+        placed = f'exec "$0" "$@" 3<&{to_child} 4>&{from_child} {to_child}<&- {from_child}>&-'
         self._proc = spawn(
-            [CHROMIUM, *flags],
+            ["bash", "-c", placed, CHROMIUM, *flags],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec=as_fds_3_and_4,  # dup2 only; the child execs at once
-            pass_fds=(3, 4),
+            pass_fds=(to_child, from_child),
         )
         os.close(to_child)
         os.close(from_child)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -101,19 +101,24 @@ def start_daemon(
 
 def spawn_daemon(config: Path, log_path: Path, nofile: int = 0) -> subprocess.Popen[bytes]:
     """`python -m daemon run -c config`, its output appended to `log_path`, with RLIMIT_NOFILE `nofile` (0: as is)."""
-
-    def limit_descriptors() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-
     with log_path.open("ab") as log:  # the child keeps its own copy
         return subprocess.Popen(
-            [sys.executable, "-m", "daemon", "run", "-c", str(config)],
+            [*(with_nofile(nofile) if nofile else ()), sys.executable, "-m", "daemon", "run", "-c", str(config)],
             cwd=REPO,
             stdout=log,
             stderr=log,
             stdin=subprocess.DEVNULL,
-            preexec_fn=limit_descriptors if nofile else None,  # noqa: PLW1509  (setrlimit only)
         )
+
+
+def with_nofile(nofile: int) -> list[str]:
+    """The prefix that runs a command with RLIMIT_NOFILE `nofile` (util-linux `prlimit`, which sets it and
+    execs the command): not a `preexec_fn`, which runs Python in the forked child (`tools.kit.leash`
+    says why that can hang)."""
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        raise FileNotFoundError("prlimit (util-linux) is needed to start a process with a descriptor limit")
+    return [prlimit, f"--nofile={nofile}:{nofile}", "--"]
 
 
 def stop_process(proc: subprocess.Popen[Any], timeout_s: float = 30.0) -> None:

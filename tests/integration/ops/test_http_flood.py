@@ -19,7 +19,6 @@ import contextlib
 import itertools
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -39,6 +38,7 @@ from tests.support.metrics import metric
 from tests.support.streams import entries, stream
 from tests.support.waits import wait_until
 from tools.kit import leash
+from tools.kit.running import with_nofile
 from tools.soak.flood import FloodProc
 
 pytestmark = pytest.mark.slow
@@ -82,10 +82,6 @@ class Prober:
 
 
 # -- the daemon --------------------------------------------------------------------------------
-def limit_descriptors() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
-
-
 def first_after(entries: list[dict[str, str]], field_name: str, after_ms: int) -> float | None:
     """Seconds from `after_ms` to the first entry whose `field_name` is later."""
     later = [int(f[field_name]) for f in entries if int(f[field_name]) > after_ms]
@@ -145,12 +141,14 @@ def test_a_flood_on_the_endpoint_costs_the_cameras_redis_and_healthz_nothing(
     log, report = tmp_path / "daemon.log", tmp_path / "report.json"
     with log.open("wb") as out:
         proc = leash.spawn(
-            [sys.executable, "-m", "tests.support.daemon_child", str(config), str(report), str(tmp_path / "hang")],
+            [
+                *with_nofile(NOFILE),
+                *(sys.executable, "-m", "tests.support.daemon_child", str(config), str(report), str(tmp_path / "hang")),
+            ],
             cwd=REPO,
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec=limit_descriptors,  # setrlimit only; the child execs at once
         )
     flood, prober = FloodProc(port, FLOOD_CONNECTIONS, tmp_path / "flood.log"), Prober(port)
     counts: dict[str, int] = {}
