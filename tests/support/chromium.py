@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -20,6 +21,14 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 TOUCH_PAUSE_S = 0.5
 
 
+def above_4(fd: int) -> int:
+    """`fd` moved to a descriptor above 4 (close-on-exec, as `os.pipe` makes them; `pass_fds` lifts it in
+    the child), the original closed: the child's redirections put its ends on 3 and 4."""
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 5)
+    os.close(fd)
+    return high
+
+
 class Chromium:
     """Headless Chromium driven over the DevTools protocol on a pipe (`--remote-debugging-pipe`:
     it reads NUL-terminated JSON on fd 3 and writes on fd 4), so a page can be opened with an
@@ -30,6 +39,7 @@ class Chromium:
         assert CHROMIUM is not None
         to_child, self._to = os.pipe()
         self._from, from_child = os.pipe()
+        to_child, from_child = above_4(to_child), above_4(from_child)  # placing one cannot overwrite the other
 
         profile = tmp_path / "chromium-profile"
         profile.mkdir(exist_ok=True)
